@@ -1,0 +1,96 @@
+"""Read-only DuckDB access to a workspace.
+
+One in-memory DuckDB database holds a view per table present; every query runs
+on its own cursor (DuckDB connections refuse concurrent use across threads) and
+takes its values as parameters, never by string formatting.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from . import schema
+from .workspace import Workspace
+
+
+class WorkspaceDB:
+    def __init__(self, root: str | Path):
+        self.ws = Workspace(root)
+        self.root = self.ws.root
+        self._con = duckdb.connect(":memory:")
+        self._lock = threading.Lock()
+        self.tables: set[str] = set()
+        cur = self._con.cursor()
+        for t in schema.TABLES:
+            if t.per_checkpoint:
+                continue
+            p = self.root / t.path
+            if p.exists():
+                # Paths are bound through the Python API, not spliced into SQL text.
+                cur.read_parquet(str(p)).create_view(t.name)
+                self.tables.add(t.name)
+        cur.close()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            return self._con.cursor()
+
+    def query(self, sql: str, params: list | tuple | dict | None = None) -> pd.DataFrame:
+        cur = self.cursor()
+        try:
+            return cur.execute(sql, params if params is not None else []).df()
+        finally:
+            cur.close()
+
+    def has(self, table: str) -> bool:
+        if table == "features":
+            return self.ws.has("features")
+        return table in self.tables
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self.tables:
+            return []
+        cur = self.cursor()
+        try:
+            return [r[0] for r in cur.execute(f"DESCRIBE {_ident(table)}").fetchall()]
+        finally:
+            cur.close()
+
+    # ---- features --------------------------------------------------------
+    def features_path(self, checkpoint_id: str) -> Path:
+        return self.ws.table_path("features", checkpoint_id)
+
+    def features(self, checkpoint_id: str, image_ids: list[str] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """Return (image_ids, embeddings float32 matrix) for one checkpoint."""
+        path = str(self.features_path(checkpoint_id))
+        cur = self.cursor()
+        try:
+            if image_ids is None:
+                rel = cur.execute("SELECT image_id, embedding FROM read_parquet(?) ORDER BY image_id",
+                                  [path])
+            else:
+                rel = cur.execute(
+                    "SELECT f.image_id, f.embedding FROM read_parquet(?) f "
+                    "WHERE list_contains(?, f.image_id) ORDER BY f.image_id", [path, list(image_ids)])
+            tbl = rel.fetch_arrow_table()
+        finally:
+            cur.close()
+        ids = tbl["image_id"].to_numpy(zero_copy_only=False)
+        emb = tbl["embedding"].combine_chunks()
+        n = len(emb)
+        if n == 0:
+            return ids, np.zeros((0, 0), np.float32)
+        flat = emb.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+        return ids, flat.reshape(n, -1)
+
+
+def _ident(name: str) -> str:
+    """Quote a table identifier known to the schema (identifiers cannot be parameters)."""
+    if name not in schema.TABLES_BY_NAME:
+        raise ValueError(f"unknown table {name!r}")
+    return '"' + name + '"'
