@@ -14,6 +14,9 @@ from .workspace import WorkspaceError
 
 # Modules that add subcommands after the core ones (validate, demo), in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
+    "conceptlens.extract",
+    "conceptlens.captioners",
+    "conceptlens.analysis.clusters",
 )
 
 

@@ -52,6 +52,7 @@ class WorkspaceDB:
         return table in self.tables
 
     def columns(self, table: str) -> list[str]:
+        _ident(table)
         if table not in self.tables:
             return []
         cur = self.cursor()
@@ -71,13 +72,14 @@ class WorkspaceDB:
         cur = self.cursor()
         try:
             if image_ids is None:
-                rel = cur.execute("SELECT image_id, embedding FROM read_parquet(?) ORDER BY image_id",
-                                  [path])
+                rel = cur.sql("SELECT image_id, embedding FROM read_parquet(?) ORDER BY image_id",
+                              params=[path])
             else:
-                rel = cur.execute(
+                rel = cur.sql(
                     "SELECT f.image_id, f.embedding FROM read_parquet(?) f "
-                    "WHERE list_contains(?, f.image_id) ORDER BY f.image_id", [path, list(image_ids)])
-            tbl = rel.fetch_arrow_table()
+                    "WHERE list_contains(?, f.image_id) ORDER BY f.image_id",
+                    params=[path, list(image_ids)])
+            tbl = rel.to_arrow_table()
         finally:
             cur.close()
         ids = tbl["image_id"].to_numpy(zero_copy_only=False)

@@ -67,10 +67,9 @@ TABLES: tuple[Table, ...] = (
             Column("width", INT, "Width of the thumbnail in pixels."),
             Column("height", INT, "Height of the thumbnail in pixels."),
         ),
-        key=("image_id",), required=True,
+        key=("image_id",), required=True, added_by="your own import (or `conceptlens demo build`)",
         extra_columns="Any further column is a factor or attribute of the image "
                       "(e.g. `shape`, `color`, `slant`); the dashboard lists them as such.",
-        added_by="core",
     ),
     Table(
         "checkpoints", "checkpoints.parquet",
@@ -97,7 +96,7 @@ TABLES: tuple[Table, ...] = (
             Column("created", STRING, "ISO-8601 time of extraction.",
                    nullable=True, required=False),
         ),
-        key=("checkpoint_id",), required=True, added_by="core",
+        key=("checkpoint_id",), required=True, added_by="`conceptlens extract` (or your own writer)",
     ),
     Table(
         "features", "features/{checkpoint_id}.parquet",
@@ -106,7 +105,7 @@ TABLES: tuple[Table, ...] = (
             Column("image_id", STRING, "Image embedded.", references="images.image_id"),
             Column("embedding", FLOAT_LIST, "Feature vector; length = `feature_dim` of the checkpoint."),
         ),
-        key=("image_id",), required=False, added_by="core",
+        key=("image_id",), required=False, added_by="`conceptlens extract` (or your own writer)",
     ),
     Table(
         "captions", "captions.parquet",
@@ -117,7 +116,7 @@ TABLES: tuple[Table, ...] = (
             Column("captioner", STRING, "`groundtruth` or the captioner spec that wrote it."),
             Column("text", STRING, "One sentence."),
         ),
-        key=("image_id", "captioner"), added_by="core / models",
+        key=("image_id", "captioner"), added_by="`conceptlens demo build`, `conceptlens caption`",
     ),
     Table(
         "vl_models", "vl_models.parquet",
@@ -133,7 +132,7 @@ TABLES: tuple[Table, ...] = (
                    nullable=True, is_path=True),
             Column("weights_sha256", STRING, "SHA-256 of the weights file.", nullable=True),
         ),
-        key=("vl_model_id",), added_by="models",
+        key=("vl_model_id",), added_by="`conceptlens demo build` (or your own writer)",
     ),
     Table(
         "clusters", "clusters.parquet",
@@ -146,7 +145,7 @@ TABLES: tuple[Table, ...] = (
             Column("cluster", INT, "Cluster index in [0, k)."),
             Column("distance", FLOAT, "Euclidean distance of the L2-normalised feature to its centroid."),
         ),
-        key=("checkpoint_id", "k", "image_id"), added_by="clusters",
+        key=("checkpoint_id", "k", "image_id"), added_by="`conceptlens analyze clusters`",
     ),
     Table(
         "cluster_metrics", "cluster_metrics.parquet",
@@ -168,8 +167,28 @@ TABLES: tuple[Table, ...] = (
             Column("hard_negative", INT, "Cluster whose centroid is nearest.", nullable=True),
             Column("caption", STRING, "Class-level caption (laina2020 Eq. 4).", nullable=True),
             Column("caption_score", FLOAT, "Eq. 4 score of the caption (lower is better).", nullable=True),
+            Column("caption_source", STRING, "Captioner whose image captions Eq. 4 chose from.",
+                   nullable=True, required=False),
+            Column("caption_noneg", STRING, "Eq. 4 caption without the negative term (ablation).",
+                   nullable=True, required=False),
+            Column("caption_noneg_score", FLOAT, "Its score.", nullable=True, required=False),
+            Column("caption_rouge", STRING, "Eq. 4 caption with d = 1 - ROUGE-L F (ablation).",
+                   nullable=True, required=False),
+            Column("caption_rouge_score", FLOAT, "Its score.", nullable=True, required=False),
+            Column("annotator", STRING, "Feature space of the 2AFC proxy annotator "
+                   "(`factors` or `checkpoint:ID`).", nullable=True, required=False),
+            Column("coherence_trials", INT, "2AFC trials per negative type.", nullable=True,
+                   required=False),
+            Column("describability_hits", INT, "Images of the cluster among the VL model's top 10 "
+                   "for the caption.", nullable=True, required=False),
+            Column("describability_top1", BOOL, "Top-1 retrieved image is in the cluster.",
+                   nullable=True, required=False),
+            Column("describability_top5", BOOL, "One of the top 5 is in the cluster.",
+                   nullable=True, required=False),
+            Column("describability_binary", FLOAT, "Share of (in, out) image pairs where the "
+                   "caption scores the in-cluster image higher.", nullable=True, required=False),
         ),
-        key=("checkpoint_id", "k", "cluster"), added_by="clusters",
+        key=("checkpoint_id", "k", "cluster"), added_by="`conceptlens analyze clusters`",
         extra_columns="Further per-cluster metrics (ablation captions, describability).",
     ),
     Table(
@@ -184,8 +203,15 @@ TABLES: tuple[Table, ...] = (
             Column("id", FLOAT, "TwoNN intrinsic dimension."),
             Column("clid", FLOAT, "Normalised CL + normalised ID across the compared checkpoints.",
                    nullable=True),
+            Column("cl_heldout", FLOAT, "1-NN on the train split's clusters, scored on the test split.",
+                   nullable=True, required=False),
+            Column("wclid", FLOAT, "Least-squares fit of knn_acc on [CL, ID, 1] across checkpoints.",
+                   nullable=True, required=False),
+            Column("n_images", INT, "Images clustered.", nullable=True, required=False),
+            Column("n_duplicates", INT, "Duplicate feature rows dropped before TwoNN.",
+                   nullable=True, required=False),
         ),
-        key=("checkpoint_id", "k"), added_by="clusters",
+        key=("checkpoint_id", "k"), added_by="`conceptlens analyze clusters`",
         extra_columns="Further per-checkpoint metrics (held-out CL, W-CLID).",
     ),
     Table(
@@ -198,7 +224,24 @@ TABLES: tuple[Table, ...] = (
             Column("x", FLOAT, "First coordinate."),
             Column("y", FLOAT, "Second coordinate."),
         ),
-        key=("checkpoint_id", "method", "image_id"), added_by="clusters",
+        key=("checkpoint_id", "method", "image_id"), added_by="`conceptlens analyze clusters`",
+    ),
+    Table(
+        "predictor_correlations", "predictor_correlations.parquet",
+        "Correlation of each unsupervised predictor with knn_acc across a dataset's "
+        "checkpoints (lu2022 Table 1).",
+        (
+            Column("dataset", STRING, "Dataset of the compared checkpoints.",
+                   references="images.dataset"),
+            Column("k", INT, "Number of clusters."),
+            Column("predictor", STRING, "`cl`, `cl_heldout`, `id`, `clid` or `wclid`."),
+            Column("pearson", FLOAT, "Pearson r with knn_acc.", nullable=True),
+            Column("pearson_p", FLOAT, "Its two-sided p-value.", nullable=True),
+            Column("kendall", FLOAT, "Kendall tau-b with knn_acc.", nullable=True),
+            Column("kendall_p", FLOAT, "Its two-sided p-value.", nullable=True),
+            Column("n_checkpoints", INT, "Checkpoints with both values."),
+        ),
+        key=("dataset", "k", "predictor"), added_by="`conceptlens analyze clusters`",
     ),
 )
 
@@ -243,3 +286,47 @@ def arrow_schema(name: str, optional: bool = True):
 
 def empty(name: str):
     return arrow_schema(name).empty_table()
+
+
+DOC_BEGIN = "<!-- BEGIN GENERATED TABLES: python -m conceptlens.schema docs/workspace.md -->"
+DOC_END = "<!-- END GENERATED TABLES -->"
+
+
+def markdown() -> str:
+    """The table reference of docs/workspace.md, generated from TABLES."""
+    out = []
+    for t in TABLES:
+        out.append(f"### `{t.name}` — `{t.path}`\n")
+        out.append(t.doc + "\n")
+        key = ", ".join(f"`{k}`" for k in t.key)
+        req = "required" if t.required else "optional"
+        out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.added_by}.\n")
+        out.append("| column | type | null | meaning |")
+        out.append("| --- | --- | --- | --- |")
+        for c in t.columns:
+            notes = []
+            if not c.required:
+                notes.append("optional column")
+            if c.references:
+                notes.append(f"references `{c.references}`")
+            if c.is_path:
+                notes.append("path relative to the workspace, must stay inside it")
+            extra = f" ({'; '.join(notes)})" if notes else ""
+            out.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc}{extra} |")
+        if t.extra_columns:
+            out.append(f"\nOther columns: {t.extra_columns}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _write_docs(path: str) -> None:
+    from pathlib import Path
+    p = Path(path)
+    text = p.read_text()
+    a, b = text.index(DOC_BEGIN) + len(DOC_BEGIN), text.index(DOC_END)
+    p.write_text(text[:a] + "\n\n" + markdown() + "\n" + text[b:])
+
+
+if __name__ == "__main__":
+    import sys
+    _write_docs(sys.argv[1] if len(sys.argv) > 1 else "docs/workspace.md")

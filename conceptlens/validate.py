@@ -140,7 +140,8 @@ def _check_paths(ws: Workspace, t: pa.Table, spec: schema.Table, rel: str) -> li
     return out
 
 
-def _check_features(ws: Workspace, ckpts: pa.Table | None, image_ds: dict) -> list[Problem]:
+def _check_features(ws: Workspace, ckpts: pa.Table | None, image_ds: dict, deep: bool = True
+                    ) -> list[Problem]:
     spec = schema.TABLES_BY_NAME["features"]
     out = []
     fdir = ws.root / "features"
@@ -176,7 +177,7 @@ def _check_features(ws: Workspace, ckpts: pa.Table | None, image_ds: dict) -> li
                     out.append(Problem(rel, "features", "image_id",
                                        f"{n} value(s) not found in images.image_id of dataset {ds!r}",
                                        f"image_id={vals[idx].as_py()!r} (row {idx})"))
-        if "embedding" not in pf.schema_arrow.names or \
+        if not deep or "embedding" not in pf.schema_arrow.names or \
                 schema.logical_type(pf.schema_arrow.field("embedding").type) != schema.FLOAT_LIST:
             continue
         dim = rows[cid].get("feature_dim")
@@ -213,8 +214,12 @@ def _check_features(ws: Workspace, ckpts: pa.Table | None, image_ds: dict) -> li
     return out
 
 
-def validate(root: str | Path) -> list[Problem]:
-    """Return every problem found in the workspace at `root` (empty list = valid)."""
+def validate(root: str | Path, deep: bool = True) -> list[Problem]:
+    """Return every problem found in the workspace at `root` (empty list = valid).
+
+    `deep=False` skips reading every embedding (lengths, NaN/inf): the dashboard's
+    quick check on open; `conceptlens validate` is always deep.
+    """
     ws = Workspace(root)
     if not ws.root.is_dir():
         return [Problem(str(root), "workspace", None, "is not a directory")]
@@ -253,7 +258,7 @@ def validate(root: str | Path) -> list[Problem]:
     if imgs is not None and {"image_id", "dataset"} <= set(imgs.column_names):
         for ds in pc.unique(imgs["dataset"]).to_pylist():
             image_ds[ds] = imgs.filter(pc.equal(imgs["dataset"], ds))["image_id"].combine_chunks()
-    problems += _check_features(ws, tables.get("checkpoints"), image_ds)
+    problems += _check_features(ws, tables.get("checkpoints"), image_ds, deep)
     return problems
 
 

@@ -1,0 +1,16 @@
+"""ConceptLens dashboard: the router and the frame, nothing else."""
+import streamlit as st
+
+from components import data
+
+st.set_page_config(page_title="ConceptLens", page_icon=":material/lens_blur:", layout="wide")
+
+PAGES = [
+    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True, url_path="home"),
+]
+
+nav = st.navigation(PAGES)
+ws = data.current()
+with st.sidebar:
+    st.caption(f"Workspace: `{ws.label}`")
+nav.run()

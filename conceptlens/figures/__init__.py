@@ -1,0 +1,1 @@
+"""Figures as functions of workspace data: pages show them, papers export them."""

@@ -1,0 +1,75 @@
+"""Serve the dashboard on a free loopback port and drive it with Debian's Chromium."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = os.environ.get("CONCEPTLENS_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
+    port = free_port()
+    log = open(ARTIFACTS / f"streamlit-{port}.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--", "--workspace", str(workspace)],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"streamlit did not start; see {log.name}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def wait_for_script(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the app's script has finished and stayed finished (reruns settle)."""
+    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
+    state_js = """() => {
+        const app = document.querySelector('[data-testid="stApp"]');
+        return app ? app.getAttribute('data-test-script-state') : null;
+    }"""
+    deadline = time.time() + timeout_ms / 1000
+    calm = 0
+    while calm < 4:
+        if time.time() > deadline:
+            raise TimeoutError("the app's script did not finish in time")
+        calm = calm + 1 if page.evaluate(state_js) == "notRunning" else 0
+        page.wait_for_timeout(250)
+    # Let late elements (charts, images) paint before screenshots.
+    page.wait_for_timeout(1000)

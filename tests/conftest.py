@@ -1,0 +1,48 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "data" / "demo"
+
+
+@pytest.fixture(scope="session")
+def demo_ws() -> Path:
+    assert (DEMO / "workspace.json").exists(), "data/demo is missing: run `conceptlens demo build`"
+    return DEMO
+
+
+@pytest.fixture()
+def demo_copy(tmp_path, demo_ws) -> Path:
+    """A private copy of the demo's tables (thumbnails and models linked, not copied)."""
+    out = tmp_path / "ws"
+    out.mkdir()
+    for p in demo_ws.iterdir():
+        if p.is_dir() and p.name in ("thumbnails", "models"):
+            (out / p.name).symlink_to(p)
+        elif p.is_dir():
+            shutil.copytree(p, out / p.name)
+        else:
+            shutil.copy2(p, out / p.name)
+    return out
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Debian Chromium through Playwright; never downloads a browser."""
+    from playwright.sync_api import sync_playwright
+    from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{CHROMIUM} is missing in CI: `make test` installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
