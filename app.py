@@ -7,6 +7,9 @@ st.set_page_config(page_title="ConceptLens", page_icon=":material/lens_blur:", l
 
 PAGES = [
     st.Page("pages/home.py", title="Home", icon=":material/home:", default=True, url_path="home"),
+    st.Page("pages/clusters.py", title="Clusters", icon=":material/bubble_chart:", url_path="clusters"),
+    st.Page("pages/checkpoints.py", title="Checkpoints", icon=":material/compare_arrows:",
+            url_path="checkpoints"),
 ]
 
 nav = st.navigation(PAGES)

@@ -35,6 +35,9 @@ class WorkspaceDB:
                 self.tables.add(t.name)
         cur.close()
 
+    def close(self) -> None:
+        self._con.close()
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             return self._con.cursor()

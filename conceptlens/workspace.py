@@ -14,6 +14,16 @@ import pyarrow.parquet as pq
 from . import schema
 
 
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+# mkstemp creates 0600 files; published tables should be readable like any other file.
+_FILE_MODE = 0o666 & ~_umask()
+
+
 class WorkspaceError(Exception):
     """A workspace cannot be read or written; the message names the file."""
 
@@ -44,6 +54,7 @@ def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -58,6 +69,7 @@ def atomic_write_table(path: Path, table: pa.Table) -> None:
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd")
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

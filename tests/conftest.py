@@ -46,3 +46,15 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # Release cached DuckDB connections before interpreter exit (keeps the log free of
+    # nanobind's leak report, which would otherwise follow pytest's summary line).
+    import gc
+    try:
+        import streamlit as st
+        st.cache_resource.clear()
+    except Exception:
+        pass
+    gc.collect()

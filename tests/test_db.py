@@ -12,7 +12,9 @@ from tests.helpers import tiny_workspace
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     ws = tiny_workspace(tmp_path_factory.mktemp("db") / "ws", n_shapes=60, dims=(8, 16))
-    return WorkspaceDB(ws.root)
+    db = WorkspaceDB(ws.root)
+    yield db
+    db.close()
 
 
 def test_views_for_present_tables(db):

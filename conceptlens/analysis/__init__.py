@@ -1,0 +1,1 @@
+"""Analyses that read a workspace and write derived tables into it."""

@@ -1,0 +1,136 @@
+"""Class-level captions (laina2020 Eq. 4) and the describability proxy (its Table 3)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .neighbors import l2_normalize
+
+
+def _labels(labels, n: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or len(labels) != n:
+        raise ValueError(f"labels must be 1-D with {n} entries (one per caption), got {labels.shape}")
+    return labels
+
+
+def eq4_scores(embeddings, labels, negative: bool = True) -> np.ndarray:
+    """Eq. 4 objective of every caption with d = cosine distance (lower is better).
+
+    mean distance to the other captions of its cluster (divided by |S_c| as in
+    the paper) minus, if `negative`, the mean distance to all other clusters'
+    captions. Computed from per-cluster sums of embeddings: O(N d), no N x N.
+    """
+    E = l2_normalize(embeddings).astype(np.float64)
+    labels = _labels(labels, len(E))
+    ids, inv = np.unique(labels, return_inverse=True)
+    sums = np.zeros((len(ids), E.shape[1]))
+    np.add.at(sums, inv, E)
+    n_c = np.bincount(inv).astype(np.float64)[inv]
+    own = np.einsum("ij,ij->i", E, sums[inv])
+    self_sim = np.einsum("ij,ij->i", E, E)
+    # sum over s+ != s of (1 - s.s+) = (n_c - 1) - (s.S_c - s.s)
+    intra = ((n_c - 1) - (own - self_sim)) / n_c
+    if not negative:
+        return intra
+    n_out = len(E) - n_c
+    other = np.einsum("ij,ij->i", E, sums.sum(axis=0)[None, :] - sums[inv])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inter = np.where(n_out > 0, (n_out - other) / n_out, 0.0)
+    return intra - inter
+
+
+def pick_per_cluster(scores, labels) -> dict:
+    """Cluster -> (row index of the lowest score, that score); ties: the first row."""
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = _labels(labels, len(scores))
+    out = {}
+    for c in np.unique(labels):
+        rows = np.flatnonzero(labels == c)
+        j = rows[int(np.argmin(scores[rows]))]
+        out[c.item()] = (int(j), float(scores[j]))
+    return out
+
+
+def class_captions(embeddings, labels, negative: bool = True) -> dict:
+    """Cluster -> (row of the chosen caption, Eq. 4 score) with sentence embeddings."""
+    return pick_per_cluster(eq4_scores(embeddings, labels, negative), labels)
+
+
+def class_captions_rouge(texts, labels, negative: bool = True, max_candidates: int = 30,
+                         max_compare: int = 200, random_state: int = 0) -> dict:
+    """Eq. 4 with d = 1 - ROUGE-L F-measure (the Table 3 ablation).
+
+    ROUGE needs every pair of sentences, so on large clusters the candidates and
+    the captions compared against are random samples (at most `max_candidates`
+    and `max_compare` of each, seeded); below those sizes it is exact.
+    Returns cluster -> (row of the chosen caption, score).
+    """
+    from rouge_score import rouge_scorer
+    texts = list(texts)
+    labels = _labels(labels, len(texts))
+    tok = rouge_scorer.RougeScorer(["rougeL"])._tokenizer
+    uniq, inv = np.unique(np.asarray(texts, dtype=object).astype(str), return_inverse=True)
+    tokens = [tok.tokenize(t) for t in uniq]
+    cache: dict = {}
+
+    def dist(a: int, b: int) -> float:
+        key = (a, b) if a < b else (b, a)
+        if key not in cache:
+            cache[key] = 1.0 - rouge_scorer._score_lcs(tokens[a], tokens[b]).fmeasure
+        return cache[key]
+
+    rng = np.random.default_rng(random_state)
+    out = {}
+    for c in np.unique(labels):
+        inside = np.flatnonzero(labels == c)
+        outside = np.flatnonzero(labels != c)
+        cands = inside if len(inside) <= max_candidates else np.sort(
+            rng.choice(inside, max_candidates, replace=False))
+        pos = inside if len(inside) <= max_compare else rng.choice(inside, max_compare, replace=False)
+        neg = outside if len(outside) <= max_compare else rng.choice(outside, max_compare, replace=False)
+        best = None
+        for i in cands:
+            others = [j for j in pos if j != i]
+            intra = sum(dist(inv[i], inv[j]) for j in others) / len(pos)
+            score = intra
+            if negative and len(neg):
+                score -= sum(dist(inv[i], inv[j]) for j in neg) / len(neg)
+            if best is None or score < best[1]:
+                best = (int(i), float(score))
+        out[c.item()] = best
+    return out
+
+
+def describability(text_embeddings, text_clusters, image_embeddings, image_clusters,
+                   top_n: int = 10, n_pairs: int = 20, random_state: int = 0) -> dict:
+    """Retrieval proxy for describability (laina2020 Table 3), with a VL model's embeddings.
+
+    Each cluster's caption retrieves the `top_n` images nearest to it (cosine).
+    Per cluster: hits (retrieved images in the cluster), top-1 hit, top-5 hit,
+    and the binary accuracy over `n_pairs` random pairs (one image in the
+    cluster, one outside): how often the caption scores the in-cluster one higher.
+    """
+    T = l2_normalize(text_embeddings).astype(np.float64)
+    I = l2_normalize(image_embeddings).astype(np.float64)
+    if T.shape[1] != I.shape[1]:
+        raise ValueError(f"text embeddings have {T.shape[1]} dims but image embeddings {I.shape[1]}")
+    tc = _labels(text_clusters, len(T))
+    ic = np.asarray(image_clusters)
+    if ic.shape != (len(I),):
+        raise ValueError("image_clusters needs one entry per image embedding")
+    top_n = min(top_n, len(I))
+    rng = np.random.default_rng(random_state)
+    out = {}
+    for t, c in zip(T, tc):
+        s = I @ t
+        top = np.argsort(-s, kind="stable")[:top_n]
+        hit = ic[top] == c
+        inside, outside = np.flatnonzero(ic == c), np.flatnonzero(ic != c)
+        if len(inside) and len(outside):
+            a, b = rng.choice(inside, n_pairs), rng.choice(outside, n_pairs)
+            binary = float(np.mean(s[a] > s[b]))
+        else:
+            binary = float("nan")
+        out[c.item()] = {"hits": int(hit.sum()), "top1": bool(hit[:1].any()),
+                         "top5": bool(hit[:5].any()), "binary": binary}
+    return out

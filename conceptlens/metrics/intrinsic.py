@@ -1,0 +1,44 @@
+"""TwoNN intrinsic dimension (Facco et al. 2017), as scikit-dimension computes it."""
+from __future__ import annotations
+
+import numpy as np
+
+from .neighbors import DEFAULT_BLOCK, as_matrix, nearest_euclidean_self
+
+
+def drop_duplicates(X) -> tuple[np.ndarray, int]:
+    """Unique rows of X (first occurrence order kept) and how many were dropped."""
+    X = as_matrix(X)
+    _, first = np.unique(X, axis=0, return_index=True)
+    keep = np.sort(first)
+    return X[keep], int(len(X) - len(keep))
+
+
+def twonn(X, discard_fraction: float = 0.1, cdf_offset: int = 0,
+          block_size: int = DEFAULT_BLOCK) -> tuple[float, int]:
+    """TwoNN dimension of X (Euclidean) and the number of duplicate rows dropped first.
+
+    As `skdim.id.TwoNN(discard_fraction)`: mu = r2 / r1 (self excluded), the
+    int(N (1 - f)) smallest mu kept, least squares of -log(1 - F) on log(mu)
+    through the origin, empirical CDF F_i = (i + cdf_offset) / N, i = 0, 1, ...
+    with the full N. cdf_offset=0 is the public scikit-dimension code
+    (`np.arange(n_keep) / N`; its hyperBall test value 4.11323); cdf_offset=1
+    is what the scikit-dimension 0.5.0 build in our environment does
+    (`np.arange(1, n_keep + 1) / N`; 4.63403 on the same data).
+    """
+    if cdf_offset not in (0, 1):
+        raise ValueError(f"cdf_offset must be 0 or 1, got {cdf_offset!r}")
+    if not 0 <= discard_fraction < 1:
+        raise ValueError(f"discard_fraction must be in [0, 1), got {discard_fraction}")
+    X, n_dup = drop_duplicates(X)
+    if len(X) < 3:
+        raise ValueError(f"TwoNN needs at least 3 distinct points, got {len(X)}")
+    d, _ = nearest_euclidean_self(X, k=2, block_size=block_size)
+    mu = d[:, 1] / d[:, 0]
+    n = len(mu)
+    n_keep = int(n * (1 - discard_fraction))
+    if n_keep < 2:
+        raise ValueError("fewer than 2 points left after discarding; lower discard_fraction")
+    x = np.log(np.sort(mu)[:n_keep])
+    y = -np.log(1 - (np.arange(n_keep) + cdf_offset) / n)
+    return float(x @ y / (x @ x)), n_dup

@@ -1,0 +1,210 @@
+"""The one interface every model family implements, and the helpers they share."""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+
+from ..workspace import WorkspaceError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class ModelLoadError(WorkspaceError):
+    """A model or its weights cannot be loaded; the message says where we looked."""
+
+
+class LayerError(ModelLoadError):
+    """`--layer` names no module of the model (or one that never runs for images)."""
+
+
+def offline() -> bool:
+    """True when the user asked the hub libraries not to touch the network."""
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def hf_cache_dir() -> str:
+    try:
+        from huggingface_hub import constants
+        return str(constants.HF_HUB_CACHE)
+    except Exception:  # very old huggingface_hub
+        return os.path.expanduser("~/.cache/huggingface/hub")
+
+
+def torch_hub_dir() -> str:
+    import torch.hub
+    return str(Path(torch.hub.get_dir()) / "checkpoints")
+
+
+def missing_weights(what: str, where: str, cause: Exception | str, flag_hint: str = "") -> ModelLoadError:
+    """The one message for 'weights are not here and we may not download them'."""
+    mode = "offline (HF_HUB_OFFLINE=1)" if offline() else "download failed"
+    hint = flag_hint or "pass a local weights file with --weights PATH"
+    return ModelLoadError(
+        f"cannot load weights for {what}: {mode}. Looked in {where}. "
+        f"Copy the files there (e.g. from a machine with internet), or {hint}. "
+        f"Cause: {str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__}")
+
+
+class Adapter:
+    """A vision model behind one small interface.
+
+    `model` is the whole `nn.Module` (its `named_modules()` are the valid `--layer`
+    names), `preprocess` turns one RGB PIL image into a CHW float tensor, and
+    `embed(batch)` returns the default (pooled) embedding, shape (B, D).
+    """
+
+    family: str = ""
+
+    def __init__(self, model, preprocess, preprocessing: dict, name: str, method: str = "pretrained"):
+        self.model = model
+        self.preprocess = preprocess
+        self._preprocessing = dict(preprocessing)
+        self.name = name            # goes to checkpoints.model
+        self.method = method        # default checkpoints.method
+        self.model.eval()
+
+    def embed(self, batch):
+        out = self.model(batch)
+        return pool(out)
+
+    def describe_preprocessing(self) -> dict:
+        return dict(self._preprocessing)
+
+    def to(self, device):
+        self.model.to(device)
+        return self
+
+
+def first_tensor(out):
+    """Modules return tensors, tuples or ModelOutput objects; take the first tensor."""
+    import torch
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "to_tuple"):  # transformers ModelOutput
+        out = out.to_tuple()
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            t = first_tensor(o)
+            if t is not None:
+                return t
+    return None
+
+
+def pool(out):
+    """Spatial/token mean so every layer gives one vector per image.
+
+    4-D outputs are taken as (B, C, H, W) conv maps; 3-D as (B, tokens, C).
+    """
+    t = first_tensor(out)
+    if t is None:
+        raise ModelLoadError(f"model output of type {type(out).__name__} holds no tensor")
+    if t.dim() == 4:
+        return t.mean(dim=(2, 3))
+    if t.dim() == 3:
+        return t.mean(dim=1)
+    if t.dim() == 2:
+        return t
+    return t.reshape(t.shape[0], -1)
+
+
+class _Stop(Exception):
+    pass
+
+
+class LayerProbe:
+    """Read one module's output via a forward hook, then stop the forward pass."""
+
+    def __init__(self, adapter: Adapter, layer: str):
+        modules = dict(adapter.model.named_modules())
+        if layer not in modules or layer == "":
+            names = [n for n in modules if n]
+            close = difflib.get_close_matches(layer, names, n=5, cutoff=0.5)
+            listing = close or names[:15]
+            raise LayerError(
+                f"--layer {layer!r} is not a module of {adapter.name}. "
+                f"{'Did you mean' if close else 'Some valid names'}: {', '.join(listing)}"
+                f" ({len(names)} modules in all; list them with "
+                f"`dict(model.named_modules())`)")
+        self.adapter, self.layer, self.module = adapter, layer, modules[layer]
+        self._out = None
+
+    def _hook(self, _mod, _inp, out):
+        self._out = out
+        raise _Stop  # the rest of the network is not needed
+
+    def embed(self, batch):
+        self._out = None
+        h = self.module.register_forward_hook(self._hook)
+        try:
+            self.adapter.embed(batch)
+        except _Stop:
+            pass
+        finally:
+            h.remove()
+        if self._out is None:
+            raise LayerError(f"--layer {self.layer!r} did not run when embedding images "
+                             f"(is it part of the image tower of {self.adapter.name}?)")
+        return pool(self._out)
+
+
+def load_state_dict_file(path: str | os.PathLike) -> dict:
+    """torch.load a weights file safely (tensors and plain containers only)."""
+    import torch
+    p = Path(path)
+    if not p.is_file():
+        raise ModelLoadError(f"--weights {str(p)!r}: file not found")
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ModelLoadError(f"--weights {str(p)!r}: cannot be read by torch.load ({e})") from None
+    if not isinstance(obj, dict):
+        raise ModelLoadError(f"--weights {str(p)!r}: expected a state dict or a dict with "
+                             f"'state_dict', got {type(obj).__name__}")
+    return obj
+
+
+def unwrap_state_dict(obj: dict) -> dict:
+    """Accept {'state_dict': ...} / {'model': ...} wrappers and DataParallel 'module.' prefixes."""
+    for k in ("state_dict", "model", "model_state_dict"):
+        if k in obj and isinstance(obj[k], dict):
+            obj = obj[k]
+            break
+    if obj and all(isinstance(k, str) and k.startswith("module.") for k in obj):
+        obj = {k[len("module."):]: v for k, v in obj.items()}
+    return obj
+
+
+def load_into(model, state: dict, path, ignore_missing=()) -> None:
+    """Load `state` strictly, except for keys starting with one of `ignore_missing`."""
+    try:
+        res = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # shape mismatches
+        raise ModelLoadError(f"--weights {str(path)!r} does not fit {type(model).__name__}: "
+                             f"{str(e).strip().splitlines()[-1].strip()}") from None
+    missing = [k for k in res.missing_keys if not k.startswith(tuple(ignore_missing))]
+    if missing or res.unexpected_keys:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} missing key(s), e.g. {missing[:3]}")
+        if res.unexpected_keys:
+            parts.append(f"{len(res.unexpected_keys)} unexpected key(s), e.g. {res.unexpected_keys[:3]}")
+        raise ModelLoadError(f"--weights {str(path)!r} does not fit {type(model).__name__}: "
+                             + "; ".join(parts))
+
+
+def resize_transform(size: int, mean=IMAGENET_MEAN, std=IMAGENET_STD):
+    """Square resize + normalise: the default for models without their own transform."""
+    from torchvision import transforms as T
+    return T.Compose([T.Resize((size, size), antialias=True), T.ToTensor(),
+                      T.Normalize(list(mean), list(std))])
+
+
+def resize_description(size: int, mean=IMAGENET_MEAN, std=IMAGENET_STD, source="default") -> dict:
+    return {"resize": [int(size), int(size)], "crop": None, "interpolation": "bilinear",
+            "mean": [float(m) for m in mean], "std": [float(s) for s in std], "mode": "RGB",
+            "source": source}

@@ -1,0 +1,47 @@
+"""timm models: `timm:NAME` (pretrained weights from the hub cache), `timm:NAME@random`
+(random init) or `timm:NAME` + `--weights FILE` (a state dict of the same architecture).
+
+The classifier is removed (`reset_classifier(0)`), so the forward output is the pooled
+pre-logits feature; classifier keys in a weights file are ignored. Preprocessing is timm's
+`resolve_data_config` + `create_transform` (eval mode).
+"""
+from __future__ import annotations
+
+from .base import (Adapter, ModelLoadError, hf_cache_dir, load_into, load_state_dict_file,
+                   missing_weights, torch_hub_dir, unwrap_state_dict)
+
+
+def load(name: str, weights=None, root=None) -> Adapter:
+    import timm
+    from timm.data import create_transform, resolve_data_config
+
+    arch, sep, tag = name.partition("@")
+    if sep and tag != "random":
+        raise ModelLoadError(f"timm:{name}: the only @tag is @random; timm pretrained tags use a dot "
+                             "(e.g. timm:vit_base_patch16_224.augreg_in21k)")
+    if not timm.is_model(arch):
+        close = timm.list_models(f"*{arch.split('.')[0][:12]}*")[:8]
+        raise ModelLoadError(f"timm:{name}: unknown timm model {arch!r}"
+                             + (f"; similar: {', '.join(close)}" if close else ""))
+    pretrained = weights is None and tag != "random"
+    try:
+        model = timm.create_model(arch, pretrained=pretrained)
+    except Exception as e:  # hub/URL errors differ by timm version: all mean "not available"
+        if not pretrained:
+            raise ModelLoadError(f"timm:{name}: cannot create the model ({e})") from None
+        raise missing_weights(f"timm:{name}", f"the Hugging Face cache {hf_cache_dir()} and the torch "
+                              f"hub cache {torch_hub_dir()}", e,
+                              "pass a state dict with --weights PATH, or use timm:NAME@random") from None
+    clf = (getattr(model, "pretrained_cfg", None) or {}).get("classifier")
+    model.reset_classifier(0)
+    if weights is not None:
+        state = unwrap_state_dict(load_state_dict_file(weights))
+        if clf:
+            state = {k: v for k, v in state.items() if not k.startswith(f"{clf}.") and k != clf}
+        load_into(model, state, weights)
+    cfg = resolve_data_config({}, model=model)
+    preprocess = create_transform(**cfg, is_training=False)
+    desc = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
+    desc["source"] = "timm"
+    method = "custom" if weights is not None else ("pretrained" if pretrained else "random")
+    return Adapter(model, preprocess, desc, arch, method)

@@ -1,0 +1,185 @@
+"""Clusters: one checkpoint's k-means clusters — table, images, purity vs coherence, UMAP.
+
+URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C (and &color=COLUMN for the UMAP).
+"""
+import pandas as pd
+import streamlit as st
+
+from components import data
+from components.analysis_gate import analysis_present
+from components.cluster_tables import cluster_table, purity_bins_table
+from components.export_button import show_figure
+from components.frame import ensure_app_frame
+from components.image_grid import image_grid
+from components.url_state import url_selectbox
+from conceptlens import queries
+from conceptlens.analysis.compare import filter_clusters, purity_bins
+from conceptlens.figures.clusters import projection_scatter, purity_coherence
+
+MAX_POINTS = 20_000      # UMAP points drawn (a fixed sample above this)
+GRID_IMAGES = 24         # images per cluster grid
+SELECTED_IMAGES = 60     # images shown for a box/lasso selection
+
+ensure_app_frame()
+ws = data.current()
+data.require_valid(ws)
+
+st.title("Clusters")
+st.caption("k-means clusters of one checkpoint's features: how pure (laina2020 purity) and how "
+           "coherent (2AFC with random and hard negatives) each one is, its class-level caption, "
+           "its images, and where its images lie in a 2-D UMAP.")
+
+datasets = list(ws.query(queries.DATASETS)["dataset"])
+analysis_present(ws, "clusters", datasets[0] if datasets else "DATASET", stop=True)
+c_ds, c_ck, c_k = st.columns([1, 2, 1])
+clustered = set(ws.query(queries.CLUSTERED_DATASETS)["dataset"])
+# Datasets with clusters first: the default view is never empty when one has them.
+datasets = [d for d in datasets if d in clustered] + [d for d in datasets if d not in clustered]
+ds = url_selectbox("Dataset", datasets, key="clusters_ds", param="ds", container=c_ds)
+
+ckpts = list(ws.query(queries.CLUSTERED_CHECKPOINTS, ds)["checkpoint_id"])
+if not ckpts:
+    st.info(f"No checkpoint of `{ds}` has been clustered yet.")
+    st.code(f"conceptlens analyze clusters --workspace {ws.label}", language="bash")
+    st.stop()
+ckpt = url_selectbox("Checkpoint", ckpts, key="clusters_ckpt", param="ckpt", container=c_ck)
+ks = [int(k) for k in ws.query(queries.CLUSTER_KS, ckpt)["k"]]
+k = url_selectbox("k (clusters)", ks, key="clusters_k", param="k", container=c_k)
+
+metrics = ws.query(queries.CLUSTER_METRICS_OF, ds, ckpt, k)
+row = ws.query(queries.CHECKPOINT_METRICS_ROW, ckpt, k)
+provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "checkpoint": ckpt, "k": k}
+
+if len(row):
+    r = row.iloc[0]
+    cols = st.columns(5)
+    for col, (name, key, fmt) in zip(cols, [("clusters", None, "{}"), ("aNMI vs labels", "anmi", "{:.3f}"),
+                                             ("kNN accuracy", "knn_acc", "{:.3f}"), ("CL", "cl", "{:.3f}"),
+                                             ("ID", "id", "{:.1f}")]):
+        val = len(metrics) if key is None else r.get(key)
+        col.metric(name, "–" if val is None or pd.isna(val) else fmt.format(val))
+
+# ---- the table --------------------------------------------------------------------------
+st.header("Clusters")
+f1, f2, f3 = st.columns([1, 2, 3])
+min_size = f1.number_input("Min size", min_value=0, value=0, step=1, key="clusters_min_size")
+pur = f2.slider("Purity range", 0.0, 1.0, (0.0, 1.0), step=0.05, key="clusters_purity")
+text = f3.text_input("Caption contains", key="clusters_text", placeholder="e.g. red circle")
+shown = filter_clusters(metrics, min_size, pur, text)
+table, config = cluster_table(shown)
+
+cluster_ids = [int(c) for c in metrics["cluster"]]
+st.session_state["_clusters_table_ids"] = [int(c) for c in shown["cluster"]]
+
+
+def _on_table_select():
+    rows = st.session_state["clusters_table"].selection.rows
+    ids = st.session_state.get("_clusters_table_ids", [])
+    if rows and rows[0] < len(ids):
+        st.session_state["clusters_cluster"] = ids[rows[0]]
+
+
+st.caption(f"{len(shown)} of {len(metrics)} clusters · click a row to see its images · "
+           "click a column header to sort")
+st.dataframe(table, key="clusters_table", column_config=config, hide_index=True, height=320,
+             on_select=_on_table_select, selection_mode="single-row")
+
+# ---- one cluster and its hard negative ------------------------------------------------------
+by_id = metrics.set_index("cluster")
+
+
+def _label(c):
+    cap = by_id.loc[c, "caption"] if "caption" in by_id.columns else None
+    return f"{c} — {cap}" if isinstance(cap, str) and cap else str(c)
+
+
+st.subheader("Cluster and its hard negative")
+cluster = url_selectbox("Cluster", cluster_ids, key="clusters_cluster", param="cluster",
+                        format_func=_label)
+
+
+def _cluster_panel(c, heading):
+    m = by_id.loc[c]
+    st.markdown(f"**{heading} {c}** · {int(m['size'])} images")
+    if isinstance(m.get("caption"), str):
+        st.markdown(f"> {m['caption']}")
+    facts = []
+    if not pd.isna(m.get("purity")):
+        facts.append(f"purity {m['purity']:.2f}")
+    for kind, name in (("coherence_random", "coherence (random)"), ("coherence_hard", "coherence (hard)")):
+        v = m.get(kind)
+        if v is not None and not pd.isna(v):
+            facts.append(f"{name} {v:.2f} [{m[kind + '_lo']:.2f}, {m[kind + '_hi']:.2f}]")
+    if isinstance(m.get("top_label_name"), str):
+        facts.append(f"top label *{m['top_label_name']}* ({m['top_label_share']:.0%})")
+    st.caption(" · ".join(facts))
+    ablations = [(name, m.get(col)) for col, name in
+                 (("caption_noneg", "without the negative term"), ("caption_rouge", "ROUGE-L distance"))
+                 if isinstance(m.get(col), str)]
+    if ablations:
+        with st.expander("Caption ablations"):
+            src = m.get("caption_source")
+            if isinstance(src, str):
+                st.caption(f"Chosen from the image captions of `{src}` (laina2020 Eq. 4).")
+            for name, cap in ablations:
+                st.markdown(f"- *{name}*: {cap}")
+    image_grid(ws, ws.query(queries.CLUSTER_IMAGES, ckpt, k, int(c), GRID_IMAGES), width=72)
+
+
+if cluster is not None:
+    left, right = st.columns(2, gap="large")
+    with left:
+        _cluster_panel(cluster, "Cluster")
+    with right:
+        hn = by_id.loc[cluster].get("hard_negative")
+        if hn is None or pd.isna(hn) or int(hn) not in by_id.index:
+            st.info("This cluster has no hard negative (fewer than two clusters, or not computed).")
+        else:
+            _cluster_panel(int(hn), "Hard negative: cluster")
+
+# ---- purity vs coherence (laina2020 Fig. 2, Tables 1-2) ------------------------------------------
+st.header("Purity vs coherence")
+st.caption("Each cluster's purity against its 2AFC coherence with random and hard negatives; "
+           "bars: 95% Clopper-Pearson intervals (laina2020 Fig. 2).")
+fig = purity_coherence(metrics)
+show_figure(fig, f"purity-coherence-{ckpt}-k{k}", {**provenance, "figure": "purity_coherence"},
+            key="clusters_purity_fig")
+st.subheader("Coherence by purity range")
+bins = purity_bins(metrics)
+if bins.empty:
+    st.info("No cluster has a purity (a dataset needs at least two labels).")
+else:
+    btable, bconfig = purity_bins_table(bins)
+    st.dataframe(btable, key="clusters_bins", column_config=bconfig, hide_index=True)
+    st.caption("As laina2020 Tables 1–2: mean of the clusters' 2AFC coherence per purity range; "
+               "95% interval: Clopper-Pearson on the pooled trials of the range's clusters "
+               "(R = random, H = hard negatives).")
+
+# ---- UMAP --------------------------------------------------------------------------------------
+st.header("UMAP of the features")
+if analysis_present(ws, "projections", ds):
+    n = int(ws.query(queries.PROJECTION_COUNT, ckpt, "umap")["n"].iloc[0])
+    if n == 0:
+        st.info(f"No UMAP projection of `{ckpt}` yet.")
+        st.code(f"conceptlens analyze clusters --workspace {ws.label} --checkpoint {ckpt}",
+                language="bash")
+    else:
+        pts = ws.query(queries.PROJECTION_POINTS, k, ckpt, "umap", "umap", MAX_POINTS)
+        extra = [c for c in queries.factor_columns(ws.columns("images")) if pts[c].notna().any()]
+        colour_opts = ["cluster", "label_name"] + extra + ["split"]
+        colour = url_selectbox("Colour by", colour_opts, key="clusters_color", param="color")
+        if n > MAX_POINTS:
+            st.caption(f"Showing a fixed sample of {MAX_POINTS:,} of {n:,} points.")
+        fig = projection_scatter(pts, color=colour)
+        event = show_figure(fig, f"umap-{ckpt}-k{k}-{colour}",
+                            {**provenance, "figure": "umap", "color": colour},
+                            key="clusters_umap", on_select="rerun", selection_mode=("box", "lasso"))
+        points = (event or {}).get("selection", {}).get("points", []) if event else []
+        ids = [p["customdata"][0] for p in points if p.get("customdata")]
+        if ids:
+            st.markdown(f"**{len(ids)} selected images**"
+                        + (f" (showing {SELECTED_IMAGES})" if len(ids) > SELECTED_IMAGES else ""))
+            image_grid(ws, ws.query(queries.IMAGES_BY_ID, ids, SELECTED_IMAGES), width=64,
+                       max_images=SELECTED_IMAGES)
+        else:
+            st.caption("Draw a box or lasso on the plot to see the selected images.")

@@ -1,0 +1,137 @@
+"""Model adapters (conceptlens.models) on tiny random-weight models: no downloads."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+from PIL import Image
+
+from conceptlens.models import LayerProbe, ModelLoadError, load_adapter, parse_spec
+from conceptlens.models.base import LayerError, pool
+from tests.tiny_models import TinyConv, hf_models, save_torch_weights, \
+    tiny_open_clip_config  # noqa: F401  (fixture)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _img(size=64):
+    return Image.new("RGB", (size, size), (120, 30, 200))
+
+
+def _embed(adapter, n=2, layer=None):
+    x = torch.stack([adapter.preprocess(_img()) for _ in range(n)])
+    with torch.inference_mode():
+        return (LayerProbe(adapter, layer) if layer else adapter).embed(x)
+
+
+def test_parse_spec():
+    assert parse_spec("torch:a.b:C") == ("torch", "a.b:C")
+    assert parse_spec("open_clip:ViT-B-32@openai") == ("open_clip", "ViT-B-32@openai")
+    for bad in ("resnet50", "keras:foo", "timm:"):
+        with pytest.raises(ModelLoadError):
+            parse_spec(bad)
+
+
+def test_pool_shapes():
+    assert pool(torch.ones(2, 5, 3, 3)).shape == (2, 5)      # conv map: spatial mean
+    assert pool(torch.ones(2, 7, 4)).shape == (2, 4)         # tokens: mean over tokens
+    assert pool((torch.ones(2, 6), "x")).shape == (2, 6)     # tuple outputs: first tensor
+
+
+def test_plain_torch_with_convention(tmp_path):
+    w = save_torch_weights(tmp_path / "enc.pt", TinyConv(width=4, dim=5), {"width": 4, "dim": 5},
+                           {"size": 32, "mean": [0.5] * 3, "std": [0.25] * 3})
+    a = load_adapter("torch:tests.tiny_models:TinyConv", weights=w)
+    assert a.preprocess(_img()).shape == (3, 32, 32)
+    assert _embed(a).shape == (2, 5)
+    d = a.describe_preprocessing()
+    assert d["resize"] == [32, 32] and d["std"] == [0.25] * 3 and a.method == "custom"
+    assert _embed(a, layer="features.0").shape == (2, 4)
+
+
+def test_plain_torch_plain_state_dict_defaults(tmp_path):
+    torch.save(TinyConv().state_dict(), tmp_path / "sd.pt")
+    a = load_adapter("torch:tests.tiny_models:TinyConv", weights=tmp_path / "sd.pt")
+    assert a.preprocess(_img()).shape == (3, 224, 224)  # default 224 + ImageNet stats
+    assert a.describe_preprocessing()["mean"] == [0.485, 0.456, 0.406]
+    assert _embed(a).shape == (2, 12)
+
+
+def test_plain_torch_token_output_is_mean_pooled():
+    a = load_adapter("torch:tests.tiny_models:TinyTokens")
+    assert a.method == "random" and _embed(a).shape == (2, 6)
+
+
+def test_plain_torch_weights_mismatch(tmp_path):
+    torch.save({"state_dict": TinyConv(width=4).state_dict()}, tmp_path / "w.pt")
+    with pytest.raises(ModelLoadError, match="does not fit"):
+        load_adapter("torch:tests.tiny_models:TinyConv", weights=tmp_path / "w.pt")
+
+
+def test_bad_layer_lists_names():
+    a = load_adapter("torch:tests.tiny_models:TinyConv")
+    with pytest.raises(LayerError) as e:
+        LayerProbe(a, "feature.0")
+    assert "features.0" in str(e.value)
+    with pytest.raises(LayerError, match="valid names"):
+        LayerProbe(a, "zzzzzz")
+
+
+def test_open_clip_config_file(tmp_path):
+    cfg = tiny_open_clip_config(tmp_path / "tiny_clip.json")
+    a = load_adapter(f"open_clip:{cfg}")
+    assert a.name == "tiny_clip" and a.method == "random"
+    assert _embed(a).shape == (2, 16)
+    assert a.describe_preprocessing()["size"] == [32, 32]
+    assert _embed(a, layer="visual.transformer.resblocks.1").shape == (2, 32)
+    # a local checkpoint of the same architecture: open_clip:ARCH + --weights
+    torch.save(a.model.state_dict(), tmp_path / "ck.pt")
+    b = load_adapter("open_clip:tiny_clip", weights=tmp_path / "ck.pt")
+    assert b.method == "custom"
+    assert torch.allclose(_embed(a), _embed(b), atol=1e-5)
+    with pytest.raises(LayerError, match="did not run"):
+        _embed(a, layer="transformer.resblocks.0")  # text tower: not used for images
+
+
+@pytest.mark.parametrize("name,dim", [("vit", 32), ("dinov2", 32), ("clip", 16), ("resnet", 16)])
+def test_hf_local_dirs(hf_models, name, dim):  # noqa: F811
+    a = load_adapter(f"hf:{hf_models / name}")
+    assert _embed(a).shape == (2, dim)
+
+
+def test_hf_layer(hf_models):  # noqa: F811
+    a = load_adapter(f"hf:{hf_models / 'vit'}")
+    # transformers v5 calls the blocks `layers.N`, v4 `encoder.layer.N`
+    name = next(n for n, _ in a.model.named_modules() if n.endswith(("layers.0", "layer.0")))
+    assert _embed(a, layer=name).shape == (2, 32)
+
+
+def test_timm_with_weights(tmp_path):
+    import timm
+    m = timm.create_model("test_resnet", pretrained=False)
+    torch.save(m.state_dict(), tmp_path / "t.pt")  # includes the classifier: ignored
+    a = load_adapter("timm:test_resnet", weights=tmp_path / "t.pt")
+    assert a.describe_preprocessing()["source"] == "timm"
+    assert _embed(a).shape == (2, m.num_features)
+
+
+def test_torchvision_with_weights(tmp_path):
+    from torchvision import models
+    m = models.get_model("mobilenet_v3_small", weights=None)
+    torch.save(m.state_dict(), tmp_path / "mv.pt")
+    a = load_adapter("torchvision:mobilenet_v3_small", weights=tmp_path / "mv.pt")
+    assert _embed(a).shape == (2, 1024)  # last Linear (classifier.3) replaced by Identity
+
+
+@pytest.mark.parametrize("spec", ["hf:facebook/dinov2-small", "open_clip:ViT-B-32@openai",
+                                  "timm:resnet18", "torchvision:resnet18"])
+def test_missing_weights_offline_fail_fast(monkeypatch, spec):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    t = time.time()
+    with pytest.raises(ModelLoadError) as e:
+        load_adapter(spec)
+    assert time.time() - t < 10
+    msg = str(e.value)
+    assert "offline" in msg and "Looked in" in msg and "cache" in msg
