@@ -264,10 +264,10 @@ def test_demo_vl_zero_shot_beats_chance(tmp_path_factory):
     acc_z = float(np.mean(np.array(sizes) == test["size"].to_numpy()))
     print(f"zero-shot on {len(test)} test images: colour {acc_c:.3f} (chance 0.167), "
           f"shape {acc_s:.3f} (chance 0.200), size {acc_z:.3f} (chance 0.333)")
-    # Measured on the seed-0 build: colour 0.998, shape 0.328, size 0.836.
+    # Measured on the seed-0 build (100 epochs): see docs/demo.md. Chance: 0.167, 0.333, 0.2.
     assert acc_c > 0.8
     assert acc_z > 0.6
-    assert acc_s > 0.28   # shape is the hardest factor for this tiny model
+    assert acc_s > 0.5    # shape is the hardest factor for this tiny model
     # Retrieval captions are written for every image, from train-split ground truth only.
     caps = ws.read("captions").to_pandas()
     vlc = caps[caps.captioner == f"vl:{vl.vl_model_id}"]

@@ -56,7 +56,7 @@ RUNS: tuple[Run, ...] = (
     Run("digits", "pca", options={"pool": 2}),
 )
 
-VL_EPOCHS = {"shapes": 40, "digits": 30}
+VL_EPOCHS = {"shapes": 100, "digits": 30}
 
 
 def _log(progress: bool, msg: str) -> None:
