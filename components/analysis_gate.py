@@ -29,3 +29,12 @@ def analysis_present(ws, name: str, dataset: str = "DATASET", stop: bool = False
     if stop:
         st.stop()
     return False
+
+
+def datasets_clustered_first(ws) -> list[str]:
+    """All datasets, those with clusters first, so the default view is never empty when one has them."""
+    from conceptlens import queries
+    datasets = list(ws.query(queries.DATASETS)["dataset"])
+    analysis_present(ws, "clusters", datasets[0] if datasets else "DATASET", stop=True)
+    clustered = set(ws.query(queries.CLUSTERED_DATASETS)["dataset"])
+    return [d for d in datasets if d in clustered] + [d for d in datasets if d not in clustered]

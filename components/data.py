@@ -120,3 +120,12 @@ def require_valid(ws: AppWorkspace) -> None:
         st.error(f"**This workspace has {len(problems)} problem(s)** and cannot be shown. "
                  f"Run `conceptlens validate {ws.label}` for the full list.\n\n{lines}{more}")
         st.stop()
+
+
+def open_page() -> AppWorkspace:
+    """What every page does first: run inside the app frame, open the workspace, check it."""
+    from components.frame import ensure_app_frame
+    ensure_app_frame()
+    ws = current()
+    require_valid(ws)
+    return ws

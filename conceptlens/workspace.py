@@ -1,6 +1,7 @@
 """A workspace on disk: its metadata, its paths, and safe (atomic) writes."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -45,36 +46,34 @@ def inside(root: Path, rel: str) -> Path:
     return p
 
 
-def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_table(path: Path, table: pa.Table) -> None:
-    """Write a Parquet file to a temporary name, then rename it into place."""
+@contextlib.contextmanager
+def _replacing(path: Path):
+    """Yield a temporary path next to `path`; on success rename it into place, else remove it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        pq.write_table(table, tmp, compression="zstd")
+        yield tmp
         os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
+    with _replacing(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def atomic_write_table(path: Path, table: pa.Table) -> None:
+    """Write a Parquet file to a temporary name, then rename it into place."""
+    with _replacing(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
 
 
 class Workspace:

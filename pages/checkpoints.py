@@ -6,9 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from components import data
-from components.analysis_gate import analysis_present
+from components.analysis_gate import datasets_clustered_first
 from components.export_button import show_figure
-from components.frame import ensure_app_frame
 from components.metric_table import metric_table
 from components.url_state import url_selectbox
 from conceptlens import queries
@@ -17,9 +16,7 @@ from conceptlens.analysis.compare import (cluster_changes, epoch_long, match_clu
 from conceptlens.figures.checkpoints import (anmi_heatmap, cl_id_scatter, cluster_sankey,
                                              metrics_vs_epoch)
 
-ensure_app_frame()
-ws = data.current()
-data.require_valid(ws)
+ws = data.open_page()
 
 st.title("Checkpoints")
 st.caption("Every clustered checkpoint of a dataset side by side: learnability (CL) against "
@@ -27,12 +24,8 @@ st.caption("Every clustered checkpoint of a dataset side by side: learnability (
            "over training, how similar the checkpoints' clusterings are, and how clusters split "
            "and merge from one checkpoint to another.")
 
-datasets = list(ws.query(queries.DATASETS)["dataset"])
-analysis_present(ws, "clusters", datasets[0] if datasets else "DATASET", stop=True)
+datasets = datasets_clustered_first(ws)
 c_ds, c_k, _ = st.columns([1, 1, 2])
-clustered = set(ws.query(queries.CLUSTERED_DATASETS)["dataset"])
-# Datasets with clusters first: the default view is never empty when one has them.
-datasets = [d for d in datasets if d in clustered] + [d for d in datasets if d not in clustered]
 ds = url_selectbox("Dataset", datasets, key="ckpts_ds", param="ds", container=c_ds)
 ks = [int(k) for k in ws.query(queries.CHECKPOINT_KS, ds)["k"]]
 if not ks:

@@ -6,10 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from components import data
-from components.analysis_gate import analysis_present
+from components.analysis_gate import analysis_present, datasets_clustered_first
 from components.cluster_tables import cluster_table, purity_bins_table
 from components.export_button import show_figure
-from components.frame import ensure_app_frame
 from components.image_grid import image_grid
 from components.url_state import url_selectbox
 from conceptlens import queries
@@ -20,21 +19,15 @@ MAX_POINTS = 20_000      # UMAP points drawn (a fixed sample above this)
 GRID_IMAGES = 24         # images per cluster grid
 SELECTED_IMAGES = 60     # images shown for a box/lasso selection
 
-ensure_app_frame()
-ws = data.current()
-data.require_valid(ws)
+ws = data.open_page()
 
 st.title("Clusters")
 st.caption("k-means clusters of one checkpoint's features: how pure (laina2020 purity) and how "
            "coherent (2AFC with random and hard negatives) each one is, its class-level caption, "
            "its images, and where its images lie in a 2-D UMAP.")
 
-datasets = list(ws.query(queries.DATASETS)["dataset"])
-analysis_present(ws, "clusters", datasets[0] if datasets else "DATASET", stop=True)
+datasets = datasets_clustered_first(ws)
 c_ds, c_ck, c_k = st.columns([1, 2, 1])
-clustered = set(ws.query(queries.CLUSTERED_DATASETS)["dataset"])
-# Datasets with clusters first: the default view is never empty when one has them.
-datasets = [d for d in datasets if d in clustered] + [d for d in datasets if d not in clustered]
 ds = url_selectbox("Dataset", datasets, key="clusters_ds", param="ds", container=c_ds)
 
 ckpts = list(ws.query(queries.CLUSTERED_CHECKPOINTS, ds)["checkpoint_id"])

@@ -5,12 +5,9 @@ from components import data
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from conceptlens import queries
-from components.frame import ensure_app_frame
 from conceptlens.analyses import ANALYSES, command_for
 
-ensure_app_frame()
-ws = data.current()
-data.require_valid(ws)
+ws = data.open_page()
 meta = ws.meta()
 
 st.title(meta.get("name") or "ConceptLens workspace")

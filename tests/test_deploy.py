@@ -22,8 +22,16 @@ def test_every_page_runs_without_pipeline_packages(demo_ws):
     assert pages
     script = f"""
 import sys
-for name in {PIPELINE_ONLY!r}:
-    sys.modules[name] = None   # importing it now raises ImportError
+
+class Blocker:
+    # As if these packages were not installed (a None in sys.modules confuses libraries
+    # that probe sys.modules for optional packages).
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {PIPELINE_ONLY!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (blocked)")
+        return None
+
+sys.meta_path.insert(0, Blocker())
 sys.argv = ["app.py", "--workspace", {str(demo_ws)!r}]
 from streamlit.testing.v1 import AppTest
 for page in {pages!r}:
