@@ -161,14 +161,16 @@ class Workspace:
         p = self.table_path(name)
         if p.exists() and key_values:
             old = pq.read_table(p)
-            keep = None
+            replaced = None
             for col, val in key_values.items():
                 vals = val if isinstance(val, (list, tuple, set)) else [val]
                 m = pc.is_in(old[col], value_set=pa.array(list(vals), type=old.schema.field(col).type))
-                keep = m if keep is None else pc.and_(keep, m)
-            old = old.filter(pc.invert(keep))
-            table = pa.concat_tables([old, table.cast(old.schema) if old.schema.names == table.schema.names
-                                      else table], promote_options="default")
+                replaced = m if replaced is None else pc.and_(replaced, m)
+            old = old.filter(pc.invert(replaced))
+            if old.schema.names == table.schema.names:
+                table = table.cast(old.schema)
+            # Optional columns present on one side only are filled with nulls on the other.
+            table = pa.concat_tables([old, table], promote_options="default")
         return self.write(name, table)
 
     def fingerprint(self) -> str:
