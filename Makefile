@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
-WORKSPACE ?= data/demo
+# The environment variable the app reads also picks the workspace for `make run`.
+WORKSPACE ?= $(or $(CONCEPTLENS_WORKSPACE),data/demo)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
