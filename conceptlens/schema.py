@@ -5,7 +5,7 @@ the two in step), for `conceptlens validate` and for every writer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 SCHEMA_VERSION = "1.0"
 # Readers accept any workspace whose major version matches ours.
