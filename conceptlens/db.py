@@ -2,7 +2,9 @@
 
 One in-memory DuckDB database holds a view per table present; every query runs
 on its own cursor (DuckDB connections refuse concurrent use across threads) and
-takes its values as parameters, never by string formatting.
+takes its values as named parameters (`$ckpt`), never by string formatting.
+A partitioned table is one view over a glob of its files (hive partitioning), so
+a filter on a partition column opens only the matching files.
 """
 from __future__ import annotations
 
@@ -26,13 +28,22 @@ class WorkspaceDB:
         self.tables: set[str] = set()
         cur = self._con.cursor()
         for t in schema.TABLES:
-            if t.per_checkpoint:
+            if not self.ws.files(t.name):
                 continue
-            p = self.root / t.path
-            if p.exists():
-                # Paths are bound through the Python API, not spliced into SQL text.
-                cur.read_parquet(str(p)).create_view(t.name)
-                self.tables.add(t.name)
+            # Paths are bound as parameters, not spliced into SQL text; the types and
+            # names spliced below come from schema.py alone.
+            if t.partitioned:
+                types = ", ".join(f"'{c}': {_SQL_TYPE[t.column(c).type]}" for c in t.partition)
+                cols = ", ".join(_ident_col(c) for c in t.partition)
+                rel = cur.sql(
+                    f"SELECT {cols}, * EXCLUDE ({cols}) FROM read_parquet($glob, "
+                    f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true)",
+                    params={"glob": str(self.root / t.glob)})
+            else:
+                rel = cur.sql("SELECT * FROM read_parquet($path)",
+                              params={"path": str(self.root / t.path)})
+            rel.create_view(t.name)
+            self.tables.add(t.name)
         cur.close()
 
     def close(self) -> None:
@@ -42,16 +53,17 @@ class WorkspaceDB:
         with self._lock:
             return self._con.cursor()
 
-    def query(self, sql: str, params: list | tuple | dict | None = None) -> pd.DataFrame:
+    def query(self, sql: str, params: dict | None = None) -> pd.DataFrame:
+        """Run `sql` with named parameters (`$name` in the text, `{"name": value}`)."""
+        if params is not None and not isinstance(params, dict):
+            raise TypeError("queries take named parameters: a dict such as {'ckpt': 'x'}")
         cur = self.cursor()
         try:
-            return cur.execute(sql, params if params is not None else []).df()
+            return cur.execute(sql, params or {}).df()
         finally:
             cur.close()
 
     def has(self, table: str) -> bool:
-        if table == "features":
-            return self.ws.has("features")
         return table in self.tables
 
     def columns(self, table: str) -> list[str]:
@@ -66,7 +78,7 @@ class WorkspaceDB:
 
     # ---- features --------------------------------------------------------
     def features_path(self, checkpoint_id: str) -> Path:
-        return self.ws.table_path("features", checkpoint_id)
+        return self.ws.table_path("features", checkpoint_id=checkpoint_id)
 
     def features(self, checkpoint_id: str, image_ids: list[str] | None = None
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -75,13 +87,13 @@ class WorkspaceDB:
         cur = self.cursor()
         try:
             if image_ids is None:
-                rel = cur.sql("SELECT image_id, embedding FROM read_parquet(?) ORDER BY image_id",
-                              params=[path])
+                rel = cur.sql("SELECT image_id, embedding FROM read_parquet($path) ORDER BY image_id",
+                              params={"path": path})
             else:
                 rel = cur.sql(
-                    "SELECT f.image_id, f.embedding FROM read_parquet(?) f "
-                    "WHERE list_contains(?, f.image_id) ORDER BY f.image_id",
-                    params=[path, list(image_ids)])
+                    "SELECT f.image_id, f.embedding FROM read_parquet($path) f "
+                    "WHERE list_contains($ids, f.image_id) ORDER BY f.image_id",
+                    params={"path": path, "ids": list(image_ids)})
             tbl = rel.to_arrow_table()
         finally:
             cur.close()
@@ -92,6 +104,13 @@ class WorkspaceDB:
             return ids, np.zeros((0, 0), np.float32)
         flat = emb.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
         return ids, flat.reshape(n, -1)
+
+
+_SQL_TYPE = {schema.STRING: "VARCHAR", schema.INT: "BIGINT"}
+
+
+def _ident_col(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _ident(name: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "2.0"
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -32,7 +32,8 @@ class Column:
 @dataclass(frozen=True)
 class Table:
     name: str
-    # Path relative to the workspace; "{checkpoint_id}" marks one file per checkpoint.
+    # A single file (`images.parquet`), or for a partitioned table the folder that holds
+    # one hive-style sub-folder per partition value: `clusters/checkpoint_id=X/k=5/`.
     path: str
     doc: str
     columns: tuple[Column, ...]
@@ -41,6 +42,11 @@ class Table:
     # Free-form extra columns are allowed (documented as such).
     extra_columns: str | None = None
     added_by: str = ""
+    # Partition columns, outermost first. They live in the folder names, not in the files,
+    # so adding or recomputing one partition writes one file and reads nothing else.
+    partition: tuple[str, ...] = ()
+    # Rows are only ever added (a new part file per write), never rewritten.
+    append_only: bool = False
 
     def column(self, name: str) -> Column:
         for c in self.columns:
@@ -49,8 +55,28 @@ class Table:
         raise KeyError(name)
 
     @property
-    def per_checkpoint(self) -> bool:
-        return "{checkpoint_id}" in self.path
+    def partitioned(self) -> bool:
+        return bool(self.partition)
+
+    @property
+    def file_columns(self) -> tuple[Column, ...]:
+        """The columns stored inside each file (all but the partition columns)."""
+        return tuple(c for c in self.columns if c.name not in self.partition)
+
+    @property
+    def glob(self) -> str:
+        """Glob of every file of the table, relative to the workspace."""
+        if not self.partitioned:
+            return self.path
+        return self.path + "/" + "/".join("*" for _ in self.partition) + "/*.parquet"
+
+    @property
+    def pattern(self) -> str:
+        """The documented path of one file."""
+        if not self.partitioned:
+            return self.path
+        parts = "/".join(f"{p}={p.upper()}" for p in self.partition)
+        return f"{self.path}/{parts}/part-*.parquet"
 
 
 TABLES: tuple[Table, ...] = (
@@ -99,13 +125,16 @@ TABLES: tuple[Table, ...] = (
         key=("checkpoint_id",), required=True, added_by="`conceptlens extract` (or your own writer)",
     ),
     Table(
-        "features", "features/{checkpoint_id}.parquet",
-        "One file per checkpoint: the embedding of every image of its dataset.",
+        "features", "features",
+        "One partition per checkpoint: the embedding of every image of its dataset.",
         (
+            Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
+                   references="checkpoints.checkpoint_id"),
             Column("image_id", STRING, "Image embedded.", references="images.image_id"),
             Column("embedding", FLOAT_LIST, "Feature vector; length = `feature_dim` of the checkpoint."),
         ),
-        key=("image_id",), required=False, added_by="`conceptlens extract` (or your own writer)",
+        key=("checkpoint_id", "image_id"), required=False,
+        added_by="`conceptlens extract` (or your own writer)", partition=("checkpoint_id",),
     ),
     Table(
         "captions", "captions.parquet",
@@ -135,26 +164,28 @@ TABLES: tuple[Table, ...] = (
         key=("vl_model_id",), added_by="`conceptlens demo build` (or your own writer)",
     ),
     Table(
-        "clusters", "clusters.parquet",
+        "clusters", "clusters",
         "k-means assignment of every image, per checkpoint and k.",
         (
-            Column("checkpoint_id", STRING, "Checkpoint clustered.",
+            Column("checkpoint_id", STRING, "Checkpoint clustered (partition folder).",
                    references="checkpoints.checkpoint_id"),
-            Column("k", INT, "Number of clusters."),
+            Column("k", INT, "Number of clusters (partition folder)."),
             Column("image_id", STRING, "Image assigned.", references="images.image_id"),
             Column("cluster", INT, "Cluster index in [0, k)."),
             Column("distance", FLOAT, "Euclidean distance of the L2-normalised feature to its centroid."),
         ),
-        key=("checkpoint_id", "k", "image_id"), added_by="`conceptlens analyze clusters`",
+        key=("checkpoint_id", "k", "image_id"), added_by="`conceptlens analyze clustering`",
+        partition=("checkpoint_id", "k"),
     ),
     Table(
-        "cluster_metrics", "cluster_metrics.parquet",
-        "One row per cluster: purity, coherence (2AFC), caption, describability.",
+        "cluster_metrics", "cluster_metrics",
+        "One row per cluster: size, purity and 2AFC coherence with random and hard negatives.",
         (
-            Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
-            Column("k", INT, "Number of clusters."),
-            Column("cluster", INT, "Cluster index."),
-            Column("size", INT, "Number of images in the cluster."),
+            Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
+                   references="checkpoints.checkpoint_id"),
+            Column("k", INT, "Number of clusters (partition folder)."),
+            Column("cluster", INT, "Cluster index in [0, k)."),
+            Column("size", INT, "Number of images in the cluster (> 0)."),
             Column("purity", FLOAT, "1 - H(labels in cluster) / log K; null when K < 2.", nullable=True),
             Column("top_label", INT, "Most frequent label.", nullable=True),
             Column("top_label_share", FLOAT, "Share of the cluster with `top_label`.", nullable=True),
@@ -165,73 +196,99 @@ TABLES: tuple[Table, ...] = (
             Column("coherence_hard_lo", FLOAT, "Clopper-Pearson 95% lower bound.", nullable=True),
             Column("coherence_hard_hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True),
             Column("hard_negative", INT, "Cluster whose centroid is nearest.", nullable=True),
+            Column("annotator", STRING, "Feature space of the 2AFC proxy annotator "
+                   "(`factors` or `checkpoint:ID`).", nullable=True),
+            Column("coherence_trials", INT, "2AFC trials per negative type.", nullable=True),
+        ),
+        key=("checkpoint_id", "k", "cluster"), added_by="`conceptlens analyze cluster_metrics`",
+        partition=("checkpoint_id", "k"),
+    ),
+    Table(
+        "cluster_captions", "cluster_captions",
+        "One row per cluster: class-level caption (laina2020 Eq. 4), its ablations and "
+        "describability by vision-language retrieval.",
+        (
+            Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
+                   references="checkpoints.checkpoint_id"),
+            Column("k", INT, "Number of clusters (partition folder)."),
+            Column("cluster", INT, "Cluster index in [0, k)."),
             Column("caption", STRING, "Class-level caption (laina2020 Eq. 4).", nullable=True),
             Column("caption_score", FLOAT, "Eq. 4 score of the caption (lower is better).", nullable=True),
             Column("caption_source", STRING, "Captioner whose image captions Eq. 4 chose from.",
-                   nullable=True, required=False),
+                   nullable=True),
             Column("caption_noneg", STRING, "Eq. 4 caption without the negative term (ablation).",
-                   nullable=True, required=False),
-            Column("caption_noneg_score", FLOAT, "Its score.", nullable=True, required=False),
+                   nullable=True),
+            Column("caption_noneg_score", FLOAT, "Its score.", nullable=True),
             Column("caption_rouge", STRING, "Eq. 4 caption with d = 1 - ROUGE-L F (ablation).",
                    nullable=True, required=False),
             Column("caption_rouge_score", FLOAT, "Its score.", nullable=True, required=False),
-            Column("annotator", STRING, "Feature space of the 2AFC proxy annotator "
-                   "(`factors` or `checkpoint:ID`).", nullable=True, required=False),
-            Column("coherence_trials", INT, "2AFC trials per negative type.", nullable=True,
-                   required=False),
             Column("describability_hits", INT, "Images of the cluster among the VL model's top 10 "
-                   "for the caption.", nullable=True, required=False),
+                   "for the caption.", nullable=True),
             Column("describability_top1", BOOL, "Top-1 retrieved image is in the cluster.",
-                   nullable=True, required=False),
+                   nullable=True),
             Column("describability_top5", BOOL, "One of the top 5 is in the cluster.",
-                   nullable=True, required=False),
+                   nullable=True),
             Column("describability_binary", FLOAT, "Share of (in, out) image pairs where the "
-                   "caption scores the in-cluster image higher.", nullable=True, required=False),
+                   "caption scores the in-cluster image higher.", nullable=True),
         ),
-        key=("checkpoint_id", "k", "cluster"), added_by="`conceptlens analyze clusters`",
-        extra_columns="Further per-cluster metrics (ablation captions, describability).",
+        key=("checkpoint_id", "k", "cluster"), added_by="`conceptlens analyze captions`",
+        partition=("checkpoint_id", "k"),
     ),
     Table(
-        "checkpoint_metrics", "checkpoint_metrics.parquet",
-        "One row per (checkpoint, k): clustering quality, CL, ID, CLID.",
+        "checkpoint_metrics", "checkpoint_metrics",
+        "One row per (checkpoint, k): clustering quality, kNN accuracy, CL, ID.",
         (
-            Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
-            Column("k", INT, "Number of clusters."),
+            Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
+                   references="checkpoints.checkpoint_id"),
+            Column("k", INT, "Number of clusters (partition folder)."),
             Column("anmi", FLOAT, "Adjusted NMI of clusters vs labels.", nullable=True),
             Column("knn_acc", FLOAT, "1-NN top-1 accuracy on labels, train -> test split.", nullable=True),
             Column("cl", FLOAT, "Cluster learnability (prequential 1-NN on k-means labels)."),
             Column("id", FLOAT, "TwoNN intrinsic dimension."),
-            Column("clid", FLOAT, "Normalised CL + normalised ID across the compared checkpoints.",
-                   nullable=True),
             Column("cl_heldout", FLOAT, "1-NN on the train split's clusters, scored on the test split.",
-                   nullable=True, required=False),
-            Column("wclid", FLOAT, "Least-squares fit of knn_acc on [CL, ID, 1] across checkpoints.",
-                   nullable=True, required=False),
-            Column("n_images", INT, "Images clustered.", nullable=True, required=False),
-            Column("n_duplicates", INT, "Duplicate feature rows dropped before TwoNN.",
-                   nullable=True, required=False),
+                   nullable=True),
+            Column("n_images", INT, "Images clustered."),
+            Column("n_duplicates", INT, "Duplicate feature rows dropped before TwoNN."),
         ),
-        key=("checkpoint_id", "k"), added_by="`conceptlens analyze clusters`",
-        extra_columns="Further per-checkpoint metrics (held-out CL, W-CLID).",
+        key=("checkpoint_id", "k"), added_by="`conceptlens analyze cluster_metrics`",
+        partition=("checkpoint_id", "k"),
     ),
     Table(
-        "projections", "projections.parquet",
+        "projections", "projections",
         "2-D projections of a checkpoint's features (e.g. UMAP) for plotting.",
         (
-            Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
-            Column("method", STRING, "Projection method, e.g. `umap`."),
+            Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
+                   references="checkpoints.checkpoint_id"),
+            Column("method", STRING, "Projection method, e.g. `umap` (partition folder)."),
             Column("image_id", STRING, "Image.", references="images.image_id"),
             Column("x", FLOAT, "First coordinate."),
             Column("y", FLOAT, "Second coordinate."),
         ),
-        key=("checkpoint_id", "method", "image_id"), added_by="`conceptlens analyze clusters`",
+        key=("checkpoint_id", "method", "image_id"), added_by="`conceptlens analyze projections`",
+        partition=("checkpoint_id", "method"),
     ),
     Table(
-        "predictor_correlations", "predictor_correlations.parquet",
+        "clid_scores", "clid_scores",
+        "CLID and W-CLID of each checkpoint, relative to the other checkpoints of its dataset "
+        "at the same k (lu2022).",
+        (
+            Column("dataset", STRING, "Dataset of the compared checkpoints (partition folder).",
+                   references="images.dataset"),
+            Column("k", INT, "Number of clusters."),
+            Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("clid", FLOAT, "z(CL) + z(ID) across the compared checkpoints.", nullable=True),
+            Column("wclid", FLOAT, "Least-squares fit of knn_acc on [CL, ID, 1] across checkpoints.",
+                   nullable=True),
+        ),
+        key=("checkpoint_id", "k"), added_by="`conceptlens analyze comparisons`",
+        partition=("dataset",),
+    ),
+    Table(
+        "predictor_correlations", "predictor_correlations",
         "Correlation of each unsupervised predictor with knn_acc across a dataset's "
         "checkpoints (lu2022 Table 1).",
         (
-            Column("dataset", STRING, "Dataset of the compared checkpoints.",
+            Column("dataset", STRING, "Dataset of the compared checkpoints (partition folder).",
                    references="images.dataset"),
             Column("k", INT, "Number of clusters."),
             Column("predictor", STRING, "`cl`, `cl_heldout`, `id`, `clid` or `wclid`."),
@@ -241,7 +298,58 @@ TABLES: tuple[Table, ...] = (
             Column("kendall_p", FLOAT, "Its two-sided p-value.", nullable=True),
             Column("n_checkpoints", INT, "Checkpoints with both values."),
         ),
-        key=("dataset", "k", "predictor"), added_by="`conceptlens analyze clusters`",
+        key=("dataset", "k", "predictor"), added_by="`conceptlens analyze comparisons`",
+        partition=("dataset",),
+    ),
+    Table(
+        "clustering_similarity", "clustering_similarity",
+        "Adjusted NMI between the clusterings of two checkpoints of a dataset at the same k, "
+        "on the images both assign (one row per unordered pair, checkpoint_a < checkpoint_b).",
+        (
+            Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+            Column("k", INT, "Number of clusters."),
+            Column("checkpoint_a", STRING, "First checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("anmi", FLOAT, "Adjusted NMI (arithmetic normalisation); null below 2 shared images.",
+                   nullable=True),
+            Column("n_shared", INT, "Images both clusterings assign."),
+        ),
+        key=("dataset", "k", "checkpoint_a", "checkpoint_b"),
+        added_by="`conceptlens analyze comparisons`", partition=("dataset",),
+    ),
+    Table(
+        "cluster_links", "cluster_links",
+        "The contingency table of two clusterings of a dataset at the same k: how many shared "
+        "images cluster a of checkpoint_a and cluster b of checkpoint_b have in common "
+        "(non-zero cells only; checkpoint_a < checkpoint_b).",
+        (
+            Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+            Column("k", INT, "Number of clusters."),
+            Column("checkpoint_a", STRING, "First checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("a", INT, "Cluster of checkpoint_a."),
+            Column("b", INT, "Cluster of checkpoint_b."),
+            Column("count", INT, "Shared images in both (> 0)."),
+            Column("size_a", INT, "Shared images in cluster a."),
+            Column("size_b", INT, "Shared images in cluster b."),
+        ),
+        key=("dataset", "k", "checkpoint_a", "checkpoint_b", "a", "b"),
+        added_by="`conceptlens analyze comparisons`", partition=("dataset",),
+    ),
+    Table(
+        "analysis_runs", "analysis_runs",
+        "Append-only log: one row per unit of work an analysis finished (provenance).",
+        (
+            Column("analysis", STRING, "Analysis name (partition folder)."),
+            Column("unit", STRING, "What was computed, e.g. `checkpoint_id=X/k=5`."),
+            Column("inputs", STRING, "Fingerprint of the input files it read.", nullable=True),
+            Column("options", STRING, "JSON of the options it ran with."),
+            Column("version", STRING, "ConceptLens version."),
+            Column("started", STRING, "ISO-8601 start time."),
+            Column("seconds", FLOAT, "Wall time."),
+        ),
+        key=("analysis", "unit", "started"), added_by="every `conceptlens analyze` run",
+        partition=("analysis",), append_only=True,
     ),
 )
 
@@ -276,12 +384,14 @@ def arrow_type(logical: str):
             FLOAT_LIST: pa.list_(pa.float32()), TIMESTAMP: pa.timestamp("us", tz="UTC")}[logical]
 
 
-def arrow_schema(name: str, optional: bool = True):
-    """The Arrow schema a writer should use for table `name` (with its optional columns)."""
+def arrow_schema(name: str, optional: bool = True, partition: bool = True):
+    """The Arrow schema of table `name` (with its optional columns; without its partition
+    columns when `partition` is false: what one file of a partitioned table holds)."""
     import pyarrow as pa
     t = TABLES_BY_NAME[name]
+    cols = t.columns if partition else t.file_columns
     return pa.schema([pa.field(c.name, arrow_type(c.type), nullable=c.nullable)
-                      for c in t.columns if c.required or optional])
+                      for c in cols if c.required or optional])
 
 
 def empty(name: str):
@@ -296,17 +406,26 @@ def markdown() -> str:
     """The table reference of docs/workspace.md, generated from TABLES."""
     out = []
     for t in TABLES:
-        out.append(f"### `{t.name}` — `{t.path}`\n")
+        out.append(f"### `{t.name}` — `{t.pattern}`\n")
         out.append(t.doc + "\n")
         key = ", ".join(f"`{k}`" for k in t.key)
         req = "required" if t.required else "optional"
         out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.added_by}.\n")
+        if t.partitioned:
+            parts = ", ".join(f"`{p}`" for p in t.partition)
+            out.append(f"Partitioned by {parts}: one folder per value, hive-style; these columns "
+                       "live in the folder names, not inside the files."
+                       + (" Append-only: every write adds a new part file; none is rewritten."
+                          if t.append_only else
+                          " Writing a partition replaces its one file atomically.") + "\n")
         out.append("| column | type | null | meaning |")
         out.append("| --- | --- | --- | --- |")
         for c in t.columns:
             notes = []
             if not c.required:
                 notes.append("optional column")
+            if c.name in t.partition:
+                notes.append("partition column")
             if c.references:
                 notes.append(f"references `{c.references}`")
             if c.is_path:

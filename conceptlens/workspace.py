@@ -7,7 +7,10 @@ import hashlib
 import json
 import os
 import tempfile
+import uuid
 from pathlib import Path
+
+import numpy as np
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -120,71 +123,199 @@ class Workspace:
         return ws
 
     # ---- paths ----------------------------------------------------------
-    def table_path(self, name: str, checkpoint_id: str | None = None) -> Path:
-        t = schema.TABLES_BY_NAME[name]
-        if t.per_checkpoint:
-            if checkpoint_id is None:
-                raise ValueError(f"table {name!r} needs a checkpoint_id")
-            check_id(checkpoint_id, "checkpoint_id")
-            return self.root / t.path.format(checkpoint_id=checkpoint_id)
-        return self.root / t.path
+    def _spec(self, name: str) -> schema.Table:
+        try:
+            return schema.TABLES_BY_NAME[name]
+        except KeyError:
+            raise WorkspaceError(f"unknown table {name!r}") from None
 
-    def has(self, name: str) -> bool:
-        t = schema.TABLES_BY_NAME[name]
-        if t.per_checkpoint:
-            d = self.root / Path(t.path).parent
-            return d.is_dir() and any(d.glob("*.parquet"))
-        return self.table_path(name).exists()
+    def partition_dir(self, name: str, **partition) -> Path:
+        """Folder of one partition of a partitioned table (every partition column given)."""
+        t = self._spec(name)
+        if not t.partitioned:
+            raise ValueError(f"table {name!r} is not partitioned")
+        if set(partition) != set(t.partition):
+            raise ValueError(f"table {name!r} is partitioned by {', '.join(t.partition)}; "
+                             f"got {', '.join(sorted(partition)) or 'nothing'}")
+        parts = [f"{c}={partition_value(t, c, partition[c])}" for c in t.partition]
+        return self.root.joinpath(t.path, *parts)
+
+    def table_path(self, name: str, **partition) -> Path:
+        """The file of a single-file table, or of one partition of a partitioned table."""
+        t = self._spec(name)
+        if not t.partitioned:
+            if partition:
+                raise ValueError(f"table {name!r} is not partitioned")
+            return self.root / t.path
+        return self.partition_dir(name, **partition) / "part-0.parquet"
+
+    def partition_files(self, name: str, **partition) -> list[Path]:
+        """Every Parquet file of one partition (several for append-only tables)."""
+        d = self.partition_dir(name, **partition)
+        return sorted(d.glob("*.parquet")) if d.is_dir() else []
+
+    def files(self, name: str) -> list[Path]:
+        """Every file of a table, without reading any."""
+        t = self._spec(name)
+        if not t.partitioned:
+            p = self.root / t.path
+            return [p] if p.is_file() else []
+        return sorted(self.root.glob(t.glob))
+
+    def partitions(self, name: str) -> list[dict]:
+        """The partitions present, from folder names alone (values typed as the schema says)."""
+        t = self._spec(name)
+        out = []
+        for f in self.files(name):
+            parts = f.relative_to(self.root / t.path).parts[:-1]
+            try:
+                values = parse_partition(t, parts)
+            except ValueError:
+                continue   # `validate` reports foreign folders
+            if values not in out:
+                out.append(values)
+        return out
+
+    def has(self, name: str, **partition) -> bool:
+        t = self._spec(name)
+        if t.partitioned and partition:
+            return bool(self.partition_files(name, **partition))
+        return bool(self.files(name))
 
     def resolve(self, rel: str) -> Path:
         return inside(self.root, rel)
 
     # ---- reading & writing ----------------------------------------------
-    def read(self, name: str, checkpoint_id: str | None = None, columns=None) -> pa.Table:
-        p = self.table_path(name, checkpoint_id)
-        try:
-            return pq.read_table(p, columns=columns)
-        except FileNotFoundError:
-            raise WorkspaceError(f"{p}: table {name!r} not found") from None
+    def read(self, name: str, columns=None, **partition) -> pa.Table:
+        """A single-file table, or one partition with its partition columns put back."""
+        t = self._spec(name)
+        if not t.partitioned:
+            p = self.table_path(name, **partition)
+            try:
+                return pq.read_table(p, columns=columns)
+            except FileNotFoundError:
+                raise WorkspaceError(f"{p}: table {name!r} not found") from None
+        files = self.partition_files(name, **partition)
+        if not files:
+            d = self.partition_dir(name, **partition)
+            raise WorkspaceError(f"{d}: partition of table {name!r} not found")
+        file_cols = None if columns is None else [c for c in columns if c not in t.partition]
+        tbl = pa.concat_tables([pq.read_table(f, columns=file_cols) for f in files],
+                               promote_options="default")
+        for i, c in enumerate(t.partition):
+            if columns is not None and c not in columns:
+                continue
+            typ = schema.arrow_type(t.column(c).type)
+            tbl = tbl.add_column(i, pa.field(c, typ, nullable=False),
+                                 pa.array([partition[c]] * tbl.num_rows, typ))
+        return tbl
 
-    def write(self, name: str, table: pa.Table, checkpoint_id: str | None = None) -> Path:
-        p = self.table_path(name, checkpoint_id)
-        atomic_write_table(p, table)
+    def read_metadata(self, name: str, **partition) -> dict:
+        """The `conceptlens` metadata of one file (its footer only), {} when absent."""
+        p = self.table_path(name, **partition)
+        try:
+            md = pq.read_schema(p).metadata or {}
+        except FileNotFoundError:
+            return {}
+        raw = md.get(b"conceptlens")
+        return json.loads(raw) if raw else {}
+
+    def _file_table(self, t: schema.Table, table: pa.Table, partition: dict,
+                    metadata: dict | None) -> pa.Table:
+        """Drop partition columns (after checking they hold the partition's value)."""
+        for c in t.partition:
+            if c in table.column_names:
+                vals = set(table[c].to_pylist())
+                if vals - {partition[c]}:
+                    raise ValueError(f"table {t.name!r}: column {c!r} holds {sorted(map(str, vals))[:3]} "
+                                     f"but the partition is {c}={partition[c]!r}")
+                table = table.drop_columns([c])
+        if metadata is not None:
+            md = dict(table.schema.metadata or {})
+            md[b"conceptlens"] = json.dumps(metadata, sort_keys=True).encode()
+            table = table.replace_schema_metadata(md)
+        return table
+
+    def write(self, name: str, table: pa.Table, metadata: dict | None = None,
+              **partition) -> Path:
+        """Write a single-file table, or replace one partition's file; atomically either way.
+
+        Nothing else is read or rewritten: other partitions stay as they are.
+        """
+        t = self._spec(name)
+        if t.append_only:
+            raise ValueError(f"table {name!r} is append-only: use Workspace.append")
+        p = self.table_path(name, **partition)
+        atomic_write_table(p, self._file_table(t, table, partition, metadata))
         return p
 
-    def upsert(self, name: str, table: pa.Table, key_values: dict | None = None) -> Path:
-        """Replace the rows matching `key_values` (column -> value or list) by `table`.
+    def append(self, name: str, table: pa.Table, **partition) -> Path:
+        """Add rows to an append-only table as a new part file (never rewrites one)."""
+        t = self._spec(name)
+        if not t.append_only:
+            raise ValueError(f"table {name!r} is not append-only")
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%f")
+        p = self.partition_dir(name, **partition) / f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
+        atomic_write_table(p, self._file_table(t, table, partition, None))
+        return p
 
-        Other rows are kept, so one checkpoint's analysis can be recomputed alone.
-        """
-        import pyarrow.compute as pc
-        p = self.table_path(name)
-        if p.exists() and key_values:
-            old = pq.read_table(p)
-            replaced = None
-            for col, val in key_values.items():
-                vals = val if isinstance(val, (list, tuple, set)) else [val]
-                m = pc.is_in(old[col], value_set=pa.array(list(vals), type=old.schema.field(col).type))
-                replaced = m if replaced is None else pc.and_(replaced, m)
-            old = old.filter(pc.invert(replaced))
-            if old.schema.names == table.schema.names:
-                table = table.cast(old.schema)
-            # Optional columns present on one side only are filled with nulls on the other.
-            table = pa.concat_tables([old, table], promote_options="default")
-        return self.write(name, table)
+    def remove_partition(self, name: str, **partition) -> None:
+        for f in self.partition_files(name, **partition):
+            f.unlink()
 
     def fingerprint(self) -> str:
         """Changes whenever any file of the workspace's tables changes (cache key)."""
         h = hashlib.sha1()
-        files = [self.meta_path] + sorted(self.root.glob("*.parquet")) + \
-            sorted((self.root / "features").glob("*.parquet"))
+        try:
+            files = [self.meta_path] + [f for t in schema.TABLES for f in self.files(t.name)]
+        except OSError:
+            files = [self.meta_path]
         for p in files:
             try:
                 st = p.stat()
-            except FileNotFoundError:
+            except OSError:
                 continue
-            h.update(f"{p.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+            h.update(f"{p.relative_to(self.root)}:{st.st_size}:{st.st_mtime_ns};".encode())
         return h.hexdigest()[:16]
+
+
+def partition_value(t: schema.Table, column: str, value) -> str:
+    """The folder-name text of a partition value; string values keep to the id alphabet."""
+    if t.column(column).type == schema.INT:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"table {t.name!r}: partition {column} must be an integer, got {value!r}")
+        return str(int(value))
+    return check_id(str(value), f"{t.name}.{column}")
+
+
+def parse_partition(t: schema.Table, parts) -> dict:
+    """Folder names (`k=5`, ...) -> typed partition values; ValueError if they do not fit."""
+    if len(parts) != len(t.partition):
+        raise ValueError(f"expected {len(t.partition)} partition folder(s), got {len(parts)}")
+    out = {}
+    for col, part in zip(t.partition, parts):
+        key, sep, raw = part.partition("=")
+        if not sep or key != col:
+            raise ValueError(f"folder {part!r} is not {col}=VALUE")
+        if t.column(col).type == schema.INT:
+            if not raw.lstrip("-").isdigit():
+                raise ValueError(f"folder {part!r}: {col} must be an integer")
+            out[col] = int(raw)
+        else:
+            check_id(raw, f"{t.name}.{col}")
+            out[col] = raw
+    return out
+
+
+def files_signature(paths) -> str:
+    """SHA-1 of the bytes of `paths` (the inputs an analysis read): a staleness check."""
+    h = hashlib.sha1()
+    for p in sorted(Path(p) for p in paths):
+        h.update("/".join(p.parts[-4:]).encode())
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 _ID_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@+")

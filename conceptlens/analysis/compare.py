@@ -176,13 +176,28 @@ def pairwise_anmi(assignments: pd.DataFrame, order: list[str] | None = None) -> 
 LINK_KINDS = ("one-to-one", "split", "merge", "split+merge", "partial", "minor")
 
 
-def match_clusters(a: pd.DataFrame, b: pd.DataFrame, min_share: float = 0.2) -> pd.DataFrame:
-    """Match the clusters of clustering A to those of B by overlap.
+def contingency(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Non-zero cells of the contingency table of clusterings A and B (shared images only).
 
-    `a` and `b` have columns `image_id` and `cluster`; only images in both count.
-    Returns one row per pair of clusters sharing images (the non-zero cells of
-    the contingency table): `a`, `b`, `count`, `share_a` (= count / |A-cluster|),
-    `share_b` (= count / |B-cluster|), `size_a`, `size_b` and `kind`:
+    `a` and `b` have columns `image_id` and `cluster`. Returns `a`, `b`, `count`,
+    `size_a`, `size_b` (sizes counted over the shared images): what the
+    comparisons analysis stores in `cluster_links`.
+    """
+    sa, sb = _assignment(a, "a"), _assignment(b, "b")
+    j = sa.to_frame("a").join(sb.rename("b"), how="inner")
+    cols = ["a", "b", "count", "size_a", "size_b"]
+    if j.empty:
+        return pd.DataFrame({c: pd.Series(dtype="int64") for c in cols})
+    links = j.groupby(["a", "b"]).size().rename("count").reset_index()
+    links["size_a"] = links["a"].map(j.groupby("a").size()).astype("int64")
+    links["size_b"] = links["b"].map(j.groupby("b").size()).astype("int64")
+    return links[cols].astype("int64")
+
+
+def classify_links(links: pd.DataFrame, min_share: float = 0.2) -> pd.DataFrame:
+    """Classify the links of a contingency table (columns a, b, count, size_a, size_b).
+
+    Adds `share_a` (= count / size_a), `share_b` (= count / size_b) and `kind`:
 
     * a link is *significant for a* when share_a >= min_share (for b likewise);
     * cluster a is **split** when it has significant links to two or more b;
@@ -192,21 +207,14 @@ def match_clusters(a: pd.DataFrame, b: pd.DataFrame, min_share: float = 0.2) -> 
       sides otherwise), `partial` (significant for one side only) or `minor`
       (for neither).
 
-    Sizes are counted over the shared images. Rows are sorted by a, then count
-    (descending).
+    Rows are sorted by a, then count (descending).
     """
     if not 0 < min_share <= 1:
         raise ValueError(f"min_share must be in (0, 1], got {min_share!r}")
-    sa, sb = _assignment(a, "a"), _assignment(b, "b")
-    j = sa.to_frame("a").join(sb.rename("b"), how="inner")
     cols = ["a", "b", "count", "share_a", "share_b", "size_a", "size_b", "kind"]
-    if j.empty:
+    if links.empty:
         return pd.DataFrame(columns=cols)
-    links = j.groupby(["a", "b"]).size().rename("count").reset_index()
-    size_a = j.groupby("a").size()
-    size_b = j.groupby("b").size()
-    links["size_a"] = links["a"].map(size_a).astype(int)
-    links["size_b"] = links["b"].map(size_b).astype(int)
+    links = links.copy()
     links["share_a"] = links["count"] / links["size_a"]
     links["share_b"] = links["count"] / links["size_b"]
     sig_a = links["share_a"] >= min_share - 1e-12
@@ -215,12 +223,19 @@ def match_clusters(a: pd.DataFrame, b: pd.DataFrame, min_share: float = 0.2) -> 
     merges = set(links[sig_b].groupby("b").size().loc[lambda s: s >= 2].index)
     is_split = sig_a & links["a"].isin(splits)
     is_merge = sig_b & links["b"].isin(merges)
-    kind = np.select(
+    links["kind"] = np.select(
         [is_split & is_merge, is_split, is_merge, sig_a & sig_b, sig_a | sig_b],
         ["split+merge", "split", "merge", "one-to-one", "partial"], default="minor")
-    links["kind"] = kind
     links = links.sort_values(["a", "count", "b"], ascending=[True, False, True], kind="stable")
     return links[cols].reset_index(drop=True)
+
+
+def match_clusters(a: pd.DataFrame, b: pd.DataFrame, min_share: float = 0.2) -> pd.DataFrame:
+    """Match the clusters of clustering A to those of B by overlap: `classify_links`
+    of their `contingency`."""
+    if not 0 < min_share <= 1:
+        raise ValueError(f"min_share must be in (0, 1], got {min_share!r}")
+    return classify_links(contingency(a, b), min_share)
 
 
 def cluster_changes(links: pd.DataFrame) -> dict[str, int]:

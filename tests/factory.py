@@ -1,0 +1,161 @@
+"""One factory for the tiny workspaces tests build (format 2.0, every table valid).
+
+`make_workspace` writes the base tables (images with real PNG thumbnails, checkpoints,
+features with planted clusters, ground-truth captions); with `derived=True` it also
+writes every analysis table by hand, with values consistent with each other, so
+validation and page tests do not depend on the analysis pipeline. Tests of the
+pipeline run the real analyses on the base workspace instead (`analyzed_workspace`).
+"""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from conceptlens import schema
+from conceptlens.workspace import Workspace, atomic_write_bytes
+
+COLORS = ("red", "green", "blue")
+SHAPES = ("circle", "square")
+RGB = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}
+
+
+def _png(color: str, shape: str, side: int = 8) -> bytes:
+    from PIL import Image
+    img = np.full((side, side, 3), 255, np.uint8)
+    if shape == "square":
+        img[2:6, 2:6] = RGB[color]
+    else:
+        yy, xx = np.mgrid[:side, :side]
+        img[(yy - 3.5) ** 2 + (xx - 3.5) ** 2 <= 6] = RGB[color]
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def write_features(ws: Workspace, cid: str, ids, emb: np.ndarray) -> None:
+    arr = pa.array(list(np.asarray(emb, np.float32)), type=pa.list_(pa.float32()))
+    ws.write("features", pa.table({"image_id": pa.array(list(ids), pa.string()), "embedding": arr}),
+             checkpoint_id=cid)
+
+
+def make_workspace(root: Path, n_images: int = 48, n_checkpoints: int = 3, dim: int = 8,
+                   derived: bool = False, ks: tuple[int, ...] = (4,), seed: int = 0) -> Workspace:
+    """A tiny workspace of one dataset `toy`: labels = colour (3), factor `shape` (2).
+
+    Checkpoint `ck0` separates the colours well, later ones less and less (noise grows),
+    so metrics differ between checkpoints in a known direction.
+    """
+    rng = np.random.default_rng(seed)
+    ws = Workspace.create(root, name="tiny", description="factory workspace",
+                          provenance={"generator": "tests.factory", "seed": seed},
+                          created="2026-01-01T00:00:00+00:00")
+    rows, caps = [], []
+    for i in range(n_images):
+        color, shape = COLORS[i % 3], SHAPES[(i // 3) % 2]
+        rel = f"thumbnails/toy/{i:04d}.png"
+        atomic_write_bytes(ws.root / rel, _png(color, shape), fsync=False)
+        rows.append({"image_id": f"toy-{i:04d}", "dataset": "toy", "label": i % 3,
+                     "label_name": color, "split": "test" if i % 4 == 3 else "train",
+                     "thumbnail": rel, "width": 8, "height": 8, "shape": shape})
+        caps.append({"image_id": f"toy-{i:04d}", "captioner": "groundtruth",
+                     "text": f"a {color} {shape}"})
+    ws.write("images", pa.Table.from_pylist(rows, schema=pa.schema(
+        list(schema.arrow_schema("images")) + [pa.field("shape", pa.string())])))
+    ws.write("captions", pa.Table.from_pylist(caps, schema=schema.arrow_schema("captions")))
+    ids = [r["image_id"] for r in rows]
+    labels = np.array([r["label"] for r in rows])
+    centers = rng.standard_normal((3, dim)) * 3
+    ck = []
+    for c in range(n_checkpoints):
+        noise = 0.3 + 1.5 * c
+        emb = centers[labels] + noise * rng.standard_normal((n_images, dim))
+        write_features(ws, f"ck{c}", ids, emb)
+        ck.append({"checkpoint_id": f"ck{c}", "dataset": "toy", "model": "toy-net",
+                   "method": "simclr", "epoch": n_checkpoints - c, "feature_dim": dim,
+                   "source": "plain:toy", "run": "toy-run"})
+    ws.write("checkpoints", pa.Table.from_pylist(ck, schema=pa.schema(
+        [f for f in schema.arrow_schema("checkpoints") if f.name in ck[0]])))
+    if derived:
+        write_derived(ws, ids, labels, [r["checkpoint_id"] for r in ck], ks, seed)
+    return ws
+
+
+def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
+    """Every analysis table, by hand: valid values that agree with each other."""
+    rng = np.random.default_rng(seed + 1)
+    n = len(ids)
+    assign = {}
+    for cid in cids:
+        for k in ks:
+            cl = (labels + rng.integers(0, 2, n) * (int(cid[2:]) > 0)) % k
+            cl[:k] = np.arange(k)           # every cluster non-empty
+            assign[cid, k] = cl
+            ws.write("clusters", pa.table({
+                "image_id": list(ids), "cluster": cl.astype(np.int64),
+                "distance": rng.uniform(0, 1, n)}), checkpoint_id=cid, k=k)
+            sizes = np.bincount(cl, minlength=k)
+            pur = rng.uniform(0.2, 1.0, k)
+            coh = rng.uniform(0.5, 1.0, k)
+            ws.write("cluster_metrics", pa.table({
+                "cluster": np.arange(k, dtype=np.int64), "size": sizes.astype(np.int64),
+                "purity": pur, "top_label": np.arange(k, dtype=np.int64) % 3,
+                "top_label_share": rng.uniform(0.4, 1.0, k),
+                "coherence_random": coh, "coherence_random_lo": coh - 0.2,
+                "coherence_random_hi": np.minimum(1.0, coh + 0.1),
+                "coherence_hard": coh - 0.1, "coherence_hard_lo": coh - 0.3,
+                "coherence_hard_hi": coh,
+                "hard_negative": (np.arange(k, dtype=np.int64) + 1) % k,
+                "annotator": ["factors"] * k, "coherence_trials": np.full(k, 20, np.int64),
+            }, schema=schema.arrow_schema("cluster_metrics", partition=False)),
+                checkpoint_id=cid, k=k)
+            ws.write("cluster_captions", pa.table({
+                "cluster": np.arange(k, dtype=np.int64),
+                "caption": [f"a {COLORS[c % 3]} shape" for c in range(k)],
+                "caption_score": rng.uniform(0, 1, k),
+                "caption_source": ["groundtruth"] * k,
+                "caption_noneg": [f"a {COLORS[c % 3]} circle" for c in range(k)],
+                "caption_noneg_score": rng.uniform(0, 1, k),
+                "describability_hits": np.full(k, 3, np.int64),
+                "describability_top1": [True] * k, "describability_top5": [True] * k,
+                "describability_binary": rng.uniform(0.5, 1, k),
+            }, schema=schema.arrow_schema("cluster_captions", optional=False, partition=False)),
+                checkpoint_id=cid, k=k)
+            ws.write("checkpoint_metrics", pa.table({
+                "anmi": [0.5], "knn_acc": [0.9 - 0.1 * int(cid[2:])], "cl": [0.8],
+                "id": [5.0 + int(cid[2:])], "cl_heldout": [0.7],
+                "n_images": [n], "n_duplicates": [0]},
+                schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
+                checkpoint_id=cid, k=k)
+        xy = rng.standard_normal((n, 2))
+        ws.write("projections", pa.table({"image_id": list(ids), "x": xy[:, 0], "y": xy[:, 1]}),
+                 checkpoint_id=cid, method="umap")
+    from conceptlens.analysis.compare import anmi, contingency
+    clid, corr, sim, links = [], [], [], []
+    for k in ks:
+        for j, cid in enumerate(cids):
+            clid.append({"k": k, "checkpoint_id": cid, "clid": float(j) - 1, "wclid": 0.5})
+        for p in ("cl", "cl_heldout", "id", "clid", "wclid"):
+            corr.append({"k": k, "predictor": p, "pearson": 0.5, "pearson_p": 0.2,
+                         "kendall": 0.3, "kendall_p": 0.4, "n_checkpoints": len(cids)})
+        for i, a in enumerate(cids):
+            for b in cids[i + 1:]:
+                sim.append({"k": k, "checkpoint_a": a, "checkpoint_b": b,
+                            "anmi": anmi(assign[a, k], assign[b, k]), "n_shared": n})
+                import pandas as pd
+                t = contingency(pd.DataFrame({"image_id": ids, "cluster": assign[a, k]}),
+                                pd.DataFrame({"image_id": ids, "cluster": assign[b, k]}))
+                for r in t.itertuples(index=False):
+                    links.append({"k": k, "checkpoint_a": a, "checkpoint_b": b, "a": r.a, "b": r.b,
+                                  "count": r.count, "size_a": r.size_a, "size_b": r.size_b})
+    for name, rows in (("clid_scores", clid), ("predictor_correlations", corr),
+                       ("clustering_similarity", sim), ("cluster_links", links)):
+        ws.write(name, pa.Table.from_pylist(
+            rows, schema=schema.arrow_schema(name, partition=False)), dataset="toy")
+    ws.append("analysis_runs", pa.table({
+        "unit": ["dataset=toy"], "inputs": pa.array([None], pa.string()),
+        "options": [json.dumps({"seed": seed})], "version": ["test"],
+        "started": ["2026-01-01T00:00:00+00:00"], "seconds": [0.1]}), analysis="comparisons")
