@@ -1,19 +1,15 @@
 """ConceptLens dashboard: the router and the frame, nothing else."""
 import streamlit as st
 
-from components import data
+from components import data, nav
+from components.text import literal
 
 st.set_page_config(page_title="ConceptLens", page_icon=":material/lens_blur:", layout="wide")
 
-PAGES = [
-    st.Page("pages/home.py", title="Home", icon=":material/home:", default=True, url_path="home"),
-    st.Page("pages/clusters.py", title="Clusters", icon=":material/bubble_chart:", url_path="clusters"),
-    st.Page("pages/checkpoints.py", title="Checkpoints", icon=":material/compare_arrows:",
-            url_path="checkpoints"),
-]
-
-nav = st.navigation(PAGES)
-ws = data.current()
+# The one place the session's workspace is opened on each rerun; pages take it from here.
+ws = data.open_workspace()
+navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name,
+                                    default=p.default) for p in nav.PAGES])
 with st.sidebar:
-    st.caption(f"Workspace: `{ws.label}`")
-nav.run()
+    st.caption(f"Workspace: {literal(ws.label)}")
+navigation.run()

@@ -1,40 +1,42 @@
-"""Missing analysis tables: a readable message with the exact command, never a traceback."""
+"""Analyses a page section needs: shown when present and sound, otherwise a readable
+message where the section would be — the command that computes a missing one, the
+problems of a broken one — never a traceback."""
 from __future__ import annotations
 
 import streamlit as st
 
+from components.data import show_problems
 from conceptlens.analyses import ANALYSES, command_for
 
 BY_NAME = {a.name: a for a in ANALYSES}
 
 
-def missing_tables(ws, name: str) -> list[str]:
-    return [t for t in BY_NAME[name].tables if not ws.has(t)]
-
-
-def analysis_present(ws, name: str, dataset: str = "DATASET", stop: bool = False) -> bool:
-    """True when the analysis `name` (see conceptlens.analyses) is in the workspace.
-
-    Otherwise shows an st.info naming the missing tables and the command that
-    computes them, and stops the page when `stop`.
-    """
-    missing = missing_tables(ws, name)
-    if not missing:
-        return True
+def available(ws, name: str, dataset: str = "DATASET") -> bool:
+    """True when the analysis `name` (conceptlens.analyses) is in the workspace and its
+    tables have no problem; otherwise say what is wrong here and return False."""
     a = BY_NAME[name]
-    st.info(f"**{a.title}** not computed yet (missing "
-            + ", ".join(f"`{t}.parquet`" for t in missing)
-            + "). Compute it with:", icon=":material/pending:")
-    st.code(command_for(a, ws.label, dataset or "DATASET"), language="bash")
-    if stop:
-        st.stop()
-    return False
+    problems = ws.problems(a.tables)
+    if problems:
+        show_problems(ws, problems, f"{a.title}: its tables have problems")
+        return False
+    missing = [t for t in a.tables if not ws.has(t)]
+    if missing:
+        st.info(f"**{a.title}** not computed yet (missing table "
+                + ", ".join(f"`{t}`" for t in missing) + "). Compute it with:",
+                icon=":material/pending:")
+        st.code(command(ws, name, dataset), language="bash")
+        return False
+    return True
 
 
-def datasets_clustered_first(ws) -> list[str]:
-    """All datasets, those with clusters first, so the default view is never empty when one has them."""
-    from conceptlens import queries
-    datasets = list(ws.query(queries.DATASETS)["dataset"])
-    analysis_present(ws, "clusters", datasets[0] if datasets else "DATASET", stop=True)
-    clustered = set(ws.query(queries.CLUSTERED_DATASETS)["dataset"])
-    return [d for d in datasets if d in clustered] + [d for d in datasets if d not in clustered]
+def command(ws, name: str, dataset: str = "DATASET") -> str:
+    """The command that computes the analysis `name` in this workspace."""
+    return command_for(BY_NAME[name], ws.label, dataset or "DATASET")
+
+
+def require(ws, names: tuple[str, ...], dataset: str = "DATASET") -> None:
+    """Stop the page unless every analysis of `names` is available."""
+    for name in names:
+        if not available(ws, name, dataset):
+            st.stop()
+

@@ -1,18 +1,25 @@
-"""The app's door to a workspace: which one, cached queries, and its validation.
+"""The app's door to a workspace: which one, its validation, and cached views.
 
-Caches are keyed by the workspace's fingerprint, so a rebuilt workspace is
-never served stale.
+app.py opens the workspace once per rerun (`open_workspace`); each page then calls
+`open_page(name)`, which checks the tables that page reads (components/nav.py) and
+hands back the same object. Caches are keyed by the workspace's fingerprint, so a
+rebuilt workspace is never served stale.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import streamlit as st
 
+from components import nav
+from components.text import literal
+from conceptlens import schema
 from conceptlens.db import WorkspaceDB
 from conceptlens.validate import Problem, validate
 from conceptlens.workspace import Workspace, WorkspaceError, inside
@@ -21,6 +28,8 @@ APP_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_WORKSPACE = APP_ROOT / "data" / "demo"
 # `?ws=NAME` may only name a folder below this root, so a link cannot open arbitrary paths.
 WORKSPACES_ROOT = Path(os.environ.get("CONCEPTLENS_WORKSPACES", APP_ROOT / "data"))
+_SESSION_KEY = "_conceptlens_workspace"
+MAX_PROBLEMS = 20
 
 
 def _cli_workspace() -> str | None:
@@ -30,21 +39,31 @@ def _cli_workspace() -> str | None:
     return args.workspace
 
 
+def _from_link() -> Path | None:
+    """The workspace `?ws=` names, if it is one below WORKSPACES_ROOT. Otherwise warn, and
+    drop the parameter so the warning is not repeated and the link shows what is shown."""
+    raw = st.query_params.get("ws")
+    if not raw:
+        return None
+    try:
+        root = inside(WORKSPACES_ROOT, raw)
+        if (root / Workspace.META).is_file():
+            return root
+    # OSError: a name longer than the file system allows; ValueError: a NUL byte.
+    except (WorkspaceError, OSError, ValueError):
+        pass
+    del st.query_params["ws"]
+    st.warning(f"Workspace {literal(raw, limit=80)} from the link is not a workspace folder below "
+               "the served workspaces folder; showing the default workspace.",
+               icon=":material/link_off:")
+    return None
+
+
 def workspace_root() -> Path:
-    """`?ws=` (below CONCEPTLENS_WORKSPACES), else --workspace, else $CONCEPTLENS_WORKSPACE, else data/demo."""
-    ws = st.query_params.get("ws")
-    if ws:
-        try:
-            return inside(WORKSPACES_ROOT, ws)
-        except WorkspaceError:
-            st.warning(f"Workspace `{ws}` is not below the served workspaces folder; "
-                       "showing the default workspace.")
-    chosen = _cli_workspace() or os.environ.get("CONCEPTLENS_WORKSPACE")
+    """`?ws=` (below CONCEPTLENS_WORKSPACES), else --workspace, else $CONCEPTLENS_WORKSPACE,
+    else data/demo."""
+    chosen = _from_link() or _cli_workspace() or os.environ.get("CONCEPTLENS_WORKSPACE")
     return Path(chosen) if chosen else DEFAULT_WORKSPACE
-
-
-def fingerprint(root: Path) -> str:
-    return Workspace(root).fingerprint()
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -52,14 +71,15 @@ def _db(root: str, fp: str) -> WorkspaceDB:
     return WorkspaceDB(root)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _problems(root: str, fp: str) -> list[Problem]:
-    return validate(root, deep=False)
+@st.cache_data(show_spinner=False, max_entries=64)
+def _problems(root: str, fp: str, tables: tuple[str, ...]) -> list[Problem]:
+    return validate(root, deep=False, tables=set(tables))
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
-def _query(root: str, fp: str, sql: str, params: tuple) -> pd.DataFrame:
-    return _db(root, fp).query(sql, list(params))
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _view(root: str, fp: str, name: str, args: dict, _fn) -> pd.DataFrame:
+    # `name` keys the cache; the function itself is not hashed.
+    return _fn(_db(root, fp), **args)
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -72,17 +92,33 @@ class AppWorkspace:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self.fp = fingerprint(self.root)
+        self.fp = Workspace(self.root).fingerprint()
+        self.checked: tuple[str, ...] = ()
+        self._problems: list[Problem] = []
 
     @property
     def label(self) -> str:
         try:
             return str(self.root.resolve().relative_to(APP_ROOT))
-        except ValueError:
+        except (ValueError, OSError):
             return str(self.root)
 
-    def problems(self) -> list[Problem]:
-        return _problems(str(self.root), self.fp)
+    def check(self, tables: tuple[str, ...]) -> list[Problem]:
+        """Validate `tables` (cached per fingerprint); `problems` then answers for them."""
+        self.checked = tuple(sorted(set(tables)))
+        self._problems = _problems(str(self.root), self.fp, self.checked)
+        return self._problems
+
+    def problems(self, tables) -> list[Problem]:
+        """Problems of `tables`, which must have been checked for this page."""
+        unchecked = set(tables) - set(self.checked)
+        if unchecked:
+            raise ValueError(f"tables {sorted(unchecked)} are not among the page's tables in "
+                             "components/nav.py")
+        return [p for p in self._problems if p.table in set(tables)]
+
+    def broken(self) -> tuple[str, ...]:
+        return tuple(sorted({p.table for p in self._problems if p.table in self.checked}))
 
     def meta(self) -> dict:
         return _meta(str(self.root), self.fp)
@@ -93,39 +129,55 @@ class AppWorkspace:
     def has(self, table: str) -> bool:
         return self.db().has(table)
 
-    def query(self, sql: str, *params) -> pd.DataFrame:
-        return _query(str(self.root), self.fp, sql, tuple(params))
-
-    def columns(self, table: str) -> list[str]:
-        return self.db().columns(table)
+    def view(self, fn, **args) -> pd.DataFrame:
+        """`fn(db, **args)`, a function of `conceptlens.views`, cached per fingerprint."""
+        return _view(str(self.root), self.fp, f"{fn.__module__}.{fn.__qualname__}", args, fn)
 
     def path(self, rel: str) -> Path:
         return inside(self.root, rel)
 
-
-def current() -> AppWorkspace:
-    return AppWorkspace(workspace_root())
-
-
-def require_valid(ws: AppWorkspace) -> None:
-    """Show a broken workspace's problems as a readable message and stop the page."""
-    if not ws.root.is_dir():
-        st.error(f"Workspace folder `{ws.label}` does not exist. Start the dashboard with "
-                 "`--workspace PATH` or set `CONCEPTLENS_WORKSPACE`.")
-        st.stop()
-    problems = ws.problems()
-    if problems:
-        lines = "\n".join(f"- {p}" for p in problems[:50])
-        more = f"\n- … and {len(problems) - 50} more" if len(problems) > 50 else ""
-        st.error(f"**This workspace has {len(problems)} problem(s)** and cannot be shown. "
-                 f"Run `conceptlens validate {ws.label}` for the full list.\n\n{lines}{more}")
-        st.stop()
+    def validate_command(self) -> str:
+        return f"conceptlens validate {shlex.quote(self.label)}"
 
 
-def open_page() -> AppWorkspace:
-    """What every page does first: run inside the app frame, open the workspace, check it."""
+def open_workspace() -> AppWorkspace:
+    """app.py's one call per rerun: the session's workspace, kept for the page it runs."""
+    ws = AppWorkspace(workspace_root())
+    st.session_state[_SESSION_KEY] = ws
+    return ws
+
+
+def show_problems(ws: AppWorkspace, problems: list[Problem], what: str) -> None:
+    """Problems as plain text (file, table, column, message), never a traceback."""
+    lines = "\n".join(f"- {literal(p)}" for p in problems[:MAX_PROBLEMS])
+    more = f"\n- … and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+    st.error(f"**{what}** ({len(problems)} problem{'s' * (len(problems) != 1)}):\n\n{lines}{more}"
+             "\n\nThe full list, with every table checked:", icon=":material/error:")
+    st.code(ws.validate_command(), language="bash")
+
+
+def open_page(name: str) -> AppWorkspace:
+    """What every page does first: run inside the app frame, take this run's workspace,
+    check the tables the page reads. Problems of the workspace itself or of the tables
+    every page needs stop the page; those of other tables are shown where they are used."""
     from components.frame import ensure_app_frame
     ensure_app_frame()
-    ws = current()
-    require_valid(ws)
+    ws: AppWorkspace = st.session_state[_SESSION_KEY]
+    if not ws.root.is_dir():
+        st.error(f"Workspace folder {literal(ws.label)} does not exist. Start the dashboard with "
+                 "`--workspace PATH` or set `CONCEPTLENS_WORKSPACE`.")
+        st.stop()
+    problems = ws.check(nav.BY_NAME[name].tables)
+    fatal = [p for p in problems
+             if p.table in nav.BASE_TABLES or p.table not in schema.TABLES_BY_NAME]
+    if fatal:
+        show_problems(ws, fatal, "This workspace cannot be shown")
+        st.stop()
+    try:
+        ws.db()
+    except duckdb.Error as e:
+        # A file DuckDB cannot read that validation did not flag: say which, never a traceback.
+        st.error(f"**This workspace cannot be read:** {literal(e)}")
+        st.code(ws.validate_command(), language="bash")
+        st.stop()
     return ws

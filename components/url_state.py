@@ -1,7 +1,8 @@
 """Widgets whose value lives in the URL, so a link reopens the same view.
 
 On a session's first run a widget takes its value from `?param=` when that is
-one of its options; an unknown value falls back to the default with a warning.
+one of its options; an unknown value falls back to the default with a warning
+(the value shown as literal text).
 After each run the current value is written back to `st.query_params`.
 """
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import streamlit as st
+
+from components.text import literal
 
 
 def _match(options: Sequence, raw: str):
@@ -35,8 +38,9 @@ def seed_from_url(key: str, param: str, options: Sequence, label: str,
             if ok:
                 st.session_state[key] = value
                 return
-            st.warning(f"{label} `{raw}` from the link is not available here; "
-                       f"showing `{options[default_index]}` instead.", icon=":material/link_off:")
+            st.warning(f"{label} {literal(raw, limit=80)} from the link is not available here; "
+                       f"showing {literal(options[default_index])} instead.",
+                       icon=":material/link_off:")
         st.session_state[key] = options[default_index]
     elif st.session_state[key] not in options:
         st.session_state[key] = options[default_index]

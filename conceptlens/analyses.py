@@ -1,6 +1,8 @@
 """What a workspace can hold beyond its images, and the command that computes each part.
 
-The home page lists these; a missing one is shown with its exact command.
+The home page lists these; a missing one is shown with its exact command. Features and
+image captions come from models (`extract`, `caption`); everything after them is an
+analysis of the registry (`conceptlens/analysis/registry.py`).
 """
 from __future__ import annotations
 
@@ -19,18 +21,21 @@ class Analysis:
     present_sql: str | None = None
 
 
-ANALYSES: tuple[Analysis, ...] = (
-    Analysis("features", "Checkpoint features", ("checkpoints", "features"),
-             "conceptlens extract --workspace {ws} --dataset {dataset} --model SPEC"),
-    Analysis("captions", "Image captions from a captioning model", ("captions",),
-             "conceptlens caption --workspace {ws} --dataset {dataset} --captioner SPEC",
-             present_sql="SELECT count(*) > 0 AS present FROM captions WHERE captioner <> 'groundtruth'"),
-    Analysis("clusters", "Clusters: purity, coherence, captions, CL/ID/CLID",
-             ("clusters", "cluster_metrics", "checkpoint_metrics"),
-             "conceptlens analyze clusters --workspace {ws}", page="Clusters"),
-    Analysis("projections", "2-D UMAP of each checkpoint's features", ("projections",),
-             "conceptlens analyze clusters --workspace {ws}", page="Clusters"),
-)
+def _catalogue() -> tuple[Analysis, ...]:
+    from .analysis.registry import ANALYSES as REGISTERED
+    return (
+        Analysis("features", "Checkpoint features", ("checkpoints", "features"),
+                 "conceptlens extract --workspace {ws} --dataset {dataset} --model SPEC"),
+        Analysis("image_captions", "Image captions from a captioning model", ("captions",),
+                 "conceptlens caption --workspace {ws} --dataset {dataset} --captioner SPEC",
+                 present_sql="SELECT count(*) > 0 AS present FROM captions "
+                             "WHERE captioner <> 'groundtruth'"),
+        *(Analysis(a.name, a.title, a.writes, f"conceptlens analyze {a.name} --workspace {{ws}}",
+                   page=a.page) for a in REGISTERED),
+    )
+
+
+ANALYSES: tuple[Analysis, ...] = _catalogue()
 
 
 def command_for(analysis: Analysis, workspace: str, dataset: str = "DATASET") -> str:

@@ -257,11 +257,10 @@ def _run(args) -> int:
     return 0
 
 
-def register(sub) -> None:
-    p = sub.add_parser("caption", help="write one caption per image with a captioning model",
+def register(sub, parents) -> None:
+    p = sub.add_parser("caption", parents=parents, help="write one caption per image with a captioning model",
                        description="Caption every image of a dataset; rows of the same captioner "
                                    "for these images are replaced, other captions are kept.")
-    p.add_argument("--workspace", required=True, help="workspace folder")
     p.add_argument("--dataset", required=True, help="dataset of images.parquet to caption")
     p.add_argument("--captioner", required=True, metavar="SPEC",
                    help="hf:Salesforce/blip-image-captioning-base, open_clip:coca_ViT-B-32@TAG, "
@@ -270,5 +269,4 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--device", default="cpu")
     p.add_argument("--max-new-tokens", type=int, default=30, help="longest generated caption")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)

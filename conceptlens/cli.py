@@ -1,22 +1,27 @@
 """The `conceptlens` command line.
 
-Each command lives in its own module, which exposes `register(subparsers)`;
-the module's handler is stored as the parser default `func(args) -> int`.
-Heavy imports (torch, ...) happen inside handlers so `--help` stays fast.
+Each command lives in its own module, which exposes `register(subparsers, parents)`;
+the module's handler is stored as the parser default `func(args) -> int`. Heavy
+imports (torch, ...) happen inside handlers so `--help` and `validate` stay light:
+`conceptlens validate` runs with only requirements.txt installed.
+Errors: a `ConceptLensError` (or bad input: ValueError, OSError) is one line on stderr
+and exit 1; a traceback only with `--debug`.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
-from .workspace import WorkspaceError
+from . import __version__
+from .errors import ConceptLensError
 
-# Modules that add subcommands after the core ones (validate, demo), in --help order.
+# Modules that add subcommands after the core ones, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "conceptlens.extract",
     "conceptlens.captioners",
-    "conceptlens.analysis.clusters",
+    "conceptlens.analysis.registry",
 )
 
 
@@ -33,6 +38,13 @@ def _validate(args) -> int:
     return 1 if problems else 0
 
 
+def _migrate(args) -> int:
+    from .migrate import migrate
+    done = migrate(args.path, progress=not args.quiet)
+    print(f"{args.path}: " + ("; ".join(done) if done else "already in the current format"))
+    return 0
+
+
 def _demo_build(args) -> int:
     from .demo.build import build
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
@@ -41,42 +53,76 @@ def _demo_build(args) -> int:
     return 0
 
 
+def _parents() -> list[argparse.ArgumentParser]:
+    """Options every workspace command shares."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--workspace", required=True, help="workspace folder")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return [p]
+
+
 def register(sub) -> None:
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument("--quiet", action="store_true", help="no progress bars")
     p = sub.add_parser("validate", help="check a workspace; exit 1 if it has problems")
     p.add_argument("path", help="workspace folder")
     p.add_argument("--json", action="store_true", help="print problems as JSON")
     p.set_defaults(func=_validate)
 
+    p = sub.add_parser("migrate", parents=[quiet],
+                       help="rewrite a workspace of an older format in the current one")
+    p.add_argument("path", help="workspace folder")
+    p.set_defaults(func=_migrate)
+
     demo = sub.add_parser("demo", help="the bundled demo workspace")
     dsub = demo.add_subparsers(dest="demo_command", required=True)
-    b = dsub.add_parser("build", help="build data/demo deterministically from a seed")
+    b = dsub.add_parser("build", parents=[quiet], help="build data/demo deterministically from a seed")
     b.add_argument("--out", default="data/demo", help="output folder (default data/demo)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--stages", default="data,models,analysis",
                    help="comma-separated stages to run (data, models, analysis)")
-    b.add_argument("--quiet", action="store_true", help="no progress bars")
     b.set_defaults(func=_demo_build)
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="conceptlens", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"conceptlens {__version__}")
+    ap.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
     sub = ap.add_subparsers(dest="command", required=True)
     register(sub)
+    parents = _parents()
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+        importlib.import_module(name).register(sub, parents)
     return ap
+
+
+def _configure_logging(debug: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO,
+                        format="conceptlens: %(message)s", force=True)
+    # Libraries' own INFO chatter is not ours to print.
+    for name in ("httpx", "urllib3", "numba", "matplotlib", "PIL", "sentence_transformers"):
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    _configure_logging(args.debug)
     try:
         return args.func(args)
-    except (WorkspaceError, ValueError, FileNotFoundError) as e:
-        print(f"conceptlens: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("conceptlens: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except (ConceptLensError, ValueError, OSError) as e:
+        if args.debug:
+            raise
+        print(f"conceptlens: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug: still one line, with the way to see more
+        if args.debug:
+            raise
+        print(f"conceptlens: unexpected {type(e).__name__}: {e} (run again with --debug for the "
+              "traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

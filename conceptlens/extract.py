@@ -1,8 +1,9 @@
 """`conceptlens extract`: embed every image of a dataset with one model -> one checkpoint.
 
-Writes `features/<checkpoint_id>.parquet` (image_id, embedding) and upserts the row of
-`checkpoints.parquet`. Resumable: each finished batch is saved atomically to
-`features/.<checkpoint_id>.partial/part-NNNNN.parquet`; a rerun of the same command skips
+Writes the checkpoint's `features` partition (`features/checkpoint_id=ID/part-0.parquet`:
+image_id, embedding) and upserts its row of `checkpoints.parquet`. Resumable: each
+finished batch is saved atomically to `.partial/features/ID/part-NNNNN.parquet`
+(outside the table's folder, so no reader sees half a checkpoint); a rerun of the same command skips
 the images already there, and only the last step writes the real features file.
 """
 from __future__ import annotations
@@ -161,7 +162,7 @@ def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, bat
 
     ids = images["image_id"].to_pylist()
     thumbs = images["thumbnail"].to_pylist()
-    partial = ws.root / "features" / f".{cid}.partial"
+    partial = ws.root / ".partial" / "features" / cid
     stamp = {"spec": spec, "dataset": dataset, "layer": layer, "weights_sha256": weights_sha,
              "preprocessing": preprocessing}
     stamp_path = partial / "run.json"
@@ -252,15 +253,14 @@ def _run(args) -> int:
     cid = extract(args.workspace, args.dataset, args.model, weights=args.weights, layer=args.layer,
                   batch_size=args.batch_size, device=args.device, checkpoint_id=args.checkpoint_id,
                   metadata=meta, num_workers=args.num_workers, progress=not args.quiet)
-    print(f"checkpoint {cid}: wrote {Path(args.workspace) / 'features' / (cid + '.parquet')}")
+    print(f"checkpoint {cid}: wrote {Workspace(args.workspace).table_path('features', checkpoint_id=cid)}")
     return 0
 
 
-def register(sub) -> None:
-    p = sub.add_parser("extract", help="embed a dataset's images with a model (adds a checkpoint)",
+def register(sub, parents) -> None:
+    p = sub.add_parser("extract", parents=parents, help="embed a dataset's images with a model (adds a checkpoint)",
                        description="Embed every image of a dataset with one model and add it as a "
                                    "checkpoint. Rerun the same command to resume after an interruption.")
-    p.add_argument("--workspace", required=True, help="workspace folder")
     p.add_argument("--dataset", required=True, help="dataset of images.parquet to embed")
     p.add_argument("--model", required=True, metavar="SPEC",
                    help="family:name, e.g. open_clip:ViT-B-32@openai, hf:facebook/dinov2-small, "
@@ -275,5 +275,4 @@ def register(sub) -> None:
     p.add_argument("--epoch", type=int, help="training epoch stored in checkpoints.epoch")
     p.add_argument("--run", help="training run stored in checkpoints.run")
     p.add_argument("--model-name", help="name stored in checkpoints.model (default: from the spec)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run)

@@ -15,6 +15,11 @@ SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 STRING, INT, FLOAT, BOOL, FLOAT_LIST, TIMESTAMP = (
     "string", "int", "float", "bool", "list<float32>", "timestamp")
 
+# Value ranges used below (inclusive; None leaves a side open).
+UNIT, SIGNED_UNIT, NON_NEGATIVE = (0.0, 1.0), (-1.0, 1.0), (0, None)
+SPLITS = ("train", "val", "test")
+PREDICTORS = ("cl", "cl_heldout", "id", "clid", "wclid")
+
 
 @dataclass(frozen=True)
 class Column:
@@ -27,6 +32,42 @@ class Column:
     references: str | None = None
     # The value is a path relative to the workspace that must exist inside it.
     is_path: bool = False
+    # Value rules, checked by `validate` (nulls are exempt; a NaN is never in range).
+    bounds: tuple[float | None, float | None] | None = None   # inclusive (low, high)
+    positive: bool = False                  # > 0
+    finite: bool = False                    # no NaN or infinity (in every element of a list)
+    allowed: tuple[str, ...] | None = None  # one of these values
+    # Relations to other columns of the same row.
+    less_than: str | None = None            # value < that column (e.g. cluster < k)
+    at_most: tuple[str, ...] = ()           # value <= each of these (e.g. lo <= value <= hi)
+    differs_from: str | None = None         # value != that column
+    present_with: str | None = None         # not null wherever that column is not null
+
+    def rules(self) -> list[str]:
+        """The value rules in words, for docs/workspace.md."""
+        out = []
+        if self.bounds:
+            lo, hi = self.bounds
+            if lo is not None and hi is not None:
+                out.append(f"in [{lo:g}, {hi:g}]")
+            elif lo is not None:
+                out.append(f">= {lo:g}")
+            elif hi is not None:
+                out.append(f"<= {hi:g}")
+        if self.positive:
+            out.append("> 0")
+        if self.finite:
+            out.append("finite")
+        if self.allowed:
+            out.append("one of " + ", ".join(f"`{a}`" for a in self.allowed))
+        if self.less_than:
+            out.append(f"< `{self.less_than}`")
+        out += [f"<= `{c}`" for c in self.at_most]
+        if self.differs_from:
+            out.append(f"!= `{self.differs_from}`")
+        if self.present_with:
+            out.append(f"not null where `{self.present_with}` is not null")
+        return out
 
 
 @dataclass(frozen=True)
@@ -86,12 +127,14 @@ TABLES: tuple[Table, ...] = (
         (
             Column("image_id", STRING, "Unique id of the image across the workspace."),
             Column("dataset", STRING, "Name of the dataset the image belongs to."),
-            Column("label", INT, "Class index (0-based) for datasets with labels.", nullable=True),
-            Column("label_name", STRING, "Human-readable class name.", nullable=True),
-            Column("split", STRING, "`train`, `test` or another split name."),
+            Column("label", INT, "Class index (0-based) for datasets with labels.", nullable=True,
+                   bounds=NON_NEGATIVE),
+            Column("label_name", STRING, "Human-readable class name.", nullable=True,
+                   present_with="label"),
+            Column("split", STRING, "Split of the dataset the image belongs to.", allowed=SPLITS),
             Column("thumbnail", STRING, "Image file, relative to the workspace.", is_path=True),
-            Column("width", INT, "Width of the thumbnail in pixels."),
-            Column("height", INT, "Height of the thumbnail in pixels."),
+            Column("width", INT, "Width of the thumbnail in pixels.", positive=True),
+            Column("height", INT, "Height of the thumbnail in pixels.", positive=True),
         ),
         key=("image_id",), required=True, added_by="your own import (or `conceptlens demo build`)",
         extra_columns="Any further column is a factor or attribute of the image "
@@ -106,8 +149,10 @@ TABLES: tuple[Table, ...] = (
                    references="images.dataset"),
             Column("model", STRING, "Architecture or model name."),
             Column("method", STRING, "Training regime (e.g. `simclr`, `supervised`, `random`)."),
-            Column("epoch", INT, "Training epoch of this checkpoint.", nullable=True),
-            Column("feature_dim", INT, "Length of every embedding of this checkpoint."),
+            Column("epoch", INT, "Training epoch of this checkpoint.", nullable=True,
+                   bounds=NON_NEGATIVE),
+            Column("feature_dim", INT, "Length of every embedding of this checkpoint.",
+                   positive=True),
             Column("source", STRING, "Model spec it was extracted with (`family:name`)."),
             Column("run", STRING, "Training run shared by stages of one model.",
                    nullable=True, required=False),
@@ -131,7 +176,8 @@ TABLES: tuple[Table, ...] = (
             Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
                    references="checkpoints.checkpoint_id"),
             Column("image_id", STRING, "Image embedded.", references="images.image_id"),
-            Column("embedding", FLOAT_LIST, "Feature vector; length = `feature_dim` of the checkpoint."),
+            Column("embedding", FLOAT_LIST, "Feature vector; length = `feature_dim` of the checkpoint.",
+                   finite=True),
         ),
         key=("checkpoint_id", "image_id"), required=False,
         added_by="`conceptlens extract` (or your own writer)", partition=("checkpoint_id",),
@@ -169,10 +215,11 @@ TABLES: tuple[Table, ...] = (
         (
             Column("checkpoint_id", STRING, "Checkpoint clustered (partition folder).",
                    references="checkpoints.checkpoint_id"),
-            Column("k", INT, "Number of clusters (partition folder)."),
+            Column("k", INT, "Number of clusters (partition folder).", positive=True),
             Column("image_id", STRING, "Image assigned.", references="images.image_id"),
-            Column("cluster", INT, "Cluster index in [0, k)."),
-            Column("distance", FLOAT, "Euclidean distance of the L2-normalised feature to its centroid."),
+            Column("cluster", INT, "Cluster index in [0, k).", bounds=NON_NEGATIVE, less_than="k"),
+            Column("distance", FLOAT, "Euclidean distance of the L2-normalised feature to its centroid.",
+                   bounds=NON_NEGATIVE, finite=True),
         ),
         key=("checkpoint_id", "k", "image_id"), added_by="`conceptlens analyze clustering`",
         partition=("checkpoint_id", "k"),
@@ -183,22 +230,32 @@ TABLES: tuple[Table, ...] = (
         (
             Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
                    references="checkpoints.checkpoint_id"),
-            Column("k", INT, "Number of clusters (partition folder)."),
-            Column("cluster", INT, "Cluster index in [0, k)."),
-            Column("size", INT, "Number of images in the cluster (> 0)."),
-            Column("purity", FLOAT, "1 - H(labels in cluster) / log K; null when K < 2.", nullable=True),
-            Column("top_label", INT, "Most frequent label.", nullable=True),
-            Column("top_label_share", FLOAT, "Share of the cluster with `top_label`.", nullable=True),
-            Column("coherence_random", FLOAT, "2AFC accuracy with random negatives.", nullable=True),
-            Column("coherence_random_lo", FLOAT, "Clopper-Pearson 95% lower bound.", nullable=True),
-            Column("coherence_random_hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True),
-            Column("coherence_hard", FLOAT, "2AFC accuracy with hard negatives.", nullable=True),
-            Column("coherence_hard_lo", FLOAT, "Clopper-Pearson 95% lower bound.", nullable=True),
-            Column("coherence_hard_hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True),
-            Column("hard_negative", INT, "Cluster whose centroid is nearest.", nullable=True),
+            Column("k", INT, "Number of clusters (partition folder).", positive=True),
+            Column("cluster", INT, "Cluster index in [0, k).", bounds=NON_NEGATIVE, less_than="k"),
+            Column("size", INT, "Number of images in the cluster (> 0).", positive=True),
+            Column("purity", FLOAT, "1 - H(labels in cluster) / log K; null when K < 2.", nullable=True,
+                   bounds=UNIT),
+            Column("top_label", INT, "Most frequent label.", nullable=True, bounds=NON_NEGATIVE),
+            Column("top_label_share", FLOAT, "Share of the cluster with `top_label`.", nullable=True,
+                   bounds=UNIT),
+            Column("coherence_random", FLOAT, "2AFC accuracy with random negatives.", nullable=True,
+                   bounds=UNIT, at_most=("coherence_random_hi",)),
+            Column("coherence_random_lo", FLOAT, "Clopper-Pearson 95% lower bound.", nullable=True,
+                   bounds=UNIT, at_most=("coherence_random",)),
+            Column("coherence_random_hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True,
+                   bounds=UNIT),
+            Column("coherence_hard", FLOAT, "2AFC accuracy with hard negatives.", nullable=True,
+                   bounds=UNIT, at_most=("coherence_hard_hi",)),
+            Column("coherence_hard_lo", FLOAT, "Clopper-Pearson 95% lower bound.", nullable=True,
+                   bounds=UNIT, at_most=("coherence_hard",)),
+            Column("coherence_hard_hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True,
+                   bounds=UNIT),
+            Column("hard_negative", INT, "Cluster whose centroid is nearest.", nullable=True,
+                   bounds=NON_NEGATIVE, less_than="k", differs_from="cluster"),
             Column("annotator", STRING, "Feature space of the 2AFC proxy annotator "
                    "(`factors` or `checkpoint:ID`).", nullable=True),
-            Column("coherence_trials", INT, "2AFC trials per negative type.", nullable=True),
+            Column("coherence_trials", INT, "2AFC trials per negative type.", nullable=True,
+                   bounds=NON_NEGATIVE),
         ),
         key=("checkpoint_id", "k", "cluster"), added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
@@ -210,8 +267,8 @@ TABLES: tuple[Table, ...] = (
         (
             Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
                    references="checkpoints.checkpoint_id"),
-            Column("k", INT, "Number of clusters (partition folder)."),
-            Column("cluster", INT, "Cluster index in [0, k)."),
+            Column("k", INT, "Number of clusters (partition folder).", positive=True),
+            Column("cluster", INT, "Cluster index in [0, k).", bounds=NON_NEGATIVE, less_than="k"),
             Column("caption", STRING, "Class-level caption (laina2020 Eq. 4).", nullable=True),
             Column("caption_score", FLOAT, "Eq. 4 score of the caption (lower is better).", nullable=True),
             Column("caption_source", STRING, "Captioner whose image captions Eq. 4 chose from.",
@@ -223,13 +280,13 @@ TABLES: tuple[Table, ...] = (
                    nullable=True, required=False),
             Column("caption_rouge_score", FLOAT, "Its score.", nullable=True, required=False),
             Column("describability_hits", INT, "Images of the cluster among the VL model's top 10 "
-                   "for the caption.", nullable=True),
+                   "for the caption.", nullable=True, bounds=(0, 10)),
             Column("describability_top1", BOOL, "Top-1 retrieved image is in the cluster.",
                    nullable=True),
             Column("describability_top5", BOOL, "One of the top 5 is in the cluster.",
                    nullable=True),
             Column("describability_binary", FLOAT, "Share of (in, out) image pairs where the "
-                   "caption scores the in-cluster image higher.", nullable=True),
+                   "caption scores the in-cluster image higher.", nullable=True, bounds=UNIT),
         ),
         key=("checkpoint_id", "k", "cluster"), added_by="`conceptlens analyze captions`",
         partition=("checkpoint_id", "k"),
@@ -240,15 +297,19 @@ TABLES: tuple[Table, ...] = (
         (
             Column("checkpoint_id", STRING, "Checkpoint (partition folder).",
                    references="checkpoints.checkpoint_id"),
-            Column("k", INT, "Number of clusters (partition folder)."),
-            Column("anmi", FLOAT, "Adjusted NMI of clusters vs labels.", nullable=True),
-            Column("knn_acc", FLOAT, "1-NN top-1 accuracy on labels, train -> test split.", nullable=True),
-            Column("cl", FLOAT, "Cluster learnability (prequential 1-NN on k-means labels)."),
-            Column("id", FLOAT, "TwoNN intrinsic dimension."),
+            Column("k", INT, "Number of clusters (partition folder).", positive=True),
+            Column("anmi", FLOAT, "Adjusted NMI of clusters vs labels (slightly negative below chance).",
+                   nullable=True, bounds=SIGNED_UNIT),
+            Column("knn_acc", FLOAT, "1-NN top-1 accuracy on labels, train -> test split.", nullable=True,
+                   bounds=UNIT),
+            Column("cl", FLOAT, "Cluster learnability (prequential 1-NN on k-means labels).",
+                   bounds=UNIT),
+            Column("id", FLOAT, "TwoNN intrinsic dimension.", positive=True, finite=True),
             Column("cl_heldout", FLOAT, "1-NN on the train split's clusters, scored on the test split.",
-                   nullable=True),
-            Column("n_images", INT, "Images clustered."),
-            Column("n_duplicates", INT, "Duplicate feature rows dropped before TwoNN."),
+                   nullable=True, bounds=UNIT),
+            Column("n_images", INT, "Images clustered.", positive=True),
+            Column("n_duplicates", INT, "Duplicate feature rows dropped before TwoNN.",
+                   bounds=NON_NEGATIVE, at_most=("n_images",)),
         ),
         key=("checkpoint_id", "k"), added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
@@ -261,8 +322,8 @@ TABLES: tuple[Table, ...] = (
                    references="checkpoints.checkpoint_id"),
             Column("method", STRING, "Projection method, e.g. `umap` (partition folder)."),
             Column("image_id", STRING, "Image.", references="images.image_id"),
-            Column("x", FLOAT, "First coordinate."),
-            Column("y", FLOAT, "Second coordinate."),
+            Column("x", FLOAT, "First coordinate.", finite=True),
+            Column("y", FLOAT, "Second coordinate.", finite=True),
         ),
         key=("checkpoint_id", "method", "image_id"), added_by="`conceptlens analyze projections`",
         partition=("checkpoint_id", "method"),
@@ -274,7 +335,7 @@ TABLES: tuple[Table, ...] = (
         (
             Column("dataset", STRING, "Dataset of the compared checkpoints (partition folder).",
                    references="images.dataset"),
-            Column("k", INT, "Number of clusters."),
+            Column("k", INT, "Number of clusters.", positive=True),
             Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
             Column("clid", FLOAT, "z(CL) + z(ID) across the compared checkpoints.", nullable=True),
             Column("wclid", FLOAT, "Least-squares fit of knn_acc on [CL, ID, 1] across checkpoints.",
@@ -290,13 +351,14 @@ TABLES: tuple[Table, ...] = (
         (
             Column("dataset", STRING, "Dataset of the compared checkpoints (partition folder).",
                    references="images.dataset"),
-            Column("k", INT, "Number of clusters."),
-            Column("predictor", STRING, "`cl`, `cl_heldout`, `id`, `clid` or `wclid`."),
-            Column("pearson", FLOAT, "Pearson r with knn_acc.", nullable=True),
-            Column("pearson_p", FLOAT, "Its two-sided p-value.", nullable=True),
-            Column("kendall", FLOAT, "Kendall tau-b with knn_acc.", nullable=True),
-            Column("kendall_p", FLOAT, "Its two-sided p-value.", nullable=True),
-            Column("n_checkpoints", INT, "Checkpoints with both values."),
+            Column("k", INT, "Number of clusters.", positive=True),
+            Column("predictor", STRING, "Unsupervised predictor compared.",
+                   allowed=PREDICTORS),
+            Column("pearson", FLOAT, "Pearson r with knn_acc.", nullable=True, bounds=SIGNED_UNIT),
+            Column("pearson_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
+            Column("kendall", FLOAT, "Kendall tau-b with knn_acc.", nullable=True, bounds=SIGNED_UNIT),
+            Column("kendall_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
+            Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "predictor"), added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
@@ -307,12 +369,13 @@ TABLES: tuple[Table, ...] = (
         "on the images both assign (one row per unordered pair, checkpoint_a < checkpoint_b).",
         (
             Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
-            Column("k", INT, "Number of clusters."),
-            Column("checkpoint_a", STRING, "First checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("k", INT, "Number of clusters.", positive=True),
+            Column("checkpoint_a", STRING, "First checkpoint.", references="checkpoints.checkpoint_id",
+                   less_than="checkpoint_b"),
             Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
             Column("anmi", FLOAT, "Adjusted NMI (arithmetic normalisation); null below 2 shared images.",
-                   nullable=True),
-            Column("n_shared", INT, "Images both clusterings assign."),
+                   nullable=True, bounds=SIGNED_UNIT),
+            Column("n_shared", INT, "Images both clusterings assign.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b"),
         added_by="`conceptlens analyze comparisons`", partition=("dataset",),
@@ -324,14 +387,16 @@ TABLES: tuple[Table, ...] = (
         "(non-zero cells only; checkpoint_a < checkpoint_b).",
         (
             Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
-            Column("k", INT, "Number of clusters."),
-            Column("checkpoint_a", STRING, "First checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("k", INT, "Number of clusters.", positive=True),
+            Column("checkpoint_a", STRING, "First checkpoint.", references="checkpoints.checkpoint_id",
+                   less_than="checkpoint_b"),
             Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
-            Column("a", INT, "Cluster of checkpoint_a."),
-            Column("b", INT, "Cluster of checkpoint_b."),
-            Column("count", INT, "Shared images in both (> 0)."),
-            Column("size_a", INT, "Shared images in cluster a."),
-            Column("size_b", INT, "Shared images in cluster b."),
+            Column("a", INT, "Cluster of checkpoint_a.", bounds=NON_NEGATIVE, less_than="k"),
+            Column("b", INT, "Cluster of checkpoint_b.", bounds=NON_NEGATIVE, less_than="k"),
+            Column("count", INT, "Shared images in both (> 0).", positive=True,
+                   at_most=("size_a", "size_b")),
+            Column("size_a", INT, "Shared images in cluster a.", positive=True),
+            Column("size_b", INT, "Shared images in cluster b.", positive=True),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b", "a", "b"),
         added_by="`conceptlens analyze comparisons`", partition=("dataset",),
@@ -346,7 +411,7 @@ TABLES: tuple[Table, ...] = (
             Column("options", STRING, "JSON of the options it ran with."),
             Column("version", STRING, "ConceptLens version."),
             Column("started", STRING, "ISO-8601 start time."),
-            Column("seconds", FLOAT, "Wall time."),
+            Column("seconds", FLOAT, "Wall time.", bounds=NON_NEGATIVE),
         ),
         key=("analysis", "unit", "started"), added_by="every `conceptlens analyze` run",
         partition=("analysis",), append_only=True,
@@ -430,6 +495,7 @@ def markdown() -> str:
                 notes.append(f"references `{c.references}`")
             if c.is_path:
                 notes.append("path relative to the workspace, must stay inside it")
+            notes += c.rules()
             extra = f" ({'; '.join(notes)})" if notes else ""
             out.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc}{extra} |")
         if t.extra_columns:

@@ -1,9 +1,20 @@
-"""Check a workspace against the format in `schema.py`. Never writes anything."""
+"""Check a workspace against the format in `schema.py`: layout, shapes, values and files.
+
+`validate` never writes and never raises: a check that fails unexpectedly becomes a
+Problem naming its file. It imports only numpy, pyarrow, PIL and the standard library
+because the dashboard runs it with nothing but requirements.txt installed.
+"""
 from __future__ import annotations
 
+import dataclasses
+import datetime as _dt
+import functools
 import json
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -11,7 +22,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import schema
-from .workspace import Workspace, WorkspaceError, inside
+from .workspace import Workspace, WorkspaceError, parse_partition, partition_value
+
+META = Workspace.META
+META_FIELDS = ("schema_version", "name", "description", "created", "provenance")
+# Undecodable thumbnails are reported one by one up to this many, then summed up.
+MAX_IMAGE_PROBLEMS = 100
+_FILE, _ROW = "__file", "__row"     # bookkeeping columns: which file and row a value came from
 
 
 @dataclass(frozen=True)
@@ -31,235 +48,19 @@ class Problem:
         return s
 
 
-def _row_example(t: pa.Table, idx: int, key: tuple[str, ...]) -> str:
-    cols = [c for c in key if c in t.column_names] or t.column_names[:3]
-    return ", ".join(f"{c}={t[c][idx].as_py()!r}" for c in cols) + f" (row {idx})"
+def validate(root: str | os.PathLike, deep: bool = True,
+             tables: Iterable[str] | None = None) -> list[Problem]:
+    """Every problem of the workspace at `root` (an empty list means valid).
 
-
-def _check_meta(ws: Workspace) -> list[Problem]:
-    f = Workspace.META
-    try:
-        meta = ws.meta()
-    except WorkspaceError as e:
-        return [Problem(f, "workspace.json", None, str(e).split(": ", 1)[-1])]
-    out = []
-    for field in ("schema_version", "name", "description", "created", "provenance"):
-        if field not in meta:
-            out.append(Problem(f, "workspace.json", field, "missing field"))
-    v = str(meta.get("schema_version", ""))
-    if v and v.split(".")[0] != schema.SCHEMA_MAJOR:
-        out.append(Problem(f, "workspace.json", "schema_version",
-                           f"version {v} is not readable by this ConceptLens "
-                           f"(reads {schema.SCHEMA_MAJOR}.x)"))
-    if "provenance" in meta and not isinstance(meta["provenance"], dict):
-        out.append(Problem(f, "workspace.json", "provenance", "must be a JSON object"))
-    return out
-
-
-def _check_columns(t: pa.Table, spec: schema.Table, rel: str) -> list[Problem]:
-    out = []
-    for col in spec.columns:
-        if col.name not in t.column_names:
-            if col.required:
-                out.append(Problem(rel, spec.name, col.name, "required column is missing"))
-            continue
-        got = schema.logical_type(t.schema.field(col.name).type)
-        ok = got == col.type or (col.type == schema.FLOAT and got == schema.INT) \
-            or (got == "null" and col.nullable)
-        if not ok:
-            out.append(Problem(rel, spec.name, col.name,
-                               f"has type {t.schema.field(col.name).type}, expected {col.type}"))
-            continue
-        nulls = t[col.name].null_count
-        if nulls and not col.nullable:
-            idx = int(np.flatnonzero(pc.is_null(t[col.name]).to_numpy(zero_copy_only=False))[0])
-            out.append(Problem(rel, spec.name, col.name, f"{nulls} null value(s) in a non-nullable column",
-                               _row_example(t, idx, spec.key)))
-    return out
-
-
-def _check_key(t: pa.Table, spec: schema.Table, rel: str) -> list[Problem]:
-    if not all(k in t.column_names for k in spec.key) or t.num_rows == 0:
-        return []
-    counts = t.group_by(list(spec.key)).aggregate([([], "count_all")])
-    dup = counts.filter(pc.greater(counts["count_all"], 1))
-    if dup.num_rows == 0:
-        return []
-    ex = ", ".join(f"{k}={dup[k][0].as_py()!r}" for k in spec.key)
-    return [Problem(rel, spec.name, ",".join(spec.key),
-                    f"key is not unique: {dup.num_rows} value(s) repeat", ex)]
-
-
-def _check_refs(t: pa.Table, spec: schema.Table, rel: str, domains: dict) -> list[Problem]:
-    out = []
-    for col in spec.columns:
-        if not col.references or col.name not in t.column_names:
-            continue
-        domain = domains.get(col.references)
-        if domain is None:
-            continue
-        vals = t[col.name]
-        missing = pc.invert(pc.is_in(vals, value_set=domain))
-        missing = pc.and_(missing, pc.is_valid(vals))
-        n = pc.sum(missing).as_py() or 0
-        if n:
-            idx = int(np.flatnonzero(missing.to_numpy(zero_copy_only=False))[0])
-            out.append(Problem(rel, spec.name, col.name,
-                               f"{n} value(s) not found in {col.references}",
-                               f"{col.name}={vals[idx].as_py()!r} (row {idx})"))
-    return out
-
-
-def _check_paths(ws: Workspace, t: pa.Table, spec: schema.Table, rel: str) -> list[Problem]:
-    out = []
-    for col in spec.columns:
-        if not col.is_path or col.name not in t.column_names:
-            continue
-        if schema.logical_type(t.schema.field(col.name).type) != schema.STRING:
-            continue
-        bad_outside, bad_missing = [], []
-        for i, v in enumerate(t[col.name].to_pylist()):
-            if v is None:
-                continue
-            try:
-                p = inside(ws.root, v)
-            except WorkspaceError:
-                bad_outside.append((i, v))
-                continue
-            if not p.is_file():
-                bad_missing.append((i, v))
-        if bad_outside:
-            i, v = bad_outside[0]
-            out.append(Problem(rel, spec.name, col.name,
-                               f"{len(bad_outside)} path(s) are absolute or leave the workspace",
-                               f"{col.name}={v!r} (row {i})"))
-        if bad_missing:
-            i, v = bad_missing[0]
-            out.append(Problem(rel, spec.name, col.name, f"{len(bad_missing)} file(s) do not exist",
-                               f"{col.name}={v!r} (row {i})"))
-    return out
-
-
-def _check_features(ws: Workspace, ckpts: pa.Table | None, image_ds: dict, deep: bool = True
-                    ) -> list[Problem]:
-    spec = schema.TABLES_BY_NAME["features"]
-    out = []
-    fdir = ws.root / "features"
-    files = {p.stem: p for p in sorted(fdir.glob("*.parquet"))} if fdir.is_dir() else {}
-    rows = {} if ckpts is None or "checkpoint_id" not in ckpts.column_names else {
-        r["checkpoint_id"]: r for r in ckpts.to_pylist()}
-    for cid in sorted(set(rows) - set(files)):
-        out.append(Problem(f"features/{cid}.parquet", "features", None,
-                           "file is missing for a row of checkpoints.parquet", f"checkpoint_id={cid!r}"))
-    for cid in sorted(set(files) - set(rows)):
-        out.append(Problem(f"features/{cid}.parquet", "features", None,
-                           "file has no row in checkpoints.parquet", f"checkpoint_id={cid!r}"))
-    for cid in sorted(set(files) & set(rows)):
-        rel = f"features/{cid}.parquet"
-        try:
-            pf = pq.ParquetFile(files[cid])
-            t = pf.read(columns=[c for c in ("image_id",) if c in pf.schema_arrow.names])
-        except Exception as e:  # unreadable Parquet: report, keep going
-            out.append(Problem(rel, "features", None, f"cannot be read as Parquet ({e})"))
-            continue
-        head = pa.Table.from_batches([], schema=pf.schema_arrow)
-        out += _check_columns(head, spec, rel)
-        if "image_id" in t.column_names:
-            out += _check_key(t, spec, rel)
-            ds = rows[cid].get("dataset")
-            dom = image_ds.get(ds)
-            if dom is not None:
-                vals = t["image_id"]
-                missing = pc.invert(pc.is_in(vals, value_set=dom))
-                n = pc.sum(missing).as_py() or 0
-                if n:
-                    idx = int(np.flatnonzero(missing.to_numpy(zero_copy_only=False))[0])
-                    out.append(Problem(rel, "features", "image_id",
-                                       f"{n} value(s) not found in images.image_id of dataset {ds!r}",
-                                       f"image_id={vals[idx].as_py()!r} (row {idx})"))
-        if not deep or "embedding" not in pf.schema_arrow.names or \
-                schema.logical_type(pf.schema_arrow.field("embedding").type) != schema.FLOAT_LIST:
-            continue
-        dim = rows[cid].get("feature_dim")
-        row0, bad_len, bad_val = 0, None, None
-        n_len = n_val = 0
-        for batch in pf.iter_batches(columns=["embedding"], batch_size=4096):
-            emb = batch.column(0)
-            lens = pc.list_value_length(emb).to_numpy(zero_copy_only=False)
-            if dim is not None:
-                wrong = np.flatnonzero(lens != dim)
-                n_len += len(wrong)
-                if len(wrong) and bad_len is None:
-                    bad_len = (row0 + int(wrong[0]), int(lens[wrong[0]]))
-            flat = pc.list_flatten(emb).to_numpy(zero_copy_only=False)
-            finite = np.isfinite(flat)
-            if not finite.all():
-                offs = np.repeat(np.arange(len(lens)), lens.astype(np.int64))
-                rows_bad = np.unique(offs[~finite])
-                n_val += len(rows_bad)
-                if bad_val is None:
-                    bad_val = row0 + int(rows_bad[0])
-            row0 += batch.num_rows
-        ids = t["image_id"] if "image_id" in t.column_names else None
-        def ex(i):
-            return (f"image_id={ids[i].as_py()!r} (row {i})" if ids is not None else f"row {i}")
-        if n_len:
-            i, got = bad_len
-            out.append(Problem(rel, "features", "embedding",
-                               f"{n_len} embedding(s) do not have length feature_dim={dim}",
-                               ex(i) + f", length {got}"))
-        if n_val:
-            out.append(Problem(rel, "features", "embedding",
-                               f"{n_val} embedding(s) contain NaN or infinity", ex(bad_val)))
-    return out
-
-
-def validate(root: str | Path, deep: bool = True) -> list[Problem]:
-    """Return every problem found in the workspace at `root` (empty list = valid).
-
-    `deep=False` skips reading every embedding (lengths, NaN/inf): the dashboard's
-    quick check on open; `conceptlens validate` is always deep.
+    `deep=False` is the dashboard's check on open: it reads no embedding and decodes no
+    image. `tables` restricts the report to those tables (and "workspace.json"); the
+    tables they reference are read for their keys, but their own problems are not
+    reported, so a page whose tables are sound can render next to a broken one.
     """
-    ws = Workspace(root)
-    if not ws.root.is_dir():
-        return [Problem(str(root), "workspace", None, "is not a directory")]
-    problems = _check_meta(ws)
-    tables: dict[str, pa.Table] = {}
-    for spec in schema.TABLES:
-        if spec.per_checkpoint:
-            continue
-        rel = spec.path
-        p = ws.root / rel
-        if not p.exists():
-            if spec.required:
-                problems.append(Problem(rel, spec.name, None, "required table is missing"))
-            continue
-        try:
-            tables[spec.name] = pq.read_table(p)
-        except Exception as e:
-            problems.append(Problem(rel, spec.name, None, f"cannot be read as Parquet ({e})"))
-    domains: dict[str, pa.Array] = {}
-    for spec_name, cols in (("images", ("image_id", "dataset")),
-                            ("checkpoints", ("checkpoint_id",))):
-        t = tables.get(spec_name)
-        for c in cols:
-            if t is not None and c in t.column_names:
-                domains[f"{spec_name}.{c}"] = pc.unique(t[c].combine_chunks())
-    for spec in schema.TABLES:
-        t = tables.get(spec.name)
-        if t is None:
-            continue
-        problems += _check_columns(t, spec, spec.path)
-        problems += _check_key(t, spec, spec.path)
-        problems += _check_refs(t, spec, spec.path, domains)
-        problems += _check_paths(ws, t, spec, spec.path)
-    image_ds: dict = {}
-    imgs = tables.get("images")
-    if imgs is not None and {"image_id", "dataset"} <= set(imgs.column_names):
-        for ds in pc.unique(imgs["dataset"]).to_pylist():
-            image_ds[ds] = imgs.filter(pc.equal(imgs["dataset"], ds))["image_id"].combine_chunks()
-    problems += _check_features(ws, tables.get("checkpoints"), image_ds, deep)
-    return problems
+    try:
+        return _Validator(Path(root), deep, tables).run()
+    except Exception as e:  # a bug in a check must not take the dashboard down
+        return [Problem(".", "workspace", None, f"validation stopped unexpectedly: {_why(e)}")]
 
 
 def format_problems(problems: list[Problem]) -> str:
@@ -267,4 +68,561 @@ def format_problems(problems: list[Problem]) -> str:
 
 
 def summary_json(problems: list[Problem]) -> str:
-    return json.dumps([p.__dict__ for p in problems], indent=2)
+    return json.dumps([dataclasses.asdict(p) for p in problems], indent=2)
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
+
+
+@dataclass
+class _Loaded:
+    """One table in memory: every file's schema columns (minus embeddings), typed as the
+    schema says, plus partition columns and where each row came from."""
+    spec: schema.Table
+    table: pa.Table
+    files: list[str]
+    # Columns missing or mistyped in some file: already reported, skipped by later checks.
+    skipped: set[str]
+    unread: set[int]        # indices of files that could not be read (already reported)
+
+
+class _Validator:
+    def __init__(self, root: Path, deep: bool, tables: Iterable[str] | None):
+        self.root, self.deep = root, deep
+        self.ws = Workspace(root)
+        self.problems: list[Problem] = []
+        self.unknown: list[str] = []
+        if tables is None:
+            self.selected = {META} | set(schema.TABLES_BY_NAME)
+        else:
+            names = {tables} if isinstance(tables, str) else set(tables)
+            self.unknown = sorted(n for n in names if n != META and n not in schema.TABLES_BY_NAME)
+            self.selected = names - set(self.unknown)
+        self._listed: dict[str, list[tuple[str, dict]] | None] = {}
+        self._loaded: dict[str, _Loaded | None] = {}
+        self._dirs: dict[str, tuple[str | None, dict | None]] = {}
+
+    # ---- plumbing --------------------------------------------------------
+    def report(self, file: str, table: str, column: str | None, message: str,
+               example: str | None = None) -> None:
+        if table in self.selected:
+            self.problems.append(Problem(file, table, column, message, example))
+
+    def guarded(self, file: str, table: str, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as e:
+            self.report(file, table, None, f"could not be checked: {_why(e)}")
+            return None
+
+    def run(self) -> list[Problem]:
+        for name in self.unknown:
+            self.problems.append(Problem(".", name, None, "no such table in the workspace format"))
+        if not self.root.is_dir():
+            what = "is not a directory" if self.root.exists() else "does not exist (not a directory)"
+            self.problems.append(Problem(".", "workspace", None, f"{self.root} {what}"))
+            return self.problems
+        if not self.check_meta():
+            return self.problems
+        for spec in schema.TABLES:
+            if spec.name in self.selected:
+                self.guarded(spec.path, spec.name, self.check_table, spec)
+        return self.problems
+
+    # ---- workspace.json --------------------------------------------------
+    def check_meta(self) -> bool:
+        """Report workspace.json's problems; False when its version makes the tables unreadable.
+
+        Problems that make the whole workspace unreadable are reported whatever `tables`
+        asks for: no page can trust its tables then.
+        """
+        def blocking(message, column=None):
+            self.problems.append(Problem(META, META, column, message))
+
+        try:
+            meta = json.loads((self.root / META).read_bytes())
+        except FileNotFoundError:
+            blocking(f"not found: is {self.root} a workspace?")
+            return True
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            blocking(f"invalid JSON ({e})")
+            return True
+        except OSError as e:
+            blocking(f"cannot be read ({_why(e)})")
+            return True
+        if not isinstance(meta, dict):
+            blocking("must hold a JSON object")
+            return True
+        for field in META_FIELDS:
+            if field not in meta:
+                self.report(META, META, field, "required field is missing")
+        for field in ("name", "description", "created"):
+            if field in meta and not isinstance(meta[field], str):
+                self.report(META, META, field, f"must be a string, got {meta[field]!r}")
+        created = meta.get("created")
+        if isinstance(created, str):
+            try:
+                _dt.datetime.fromisoformat(created)
+            except ValueError:
+                self.report(META, META, "created", f"{created!r} is not an ISO-8601 time")
+        if "provenance" in meta and not isinstance(meta["provenance"], dict):
+            self.report(META, META, "provenance", "must be a JSON object")
+        if "schema_version" not in meta:
+            return True
+        v = meta["schema_version"]
+        if not isinstance(v, str) or not re.fullmatch(r"\d+\.\d+", v):
+            blocking(f"unreadable version {v!r}: expected MAJOR.MINOR, e.g. {schema.SCHEMA_VERSION!r}",
+                     "schema_version")
+            return False
+        major = v.split(".")[0]
+        if major == "1":
+            blocking(f"format {v}: run `conceptlens migrate {self.root}` to upgrade it to "
+                     f"{schema.SCHEMA_VERSION}", "schema_version")
+            return False
+        if major != schema.SCHEMA_MAJOR:
+            blocking(f"version {v} is not readable by this ConceptLens (reads {schema.SCHEMA_MAJOR}.x)",
+                     "schema_version")
+            return False
+        return True
+
+    # ---- layout ----------------------------------------------------------
+    def listed(self, spec: schema.Table) -> list[tuple[str, dict]] | None:
+        """The table's files with their partition values (None: the table is absent)."""
+        if spec.name not in self._listed:
+            self._listed[spec.name] = None
+            self._listed[spec.name] = self.guarded(spec.path, spec.name, self._list, spec)
+        return self._listed[spec.name]
+
+    def _list(self, spec: schema.Table) -> list[tuple[str, dict]] | None:
+        base = self.root / spec.path
+        if not os.path.lexists(base):
+            if spec.required:
+                self.report(spec.path, spec.name, None, "required table is missing")
+            return None
+        if not spec.partitioned:
+            if base.is_dir():
+                self.report(spec.path, spec.name, None, "is a folder; this table is one Parquet file")
+                return None
+            return [(spec.path, {})]
+        if not base.is_dir():
+            self.report(spec.path, spec.name, None,
+                        f"is a file; this table is a folder of partitions ({spec.pattern})")
+            return None
+        out: list[tuple[str, dict]] = []
+        self._walk(spec, base, spec.path, 0, {}, out)
+        return out
+
+    def _walk(self, spec, folder: Path, rel: str, depth: int, values: dict, out: list) -> None:
+        # One listing per folder, no stat per file: this runs on every dashboard open.
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        levels = ", ".join(spec.partition)
+        for e in entries:
+            r = f"{rel}/{e.name}"
+            if depth < len(spec.partition):
+                col = spec.partition[depth]
+                if not e.is_dir():
+                    self.report(r, spec.name, col, f"a file where a partition folder {col}=VALUE is "
+                                f"expected (partitioned by {levels}: {spec.pattern})")
+                    continue
+                try:
+                    value = _parse_folder(spec, col, e.name)
+                except (ValueError, WorkspaceError) as err:
+                    self.report(r, spec.name, col, f"partition folder name does not parse: {err}")
+                    continue
+                self._walk(spec, Path(e.path), r, depth + 1, {**values, col: value}, out)
+            elif e.is_dir():
+                self.report(r, spec.name, None, f"unexpected folder: this table has {len(spec.partition)} "
+                            f"partition level(s) ({levels}), then its Parquet files")
+            elif e.name.startswith(".") or not e.name.endswith(".parquet"):
+                self.report(r, spec.name, None, "stray file in a partition folder: only *.parquet files "
+                            "belong here (a temporary file left by an interrupted write?)")
+            else:
+                out.append((r, values))
+
+    # ---- reading ---------------------------------------------------------
+    def loaded(self, name: str) -> _Loaded | None:
+        if name not in self._loaded:
+            self._loaded[name] = None     # a failed load is not retried
+            spec = schema.TABLES_BY_NAME[name]
+            self._loaded[name] = self.guarded(spec.path, name, self._load, spec)
+        return self._loaded[name]
+
+    def _load(self, spec: schema.Table) -> _Loaded | None:
+        files = self.listed(spec)
+        if files is None:
+            return None
+        skipped: set[str] = set()
+        unread: set[int] = set()
+        parts = []
+        for i, (rel, values) in enumerate(files):
+            t = self.guarded(rel, spec.name, self._read_file, spec, rel, values, skipped)
+            if t is None:
+                unread.add(i)
+                continue
+            for c in spec.partition:
+                typ = schema.arrow_type(spec.column(c).type)
+                t = t.append_column(c, pa.array([values[c]] * t.num_rows, typ))
+            t = t.append_column(_FILE, pa.array(np.full(t.num_rows, i, np.int32)))
+            parts.append(t.append_column(_ROW, pa.array(np.arange(t.num_rows, dtype=np.int64))))
+        if parts:
+            table = pa.concat_tables(parts, promote_options="default")
+        else:
+            table = pa.schema([pa.field(_FILE, pa.int32()), pa.field(_ROW, pa.int64())]).empty_table()
+        return _Loaded(spec, table, [f for f, _ in files], skipped, unread)
+
+    def _read_file(self, spec: schema.Table, rel: str, values: dict, skipped: set) -> pa.Table | None:
+        try:
+            pf = pq.ParquetFile(self.root / rel)
+            fields = pf.schema_arrow
+        except Exception as e:
+            self.report(rel, spec.name, None, f"cannot be read as Parquet ({_why(e)})")
+            return None
+        for c in spec.partition:
+            if c in fields.names:
+                held = sorted({str(v) for v in pf.read(columns=[c])[c].to_pylist()})
+                clash = [v for v in held if v != str(values[c])]
+                self.report(rel, spec.name, c,
+                            f"partition column {c} is also stored inside the file; it belongs only in "
+                            f"the folder name {c}={values[c]}"
+                            + (f", and the file holds other values: {clash[:3]}" if clash else ""))
+        keep = []
+        for col in spec.file_columns:
+            if col.name not in fields.names:
+                if col.required:
+                    self.report(rel, spec.name, col.name, "required column is missing")
+                skipped.add(col.name)
+                continue
+            typ = fields.field(col.name).type
+            got = schema.logical_type(typ)
+            if not (got == col.type or (col.type == schema.FLOAT and got == schema.INT)
+                    or (pa.types.is_null(typ) and col.nullable)):
+                self.report(rel, spec.name, col.name, f"has type {typ}, expected {col.type}")
+                skipped.add(col.name)
+            elif col.type != schema.FLOAT_LIST:   # embeddings are streamed by the deep check
+                keep.append(col)
+        try:
+            t = pf.read(columns=[c.name for c in keep]).select([c.name for c in keep])
+        except Exception as e:
+            self.report(rel, spec.name, None, f"cannot be read as Parquet ({_why(e)})")
+            return None
+        # One Arrow type per column, so every partition concatenates.
+        t = t.cast(pa.schema([pa.field(c.name, schema.arrow_type(c.type)) for c in keep]))
+        for col in keep:
+            if not col.nullable and t[col.name].null_count:
+                bad = pc.is_null(t[col.name])
+                i = _first(bad)
+                self.report(rel, spec.name, col.name,
+                            f"{t[col.name].null_count} null value(s) in a non-nullable column",
+                            _example(t, i, spec, (), i))
+        return t
+
+    # ---- one table -------------------------------------------------------
+    def check_table(self, spec: schema.Table) -> None:
+        ld = self.loaded(spec.name)
+        if ld is not None:
+            for check in (self.check_key, self.check_references, self.check_values, self.check_paths):
+                self.guarded(spec.path, spec.name, check, ld)
+        if spec.name == "features":
+            self.check_features(ld)
+        if spec.name == "cluster_metrics" and ld is not None:
+            self.guarded(spec.path, spec.name, self.check_sizes, ld)
+
+    def check_key(self, ld: _Loaded) -> None:
+        spec, t = ld.spec, ld.table
+        key = list(spec.key)
+        if ld.skipped & set(key) or not set(key) <= set(t.column_names) or t.num_rows == 0:
+            return
+        # Rows with a null key part were reported as nulls; they are not duplicates.
+        t = t.filter(functools.reduce(pc.and_, [pc.is_valid(t[k]) for k in key]))
+        counts = t.group_by(key).aggregate([([], "count_all")])
+        dup = counts.filter(pc.greater(counts["count_all"], 1))
+        if dup.num_rows == 0:
+            return
+        first = dup.slice(0, 1).to_pylist()[0]
+        rows = t.filter(functools.reduce(pc.and_, [pc.equal(t[k], first[k]) for k in key])).slice(0, 2)
+        (f1, f2), (r1, r2) = rows[_FILE].to_pylist(), rows[_ROW].to_pylist()
+        again = f"rows {r1} and {r2}" if f1 == f2 else f"row {r1}, and {ld.files[f2]} row {r2}"
+        # Partition values are in the file names; name the columns that repeat inside them.
+        shown = [k for k in key if k not in spec.partition] or key
+        ex = ", ".join(f"{k}={first[k]!r}" for k in shown) + f" ({again})"
+        self.report(ld.files[f1], spec.name, ",".join(shown),
+                    f"key ({', '.join(key)}) is not unique: {dup.num_rows} value(s) repeat", ex)
+
+    def check_references(self, ld: _Loaded) -> None:
+        spec, t = ld.spec, ld.table
+        for col in spec.columns:
+            if not col.references or col.name in ld.skipped:
+                continue
+            if col.name not in t.column_names and col.name not in spec.partition:
+                continue
+            ref_table, ref_col = col.references.split(".")
+            target = self.loaded(ref_table)
+            if target is None or ref_col in target.skipped or ref_col not in target.table.column_names:
+                continue    # the referenced table's own problems say why
+            domain = pc.unique(target.table[ref_col].combine_chunks())
+            if col.name in spec.partition:
+                # A partition is one folder: report the folder, once.
+                known = set(domain.to_pylist())
+                seen = set()
+                for rel, values in self.listed(spec) or []:
+                    v = values[col.name]
+                    if v in known or v in seen:
+                        continue
+                    seen.add(v)
+                    folder = rel.rsplit("/", len(spec.partition) - spec.partition.index(col.name))[0]
+                    self.report(folder, spec.name, col.name,
+                                f"partition {col.name}={v} has no row in {ref_table} ({col.references})",
+                                f"{col.name}={v!r}")
+                continue
+            # A null foreign key refers to nothing: only non-nullable columns report it (as a null).
+            missing = pc.and_(pc.is_valid(t[col.name]), pc.invert(pc.is_in(t[col.name], value_set=domain)))
+            n = pc.sum(missing).as_py() or 0
+            if n:
+                i = _first(missing)
+                self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
+                            f"{n} value(s) not found in {col.references}", _example(t, i, spec, (col.name,)))
+
+    def check_values(self, ld: _Loaded) -> None:
+        spec, t = ld.spec, ld.table
+        have = set(t.column_names) - ld.skipped
+
+        def flag(col, bad, message, shown=()):
+            bad = pc.fill_null(bad, False)
+            n = pc.sum(bad).as_py() or 0
+            if n:
+                i = _first(bad)
+                self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
+                            f"{n} value(s) {message}", _example(t, i, spec, (col.name, *shown)))
+
+        for col in spec.columns:
+            if col.name not in have or col.type not in (schema.INT, schema.FLOAT, schema.STRING):
+                continue
+            v = t[col.name]
+            if col.bounds:
+                lo, hi = col.bounds
+                ok = pc.is_valid(v) if lo is None else pc.greater_equal(v, lo)
+                if hi is not None:
+                    ok = pc.and_(ok, pc.less_equal(v, hi))
+                text = f"[{lo:g}, {hi:g}]" if lo is not None and hi is not None else \
+                    (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
+                flag(col, pc.invert(ok), f"not {text}" if text[0] in "<>" else f"outside {text}")
+            if col.positive:
+                flag(col, pc.invert(pc.greater(v, 0)), "not > 0")
+            if col.finite and col.type == schema.FLOAT:
+                flag(col, pc.invert(pc.is_finite(v)), "are NaN or infinite")
+            if col.allowed:
+                allowed = pa.array(col.allowed, pa.string())
+                flag(col, pc.and_(pc.is_valid(v), pc.invert(pc.is_in(v, value_set=allowed))),
+                     f"not one of {', '.join(col.allowed)}")
+            if col.less_than in have:
+                flag(col, pc.greater_equal(v, t[col.less_than]), f"not < {col.less_than}",
+                     (col.less_than,))
+            for other in col.at_most:
+                if other in have:
+                    flag(col, pc.greater(v, t[other]), f"greater than {other}", (other,))
+            if col.differs_from in have:
+                flag(col, pc.equal(v, t[col.differs_from]), f"equal to {col.differs_from}",
+                     (col.differs_from,))
+            if col.present_with in have:
+                flag(col, pc.and_(pc.is_null(v), pc.is_valid(t[col.present_with])),
+                     f"null where {col.present_with} is not null", (col.present_with,))
+
+    # ---- files named by a table -----------------------------------------
+    def check_paths(self, ld: _Loaded) -> None:
+        spec, t = ld.spec, ld.table
+        for col in spec.columns:
+            if not col.is_path or col.name not in t.column_names or col.name in ld.skipped:
+                continue
+            bad: dict[str, list[str]] = {}
+            ok = []
+            # Unique values: thumbnails may be shared, and each path is checked once.
+            for v in pc.unique(t[col.name].combine_chunks()).drop_null().to_pylist():
+                why = self._path_problem(v)
+                if why:
+                    bad.setdefault(why, []).append(v)
+                else:
+                    ok.append(v)
+            for why, values in bad.items():
+                mask = pc.is_in(t[col.name], value_set=pa.array(values, pa.string()))
+                i = _first(mask)
+                self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
+                            f"{len(values)} path(s) {why}", _example(t, i, spec, (col.name,)))
+            if self.deep and spec.name == "images" and col.name == "thumbnail":
+                self._decode_images(ld, ok)
+
+    def _path_problem(self, rel: str) -> str | None:
+        if rel == "" or rel.startswith(("/", "\\")) or os.path.isabs(rel) or re.match(r"[A-Za-z]:[/\\]", rel):
+            return "are not relative to the workspace (absolute or empty)"
+        parent, name = os.path.split(rel)
+        folder, entries = self._listing(parent)
+        if folder == "outside":
+            return "leave the workspace (through `..` or a symlinked folder)"
+        if name in ("", ".", ".."):
+            return "do not name a file"
+        entry = entries.get(name) if entries is not None else None
+        if entry is None:
+            return "do not exist"
+        if entry.is_symlink():
+            target = os.path.realpath(entry.path)
+            if not _is_inside(target, self.root_real):
+                return "are symlinks leading outside the workspace"
+            return None if os.path.isfile(target) else "are broken symlinks or not files"
+        return None if entry.is_file(follow_symlinks=False) else "are not files"
+
+    @functools.cached_property
+    def root_real(self) -> str:
+        return os.path.realpath(self.root)
+
+    def _listing(self, parent: str) -> tuple[str | None, dict | None]:
+        """(`outside` or None, {name: DirEntry} or None) for one folder, listed once."""
+        if parent not in self._dirs:
+            real = os.path.realpath(self.root / parent)
+            if not _is_inside(real, self.root_real):
+                self._dirs[parent] = ("outside", None)
+            else:
+                try:
+                    with os.scandir(real) as it:
+                        self._dirs[parent] = (None, {e.name: e for e in it})
+                except OSError:
+                    self._dirs[parent] = (None, None)
+        return self._dirs[parent]
+
+    def _decode_images(self, ld: _Loaded, paths: list[str]) -> None:
+        from PIL import Image
+        t, failed = ld.table, []
+        for rel in paths:
+            try:
+                with Image.open(self.root / rel) as im:
+                    im.load()
+            except Exception as e:
+                failed.append((rel, e))
+        for rel, e in failed[:MAX_IMAGE_PROBLEMS]:
+            i = _first(pc.equal(t["thumbnail"], rel))
+            self.report(ld.files[t[_FILE][i].as_py()], "images", "thumbnail",
+                        f"image file does not decode ({_why(e).replace(str(self.root) + os.sep, '')})",
+                        _example(t, i, ld.spec, ("thumbnail",)))
+        if len(failed) > MAX_IMAGE_PROBLEMS:
+            self.report(ld.files[0], "images", "thumbnail",
+                        f"{len(failed) - MAX_IMAGE_PROBLEMS} more image file(s) do not decode")
+
+    # ---- checks across tables -------------------------------------------
+    def _checkpoints(self) -> dict[str, dict]:
+        ck = self.loaded("checkpoints")
+        if ck is None or "checkpoint_id" in ck.skipped or "checkpoint_id" not in ck.table.column_names:
+            return {}
+        cols = [c for c in ("checkpoint_id", "feature_dim") if c in ck.table.column_names
+                and c not in ck.skipped]
+        return {r["checkpoint_id"]: r for r in ck.table.select(cols).to_pylist() if r["checkpoint_id"]}
+
+    def check_features(self, ld: _Loaded | None) -> None:
+        """Features partitions and checkpoint rows match one to one; embeddings (deep)."""
+        ckpts = self.guarded("checkpoints.parquet", "features", self._checkpoints) or {}
+        present = {v["checkpoint_id"] for _, v in self.listed(schema.TABLES_BY_NAME["features"]) or []}
+        for cid in sorted(set(ckpts) - present):
+            self.report(f"features/checkpoint_id={cid}", "features", "checkpoint_id",
+                        "no features partition for this row of checkpoints.parquet", f"checkpoint_id={cid!r}")
+        if not self.deep or ld is None:
+            return
+        for i, rel in enumerate(ld.files):
+            if i in ld.unread:
+                continue
+            cid = rel.split("/")[1].partition("=")[2]
+            dim = ckpts.get(cid, {}).get("feature_dim")
+            self.guarded(rel, "features", self._check_embeddings, ld, i, rel, dim)
+
+    def _check_embeddings(self, ld: _Loaded, i: int, rel: str, dim: int | None) -> None:
+        """Stream every embedding of one file in batches: nulls, length, NaN/infinity."""
+        pf = pq.ParquetFile(self.root / rel)
+        names = pf.schema_arrow.names
+        if "embedding" not in names or \
+                schema.logical_type(pf.schema_arrow.field("embedding").type) != schema.FLOAT_LIST:
+            return      # reported when the file was read
+        first = {"null": None, "length": None, "finite": None}
+        count = dict.fromkeys(first, 0)
+        row0 = 0
+        for batch in pf.iter_batches(columns=["embedding"], batch_size=8192):
+            emb = batch.column(0)
+            lens = pc.fill_null(pc.list_value_length(emb), 0).to_numpy(zero_copy_only=False)
+            checks = {"null": pc.is_null(emb).to_numpy(zero_copy_only=False)}
+            if dim is not None:
+                checks["length"] = ~checks["null"] & (lens != dim)
+            flat = pc.list_flatten(emb).to_numpy(zero_copy_only=False)
+            finite = np.isfinite(flat)
+            rows = np.zeros(len(emb), bool)
+            if not finite.all():
+                rows[np.repeat(np.arange(len(emb)), lens)[~finite]] = True
+            checks["finite"] = rows
+            for what, bad in checks.items():
+                where = np.flatnonzero(bad)
+                count[what] += len(where)
+                if len(where) and first[what] is None:
+                    r = int(where[0])
+                    first[what] = (row0 + r, int(lens[r]))
+            row0 += batch.num_rows
+        t = ld.table.filter(pc.equal(ld.table[_FILE], i))
+        messages = {"null": "null embedding(s) in a non-nullable column",
+                    "length": f"embedding(s) do not have length feature_dim={dim}",
+                    "finite": "embedding(s) contain NaN or infinity"}
+        for what, n in count.items():
+            if n:
+                row, length = first[what]
+                ex = _example(t, _first(pc.equal(t[_ROW], row)), ld.spec, ())
+                if what == "length":
+                    ex += f", length {length}"
+                self.report(rel, "features", "embedding", f"{n} {messages[what]}", ex)
+
+    def check_sizes(self, ld: _Loaded) -> None:
+        """Cluster sizes add up to the images clustered in the matching clusters partition."""
+        t = ld.table
+        if "size" in ld.skipped or "size" not in t.column_names or t.num_rows == 0:
+            return
+        n_images: dict[tuple, int] = {}
+        for rel, v in self.listed(schema.TABLES_BY_NAME["clusters"]) or []:
+            try:
+                n = pq.ParquetFile(self.root / rel).metadata.num_rows   # the footer, not the data
+            except Exception:
+                continue    # reported with the clusters table
+            key = (v["checkpoint_id"], v["k"])
+            n_images[key] = n_images.get(key, 0) + n
+        sums = t.group_by(["checkpoint_id", "k"]).aggregate([("size", "sum"), (_FILE, "min")])
+        for r in sums.to_pylist():
+            key = (r["checkpoint_id"], r["k"])
+            if key in n_images and r["size_sum"] != n_images[key]:
+                self.report(ld.files[r[f"{_FILE}_min"]], "cluster_metrics", "size",
+                            f"cluster sizes sum to {r['size_sum']} but clusters/checkpoint_id={key[0]}/"
+                            f"k={key[1]} holds {n_images[key]} image(s)",
+                            f"checkpoint_id={key[0]!r}, k={key[1]}")
+
+
+def _parse_folder(spec: schema.Table, col: str, name: str):
+    """One partition folder name -> its typed value, by the rules writers follow."""
+    value = parse_partition(dataclasses.replace(spec, partition=(col,)), [name])[col]
+    canonical = partition_value(spec, col, value)
+    if name != f"{col}={canonical}":
+        raise ValueError(f"write it {col}={canonical}: readers look for that name")
+    return value
+
+
+def _is_inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _first(mask) -> int:
+    """Index of the first true value of a boolean (Chunked)Array."""
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks()
+    return int(np.flatnonzero(pc.fill_null(mask, False).to_numpy(zero_copy_only=False))[0])
+
+
+def _example(t: pa.Table, i: int, spec: schema.Table, shown: tuple[str, ...], row: int | None = None) -> str:
+    """`image_id='x', cluster=7 (row 3)`: the row's key (partition columns are in the file
+    name) and the columns at fault."""
+    cols = [c for c in spec.key if c not in spec.partition] + list(shown)
+    cols = [c for c in dict.fromkeys(cols) if c in t.column_names]
+    if row is None:
+        row = t[_ROW][i].as_py() if _ROW in t.column_names else i
+    text = ", ".join(f"{c}={t[c][i].as_py()!r}" for c in cols)
+    return f"{text} (row {row})" if text else f"row {row}"

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
+from .errors import ConceptLensError
 
 
 def _umask() -> int:
@@ -28,7 +29,7 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(ConceptLensError):
     """A workspace cannot be read or written; the message names the file."""
 
 
@@ -258,6 +259,30 @@ class Workspace:
         p = self.partition_dir(name, **partition) / f"part-{stamp}-{uuid.uuid4().hex[:8]}.parquet"
         atomic_write_table(p, self._file_table(t, table, partition, None))
         return p
+
+    def upsert(self, name: str, table: pa.Table, key_values: dict | None = None) -> Path:
+        """Replace the rows matching `key_values` (column -> value or list) by `table`.
+
+        For the small single-file tables (checkpoints, captions, vl_models); partitioned
+        tables replace one partition's file instead.
+        """
+        import pyarrow.compute as pc
+        if self._spec(name).partitioned:
+            raise ValueError(f"table {name!r} is partitioned: write its partitions instead")
+        p = self.table_path(name)
+        if p.exists() and key_values:
+            old = pq.read_table(p)
+            keep = None
+            for col, val in key_values.items():
+                vals = val if isinstance(val, (list, tuple, set)) else [val]
+                m = pc.is_in(old[col], value_set=pa.array(list(vals), type=old.schema.field(col).type))
+                keep = m if keep is None else pc.and_(keep, m)
+            old = old.filter(pc.invert(keep))
+            if old.schema.names == table.schema.names:
+                table = table.cast(old.schema)
+            # Optional columns present on one side only are filled with nulls on the other.
+            table = pa.concat_tables([old, table], promote_options="default")
+        return self.write(name, table)
 
     def remove_partition(self, name: str, **partition) -> None:
         for f in self.partition_files(name, **partition):

@@ -6,59 +6,65 @@ import pandas as pd
 import streamlit as st
 
 from components import data
-from components.analysis_gate import analysis_present, datasets_clustered_first
+from components.analysis_gate import available, command, require
 from components.cluster_tables import cluster_table, purity_bins_table
 from components.export_button import show_figure
 from components.image_grid import image_grid
+from components.text import literal
 from components.url_state import url_selectbox
-from conceptlens import queries
-from conceptlens.analysis.compare import filter_clusters, purity_bins
+from conceptlens import views
 from conceptlens.figures.clusters import projection_scatter, purity_coherence
 
 MAX_POINTS = 20_000      # UMAP points drawn (a fixed sample above this)
 GRID_IMAGES = 24         # images per cluster grid
 SELECTED_IMAGES = 60     # images shown for a box/lasso selection
+V = views.clusters
 
-ws = data.open_page()
+ws = data.open_page("clusters")
 
 st.title("Clusters")
 st.caption("k-means clusters of one checkpoint's features: how pure (laina2020 purity) and how "
            "coherent (2AFC with random and hard negatives) each one is, its class-level caption, "
            "its images, and where its images lie in a 2-D UMAP.")
 
-datasets = datasets_clustered_first(ws)
+datasets = ws.view(V.datasets)
+first = datasets["dataset"].iloc[0] if len(datasets) else "DATASET"
+require(ws, ("clustering", "cluster_metrics"), first)
 c_ds, c_ck, c_k = st.columns([1, 2, 1])
-ds = url_selectbox("Dataset", datasets, key="clusters_ds", param="ds", container=c_ds)
+ds = url_selectbox("Dataset", list(datasets["dataset"]), key="clusters_ds", param="ds", container=c_ds)
 
-ckpts = list(ws.query(queries.CLUSTERED_CHECKPOINTS, ds)["checkpoint_id"])
+ckpts = list(ws.view(V.checkpoints, dataset=ds)["checkpoint_id"])
 if not ckpts:
-    st.info(f"No checkpoint of `{ds}` has been clustered yet.")
-    st.code(f"conceptlens analyze clusters --workspace {ws.label}", language="bash")
+    st.info(f"No checkpoint of {literal(ds)} has cluster metrics yet. Compute them with:")
+    st.code(command(ws, "cluster_metrics", ds), language="bash")
     st.stop()
 ckpt = url_selectbox("Checkpoint", ckpts, key="clusters_ckpt", param="ckpt", container=c_ck)
-ks = [int(k) for k in ws.query(queries.CLUSTER_KS, ckpt)["k"]]
+ks = [int(k) for k in ws.view(V.ks, checkpoint=ckpt)["k"]]
 k = url_selectbox("k (clusters)", ks, key="clusters_k", param="k", container=c_k)
-
-metrics = ws.query(queries.CLUSTER_METRICS_OF, ds, ckpt, k)
-row = ws.query(queries.CHECKPOINT_METRICS_ROW, ckpt, k)
 provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "checkpoint": ckpt, "k": k}
+where = {"dataset": ds, "checkpoint": ckpt, "k": k}
 
-if len(row):
-    r = row.iloc[0]
-    cols = st.columns(5)
-    for col, (name, key, fmt) in zip(cols, [("clusters", None, "{}"), ("aNMI vs labels", "anmi", "{:.3f}"),
-                                             ("kNN accuracy", "knn_acc", "{:.3f}"), ("CL", "cl", "{:.3f}"),
-                                             ("ID", "id", "{:.1f}")]):
-        val = len(metrics) if key is None else r.get(key)
-        col.metric(name, "–" if val is None or pd.isna(val) else fmt.format(val))
+header = st.container()   # the checkpoint's metrics, once the cluster table is known
 
 # ---- the table --------------------------------------------------------------------------
 st.header("Clusters")
+captions = available(ws, "cluster_captions", ds)
+metrics = ws.view(V.cluster_table, **where, captions=captions)
+row = ws.view(V.checkpoint_metrics, checkpoint=ckpt, k=k)
+if len(row):
+    r = row.iloc[0]
+    for col, (name, key, fmt) in zip(header.columns(5), [
+            ("clusters", None, "{}"), ("aNMI vs labels", "anmi", "{:.3f}"),
+            ("kNN accuracy", "knn_acc", "{:.3f}"), ("CL", "cl", "{:.3f}"), ("ID", "id", "{:.1f}")]):
+        val = len(metrics) if key is None else r.get(key)
+        col.metric(name, "–" if val is None or pd.isna(val) else fmt.format(val))
 f1, f2, f3 = st.columns([1, 2, 3])
 min_size = f1.number_input("Min size", min_value=0, value=0, step=1, key="clusters_min_size")
 pur = f2.slider("Purity range", 0.0, 1.0, (0.0, 1.0), step=0.05, key="clusters_purity")
-text = f3.text_input("Caption contains", key="clusters_text", placeholder="e.g. red circle")
-shown = filter_clusters(metrics, min_size, pur, text)
+text = f3.text_input("Caption contains", key="clusters_text", placeholder="e.g. red circle",
+                     disabled=not captions)
+shown = ws.view(V.filtered_clusters, **where, min_size=int(min_size), purity=tuple(pur),
+                text=text, captions=captions)
 table, config = cluster_table(shown)
 
 cluster_ids = [int(c) for c in metrics["cluster"]]
@@ -78,11 +84,11 @@ st.dataframe(table, key="clusters_table", column_config=config, hide_index=True,
              on_select=_on_table_select, selection_mode="single-row")
 
 # ---- one cluster and its hard negative ------------------------------------------------------
-by_id = metrics.set_index("cluster")
+captions_of = dict(zip(metrics["cluster"], metrics["caption"])) if "caption" in metrics else {}
 
 
 def _label(c):
-    cap = by_id.loc[c, "caption"] if "caption" in by_id.columns else None
+    cap = captions_of.get(c)
     return f"{c} — {cap}" if isinstance(cap, str) and cap else str(c)
 
 
@@ -91,11 +97,11 @@ cluster = url_selectbox("Cluster", cluster_ids, key="clusters_cluster", param="c
                         format_func=_label)
 
 
-def _cluster_panel(c, heading):
-    m = by_id.loc[c]
-    st.markdown(f"**{heading} {c}** · {int(m['size'])} images")
+def _cluster_panel(m):
+    heading = "Cluster" if m["role"] == "cluster" else "Hard negative: cluster"
+    st.markdown(f"**{heading} {m['cluster']}** · {int(m['size'])} images")
     if isinstance(m.get("caption"), str):
-        st.markdown(f"> {m['caption']}")
+        st.markdown(f"> {literal(m['caption'])}")
     facts = []
     if not pd.isna(m.get("purity")):
         facts.append(f"purity {m['purity']:.2f}")
@@ -104,7 +110,7 @@ def _cluster_panel(c, heading):
         if v is not None and not pd.isna(v):
             facts.append(f"{name} {v:.2f} [{m[kind + '_lo']:.2f}, {m[kind + '_hi']:.2f}]")
     if isinstance(m.get("top_label_name"), str):
-        facts.append(f"top label *{m['top_label_name']}* ({m['top_label_share']:.0%})")
+        facts.append(f"top label *{literal(m['top_label_name'])}* ({m['top_label_share']:.0%})")
     st.caption(" · ".join(facts))
     ablations = [(name, m.get(col)) for col, name in
                  (("caption_noneg", "without the negative term"), ("caption_rouge", "ROUGE-L distance"))
@@ -113,32 +119,32 @@ def _cluster_panel(c, heading):
         with st.expander("Caption ablations"):
             src = m.get("caption_source")
             if isinstance(src, str):
-                st.caption(f"Chosen from the image captions of `{src}` (laina2020 Eq. 4).")
+                st.caption(f"Chosen from the image captions of {literal(src)} (laina2020 Eq. 4).")
             for name, cap in ablations:
-                st.markdown(f"- *{name}*: {cap}")
-    image_grid(ws, ws.query(queries.CLUSTER_IMAGES, ckpt, k, int(c), GRID_IMAGES), width=72)
+                st.markdown(f"- *{name}*: {literal(cap)}")
+    image_grid(ws, ws.view(V.cluster_images, checkpoint=ckpt, k=k, cluster=int(m["cluster"]),
+                           limit=GRID_IMAGES), width=72)
 
 
 if cluster is not None:
+    pair = ws.view(V.cluster_and_hard_negative, **where, cluster=cluster, captions=captions)
     left, right = st.columns(2, gap="large")
     with left:
-        _cluster_panel(cluster, "Cluster")
+        _cluster_panel(pair.iloc[0])
     with right:
-        hn = by_id.loc[cluster].get("hard_negative")
-        if hn is None or pd.isna(hn) or int(hn) not in by_id.index:
-            st.info("This cluster has no hard negative (fewer than two clusters, or not computed).")
+        if len(pair) > 1:
+            _cluster_panel(pair.iloc[1])
         else:
-            _cluster_panel(int(hn), "Hard negative: cluster")
+            st.info("This cluster has no hard negative (fewer than two clusters, or not computed).")
 
 # ---- purity vs coherence (laina2020 Fig. 2, Tables 1-2) ------------------------------------------
 st.header("Purity vs coherence")
 st.caption("Each cluster's purity against its 2AFC coherence with random and hard negatives; "
            "bars: 95% Clopper-Pearson intervals (laina2020 Fig. 2).")
-fig = purity_coherence(metrics)
-show_figure(fig, f"purity-coherence-{ckpt}-k{k}", {**provenance, "figure": "purity_coherence"},
-            key="clusters_purity_fig")
+show_figure(purity_coherence(metrics), f"purity-coherence-{ckpt}-k{k}",
+            {**provenance, "figure": "purity_coherence"}, key="clusters_purity_fig")
 st.subheader("Coherence by purity range")
-bins = purity_bins(metrics)
+bins = ws.view(V.purity_bins, **where, captions=captions)
 if bins.empty:
     st.info("No cluster has a purity (a dataset needs at least two labels).")
 else:
@@ -150,21 +156,18 @@ else:
 
 # ---- UMAP --------------------------------------------------------------------------------------
 st.header("UMAP of the features")
-if analysis_present(ws, "projections", ds):
-    n = int(ws.query(queries.PROJECTION_COUNT, ckpt, "umap")["n"].iloc[0])
+if available(ws, "projections", ds):
+    n = int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0])
     if n == 0:
-        st.info(f"No UMAP projection of `{ckpt}` yet.")
-        st.code(f"conceptlens analyze clusters --workspace {ws.label} --checkpoint {ckpt}",
-                language="bash")
+        st.info(f"No UMAP projection of {literal(ckpt)} yet. Compute it with:")
+        st.code(command(ws, "projections", ds), language="bash")
     else:
-        pts = ws.query(queries.PROJECTION_POINTS, k, ckpt, "umap", "umap", MAX_POINTS)
-        extra = [c for c in queries.factor_columns(ws.columns("images")) if pts[c].notna().any()]
-        colour_opts = ["cluster", "label_name"] + extra + ["split"]
-        colour = url_selectbox("Colour by", colour_opts, key="clusters_color", param="color")
+        colour = url_selectbox("Colour by", list(ws.view(V.colour_options, dataset=ds)["column"]),
+                               key="clusters_color", param="color")
+        pts = ws.view(V.projection, checkpoint=ckpt, k=k, method="umap", limit=MAX_POINTS)
         if n > MAX_POINTS:
             st.caption(f"Showing a fixed sample of {MAX_POINTS:,} of {n:,} points.")
-        fig = projection_scatter(pts, color=colour)
-        event = show_figure(fig, f"umap-{ckpt}-k{k}-{colour}",
+        event = show_figure(projection_scatter(pts, color=colour), f"umap-{ckpt}-k{k}-{colour}",
                             {**provenance, "figure": "umap", "color": colour},
                             key="clusters_umap", on_select="rerun", selection_mode=("box", "lasso"))
         points = (event or {}).get("selection", {}).get("points", []) if event else []
@@ -172,7 +175,7 @@ if analysis_present(ws, "projections", ds):
         if ids:
             st.markdown(f"**{len(ids)} selected images**"
                         + (f" (showing {SELECTED_IMAGES})" if len(ids) > SELECTED_IMAGES else ""))
-            image_grid(ws, ws.query(queries.IMAGES_BY_ID, ids, SELECTED_IMAGES), width=64,
+            image_grid(ws, ws.view(V.images, ids=ids, limit=SELECTED_IMAGES), width=64,
                        max_images=SELECTED_IMAGES)
         else:
             st.caption("Draw a box or lasso on the plot to see the selected images.")

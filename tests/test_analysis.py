@@ -1,15 +1,19 @@
-"""The cluster analysis on a small synthetic workspace."""
+"""The cluster analyses (clustering, cluster_metrics, cluster_captions, projections,
+comparisons) through the registry, on a small synthetic workspace."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from conceptlens import schema
-from conceptlens.analysis.clusters import Options, analyze_clusters, factor_matrix
+from conceptlens.analysis import registry
+from conceptlens.analysis.common import factor_matrix
 from conceptlens.validate import validate
+from conceptlens.db import WorkspaceDB
 from conceptlens.workspace import Workspace, WorkspaceError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -56,37 +60,77 @@ def make_workspace(root, n=N, seed=0):
     return ws
 
 
+def table(ws, name):
+    """A whole table through DuckDB (what the dashboard sees), sorted by its key."""
+    key = list(schema.TABLES_BY_NAME[name].key)
+    db = WorkspaceDB(ws.root)
+    try:
+        return db.query(f'SELECT * FROM "{name}"').sort_values(key).reset_index(drop=True)
+    finally:
+        db.close()
+
+
+def analyse(ws, names="all", checkpoint=None, force=False, **opts):
+    return registry.run(ws.root, names, opts, checkpoint=checkpoint, force=force, progress_bars=False)
+
+
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     ws = make_workspace(tmp_path_factory.mktemp("ws"))
-    notes = analyze_clusters(ws.root, opts=Options(ks=[12], progress=False, rouge_ablation=True))
-    return ws, notes
+    ctx = analyse(ws, k=[12], rouge_ablation=True)
+    return ws, ctx.notes
 
 
 def test_analysis_writes_valid_tables(analysed):
     ws, notes = analysed
     assert validate(ws.root) == []
-    cl = ws.read("clusters").to_pandas()
+    cl = table(ws, "clusters")
     assert len(cl) == 3 * N and set(cl["k"]) == {12}
-    cm = ws.read("checkpoint_metrics").to_pandas().set_index("checkpoint_id")
+    cm = table(ws, "checkpoint_metrics").set_index("checkpoint_id")
     assert list(cm.index) == ["toy-ckpt0", "toy-ckpt1", "toy-ckpt2"]
     # Cleaner features: better clusters, neighbours and learnability.
     assert cm.loc["toy-ckpt0", "anmi"] > 0.9 and cm.loc["toy-ckpt0", "knn_acc"] > 0.95
     assert cm["anmi"].is_monotonic_decreasing and cm["cl"].is_monotonic_decreasing
-    assert cm["clid"].notna().all() and cm["wclid"].notna().all()
-    assert cm["clid"].sum() == pytest.approx(0, abs=1e-9)
     assert (cm["n_duplicates"] == 0).all() and (cm["n_images"] == N).all()
-    pc = ws.read("predictor_correlations").to_pandas()
+    cs = table(ws, "clid_scores").set_index("checkpoint_id")
+    assert cs["clid"].notna().all() and cs["wclid"].notna().all()
+    assert cs["clid"].sum() == pytest.approx(0, abs=1e-9)
+    # CLID is z(CL) + z(ID) over the three checkpoints (population std).
+    z = lambda v: (v - v.mean()) / v.std(ddof=0)  # noqa: E731
+    assert cs["clid"].to_numpy() == pytest.approx((z(cm["cl"]) + z(cm["id"])).to_numpy())
+    pc = table(ws, "predictor_correlations")
     assert set(pc["predictor"]) == {"cl", "cl_heldout", "id", "clid", "wclid"}
     assert (pc["n_checkpoints"] == 3).all()
-    pr = ws.read("projections").to_pandas()
+    pr = table(ws, "projections")
     assert len(pr) == 3 * N and pr[["x", "y"]].notna().all().all()
     assert any("describability skipped" in n for n in notes)
 
 
+def test_comparisons_match_a_direct_computation(analysed):
+    """clustering_similarity and cluster_links agree with the clusterings they compare."""
+    from conceptlens.analysis.compare import anmi, match_clusters
+    ws, _ = analysed
+    cl = table(ws, "clusters")
+    sim = table(ws, "clustering_similarity")
+    assert len(sim) == 3 and (sim["checkpoint_a"] < sim["checkpoint_b"]).all()
+    a = cl[cl.checkpoint_id == "toy-ckpt0"][["image_id", "cluster"]]
+    b = cl[cl.checkpoint_id == "toy-ckpt2"][["image_id", "cluster"]]
+    j = a.merge(b, on="image_id")
+    row = sim[(sim.checkpoint_a == "toy-ckpt0") & (sim.checkpoint_b == "toy-ckpt2")].iloc[0]
+    assert row["anmi"] == pytest.approx(anmi(j["cluster_x"], j["cluster_y"]))
+    assert row["n_shared"] == N
+    links = table(ws, "cluster_links")
+    links = links[(links.checkpoint_a == "toy-ckpt0") & (links.checkpoint_b == "toy-ckpt2")]
+    direct = match_clusters(a, b).sort_values(["a", "b"]).reset_index(drop=True)
+    assert links[["a", "b", "count", "size_a", "size_b"]].to_numpy().tolist() == \
+        direct[["a", "b", "count", "size_a", "size_b"]].to_numpy().tolist()
+    assert links["count"].sum() == N
+
+
 def test_cluster_metrics_content(analysed):
     ws, _ = analysed
-    m = ws.read("cluster_metrics").to_pandas()
+    m = table(ws, "cluster_metrics").merge(table(ws, "cluster_captions"),
+                                           on=["checkpoint_id", "k", "cluster"])
     clean = m[m["checkpoint_id"] == "toy-ckpt0"]
     assert len(clean) == 12 and clean["size"].sum() == N
     assert clean["purity"].mean() > 0.9
@@ -97,8 +141,9 @@ def test_cluster_metrics_content(analysed):
     assert (clean["hard_negative"] != clean["cluster"]).all()
     assert (clean["caption_source"] == "groundtruth").all()
     # A pure cluster's caption names its top label's colour and shape.
+    images = ws.read("images").to_pandas()
     for _, r in big.iterrows():
-        name = ws.read("images").to_pandas().query("label == @r.top_label")["label_name"].iloc[0]
+        name = images.query("label == @r.top_label")["label_name"].iloc[0]
         colour, shape = name.split()
         assert colour in r["caption"] and shape in r["caption"]
         assert isinstance(r["caption_rouge"], str) and isinstance(r["caption_noneg"], str)
@@ -106,37 +151,95 @@ def test_cluster_metrics_content(analysed):
 
 def test_resume_skips_done_and_force_recomputes(analysed):
     ws, _ = analysed
-    before = ws.table_path("clusters").stat().st_mtime_ns
-    analyze_clusters(ws.root, opts=Options(ks=[12], progress=False))
-    assert ws.table_path("clusters").stat().st_mtime_ns == before
-    analyze_clusters(ws.root, "toy-ckpt1", Options(ks=[5], progress=False, umap=False,
-                                                   captions=False))
-    cm = ws.read("checkpoint_metrics").to_pandas()
+    files = {p: p.stat().st_mtime_ns for p in ws.root.rglob("*.parquet") if "analysis_runs" not in p.parts[-3]}
+    analyse(ws, k=[12])
+    assert {p: p.stat().st_mtime_ns for p in files} == files, "a rerun must not rewrite done units"
+    analyse(ws, ["clustering", "cluster_metrics"], checkpoint="toy-ckpt1", k=[5])
+    assert registry.missing(ws.root)["comparisons"] == ["dataset=toy"]
+    analyse(ws, "comparisons")
+    cm = table(ws, "checkpoint_metrics")
     assert set(zip(cm["checkpoint_id"], cm["k"])) == {
         ("toy-ckpt0", 12), ("toy-ckpt1", 12), ("toy-ckpt2", 12), ("toy-ckpt1", 5)}
     # A lone checkpoint at k=5 has nothing to be compared with.
-    assert cm.loc[cm["k"] == 5, "clid"].isna().all()
-    assert len(ws.read("clusters").to_pandas()) == 3 * N + N
+    cs = table(ws, "clid_scores")
+    assert cs.loc[cs["k"] == 5, "clid"].isna().all()
+    assert len(table(ws, "clusters")) == 3 * N + N
+    # --force recomputes: the same numbers (seeded), a new file.
+    p = ws.table_path("checkpoint_metrics", checkpoint_id="toy-ckpt0", k=12)
+    before, mtime = pq.read_table(p), p.stat().st_mtime_ns
+    analyse(ws, "cluster_metrics", checkpoint="toy-ckpt0", force=True)
+    assert p.stat().st_mtime_ns != mtime and pq.read_table(p).equals(before)
     assert validate(ws.root) == []
+
+
+def test_reclustering_makes_metrics_and_comparisons_stale(tmp_path):
+    """A clustering recomputed with another seed invalidates what was measured on it."""
+    ws = make_workspace(tmp_path / "w", n=120)
+    analyse(ws, ["cluster_metrics", "comparisons"], k=[6])
+    assert not any(registry.missing(ws.root, ["comparisons"]).values())
+    analyse(ws, "clustering", checkpoint="toy-ckpt2", force=True, seed=7, k=[6])
+    todo = registry.missing(ws.root, ["comparisons"])
+    assert todo["cluster_metrics"] == ["checkpoint_id=toy-ckpt2/k=6"]
+    assert todo["comparisons"] == ["dataset=toy"]
+
+
+def test_adding_a_checkpoint_reads_and_writes_only_its_own_files(tmp_path):
+    """The storage promise: adding one checkpoint to a workspace of many neither reads nor
+    rewrites another checkpoint's files. The others' files are replaced by garbage of the
+    same size: any read of them would fail, any write would change them."""
+    ws = make_workspace(tmp_path / "w", n=80)
+    analyse(ws, ["cluster_metrics", "cluster_captions", "projections"], k=[5], describability=False)
+    others = [p for p in ws.root.rglob("*.parquet") if "checkpoint_id=toy-ckpt" in str(p)]
+    assert len(others) == 3 * 6
+    for p in others:
+        p.write_bytes(b"\0" * p.stat().st_size)
+    garbage = {p: p.read_bytes() for p in others}
+    rng = np.random.default_rng(5)
+    ids = ws.read("images").to_pandas()["image_id"].tolist()
+    ws.write("features", pa.table({"image_id": ids, "embedding": pa.array(
+        list(rng.normal(size=(80, 16)).astype(np.float32)), type=pa.list_(pa.float32()))}),
+        checkpoint_id="new")
+    ck = ws.read("checkpoints").to_pandas()
+    ck.loc[len(ck)] = {"checkpoint_id": "new", "dataset": "toy", "model": "mlp", "method": "random",
+                       "epoch": 0, "feature_dim": 16, "source": "synthetic"}
+    ws.write("checkpoints", pa.Table.from_pandas(ck, schema=ws.read("checkpoints").schema,
+                                                 preserve_index=False))
+    analyse(ws, ["cluster_metrics", "cluster_captions", "projections"], checkpoint="new", k=[5],
+            describability=False)
+    assert {p: p.read_bytes() for p in others} == garbage
+    for name in ("clusters", "cluster_metrics", "cluster_captions", "checkpoint_metrics"):
+        assert ws.has(name, checkpoint_id="new", k=5), name
+    assert ws.has("projections", checkpoint_id="new", method="umap")
 
 
 def test_checkpoint_annotator_and_errors(tmp_path):
     ws = make_workspace(tmp_path / "w", n=120)
-    opts = Options(ks=[6], annotator="checkpoint:toy-ckpt0", umap=False, captions=False,
-                   progress=False)
-    notes = analyze_clusters(ws.root, opts=opts)
-    m = ws.read("cluster_metrics").to_pandas()
+    ctx = analyse(ws, ["cluster_metrics"], k=[6], annotator="checkpoint:toy-ckpt0")
+    m = table(ws, "cluster_metrics")
     assert set(m.loc[m["checkpoint_id"] != "toy-ckpt0", "annotator"].dropna()) == \
         {"checkpoint:toy-ckpt0"}
     assert m.loc[m["checkpoint_id"] == "toy-ckpt0", "coherence_random"].isna().all()
-    assert any("coherence skipped" in n for n in notes)
+    assert any("coherence skipped" in n for n in ctx.notes)
     with pytest.raises(WorkspaceError, match="not in checkpoints.parquet"):
-        analyze_clusters(ws.root, "nope", Options(progress=False))
-    with pytest.raises(ValueError, match="at least 20"):
-        analyze_clusters(ws.root, opts=Options(n_trials=5, progress=False))
-    os.remove(ws.table_path("features", "toy-ckpt2"))
-    with pytest.raises(WorkspaceError, match="features of checkpoint 'toy-ckpt2'"):
-        analyze_clusters(ws.root, "toy-ckpt2", Options(ks=[7], progress=False))
+        analyse(ws, checkpoint="nope")
+    with pytest.raises(ValueError, match="--trials must be at least 20"):
+        analyse(ws, "cluster_metrics", trials=5, force=True)
+    with pytest.raises(ValueError, match="unknown option"):
+        analyse(ws, "clustering", n_clusters=5)
+    ws.remove_partition("features", checkpoint_id="toy-ckpt2")
+    # A checkpoint without features has nothing to cluster (validate reports the gap).
+    assert registry.BY_NAME["clustering"].units(registry.Context(ws), {"k": [7], "_checkpoint": "toy-ckpt2"}) == []
+
+
+def test_dependency_order_and_unknown_analysis():
+    names = [a.name for a in registry.in_order(["comparisons"])]
+    assert names == ["clustering", "cluster_metrics", "comparisons"]
+    assert [a.name for a in registry.in_order(["cluster_captions"])] == ["clustering", "cluster_captions"]
+    with pytest.raises(ValueError, match="unknown analysis 'nope'"):
+        registry.in_order(["nope"])
+    # Every table an analysis writes is in the schema, and no two analyses write the same one.
+    written = [t for a in registry.ANALYSES for t in a.writes]
+    assert len(written) == len(set(written)) and set(written) <= set(schema.TABLES_BY_NAME)
 
 
 def test_describability_with_a_vl_model(tmp_path, monkeypatch):
@@ -171,15 +274,14 @@ def test_describability_with_a_vl_model(tmp_path, monkeypatch):
             return np.stack([by_path[str(p).split("?")[-1]] for p in paths])
 
     monkeypatch.setitem(sys.modules, "conceptlens.vl", types.SimpleNamespace(VLModel=FakeVL))
-    import conceptlens.analysis.clusters as C
-    monkeypatch.setattr(C.Workspace, "resolve", lambda self, rel: rel)
+    monkeypatch.setattr(Workspace, "resolve", lambda self, rel: rel)
     ws.write("vl_models", pa.table({"vl_model_id": ["fake"], "dataset": ["toy"], "spec": ["fake"],
                                     "config": pa.array([None], pa.string()),
                                     "weights": pa.array([None], pa.string()),
                                     "weights_sha256": pa.array([None], pa.string())}))
-    analyze_clusters(ws.root, "toy-ckpt0", Options(ks=[12], umap=False, rouge_ablation=False,
-                                                   progress=False))
-    m = ws.read("cluster_metrics").to_pandas()
+    analyse(ws, ["cluster_metrics", "cluster_captions"], checkpoint="toy-ckpt0", k=[12],
+            rouge_ablation=False)
+    m = table(ws, "cluster_metrics").merge(table(ws, "cluster_captions"), on=["checkpoint_id", "k", "cluster"])
     pure = m[m["purity"] > 0.99]
     assert len(pure) >= 6
     assert pure["describability_top1"].all() and (pure["describability_binary"] == 1.0).all()
@@ -194,18 +296,35 @@ def test_factor_matrix():
     assert cols == ["label", "shape", "size"] and A.shape == (3, 2 + 2 + 1)
 
 
-def test_cli_runs(tmp_path):
+def test_analysis_runs_log_every_unit(analysed):
+    ws, _ = analysed
+    runs = table(ws, "analysis_runs")
+    units = runs[runs["analysis"] == "clustering"]["unit"]
+    assert {"checkpoint_id=toy-ckpt0/k=12", "checkpoint_id=toy-ckpt2/k=12"} <= set(units)
+    import json
+    assert json.loads(runs.iloc[0]["options"])["seed"] == 0
+
+
+def test_cli_runs(tmp_path, capsys):
     from conceptlens.cli import main
     ws = make_workspace(tmp_path / "w", n=100)
-    assert main(["analyze", "clusters", "--workspace", str(ws.root), "--k", "4", "--no-umap",
-                 "--no-captions", "--quiet"]) == 0
-    assert main(["analyze", "clusters", "--workspace", str(ws.root), "--checkpoint", "zz"]) == 2
+    assert main(["analyze", "cluster_metrics", "--workspace", str(ws.root), "--quiet"]) == 0
+    assert "not done everywhere" in capsys.readouterr().err   # clustering has not run yet
+    assert main(["analyze", "all", "--workspace", str(ws.root), "--k", "4", "--no-describability",
+                 "--quiet"]) == 0
+    assert ws.has("predictor_correlations", dataset="toy")
+    capsys.readouterr()
+    assert main(["analyze", "all", "--workspace", str(ws.root), "--checkpoint", "zz"]) == 1
+    err = capsys.readouterr().err
+    assert "checkpoint 'zz' is not in checkpoints.parquet" in err and "Traceback" not in err
+    assert main(["analyze", "clustering", "--workspace", str(ws.root), "--k", "1"]) == 1
+    assert "--k must be at least 2" in capsys.readouterr().err
 
 
 def test_demo_analysis_stage(tmp_path):
     from conceptlens.demo.analysis import build_analysis
     ws = make_workspace(tmp_path / "w", n=100)
     build_analysis(ws, seed=0, progress=False)
-    cm = ws.read("checkpoint_metrics").to_pandas()
+    cm = table(ws, "checkpoint_metrics")
     assert len(cm) == 3 and set(cm["k"]) == {10}      # round(sqrt(100))
     assert validate(ws.root) == []

@@ -32,7 +32,7 @@ def _check(root, cid, dim=None):
     if dim is not None:
         assert row["feature_dim"] == dim
     assert json.loads(row["preprocessing"])  # a JSON object
-    assert not (root / "features" / f".{cid}.partial").exists()
+    assert not (root / ".partial" / "features" / cid).exists()
     return row
 
 
@@ -94,9 +94,9 @@ def test_resume_after_interruption(ws, tiny_weights, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         ex.extract(ws, "shapes", TINY, weights=tiny_weights, batch_size=8, checkpoint_id="res",
                    progress=False)
-    partial = ws / "features" / ".res.partial"
+    partial = ws / ".partial" / "features" / "res"
     assert len(list(partial.glob("part-*.parquet"))) == 2
-    assert not (ws / "features" / "res.parquet").exists()
+    assert not (ws / "features" / "checkpoint_id=res" / "part-0.parquet").exists()
     assert not validate(ws)  # the partial files are invisible to readers
     monkeypatch.setattr(ex, "_write_part", real)
 
@@ -106,8 +106,8 @@ def test_resume_after_interruption(ws, tiny_weights, monkeypatch):
                progress=False)
     assert sum(done) == N_IMAGES - 16  # only the missing images were embedded
     _check(ws, "res")
-    a = pq.read_table(ws / "features" / f"{ref}.parquet")
-    b = pq.read_table(ws / "features" / "res.parquet")
+    a = pq.read_table(ws / "features" / f"checkpoint_id={ref}" / "part-0.parquet")
+    b = pq.read_table(ws / "features" / "checkpoint_id=res" / "part-0.parquet")
     assert a.equals(b)
 
 
@@ -202,5 +202,5 @@ def test_nan_embeddings_are_refused(ws, monkeypatch):
     monkeypatch.setattr(Adapter, "embed", lambda self, b: torch.full((b.shape[0], 3), float("nan")))
     with pytest.raises(WorkspaceError, match="NaN"):
         ex.extract(ws, "shapes", TINY, checkpoint_id="nan", progress=False)
-    assert not (ws / "features" / "nan.parquet").exists()
-    assert not list((ws / "features" / ".nan.partial").glob("part-*"))
+    assert not (ws / "features" / "checkpoint_id=nan" / "part-0.parquet").exists()
+    assert not list((ws / ".partial" / "features" / "nan").glob("part-*"))

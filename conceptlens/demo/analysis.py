@@ -1,9 +1,9 @@
-"""The `analysis` stage of `conceptlens demo build`: the cluster analysis of every checkpoint."""
+"""The `analysis` stage of `conceptlens demo build`: every analysis of the registry."""
 from __future__ import annotations
 
-from ..analysis.clusters import Options, analyze_clusters
+from ..analysis import registry
 from ..workspace import Workspace
 
 
 def build_analysis(ws: Workspace, seed: int, progress: bool = True) -> list[str]:
-    return analyze_clusters(ws.root, opts=Options(seed=seed, progress=progress))
+    return registry.run(ws.root, "all", {"seed": seed}, progress_bars=progress).notes

@@ -76,7 +76,7 @@ def checkpoint_done(ws: Workspace, cid: str) -> bool:
     """Weights file present with the hash recorded for `cid`, and its features written."""
     row = _rows(ws, "checkpoints", "checkpoint_id").get(cid)
     w = ws.root / "models" / f"{cid}.pt"
-    return bool(row and w.exists() and ws.table_path("features", cid).exists()
+    return bool(row and w.exists() and ws.table_path("features", checkpoint_id=cid).exists()
                 and row.get("weights_sha256") == sha256_file(w))
 
 
@@ -224,7 +224,7 @@ def build_vl(ws: Workspace, dataset: str, seed: int, epochs: int | None = None,
         _log(progress, f"{vl_id}: {n} retrieval captions written")
     cid = f"{dataset}-clip"
     row = _rows(ws, "checkpoints", "checkpoint_id").get(cid)
-    if fresh or not (row and ws.table_path("features", cid).exists()
+    if fresh or not (row and ws.table_path("features", checkpoint_id=cid).exists()
                      and row.get("weights_sha256") == sha256_file(ws.root / w_rel)):
         from ..extract import extract
         extract(ws, dataset, f"open_clip:{cfg_rel}", weights=ws.root / w_rel, batch_size=256,

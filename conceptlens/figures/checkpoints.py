@@ -115,10 +115,14 @@ def cluster_sankey(links: pd.DataFrame, meta_a: pd.DataFrame | None = None,
                    title: str | None = None) -> go.Figure:
     """Flows of images from A's clusters (left) to B's (right).
 
-    `links` comes from `conceptlens.analysis.compare.match_clusters`; link colour
-    is its kind (split, merge, ...). `meta_a`/`meta_b` are cluster_metrics rows
-    indexed by cluster; their size, purity and coherence go into node hovers.
+    `links` comes from `conceptlens.views.checkpoints.cluster_links` (or
+    `conceptlens.analysis.compare.classify_links`); link colour is its kind (split,
+    merge, ...). `meta_a`/`meta_b` are cluster rows (`views.clusters.cluster_table`)
+    with a `cluster` column or indexed by cluster; their size, purity, coherence and
+    caption go into node hovers.
     """
+    meta_a, meta_b = (m.set_index("cluster") if m is not None and "cluster" in m.columns else m
+                      for m in (meta_a, meta_b))
     a_nodes = sorted(links["a"].unique()) if not links.empty else []
     b_nodes = sorted(links["b"].unique()) if not links.empty else []
     idx_a = {c: i for i, c in enumerate(a_nodes)}

@@ -1,0 +1,39 @@
+"""The dashboard's pages, declared once: app.py builds its navigation from these and the
+tests open every page from them.
+
+`tables` are the workspace tables a page reads. They are validated before it renders,
+so a page shows the problems of its own tables and is not stopped by those of others.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from conceptlens.analyses import ANALYSES
+
+# Every page lists images and checkpoints; a problem in them stops the page.
+BASE_TABLES = ("images", "checkpoints")
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    name: str       # URL path: /clusters
+    path: str       # script, relative to app.py
+    title: str
+    icon: str
+    tables: tuple[str, ...]
+    default: bool = False
+
+
+PAGES = (
+    # Home reports every analysis as present, missing or broken.
+    PageSpec("home", "pages/home.py", "Home", ":material/home:",
+             BASE_TABLES + tuple(sorted({t for a in ANALYSES for t in a.tables} - set(BASE_TABLES))),
+             default=True),
+    PageSpec("clusters", "pages/clusters.py", "Clusters", ":material/bubble_chart:",
+             BASE_TABLES + ("clusters", "cluster_metrics", "checkpoint_metrics", "cluster_captions",
+                            "projections")),
+    PageSpec("checkpoints", "pages/checkpoints.py", "Checkpoints", ":material/compare_arrows:",
+             BASE_TABLES + ("checkpoint_metrics", "cluster_metrics", "cluster_captions", "clid_scores",
+                            "predictor_correlations", "clustering_similarity", "cluster_links")),
+)
+BY_NAME = {p.name: p for p in PAGES}

@@ -1,0 +1,154 @@
+"""`conceptlens analyze cluster_metrics`: purity and 2AFC coherence of every cluster, and
+per (checkpoint, k) aNMI, kNN accuracy, cluster learnability (CL) and intrinsic dimension (ID).
+
+One unit per clustering (checkpoint, k); it reads that checkpoint's features and its
+own `clusters` partition, and writes `cluster_metrics` then `checkpoint_metrics`
+(the latter last, with the fingerprint of the clustering it used: a re-clustered
+checkpoint is measured again). Definitions: docs/analysis.md.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow as pa
+
+from .. import schema
+from ..workspace import WorkspaceError, files_signature
+from .common import Context, factor_matrix
+from .registry import Analysis, Option, Unit
+
+
+def clustering_units(ctx: Context, opts: dict) -> list[Unit]:
+    """One unit per `clusters` partition present (of the checkpoint asked for, if any)."""
+    wanted = opts.get("_checkpoint")
+    return [Unit(p, p["checkpoint_id"]) for p in ctx.ws.partitions("clusters")
+            if wanted is None or p["checkpoint_id"] == wanted]
+
+
+def clustering_fingerprint(ctx: Context, unit: Unit) -> str:
+    p = unit.partition
+    return files_signature(ctx.ws.partition_files("clusters", checkpoint_id=p["checkpoint_id"], k=p["k"]))
+
+
+def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
+    """(annotator features aligned with ids, name) or (None, reason)."""
+    spec = spec or "factors"
+    if spec == "factors":
+        A, _ = factor_matrix(meta.reset_index(drop=True))
+        if A.shape[1] == 0:
+            return None, ("images.parquet has no factor columns or labels for this dataset; "
+                          "use --annotator checkpoint:ID")
+        return A, "factors"
+    if spec.startswith("checkpoint:"):
+        other = spec.split(":", 1)[1]
+        if other == cid:
+            return None, f"annotator checkpoint {other} is the checkpoint analysed"
+        ctx.checkpoint_row(other)
+        oids, A = ctx.read_features(other)
+        pos = {i: j for j, i in enumerate(oids)}
+        missing = [i for i in ids if i not in pos]
+        if missing:
+            raise WorkspaceError(f"features of {other} lack {len(missing)} image(s) of "
+                                 f"{cid}, e.g. {missing[0]!r}")
+        return A[[pos[i] for i in ids]], spec
+    raise ValueError(f"--annotator must be 'factors' or 'checkpoint:ID', got {spec!r}")
+
+
+def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
+    """kNN accuracy and ID: one value per checkpoint, shared by its k's."""
+    from .. import metrics as M
+    split = meta["split"].astype(str).to_numpy()
+    train, test = split == "train", split == "test"
+    has_y = ~meta["label"].isna().to_numpy()
+    y = meta["label"].to_numpy()
+    knn = None
+    if (train & has_y).any() and (test & has_y).any():
+        a, b = train & has_y, test & has_y
+        knn = M.knn_accuracy(Xn[a], y[a].astype(np.int64), Xn[b], y[b].astype(np.int64))
+    else:
+        ctx.note(f"{cid}: knn_acc skipped (needs labelled `train` and `test` images)")
+    # ID on the L2-normalised features, like every other metric here.
+    id_, n_dup = M.twonn(Xn)
+    if n_dup:
+        ctx.note(f"{cid}: {n_dup} duplicate feature row(s) dropped before TwoNN")
+    return {"train": train, "test": test, "knn_acc": knn, "id": id_, "n_duplicates": n_dup}
+
+
+def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+    from .. import metrics as M
+    cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
+    ids, Xn = ctx.normalized(cid)
+    meta = ctx.cached(cid, "meta", lambda: ctx.image_meta(ids))
+    labels, _ = ctx.clusters(cid, k)
+    inputs = clustering_fingerprint(ctx, unit)
+    shared = ctx.cached(cid, "shared", lambda: _per_checkpoint(ctx, cid, ids, Xn, meta))
+    n = len(ids)
+
+    # Purity's K: the labels of the whole dataset, not only those among these images.
+    dataset = str(ctx.checkpoint_row(cid)["dataset"])
+    imgs = ctx.images
+    n_classes = int(imgs.loc[(imgs["dataset"] == dataset) & imgs["label"].notna(), "label"].nunique())
+    y = meta["label"].to_numpy()
+    has_y = ~meta["label"].isna().to_numpy()
+    cols: dict = {f.name: [None] * k for f in schema.arrow_schema("cluster_metrics", partition=False)}
+    cols["cluster"] = list(range(k))
+    cols["size"] = np.bincount(labels, minlength=k).tolist()
+    for c in range(k):
+        m = (labels == c) & has_y
+        if n_classes and m.any():
+            p, top, share = M.purity(y[m].astype(np.int64), n_classes)
+            cols["purity"][c] = None if math.isnan(p) else p
+            cols["top_label"][c], cols["top_label_share"][c] = int(top), share
+
+    # 2AFC coherence with a proxy annotator outside the checkpoint's own space.
+    A, who = ctx.cached(cid, f"annotator:{opts['annotator']}",
+                        lambda: annotator_features(ctx, cid, ids, meta, opts["annotator"]))
+    hard = M.hard_negative_clusters(Xn, labels)
+    for c, h in hard.items():
+        cols["hard_negative"][c] = int(h)
+    if A is None:
+        ctx.note(f"{cid}: coherence skipped ({who})")
+    else:
+        for kind in ("random", "hard"):
+            trials = M.make_trials(labels, opts["trials"], opts["refs"], kind, hard, opts["seed"])
+            coh = M.coherence(trials, M.annotate(trials, A, opts["seed"]))
+            for c, (acc, lo, hi, nt) in coh.items():
+                cols[f"coherence_{kind}"][c] = acc
+                cols[f"coherence_{kind}_lo"][c], cols[f"coherence_{kind}_hi"][c] = lo, hi
+                cols["coherence_trials"][c] = nt
+                cols["annotator"][c] = who
+            if trials.skipped:
+                ctx.note(f"{cid} k={k}: {len(trials.skipped)} cluster(s) smaller than "
+                         f"{opts['refs'] + 1} images get no {kind} coherence")
+    ctx.ws.write("cluster_metrics",
+                 pa.table(cols, schema=schema.arrow_schema("cluster_metrics", partition=False)),
+                 checkpoint_id=cid, k=k)
+
+    anmi = M.anmi(y[has_y].astype(np.int64), labels[has_y]) if has_y.sum() > 1 else None
+    cl = M.cluster_learnability(Xn, labels, min(opts["cl_chunks"], n), opts["cl_orders"], opts["seed"])
+    tr, te = shared["train"], shared["test"]
+    cl_held = (M.cluster_learnability_heldout(Xn[tr], labels[tr], Xn[te], labels[te])
+               if tr.any() and te.any() else None)
+    row = {"anmi": [anmi], "knn_acc": [shared["knn_acc"]], "cl": [cl], "id": [shared["id"]],
+           "cl_heldout": [cl_held], "n_images": [n], "n_duplicates": [shared["n_duplicates"]]}
+    ctx.ws.write("checkpoint_metrics",
+                 pa.table(row, schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
+                 metadata={"inputs": inputs}, checkpoint_id=cid, k=k)
+    return inputs
+
+
+ANALYSIS = Analysis(
+    name="cluster_metrics", title="Purity, 2AFC coherence, kNN accuracy, CL and ID",
+    writes=("cluster_metrics", "checkpoint_metrics"), units=clustering_units, run=_run,
+    inputs=clustering_fingerprint, depends=("clustering",), page="Clusters",
+    options=(
+        Option("annotator", str, None, "2AFC proxy annotator: `factors` (the dataset's factor "
+                                       "columns and label; the default) or `checkpoint:ID`"),
+        Option("trials", int, 20, "2AFC trials per cluster and negative type", minimum=20),
+        Option("refs", int, 10, "reference images per 2AFC trial", minimum=1),
+        Option("cl_chunks", int, 10, "chunks of the prequential CL code", minimum=2),
+        Option("cl_orders", int, 3, "random orders CL is averaged over", minimum=1),
+    ),
+    doc=__doc__.splitlines()[0],
+)

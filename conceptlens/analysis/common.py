@@ -1,0 +1,215 @@
+"""What every analysis shares: its inputs (read one partition at a time), the annotator's
+factor matrix, the choice of captioner, notes, progress and the per-run model caches.
+
+An analysis of one checkpoint opens only that checkpoint's files (and the small
+per-workspace tables), never a glob over every checkpoint: adding a checkpoint to a
+workspace of many costs the same as analysing it alone.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+
+from .. import schema
+from ..workspace import Workspace, WorkspaceError
+
+log = logging.getLogger("conceptlens.analysis")
+
+IMAGE_CORE = {c.name for c in schema.TABLES_BY_NAME["images"].columns}
+
+
+def progress(iterable, desc: str, enabled: bool = True, total: int | None = None):
+    """A tqdm bar on stderr when `enabled` (the CLI's `--quiet` turns it off)."""
+    if not enabled:
+        return iterable
+    from tqdm import tqdm
+    return tqdm(iterable, desc=desc, total=total)
+
+
+def default_k(n_images: int) -> int:
+    """laina2020 / lu2022 use k on the order of sqrt(N) when no k is given."""
+    return max(2, int(round(math.sqrt(n_images))))
+
+
+def factor_matrix(images_df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Annotator features from ground-truth columns: one-hot categories, standardised numbers.
+
+    Uses the factor columns (any non-core column of images.parquet with values
+    for these rows) plus `label`: a human looking at the image sees both.
+    """
+    cols = [c for c in images_df.columns
+            if (c not in IMAGE_CORE or c == "label") and images_df[c].notna().any()]
+    blocks = []
+    for c in cols:
+        s = images_df[c]
+        if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) and c != "label" \
+                and s.nunique() > 2:
+            v = s.astype(float).to_numpy()
+            sd = np.nanstd(v)
+            v = (v - np.nanmean(v)) / (sd if sd > 0 else 1.0)
+            blocks.append(np.nan_to_num(v)[:, None])
+        else:
+            blocks.append(pd.get_dummies(s.astype("string"), dtype=float).to_numpy())
+    if not blocks:
+        return np.zeros((len(images_df), 0)), []
+    return np.hstack(blocks).astype(np.float32), cols
+
+
+def pick_captioner(caps_df: pd.DataFrame | None) -> str | None:
+    """Prefer a model captioner (vl:* first, then any non-groundtruth), else groundtruth."""
+    if caps_df is None or caps_df.empty:
+        return None
+    counts = caps_df.groupby("captioner").size()
+    model = counts[counts.index != "groundtruth"]
+    vl = model[[str(i).startswith("vl:") for i in model.index]]
+    for pool in (vl, model):
+        if len(pool):
+            return str(pool.sort_values(ascending=False, kind="stable").index[0])
+    return "groundtruth" if "groundtruth" in counts.index else None
+
+
+class Context:
+    """One run of one or more analyses on a workspace: small tables read once, per-checkpoint
+    inputs read from their own partition only, caches of models shared by the units."""
+
+    def __init__(self, ws: Workspace, progress: bool = True):
+        self.ws = ws
+        self.progress = progress
+        self.notes: list[str] = []
+        self._small: dict[str, pd.DataFrame | None] = {}
+        # Values of the checkpoint under analysis only: features can be large.
+        self._cid: str | None = None
+        self._per_checkpoint: dict[str, object] = {}
+        self._emb: dict[str, np.ndarray] = {}
+        self._vl: dict = {}
+
+    def note(self, msg: str) -> None:
+        log.info(msg)
+        self.notes.append(msg)
+
+    # ---- small per-workspace tables ----------------------------------------------------
+    def table(self, name: str, required: bool = True) -> pd.DataFrame | None:
+        if name not in self._small:
+            if not self.ws.has(name):
+                if required:
+                    raise WorkspaceError(f"{self.ws.table_path(name)}: table {name!r} is missing")
+                self._small[name] = None
+            else:
+                self._small[name] = self.ws.read(name).to_pandas()
+        return self._small[name]
+
+    @property
+    def images(self) -> pd.DataFrame:
+        return self.table("images")
+
+    @property
+    def checkpoints(self) -> pd.DataFrame:
+        return self.table("checkpoints")
+
+    def checkpoint_row(self, cid: str) -> pd.Series:
+        ck = self.checkpoints
+        rows = ck.loc[ck["checkpoint_id"] == cid]
+        if rows.empty:
+            raise WorkspaceError(f"checkpoint {cid!r} is not in checkpoints.parquet")
+        return rows.iloc[0]
+
+    # ---- one checkpoint ------------------------------------------------------------------
+    def cached(self, cid: str, name: str, fn):
+        """A value of checkpoint `cid` computed once per run (features, kNN accuracy, ID...);
+        moving on to another checkpoint drops the previous one's values."""
+        if cid != self._cid:
+            self._cid, self._per_checkpoint = cid, {}
+        if name not in self._per_checkpoint:
+            self._per_checkpoint[name] = fn()
+        return self._per_checkpoint[name]
+
+    def features(self, cid: str) -> tuple[np.ndarray, np.ndarray]:
+        """(image ids sorted, float32 embeddings) of one checkpoint, from its own partition."""
+        return self.cached(cid, "features", lambda: self.read_features(cid))
+
+    def read_features(self, cid: str) -> tuple[np.ndarray, np.ndarray]:
+        if not self.ws.has("features", checkpoint_id=cid):
+            raise WorkspaceError(f"{self.ws.partition_dir('features', checkpoint_id=cid)}: "
+                                 f"features of checkpoint {cid!r} are missing")
+        t = self.ws.read("features", columns=["image_id", "embedding"], checkpoint_id=cid)
+        ids = np.asarray(t["image_id"].to_pylist(), dtype=object)
+        if len(ids) == 0:
+            raise WorkspaceError(f"{self.ws.table_path('features', checkpoint_id=cid)}: no rows")
+        X = t["embedding"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        X = X.astype(np.float32, copy=False).reshape(len(ids), -1)
+        # Sorted by image id, so results do not depend on the order rows were written in.
+        order = np.argsort(ids.astype(str), kind="stable")
+        return ids[order], X[order]
+
+    def normalized(self, cid: str) -> tuple[np.ndarray, np.ndarray]:
+        from ..metrics import l2_normalize
+
+        def norm():
+            ids, X = self.features(cid)
+            return ids, l2_normalize(X)
+        return self.cached(cid, "normalized", norm)
+
+    def image_meta(self, ids) -> pd.DataFrame:
+        """images rows for `ids`, in that order; an unknown id is an error naming the file."""
+        img = self.images.set_index("image_id")
+        missing = [i for i in ids if i not in img.index]
+        if missing:
+            raise WorkspaceError(f"features have {len(missing)} image_id(s) not in images.parquet, "
+                                 f"e.g. {missing[0]!r}")
+        return img.loc[list(ids)].reset_index()
+
+    def clusters(self, cid: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(labels aligned with `features(cid)` ids, distances) of one clustering."""
+        ids, _ = self.features(cid)
+        t = self.ws.read("clusters", columns=["image_id", "cluster", "distance"],
+                         checkpoint_id=cid, k=k).to_pandas().set_index("image_id")
+        missing = [i for i in ids if i not in t.index]
+        if missing:
+            raise WorkspaceError(f"{self.ws.table_path('clusters', checkpoint_id=cid, k=k)}: "
+                                 f"lacks {len(missing)} image(s) of the features, e.g. {missing[0]!r}")
+        t = t.loc[list(ids)]
+        return t["cluster"].to_numpy(np.int64), t["distance"].to_numpy(np.float64)
+
+    # ---- models shared by the units --------------------------------------------------------
+    def sentence_embeddings(self, texts: np.ndarray, model: str | None) -> np.ndarray:
+        from ..text import embed_sentences
+        new = [t for t in dict.fromkeys(texts.tolist()) if t not in self._emb]
+        if new:
+            for t, e in zip(new, embed_sentences(new, model)):
+                self._emb[t] = e
+        return np.stack([self._emb[t] for t in texts.tolist()])
+
+    def vl_embeddings(self, dataset: str, meta: pd.DataFrame, captions: list[str]):
+        """(caption embeddings, image embeddings) from the dataset's VL model, or None."""
+        vl = self.table("vl_models", required=False)
+        if vl is None:
+            self.note(f"describability skipped for {dataset}: no vl_models.parquet")
+            return None
+        if not (vl["dataset"] == dataset).any():
+            self.note(f"describability skipped for {dataset}: no VL model for it in vl_models")
+            return None
+        if dataset in self._vl and self._vl[dataset] is None:
+            return None   # failed before; the note is already logged
+        try:
+            if dataset not in self._vl:
+                from ..vl import VLModel
+                self._vl[dataset] = (VLModel.from_workspace(self.ws.root, dataset), {})
+            model, cache = self._vl[dataset]
+            # Image embeddings are cached per image: checkpoints may cover different subsets.
+            todo = [(i, t) for i, t in zip(meta["image_id"], meta["thumbnail"]) if i not in cache]
+            if todo:
+                emb = np.asarray(model.encode_images([self.ws.resolve(t) for _, t in todo]))
+                cache.update({i: e for (i, _), e in zip(todo, emb)})
+            img = np.stack([cache[i] for i in meta["image_id"]])
+            return np.asarray(model.encode_text(captions)), img
+        except Exception as e:  # an optional extra: never lose the rest of the analysis
+            self.note(f"describability skipped for {dataset}: VL model failed ({e})")
+            self._vl[dataset] = None
+            return None
+
+
+def partition_label(partition: dict) -> str:
+    return "/".join(f"{k}={v}" for k, v in partition.items())

@@ -1,0 +1,244 @@
+"""The analysis registry: every analysis declares its name, the tables it writes, its
+options (with help text), the analyses it depends on, and how it splits into units of
+work (a checkpoint and k, a dataset...).
+
+`conceptlens analyze NAME` runs one analysis; `conceptlens analyze all` runs every
+analysis in dependency order. A unit already done is skipped (resumable: a run that
+stops half-way goes on where it stopped), unless `--force`. A unit is done when the
+file it writes last exists and, for analyses of derived tables, was computed from the
+input files as they are now (their fingerprint is stored in the file's metadata).
+Each finished unit is logged in the append-only `analysis_runs` table.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from ..workspace import Workspace, WorkspaceError, now_iso
+from .common import Context, partition_label, progress
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str                 # Python name; the command line flag is --name-with-dashes
+    type: type
+    default: Any
+    help: str
+    multiple: bool = False    # a list of values (nargs="+")
+    minimum: float | None = None
+
+    @property
+    def flag(self) -> str:
+        if self.type is bool and self.default is True:
+            return "--no-" + self.name.replace("_", "-")
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value):
+        if value is None or self.minimum is None:
+            return value
+        for v in (value if self.multiple else [value]):
+            if v < self.minimum:
+                raise ValueError(f"{self.flag} must be at least {self.minimum:g}, got {v}")
+        return value
+
+
+SEED = Option("seed", int, 0, "random seed of every random choice (random_state)")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of work: the partition it writes (e.g. checkpoint_id and k)."""
+    partition: dict
+    checkpoint_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        return partition_label(self.partition)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    title: str
+    writes: tuple[str, ...]                              # tables; the last one is written last
+    units: Callable[[Context, dict], list[Unit]]         # every unit, given the inputs present
+    run: Callable[[Context, Unit, dict], str | None]    # computes one unit; returns its inputs' fingerprint
+    options: tuple[Option, ...] = ()
+    depends: tuple[str, ...] = ()
+    page: str | None = None
+    # Fingerprint of a unit's inputs now, or None when being present is enough.
+    inputs: Callable[[Context, Unit], str | None] = field(default=lambda ctx, unit: None)
+    doc: str = ""
+
+    def option_defaults(self) -> dict:
+        return {o.name: o.default for o in (SEED, *self.options)}
+
+    def is_done(self, ctx: Context, unit: Unit) -> bool:
+        last = self.writes[-1]
+        if not ctx.ws.has(last, **self._partition_of(last, unit)):
+            return False
+        want = self.inputs(ctx, unit)
+        if want is None:
+            return True
+        return ctx.ws.read_metadata(last, **self._partition_of(last, unit)).get("inputs") == want
+
+    @staticmethod
+    def _partition_of(table: str, unit: Unit) -> dict:
+        from ..schema import TABLES_BY_NAME
+        return {c: unit.partition[c] for c in TABLES_BY_NAME[table].partition}
+
+
+def _analyses() -> tuple[Analysis, ...]:
+    from . import cluster_captions, cluster_metrics, clustering, comparisons, projections
+    return (clustering.ANALYSIS, cluster_metrics.ANALYSIS, cluster_captions.ANALYSIS,
+            projections.ANALYSIS, comparisons.ANALYSIS)
+
+
+ANALYSES: tuple[Analysis, ...] = _analyses()
+BY_NAME = {a.name: a for a in ANALYSES}
+
+
+def in_order(names) -> list[Analysis]:
+    """The analyses named and everything they depend on, dependencies first."""
+    out: list[Analysis] = []
+
+    def visit(name: str, stack: tuple = ()):
+        if name not in BY_NAME:
+            raise ValueError(f"unknown analysis {name!r}; choose from {', '.join(BY_NAME)} or all")
+        if name in stack:
+            raise ValueError(f"analyses depend on each other in a cycle: {' -> '.join(stack + (name,))}")
+        a = BY_NAME[name]
+        for d in a.depends:
+            visit(d, stack + (name,))
+        if a not in out:
+            out.append(a)
+    for n in names:
+        visit(n)
+    return out
+
+
+def all_options() -> dict[str, Option]:
+    """The union of every analysis' options (one name means one thing everywhere)."""
+    out = {"seed": SEED}
+    for a in ANALYSES:
+        for o in a.options:
+            if o.name in out and out[o.name] != o:
+                raise AssertionError(f"option {o.name!r} is declared differently by two analyses")
+            out[o.name] = o
+    return out
+
+
+def run(root, names, options: dict | None = None, checkpoint: str | None = None,
+        force: bool = False, progress_bars: bool = True, with_dependencies: bool = True) -> Context:
+    """Run the analyses `names` (or "all") on the workspace at `root`; returns the run's context.
+
+    `checkpoint` restricts per-checkpoint units to that checkpoint (dataset-level units
+    then cover its dataset only). Units already done are skipped unless `force`.
+    """
+    ws = Workspace(root)
+    ws.meta()
+    ctx = Context(ws, progress=progress_bars)
+    if isinstance(names, str):
+        names = [names]
+    if names == ["all"]:
+        names = [a.name for a in ANALYSES]
+    todo = in_order(names) if with_dependencies else in_order(names)[-len(names):]
+    if checkpoint is not None:
+        ctx.checkpoint_row(checkpoint)          # an unknown id is an error, not an empty run
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    known = all_options()
+    unknown = set(given) - set(known)
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}")
+    for a in todo:
+        opts = {**a.option_defaults(),
+                **{k: known[k].check(v) for k, v in given.items() if k in a.option_defaults()}}
+        opts["_checkpoint"] = checkpoint
+        if not with_dependencies:
+            for d in in_order(a.depends):
+                if any(not d.is_done(ctx, u) for u in d.units(ctx, {**d.option_defaults(),
+                                                                    "_checkpoint": checkpoint})):
+                    ctx.note(f"{a.name}: `{d.name}` is not done everywhere; its missing units are "
+                             f"skipped here (`conceptlens analyze all` computes everything)")
+                    break
+        units = a.units(ctx, opts)
+        pending = [u for u in units if force or not a.is_done(ctx, u)]
+        if not units:
+            ctx.note(f"{a.name}: nothing to analyse")
+        for unit in progress(pending, a.name, progress_bars):
+            started, t0 = now_iso(), time.perf_counter()
+            inputs = a.run(ctx, unit, opts)
+            _log_run(ws, a, unit, opts, inputs, started, time.perf_counter() - t0)
+    return ctx
+
+
+def _log_run(ws: Workspace, a: Analysis, unit: Unit, opts: dict, inputs, started: str,
+             seconds: float) -> None:
+    from .. import __version__
+    public = {k: v for k, v in opts.items() if not k.startswith("_")}
+    ws.append("analysis_runs", pa.table({
+        "unit": [unit.label], "inputs": pa.array([inputs], pa.string()),
+        "options": [json.dumps(public, sort_keys=True, default=str)],
+        "version": [__version__], "started": [started], "seconds": [float(seconds)]}),
+        analysis=a.name)
+
+
+def missing(root, names="all") -> dict[str, list[str]]:
+    """Units not done yet, per analysis (what `analyze all` would compute)."""
+    ctx = Context(Workspace(root), progress=False)
+    names = [a.name for a in ANALYSES] if names == "all" else names
+    out = {}
+    for a in in_order(names):
+        opts = {**a.option_defaults(), "_checkpoint": None}
+        try:
+            units = a.units(ctx, opts)
+        except WorkspaceError:
+            units = []
+        out[a.name] = [u.label for u in units if not a.is_done(ctx, u)]
+    return out
+
+
+# ---- command line ----------------------------------------------------------------------
+def _add_options(p, options) -> None:
+    for o in options:
+        if o.type is bool:
+            p.add_argument(o.flag, dest=o.name, action="store_false" if o.default else "store_true",
+                           default=None, help=o.help)
+        else:
+            p.add_argument(o.flag, dest=o.name, type=o.type, nargs="+" if o.multiple else None,
+                           default=None, help=f"{o.help} (default: {o.default})")
+
+
+def _handler(name: str):
+    def handle(args) -> int:
+        opts = {o: getattr(args, o, None) for o in all_options()}
+        ctx = run(args.workspace, name, opts, checkpoint=args.checkpoint, force=args.force,
+                  progress_bars=not args.quiet, with_dependencies=name == "all")
+        print(f"{name}: analyses written to {args.workspace}"
+              + (f" ({len(ctx.notes)} note(s) above)" if ctx.notes else ""))
+        return 0
+    return handle
+
+
+def register(sub, parents) -> None:
+    """`conceptlens analyze NAME|all`, with each analysis' options from the registry."""
+    p = sub.add_parser("analyze", help="compute analyses into a workspace",
+                       description="Compute analyses; `all` runs every analysis not done yet, "
+                                   "in dependency order.")
+    asub = p.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
+    common = [*parents]
+    for a in ANALYSES:
+        ap = asub.add_parser(a.name, parents=common, help=a.title, description=a.doc or a.title)
+        ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
+        ap.add_argument("--force", action="store_true", help="recompute units already done")
+        _add_options(ap, (SEED, *a.options))
+        ap.set_defaults(func=_handler(a.name))
+    ap = asub.add_parser("all", parents=common, help="every analysis not done yet, in dependency order")
+    ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
+    ap.add_argument("--force", action="store_true", help="recompute units already done")
+    _add_options(ap, all_options().values())
+    ap.set_defaults(func=_handler("all"))
