@@ -97,11 +97,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(debug: bool) -> None:
-    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO,
+    """Our notes at INFO; other libraries' chatter only from WARNING (all of it with --debug)."""
+    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
                         format="conceptlens: %(message)s", force=True)
-    # Libraries' own INFO chatter is not ours to print.
-    for name in ("httpx", "urllib3", "numba", "matplotlib", "PIL", "sentence_transformers"):
-        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.WARNING)
+    logging.getLogger("conceptlens").setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,14 +17,25 @@ def demo_ws() -> Path:
     return DEMO
 
 
+def _link_or_copy(src, dst):
+    try:
+        os.link(src, dst)
+    except OSError:     # another file system: hard links cannot cross it
+        shutil.copy2(src, dst)
+
+
 @pytest.fixture()
 def demo_copy(tmp_path, demo_ws) -> Path:
-    """A private copy of the demo's tables (thumbnails and models linked, not copied)."""
+    """A private copy of the demo's tables; thumbnails and models are hard-linked, not copied.
+
+    Not symlinked: a symlink leading out of the workspace is a validation problem. Tests
+    may rewrite the copied tables but must never write into a linked file.
+    """
     out = tmp_path / "ws"
     out.mkdir()
     for p in demo_ws.iterdir():
         if p.is_dir() and p.name in ("thumbnails", "models"):
-            (out / p.name).symlink_to(p)
+            shutil.copytree(p, out / p.name, copy_function=_link_or_copy)
         elif p.is_dir():
             shutil.copytree(p, out / p.name)
         else:

@@ -1,182 +1,222 @@
-"""`conceptlens validate`: one test per failure mode, each naming table and column."""
+"""`conceptlens validate`: every corruption of tests/malformed.py is found, named, harmless."""
 import json
+import os
 import shutil
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from conceptlens import schema
 from conceptlens.cli import main
-from conceptlens.validate import validate
+from conceptlens.validate import Problem, format_problems, validate
 from conceptlens.workspace import Workspace
-from tests.helpers import snapshot, tiny_workspace, write_features
+from tests.factory import make_workspace
+from tests.malformed import MALFORMATIONS, snapshot
 
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
-    return tiny_workspace(tmp_path_factory.mktemp("tpl") / "ws").root
+    return make_workspace(tmp_path_factory.mktemp("tpl") / "ws", derived=True).root
 
 
 @pytest.fixture()
 def ws(tmp_path, template):
-    shutil.copytree(template, tmp_path / "ws")
+    shutil.copytree(template, tmp_path / "ws", symlinks=True)
     return Workspace(tmp_path / "ws")
 
 
-def run_cli(root, capsys):
-    code = main(["validate", str(root)])
-    return code, capsys.readouterr().out
+def run_cli(root, capsys, *options):
+    code = main(["validate", str(root), *options])
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err, out
+    return code, out.out
 
 
-def check(ws, capsys, file, column, words):
-    before = snapshot(ws.root)
-    code, out = run_cli(ws.root, capsys)
-    assert code == 1, out
-    assert snapshot(ws.root) == before, "validate must not modify the workspace"
-    hits = [p for p in validate(ws.root) if p.file == file and p.column == column]
-    assert hits, out
-    assert any(w in hits[0].message for w in words), hits[0]
-    assert file in out and (column is None or column in out)
-    return hits[0]
-
-
-def rewrite(ws, name, fn, checkpoint_id=None):
-    p = ws.table_path(name, checkpoint_id)
-    pq.write_table(fn(pq.read_table(p)), p)
+def hits(problems, m):
+    return [p for p in problems if (p.file, p.table, p.column) == (m.file, m.table, m.column)
+            and m.words in p.message]
 
 
 def test_valid_workspace_exits_0(ws, capsys):
     before = snapshot(ws.root)
     code, out = run_cli(ws.root, capsys)
     assert code == 0, out
-    assert "valid" in out
+    assert "valid workspace" in out
+    assert validate(ws.root, deep=False) == []
     assert snapshot(ws.root) == before
 
 
-def test_missing_workspace_json(ws, capsys):
+def test_registry_covers_the_format():
+    assert len(MALFORMATIONS) >= 40
+    assert all(m.table in schema.TABLES_BY_NAME or m.table == "workspace.json"
+               for m in MALFORMATIONS.values())
+    # Every table of the format is broken at least once (vl_models is added broken).
+    assert {m.table for m in MALFORMATIONS.values()} >= set(schema.TABLES_BY_NAME)
+
+
+@pytest.mark.parametrize("name", list(MALFORMATIONS))
+def test_malformation_is_reported(ws, capsys, name):
+    m = MALFORMATIONS[name]
+    m.apply(ws)
+    before = snapshot(ws.root)
+    code, out = run_cli(ws.root, capsys)
+    assert code == 1, out
+    assert snapshot(ws.root) == before, "validate must not modify the workspace"
+    where = f"{m.file} (table {m.table}" + (f", column {m.column})" if m.column else ")")
+    assert where in out, out
+    problems = validate(ws.root)
+    assert hits(problems, m), format_problems(problems)
+    # What the dashboard runs on a page that shows this table: the same problem, and only
+    # this table's; quick mode decodes no image and reads no embedding.
+    quick = validate(ws.root, deep=False, tables={m.table})
+    assert bool(hits(quick, m)) != m.deep_only, format_problems(quick)
+    assert {p.table for p in quick} <= {m.table}, format_problems(quick)
+
+
+def test_null_foreign_key_is_a_null_not_a_missing_reference(ws):
+    MALFORMATIONS["clusters_null_image_id"].apply(ws)
+    found = [p for p in validate(ws.root) if p.table == "clusters" and p.column == "image_id"]
+    assert len(found) == 1 and "null value(s)" in found[0].message, format_problems(found)
+
+
+def test_duplicate_within_a_features_partition(ws):
+    MALFORMATIONS["features_duplicate_image_id"].apply(ws)
+    (p,) = [p for p in validate(ws.root, deep=False) if "not unique" in p.message]
+    assert p.file == "features/checkpoint_id=ck0/part-0.parquet"
+    assert "image_id='toy-0000'" in p.example and "rows 0 and 48" in p.example
+
+
+def test_same_image_in_two_checkpoints_is_not_a_duplicate(ws):
+    # The key is (checkpoint_id, image_id): partitions share image ids by design.
+    assert not [p for p in validate(ws.root, deep=False) if "not unique" in p.message]
+
+
+def test_meta_without_required_fields(ws):
+    ws.meta_path.write_text(json.dumps({"schema_version": "2.0"}))
+    missing = {p.column for p in validate(ws.root) if p.file == "workspace.json"}
+    assert missing == {"name", "description", "created", "provenance"}
+
+
+def test_format_1_is_one_problem_pointing_at_migrate(ws, capsys):
+    MALFORMATIONS["meta_format_1"].apply(ws)
+    problems = validate(ws.root)
+    assert len(problems) == 1, format_problems(problems)   # no layout noise on top
+    assert f"conceptlens migrate {ws.root}" in problems[0].message
+    # Whatever a page asks for: none of its tables can be read.
+    assert validate(ws.root, deep=False, tables={"clusters"}) == problems
+
+
+def test_tables_restriction(ws):
+    MALFORMATIONS["thumbnail_missing"].apply(ws)
+    MALFORMATIONS["purity_above_one"].apply(ws)
+    assert validate(ws.root, deep=False, tables={"clusters", "features"}) == []
+    only = validate(ws.root, deep=False, tables={"cluster_metrics"})
+    assert [(p.table, p.column) for p in only] == [("cluster_metrics", "purity")]
+    only = validate(ws.root, deep=False, tables=["images"])
+    assert [(p.table, p.column) for p in only] == [("images", "thumbnail")]
+
+
+def test_broken_referenced_table_does_not_break_its_referrers(ws):
+    # images is unreadable: clusters cannot check its image ids, and must not claim
+    # they are all missing; its own page stays clean.
+    MALFORMATIONS["images_missing"].apply(ws)
+    assert validate(ws.root, deep=False, tables={"clusters", "captions", "features"}) == []
+    assert [p.table for p in validate(ws.root)] == ["images"]
+
+
+def test_meta_fields_only_when_asked(ws):
+    MALFORMATIONS["meta_without_name"].apply(ws)
+    assert validate(ws.root, deep=False, tables={"images"}) == []
+    assert [p.column for p in validate(ws.root, deep=False, tables={"workspace.json"})] == ["name"]
+
+
+def test_unknown_table_name_is_a_problem_not_an_error(ws):
+    (p,) = validate(ws.root, tables={"nope"})
+    assert p.table == "nope"
+
+
+def test_every_undecodable_thumbnail_is_named(ws):
+    for i in (3, 11):
+        p = ws.root / f"thumbnails/toy/{i:04d}.png"
+        p.unlink()
+        p.write_bytes(b"\x89PNG broken")
+    found = [p for p in validate(ws.root) if "does not decode" in p.message]
+    assert [p.example.split(",")[0] for p in found] == ["image_id='toy-0003'", "image_id='toy-0011'"]
+    assert str(ws.root) not in found[0].message
+    assert validate(ws.root, deep=False) == []
+
+
+def test_symlinks_inside_the_workspace_are_fine(ws):
+    src = ws.root / "thumbnails/toy"
+    shutil.move(src, ws.root / "thumbnails/real")
+    src.symlink_to("real", target_is_directory=True)
+    (ws.root / "thumbnails/real/0001.png").unlink()
+    (ws.root / "thumbnails/real/0001.png").symlink_to("0002.png")
+    assert validate(ws.root) == []
+
+
+def test_empty_partition_folder_left_by_remove_partition(ws):
+    ws.remove_partition("projections", checkpoint_id="ck1", method="umap")
+    assert (ws.root / "projections/checkpoint_id=ck1/method=umap").is_dir()
+    assert validate(ws.root) == []
+
+
+def test_json_output(ws, capsys):
+    MALFORMATIONS["purity_above_one"].apply(ws)
+    code, out = run_cli(ws.root, capsys, "--json")
+    assert code == 1
+    (p,) = [Problem(**d) for d in json.loads(out)]
+    assert (p.table, p.column) == ("cluster_metrics", "purity") and "row 1" in p.example
+
+
+# ---- validate never raises --------------------------------------------------------
+def test_not_a_workspace(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "features").mkdir()
+    (tmp_path / "features" / "x.parquet").write_bytes(b"junk")
+    code, out = run_cli(tmp_path, capsys)
+    assert code == 1
+    assert "workspace.json (table workspace.json): not found" in out
+    assert "images.parquet (table images): required table is missing" in out
+    assert "features/x.parquet (table features, column checkpoint_id)" in out
+
+
+@pytest.mark.parametrize("where", ["missing", "file"])
+def test_not_a_directory(tmp_path, capsys, where):
+    root = tmp_path / "ws"
+    if where == "file":
+        root.write_text("not a folder")
+    code, out = run_cli(root, capsys)
+    assert code == 1 and "not a directory" in out, out
+
+
+def test_everything_garbage(ws):
+    """Every table file random bytes, every partitioned table a file, workspace.json a folder."""
     ws.meta_path.unlink()
-    check(ws, capsys, "workspace.json", None, ["not found"])
+    ws.meta_path.mkdir()
+    for t in schema.TABLES:
+        p = ws.root / t.path
+        if p.is_dir():
+            shutil.rmtree(p)
+        if p.exists():
+            p.unlink()
+        p.write_bytes(os.urandom(64))
+    problems = validate(ws.root)
+    assert {p.table for p in problems} == {"workspace.json"} | set(schema.TABLES_BY_NAME)
+    assert all(p.file and p.message for p in problems)
 
 
-def test_invalid_workspace_json(ws, capsys):
-    ws.meta_path.write_text("{not json")
-    check(ws, capsys, "workspace.json", None, ["invalid JSON"])
+def test_unexpected_error_in_a_check_becomes_a_problem(ws, monkeypatch):
+    from conceptlens import validate as v
 
-
-def test_incompatible_schema_version(ws, capsys):
-    meta = json.loads(ws.meta_path.read_text())
-    meta["schema_version"] = "9.0"
-    ws.meta_path.write_text(json.dumps(meta))
-    check(ws, capsys, "workspace.json", "schema_version", ["not readable"])
-
-
-def test_missing_required_table(ws, capsys):
-    ws.table_path("checkpoints").unlink()
-    p = check(ws, capsys, "checkpoints.parquet", None, ["required table is missing"])
-    assert p.table == "checkpoints"
-
-
-def test_dropped_image_id_column(ws, capsys):
-    rewrite(ws, "images", lambda t: t.drop_columns(["image_id"]))
-    p = check(ws, capsys, "images.parquet", "image_id", ["required column is missing"])
-    assert p.table == "images"
-
-
-def test_wrong_column_type(ws, capsys):
-    rewrite(ws, "images", lambda t: t.set_column(t.column_names.index("width"), "width",
-                                                 pc.cast(t["width"], pa.string())))
-    check(ws, capsys, "images.parquet", "width", ["expected int"])
-
-
-def test_null_in_non_nullable_column(ws, capsys):
-    def f(t):
-        ds = t["dataset"].to_pylist()
-        ds[3] = None
-        return t.set_column(t.column_names.index("dataset"), "dataset", pa.array(ds, pa.string()))
-    rewrite(ws, "images", f)
-    p = check(ws, capsys, "images.parquet", "dataset", ["null"])
-    assert "row 3" in p.example
-
-
-def test_duplicate_key(ws, capsys):
-    def f(t):
-        ids = t["image_id"].to_pylist()
-        ids[5] = ids[4]
-        return t.set_column(0, "image_id", pa.array(ids, pa.string()))
-    rewrite(ws, "images", f)
-    p = check(ws, capsys, "images.parquet", "image_id", ["not unique"])
-    assert "shapes-00004" in p.example
-
-
-def test_reference_to_missing_image(ws, capsys):
-    def f(t):
-        ids = t["image_id"].to_pylist()
-        ids[0] = "no-such-image"
-        return t.set_column(0, "image_id", pa.array(ids, pa.string()))
-    rewrite(ws, "features", f, checkpoint_id="rand0")
-    p = check(ws, capsys, "features/rand0.parquet", "image_id", ["not found in images.image_id"])
-    assert "no-such-image" in p.example
-
-
-def test_checkpoint_dataset_must_exist(ws, capsys):
-    rewrite(ws, "checkpoints", lambda t: t.set_column(1, "dataset", pa.array(["nope"], pa.string())))
-    check(ws, capsys, "checkpoints.parquet", "dataset", ["not found in images.dataset"])
-
-
-def test_embedding_of_wrong_length(ws, capsys):
-    ids = ws.read("features", "rand0")["image_id"].to_pylist()
-    emb = [np.zeros(8, np.float32) for _ in ids]
-    emb[2] = np.zeros(7, np.float32)
-    write_features(ws, "rand0", ids, np.array(emb, dtype=object))
-    p = check(ws, capsys, "features/rand0.parquet", "embedding", ["feature_dim=8"])
-    assert ids[2] in p.example and "length 7" in p.example
-
-
-def test_nan_and_inf_in_embedding(ws, capsys):
-    ids = ws.read("features", "rand0")["image_id"].to_pylist()
-    emb = np.zeros((len(ids), 8), np.float32)
-    emb[6, 1] = np.nan
-    emb[9, 0] = np.inf
-    write_features(ws, "rand0", ids, emb)
-    p = check(ws, capsys, "features/rand0.parquet", "embedding", ["NaN or infinity"])
-    assert p.message.startswith("2 ")
-    assert ids[6] in p.example
-
-
-def test_missing_features_file(ws, capsys):
-    ws.table_path("features", "rand0").unlink()
-    check(ws, capsys, "features/rand0.parquet", None, ["file is missing"])
-
-
-def test_features_file_without_checkpoint_row(ws, capsys):
-    ids = ws.read("features", "rand0")["image_id"].to_pylist()
-    write_features(ws, "orphan", ids, np.zeros((len(ids), 8), np.float32))
-    check(ws, capsys, "features/orphan.parquet", None, ["no row in checkpoints"])
-
-
-def test_missing_thumbnail_file(ws, capsys):
-    (ws.root / "thumbnails/shapes/00007.png").unlink()
-    p = check(ws, capsys, "images.parquet", "thumbnail", ["do not exist"])
-    assert "00007.png" in p.example
-
-
-@pytest.mark.parametrize("bad", ["/etc/passwd", "../outside.png", "thumbnails/../../x.png"])
-def test_thumbnail_outside_workspace(ws, capsys, bad):
-    def f(t):
-        th = t["thumbnail"].to_pylist()
-        th[1] = bad
-        return t.set_column(t.column_names.index("thumbnail"), "thumbnail", pa.array(th, pa.string()))
-    rewrite(ws, "images", f)
-    check(ws, capsys, "images.parquet", "thumbnail", ["leave the workspace"])
-
-
-def test_unreadable_parquet(ws, capsys):
-    ws.table_path("captions").write_bytes(b"not parquet")
-    check(ws, capsys, "captions.parquet", None, ["cannot be read as Parquet"])
-
-
-def test_not_a_directory(tmp_path, capsys):
-    code, out = run_cli(tmp_path / "nothing", capsys)
-    assert code == 1 and "is not a directory" in out
+    def boom(self, ld):
+        raise RuntimeError("disk on fire")
+    monkeypatch.setattr(v._Validator, "check_values", boom)
+    problems = validate(ws.root, deep=False, tables={"clusters"})
+    assert [(p.file, p.table, p.column) for p in problems] == [("clusters", "clusters", None)]
+    assert "RuntimeError: disk on fire" in problems[0].message
+    monkeypatch.undo()
+    monkeypatch.setattr(pq, "ParquetFile", lambda *a, **k: 1 / 0)
+    problems = validate(ws.root)
+    assert "images.parquet" in {p.file for p in problems}
+    assert all("ZeroDivisionError" in p.message for p in problems), format_problems(problems)
