@@ -8,16 +8,21 @@ WORKSPACE ?= $(or $(CONCEPTLENS_WORKSPACE),data/demo)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-fast browser-deps demo clean
+.PHONY: run test test-fast lint browser-deps demo clean
 
 run: $(VENV)/.app-deps
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true -- --workspace $(WORKSPACE)
 
-test: $(VENV)/.dev-deps browser-deps
+test: $(VENV)/.dev-deps browser-deps lint
 	$(PY) -m pytest -q -p no:cacheprovider
 
+# Lint and format check (ruff; configuration in pyproject.toml). `ruff format .` fixes the format.
+lint: $(VENV)/.dev-deps
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
 # Everything but the real-browser tests and the slow ones.
-test-fast: $(VENV)/.dev-deps
+test-fast: $(VENV)/.dev-deps lint
 	$(PY) -m pytest -q -m "not browser and not slow" -p no:cacheprovider
 
 demo: $(VENV)/.dev-deps

@@ -117,6 +117,10 @@ class AppWorkspace:
                              "components/nav.py")
         return [p for p in self._problems if p.table in set(tables)]
 
+    def blocking(self) -> list[Problem]:
+        """Problems that make every table unreadable (workspace.json, its format version)."""
+        return _problems(str(self.root), self.fp, ())
+
     def broken(self) -> tuple[str, ...]:
         return tuple(sorted({p.table for p in self._problems if p.table in self.checked}))
 
@@ -168,16 +172,19 @@ def open_page(name: str) -> AppWorkspace:
                  "`--workspace PATH` or set `CONCEPTLENS_WORKSPACE`.")
         st.stop()
     problems = ws.check(nav.BY_NAME[name].tables)
-    fatal = [p for p in problems
-             if p.table in nav.BASE_TABLES or p.table not in schema.TABLES_BY_NAME]
+    # Validating no table reports only what makes the whole workspace unreadable.
+    fatal = ws.blocking() + [p for p in problems if p.table in nav.BASE_TABLES]
     if fatal:
         show_problems(ws, fatal, "This workspace cannot be shown")
         st.stop()
     try:
         ws.db()
     except duckdb.Error as e:
-        # A file DuckDB cannot read that validation did not flag: say which, never a traceback.
-        st.error(f"**This workspace cannot be read:** {literal(e)}")
-        st.code(ws.validate_command(), language="bash")
+        # A file DuckDB cannot open that validation did not flag as this page's: say which.
+        st.error(f"**This workspace cannot be read:** {literal(e)}", icon=":material/error:")
+        if problems:
+            show_problems(ws, problems, "Problems of the tables this page shows")
+        else:
+            st.code(ws.validate_command(), language="bash")
         st.stop()
     return ws

@@ -1,8 +1,9 @@
 """The dashboard's pages, declared once: app.py builds its navigation from these and the
 tests open every page from them.
 
-`tables` are the workspace tables a page reads. They are validated before it renders,
-so a page shows the problems of its own tables and is not stopped by those of others.
+`tables` are the workspace tables a page reads ("workspace.json" for its metadata). They
+are validated before it renders, so a page shows the problems of its own tables and is
+not stopped by those of others.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from conceptlens.analyses import ANALYSES
 
 # Every page lists images and checkpoints; a problem in them stops the page.
 BASE_TABLES = ("images", "checkpoints")
+META = "workspace.json"
 
 
 @dataclass(frozen=True)
@@ -25,9 +27,10 @@ class PageSpec:
 
 
 PAGES = (
-    # Home reports every analysis as present, missing or broken.
+    # Home shows workspace.json and reports every analysis as present, missing or broken.
     PageSpec("home", "pages/home.py", "Home", ":material/home:",
-             BASE_TABLES + tuple(sorted({t for a in ANALYSES for t in a.tables} - set(BASE_TABLES))),
+             BASE_TABLES + (META,)
+             + tuple(sorted({t for a in ANALYSES for t in a.tables} - set(BASE_TABLES))),
              default=True),
     PageSpec("clusters", "pages/clusters.py", "Clusters", ":material/bubble_chart:",
              BASE_TABLES + ("clusters", "cluster_metrics", "checkpoint_metrics", "cluster_captions",

@@ -19,6 +19,7 @@ from .errors import ConceptLensError
 
 # Modules that add subcommands after the core ones, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
+    "conceptlens.importers.cli",
     "conceptlens.extract",
     "conceptlens.captioners",
     "conceptlens.analysis.registry",

@@ -49,15 +49,27 @@ def default_checkpoint_id(dataset: str, spec: str, layer: str | None = None,
 
 
 def dataset_images(ws: Workspace, dataset: str) -> pa.Table:
-    """image_id + thumbnail of one dataset, in images.parquet order."""
+    """image_id, thumbnail and source_path (null where absent) of one dataset, in images.parquet order."""
     import pyarrow.compute as pc
-    imgs = ws.read("images", columns=["image_id", "dataset", "thumbnail"])
+    has_source = "source_path" in pq.read_schema(ws.table_path("images")).names
+    imgs = ws.read("images", columns=["image_id", "dataset", "thumbnail"]
+                   + (["source_path"] if has_source else []))
     sel = imgs.filter(pc.equal(imgs["dataset"], dataset))
     if sel.num_rows == 0:
         known = sorted(set(imgs["dataset"].to_pylist()) - {None})
         raise WorkspaceError(f"{ws.table_path('images')}: no images of dataset {dataset!r}; "
                              f"datasets: {', '.join(known) or 'none'}")
-    return sel.select(["image_id", "thumbnail"])
+    if not has_source:
+        sel = sel.append_column("source_path", pa.nulls(sel.num_rows, pa.string()))
+    return sel.select(["image_id", "thumbnail", "source_path"])
+
+
+def image_path(ws: Workspace, thumbnail: str, source_path: str | None) -> Path:
+    """The file extraction reads: the full-resolution original when recorded (absolute, or
+    relative to the workspace and inside it), else the thumbnail."""
+    if source_path is None:
+        return ws.resolve(thumbnail)
+    return Path(source_path) if Path(source_path).is_absolute() else ws.resolve(source_path)
 
 
 class _Images:
@@ -162,6 +174,7 @@ def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, bat
 
     ids = images["image_id"].to_pylist()
     thumbs = images["thumbnail"].to_pylist()
+    sources = images["source_path"].to_pylist()
     partial = ws.root / ".partial" / "features" / cid
     stamp = {"spec": spec, "dataset": dataset, "layer": layer, "weights_sha256": weights_sha,
              "preprocessing": preprocessing}
@@ -181,7 +194,7 @@ def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, bat
     done_table, next_part = _read_parts(partial)
     done = set(done_table["image_id"].to_pylist()) if done_table is not None else set()
     todo = [i for i, iid in enumerate(ids) if iid not in done]
-    paths = [ws.resolve(thumbs[i]) for i in todo]
+    paths = [image_path(ws, thumbs[i], sources[i]) for i in todo]
     loader = DataLoader(_Images(paths, todo, adapter.preprocess), batch_size=batch_size,
                         shuffle=False, num_workers=num_workers)
     bar = tqdm(total=len(ids), initial=len(ids) - len(todo), desc=f"extract {cid}", unit="img",

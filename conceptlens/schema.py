@@ -135,6 +135,9 @@ TABLES: tuple[Table, ...] = (
             Column("thumbnail", STRING, "Image file, relative to the workspace.", is_path=True),
             Column("width", INT, "Width of the thumbnail in pixels.", positive=True),
             Column("height", INT, "Height of the thumbnail in pixels.", positive=True),
+            Column("source_path", STRING, "The original full-resolution image (absolute, or "
+                   "relative to the workspace) that extraction reads; null = the thumbnail.",
+                   nullable=True, required=False),
         ),
         key=("image_id",), required=True, added_by="your own import (or `conceptlens demo build`)",
         extra_columns="Any further column is a factor or attribute of the image "

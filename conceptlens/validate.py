@@ -12,9 +12,9 @@ import functools
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -91,7 +91,6 @@ class _Loaded:
 class _Validator:
     def __init__(self, root: Path, deep: bool, tables: Iterable[str] | None):
         self.root, self.deep = root, deep
-        self.ws = Workspace(root)
         self.problems: list[Problem] = []
         self.unknown: list[str] = []
         if tables is None:

@@ -187,7 +187,7 @@ class Workspace:
         return inside(self.root, rel)
 
     # ---- reading & writing ----------------------------------------------
-    def read(self, name: str, columns=None, **partition) -> pa.Table:
+    def read(self, name: str, *, columns=None, **partition) -> pa.Table:
         """A single-file table, or one partition with its partition columns put back."""
         t = self._spec(name)
         if not t.partitioned:

@@ -1,7 +1,7 @@
 """Home: what the workspace holds, a sample of its images, and which analyses it has."""
 import streamlit as st
 
-from components import data
+from components import data, nav
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
@@ -9,6 +9,8 @@ from conceptlens import views
 
 ws = data.open_page("home")
 meta = ws.meta()
+if ws.problems([nav.META]):
+    data.show_problems(ws, ws.problems([nav.META]), "workspace.json has problems")
 
 st.title(literal(meta.get("name") or "ConceptLens workspace"))
 if meta.get("description"):

@@ -15,9 +15,9 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -328,3 +328,25 @@ def test_demo_analysis_stage(tmp_path):
     cm = table(ws, "checkpoint_metrics")
     assert len(cm) == 3 and set(cm["k"]) == {10}      # round(sqrt(100))
     assert validate(ws.root) == []
+
+
+def test_demo_numbers_are_what_the_code_computes(demo_copy):
+    """Smoke test on the demo: recomputing one checkpoint's clustering and metrics with the
+    current code gives exactly the numbers the bundled workspace ships."""
+    ws = Workspace(demo_copy)
+    cid = "digits-pca"
+    k = next(p["k"] for p in ws.partitions("clusters") if p["checkpoint_id"] == cid)
+    before = {name: ws.read(name, checkpoint_id=cid, k=k).to_pandas()
+              for name in ("clusters", "cluster_metrics", "checkpoint_metrics")}
+    registry.run(ws.root, ["clustering", "cluster_metrics"], {"k": [k]}, checkpoint=cid, force=True,
+                 progress_bars=False, with_dependencies=False)
+    for name, old in before.items():
+        new = ws.read(name, checkpoint_id=cid, k=k).to_pandas()
+        assert new.columns.tolist() == old.columns.tolist(), name
+        for c in old.columns:
+            a, b = old[c], new[c]
+            if a.dtype.kind == "f":
+                np.testing.assert_allclose(b.to_numpy(float), a.to_numpy(float), rtol=1e-9, atol=1e-12,
+                                           err_msg=f"{name}.{c}")
+            else:
+                assert a.fillna(-1).tolist() == b.fillna(-1).tolist(), f"{name}.{c}"

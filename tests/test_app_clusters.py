@@ -1,166 +1,232 @@
-"""AppTest for the Clusters and Checkpoints pages: default view, deep links, missing tables."""
-import os
+"""AppTest of the Clusters and Checkpoints pages on the factory workspace: what they show
+matches the stored tables, links reopen a view, missing or broken analyses are explained."""
 import shutil
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from tests.cluster_ws import cluster_ws  # noqa: F401  (fixture)
-from tests.test_app import run_app
+from conceptlens.analysis import compare
+from conceptlens.workspace import Workspace
+from tests.factory import COLORS
+from tests.malformed import MALFORMATIONS
+from tests.test_app import (assert_clean, factory_copy, factory_template, open_app,  # noqa: F401
+                            plain)
 
-PAGES = ["pages/clusters.py", "pages/checkpoints.py"]
-ANALYSIS_FILES = ("clusters.parquet", "cluster_metrics.parquet", "checkpoint_metrics.parquet",
-                  "projections.parquet", "predictor_correlations.parquet")
-
-
-def deep_link_choice(ws):
-    """A view that is not the default: the last clustered checkpoint, its last k, a middle cluster."""
-    cm = pd.read_parquet(ws / "cluster_metrics.parquet", columns=["checkpoint_id", "k", "cluster"])
-    ck = pd.read_parquet(ws / "checkpoints.parquet", columns=["checkpoint_id", "dataset"])
-    cm = cm.merge(ck, on="checkpoint_id")
-    ds = sorted(cm["dataset"].unique())[-1]
-    cid = sorted(cm.loc[cm.dataset == ds, "checkpoint_id"].unique())[-1]
-    k = int(cm.loc[cm.checkpoint_id == cid, "k"].max())
-    clusters = sorted(cm.loc[(cm.checkpoint_id == cid) & (cm.k == k), "cluster"])
-    return {"ds": ds, "ckpt": cid, "k": str(k), "cluster": str(clusters[len(clusters) // 2])}
+CLUSTERS, CHECKPOINTS = "pages/clusters.py", "pages/checkpoints.py"
+COMPARISONS = ("clid_scores", "predictor_correlations", "clustering_similarity", "cluster_links")
 
 
-def values(at):
+def selected(at) -> dict:
     return {s.label: s.value for s in at.selectbox}
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_page_runs_with_cluster_tables(cluster_ws, page):  # noqa: F811
-    at = run_app(cluster_ws, page)
-    assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
-    assert at.get("plotly_chart"), "no figure on the page"
-    assert not at.info or all("analyze clusters" not in i.value for i in at.info)
+def figures(at) -> list:
+    import plotly.io
+    return [plotly.io.from_json(c.proto.spec) for c in at.get("plotly_chart")]
 
 
-def test_clusters_default_view(cluster_ws):  # noqa: F811
-    at = run_app(cluster_ws, "pages/clusters.py")
+def figure(at, trace_type):
+    """The first figure whose first trace is of `trace_type`."""
+    return next(f for f in figures(at) if f.data and f.data[0].type == trace_type)
+
+
+def array(value) -> np.ndarray:
+    """A figure's array as sent to the browser (typed arrays travel as base64)."""
+    if isinstance(value, dict) and "bdata" in value:
+        import base64
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        return flat.reshape([int(n) for n in str(value.get("shape", len(flat))).split(",")])
+    return np.asarray(value, dtype=float)
+
+
+def metrics(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def assignment(ws, cid, k=4) -> pd.DataFrame:
+    return pd.read_parquet(ws / f"clusters/checkpoint_id={cid}/k={k}/part-0.parquet",
+                           columns=["image_id", "cluster"])
+
+
+# ---- Clusters -------------------------------------------------------------------------------
+def test_clusters_default_view(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CLUSTERS)
+    assert_clean(at)
     table = at.dataframe[0].value
-    assert {"cluster", "size", "purity", "coh. (R)", "CI (R)", "coh. (H)", "caption",
-            "top label"} <= set(table.columns)
-    assert len(table) > 0
-    # Purity bins (laina2020 Tables 1-2) are the second table.
-    bins = at.dataframe[1].value
-    assert "purity range" in bins.columns and bins["clusters"].sum() <= len(table)
-    # Selected cluster and its hard negative both show images.
-    assert len(at.get("image")) >= 2
-    # The view is in the URL.
+    assert {"cluster", "size", "purity", "coh. (R)", "CI (R)", "coh. (H)", "caption", "top label",
+            "describability"} <= set(table.columns)
+    # Captions come from cluster_captions, joined on the cluster.
+    assert list(table["caption"]) == [f"a {COLORS[c % 3]} shape" for c in table["cluster"]]
+    stored = pd.read_parquet(factory_template / "cluster_metrics/checkpoint_id=ck0/k=4/part-0.parquet")
+    assert list(table["size"]) == list(stored["size"])
+    assert "purity range" in at.dataframe[1].value.columns
+    assert metrics(at)["kNN accuracy"] == "0.900"
+    assert len(at.get("image")) == 2          # the cluster and its hard negative
     assert {"ds", "ckpt", "k", "cluster"} <= set(at.query_params)
 
 
-def test_clusters_deep_link_reopens_the_same_view(cluster_ws):  # noqa: F811
-    q = deep_link_choice(cluster_ws)
-    at = run_app(cluster_ws, "pages/clusters.py", query=q)
-    assert not at.exception, at.exception
+def test_clusters_deep_link_reopens_the_same_view(monkeypatch, factory_template):
+    q = {"ds": "toy", "ckpt": "ck2", "k": "4", "cluster": "2"}
+    at = open_app(monkeypatch, factory_template, CLUSTERS, query=q)
+    assert_clean(at)
     assert not at.warning, [w.value for w in at.warning]
-    v = values(at)
-    assert v["Dataset"] == q["ds"] and v["Checkpoint"] == q["ckpt"]
-    assert v["k (clusters)"] == int(q["k"]) and v["Cluster"] == int(q["cluster"])
-    assert any(f"**Cluster {q['cluster']}**" in m.value for m in at.markdown)
-    for key in ("ds", "ckpt", "k", "cluster"):
-        assert at.query_params[key] in (q[key], [q[key]])
+    v = selected(at)
+    assert (v["Dataset"], v["Checkpoint"], v["k (clusters)"], v["Cluster"]) == ("toy", "ck2", 4, 2)
+    md = [m.value for m in at.markdown]
+    # Cluster 2's hard negative is cluster 3 in the factory's cluster_metrics.
+    assert any(m.startswith("**Cluster 2**") for m in md)
+    assert any(m.startswith("**Hard negative: cluster 3**") for m in md)
+    assert metrics(at)["kNN accuracy"] == "0.700"
+    for key, value in q.items():
+        assert at.query_params[key] in (value, [value])
 
 
-def test_clusters_unknown_checkpoint_falls_back_with_warning(cluster_ws):  # noqa: F811
-    q = deep_link_choice(cluster_ws)
-    at = run_app(cluster_ws, "pages/clusters.py", query={**q, "ckpt": "no-such-ckpt", "k": "999"})
-    assert not at.exception, at.exception
-    msg = " ".join(w.value for w in at.warning)
-    assert "no-such-ckpt" in msg
-    assert values(at)["Checkpoint"] != "no-such-ckpt"
+def test_choosing_a_cluster_updates_the_panel_and_the_link(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CLUSTERS)
+    at.selectbox(key="clusters_cluster").set_value(3).run()
+    assert_clean(at)
+    assert at.query_params["cluster"] in ("3", ["3"])
+    assert any(m.value.startswith("**Cluster 3**") for m in at.markdown)
 
 
-def test_clusters_filters(cluster_ws, monkeypatch):  # noqa: F811
-    # Reruns happen after run_app restored sys.argv: name the workspace in the environment.
-    monkeypatch.setenv("CONCEPTLENS_WORKSPACE", str(cluster_ws))
-    at = run_app(cluster_ws, "pages/clusters.py")
-    n = len(at.dataframe[0].value)
-    at.text_input(key="clusters_text").input("no caption contains this").run()
-    assert not at.exception
-    assert len(at.dataframe[0].value) == 0 < n
+def test_clusters_filters(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CLUSTERS)
+    assert len(at.dataframe[0].value) == 4
+    at.text_input(key="clusters_text").input("BLUE").run()
+    assert list(at.dataframe[0].value["caption"]) == ["a blue shape"]
+    # Plain text, not a regular expression.
+    at.text_input(key="clusters_text").input("a.*").run()
+    assert len(at.dataframe[0].value) == 0
+    at.text_input(key="clusters_text").input("").run()
+    at.number_input(key="clusters_min_size").set_value(15).run()
+    assert_clean(at)
+    assert (at.dataframe[0].value["size"] >= 15).all() and len(at.dataframe[0].value) < 4
 
 
-def test_checkpoints_deep_link(cluster_ws):  # noqa: F811
-    ck = pd.read_parquet(cluster_ws / "checkpoint_metrics.parquet", columns=["checkpoint_id", "k"])
-    meta = pd.read_parquet(cluster_ws / "checkpoints.parquet", columns=["checkpoint_id", "dataset"])
-    ck = ck.merge(meta, on="checkpoint_id")
-    ds = ck["dataset"].value_counts().index[0]
-    k = int(ck.loc[ck.dataset == ds, "k"].max())
-    ids = sorted(ck.loc[(ck.dataset == ds) & (ck.k == k), "checkpoint_id"])
-    assert len(ids) >= 2
-    q = {"ds": ds, "k": str(k), "a": ids[-1], "b": ids[0]}
-    at = run_app(cluster_ws, "pages/checkpoints.py", query=q)
-    assert not at.exception, at.exception
-    assert not at.warning, [w.value for w in at.warning]
-    v = values(at)
-    assert v["Dataset"] == ds and v["k (clusters)"] == k
-    assert v["From checkpoint (A)"] == ids[-1] and v["To checkpoint (B)"] == ids[0]
-    assert {m.label for m in at.metric} >= {"A clusters that split", "B clusters that merge"}
+def test_umap_colour_from_the_link(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CLUSTERS, query={"color": "shape"})
+    assert_clean(at)
+    assert selected(at)["Colour by"] == "shape"
+    assert {t.name for t in figure(at, "scattergl").data} == {"circle", "square"}
 
 
-def test_checkpoints_unknown_b_falls_back(cluster_ws):  # noqa: F811
-    at = run_app(cluster_ws, "pages/checkpoints.py", query={"b": "nope"})
-    assert not at.exception, at.exception
-    assert any("nope" in w.value for w in at.warning)
-
-
-def copy_without(src, dst, skip):
-    """Copy a workspace without the files in `skip` (files hard-linked where possible)."""
-    def link(a, b):
-        try:
-            os.link(a, b)
-        except OSError:
-            shutil.copy2(a, b)
-    shutil.copytree(src, dst, copy_function=link,
-                    ignore=lambda d, names: [n for n in names if n in skip and d == str(src)])
-    return dst
-
-
-@pytest.fixture()
-def no_analysis_ws(tmp_path, cluster_ws):  # noqa: F811
-    """The cluster workspace without any analysis table."""
-    return copy_without(cluster_ws, tmp_path / "ws", ANALYSIS_FILES)
-
-
-@pytest.mark.parametrize("page", PAGES)
-def test_missing_analysis_shows_the_command(no_analysis_ws, page):
-    at = run_app(no_analysis_ws, page)
-    assert not at.exception, at.exception
-    assert not at.error, [e.value for e in at.error]
+def test_missing_captions_leave_the_rest_of_the_page(monkeypatch, factory_copy):  # noqa: F811
+    shutil.rmtree(factory_copy / "cluster_captions")
+    at = open_app(monkeypatch, factory_copy, CLUSTERS)
+    assert_clean(at)
     assert any("not computed yet" in i.value for i in at.info)
-    assert any(c.value.startswith("conceptlens analyze clusters --workspace") for c in at.code)
+    assert f"conceptlens analyze cluster_captions --workspace {factory_copy}" in [c.value for c in at.code]
+    assert set(at.dataframe[0].value["caption"]) == {""}
+    assert len(at.get("plotly_chart")) == 2 and len(at.get("image")) == 2
 
 
-def test_missing_projections_only_hides_the_umap(tmp_path, cluster_ws):  # noqa: F811
-    out = copy_without(cluster_ws, tmp_path / "ws", {"projections.parquet"})
-    at = run_app(out, "pages/clusters.py")
-    assert not at.exception, at.exception
-    assert len(at.dataframe) >= 2
-    assert any("projections.parquet" in i.value for i in at.info)
+def test_broken_captions_are_named_and_the_table_still_shows(monkeypatch, factory_copy):  # noqa: F811
+    MALFORMATIONS["describability_above_one"].apply(Workspace(factory_copy))
+    at = open_app(monkeypatch, factory_copy, CLUSTERS)
+    assert not at.exception
+    assert "table cluster_captions, column describability_binary" in plain(at.error)
+    assert len(at.dataframe[0].value) == 4 and "describability" not in at.dataframe[0].value
+    assert len(at.get("plotly_chart")) == 2
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_broken_workspace_shows_its_problems(tmp_path, cluster_ws, page):  # noqa: F811
-    import pyarrow.parquet as pq
-    out = copy_without(cluster_ws, tmp_path / "ws", {"images.parquet"})
-    pq.write_table(pq.read_table(cluster_ws / "images.parquet").drop_columns(["image_id"]),
-                   out / "images.parquet")
-    at = run_app(out, page)
-    assert not at.exception, at.exception
-    msg = " ".join(e.value for e in at.error)
-    assert "images.parquet" in msg and "image_id" in msg
+def test_missing_projections_only_hide_the_umap(monkeypatch, factory_copy):  # noqa: F811
+    shutil.rmtree(factory_copy / "projections")
+    at = open_app(monkeypatch, factory_copy, CLUSTERS)
+    assert_clean(at)
+    assert f"conceptlens analyze projections --workspace {factory_copy}" in [c.value for c in at.code]
+    assert len(at.get("plotly_chart")) == 1 and len(at.dataframe) == 2
 
 
-def test_checkpoints_flow_choice_and_threshold(cluster_ws, monkeypatch):  # noqa: F811
-    monkeypatch.setenv("CONCEPTLENS_WORKSPACE", str(cluster_ws))
-    at = run_app(cluster_ws, "pages/checkpoints.py")
-    for choice in ("splits and merges only", "all flows"):
-        at.radio(key="ckpts_flows").set_value(choice).run()
-        assert not at.exception, at.exception
+@pytest.mark.parametrize("page,analysis", [(CLUSTERS, "clustering"), (CHECKPOINTS, "cluster_metrics")])
+def test_without_analyses_a_page_shows_the_command(monkeypatch, factory_copy, page, analysis):  # noqa: F811
+    for t in ("clusters", "cluster_metrics", "cluster_captions", "checkpoint_metrics", "projections",
+              *COMPARISONS, "analysis_runs"):
+        shutil.rmtree(factory_copy / t)
+    at = open_app(monkeypatch, factory_copy, page)
+    assert_clean(at)
+    assert any("not computed yet" in i.value for i in at.info)
+    assert [c.value for c in at.code] == [f"conceptlens analyze {analysis} --workspace {factory_copy}"]
+
+
+# ---- Checkpoints ----------------------------------------------------------------------------
+def test_checkpoints_table_joins_clid_scores(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS)
+    assert_clean(at)
+    (table,) = [d.value for d in at.dataframe if "clid" in d.value.columns]
+    stored = pd.read_parquet(factory_template / "clid_scores/dataset=toy/part-0.parquet")
+    assert table.set_index("checkpoint_id")["clid"].to_dict() == \
+        stored.set_index("checkpoint_id")["clid"].to_dict()
+    cl_id = figures(at)[0]
+    assert cl_id.layout.yaxis.title.text.startswith("cluster learnability")
+    assert list(cl_id.data[0].text) == ["ck0", "ck1", "ck2"]
+
+
+def test_anmi_is_read_from_clustering_similarity(monkeypatch, factory_copy):  # noqa: F811
+    p = factory_copy / "clustering_similarity/dataset=toy/part-0.parquet"
+    t = pq.read_table(p)
+    pq.write_table(t.set_column(t.column_names.index("anmi"), "anmi",
+                                pa.array([0.123, 0.456, 0.789])), p)
+    order = list(zip(t["checkpoint_a"].to_pylist(), t["checkpoint_b"].to_pylist()))
+    assert order[0] == ("ck0", "ck1")
+    at = open_app(monkeypatch, factory_copy, CHECKPOINTS, query={"a": "ck1", "b": "ck0"})
+    assert_clean(at)
+    z = array(figure(at, "heatmap").data[0].z)
+    assert np.allclose(z, [[1, 0.123, 0.456], [0.123, 1, 0.789], [0.456, 0.789, 1]])
+    assert metrics(at)["aNMI(A, B)"] == "0.123"
+
+
+def test_cluster_matching_in_either_order_matches_the_assignments(monkeypatch, factory_template):
+    """A after B in the stored order: the stored links are swapped, not misread."""
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"a": "ck2", "b": "ck0"})
+    assert_clean(at)
+    assert (selected(at)["From checkpoint (A)"], selected(at)["To checkpoint (B)"]) == ("ck2", "ck0")
+    want = compare.match_clusters(assignment(factory_template, "ck2"), assignment(factory_template, "ck0"))
+    changes = compare.cluster_changes(want)
+    assert metrics(at)["A clusters that split"] == str(changes["splits"])
+    assert metrics(at)["B clusters that merge"] == str(changes["merges"])
+    links = at.dataframe[-1].value
+    pd.testing.assert_frame_equal(links.reset_index(drop=True)[want.columns].astype(str),
+                                  want.astype(str))
+    assert any("a green shape" in h for h in figure(at, "sankey").data[0].node.customdata)
+
+
+def test_flows_and_significant_share(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"a": "ck0", "b": "ck1"})
+    at.radio(key="ckpts_flows").set_value("splits and merges only").run()
+    assert_clean(at)
+    from conceptlens.figures.checkpoints import KIND_COLOURS
+    colours = set(figure(at, "sankey").data[0].link.color)
+    assert colours and colours <= {KIND_COLOURS[k] for k in ("split", "merge", "split+merge")}
     at.slider(key="ckpts_share").set_value(0.5).run()
-    assert not at.exception, at.exception
+    assert_clean(at)
+    want = compare.cluster_changes(compare.match_clusters(
+        assignment(factory_template, "ck0"), assignment(factory_template, "ck1"), min_share=0.5))
+    assert metrics(at)["A clusters that split"] == str(want["splits"])
+    assert metrics(at)["one-to-one matches"] == str(want["one_to_one"])
+
+
+def test_checkpoints_page_reads_no_cluster_assignments(monkeypatch, factory_copy):  # noqa: F811
+    shutil.rmtree(factory_copy / "clusters")
+    at = open_app(monkeypatch, factory_copy, CHECKPOINTS)
+    assert_clean(at)
+    assert {"heatmap", "sankey"} <= {f.data[0].type for f in figures(at)}
+
+
+def test_missing_comparisons_keep_cl_vs_id(monkeypatch, factory_copy):  # noqa: F811
+    for t in COMPARISONS:
+        shutil.rmtree(factory_copy / t)
+    at = open_app(monkeypatch, factory_copy, CHECKPOINTS)
+    assert_clean(at)
+    assert f"conceptlens analyze comparisons --workspace {factory_copy}" in [c.value for c in at.code]
+    types = [f.data[0].type for f in figures(at)]
+    assert "heatmap" not in types and "sankey" not in types and types.count("scatter") >= 1
+
+
+def test_checkpoints_unknown_b_falls_back(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"b": "nope"})
+    assert_clean(at)
+    assert "nope" in plain(at.warning)
+    assert selected(at)["To checkpoint (B)"] == "ck1"

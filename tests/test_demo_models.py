@@ -217,7 +217,7 @@ def test_build_encoders_extracts_and_resumes(tmp_path):
         assert checkpoint_done(ws, cid)
         assert ck[cid]["weights"] == f"models/{cid}.pt"
         assert ck[cid]["feature_dim"] == 64
-        f = ws.read("features", cid)
+        f = ws.read("features", checkpoint_id=cid)
         n = 120 if cid.startswith("shapes") else 1797
         assert f.num_rows == n
     assert ck["shapes-pca"]["method"] == "pca" and ck["shapes-pca"]["epoch"] is None

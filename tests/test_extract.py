@@ -191,10 +191,10 @@ def test_cli(ws, tiny_weights, capsys):
     assert _check(ws, "cli", 6)["method"] == "supervised"
     rc = main(["extract", "--workspace", str(ws), "--dataset", "shapes", "--model", TINY,
                "--layer", "nope", "--quiet"])
-    assert rc == 2 and "nope" in capsys.readouterr().err
+    assert rc == 1 and "nope" in capsys.readouterr().err
     rc = main(["extract", "--workspace", str(ws), "--dataset", "shapes",
                "--model", "hf:facebook/dinov2-small", "--quiet"])
-    assert rc == 2 and "Looked in" in capsys.readouterr().err
+    assert rc == 1 and "Looked in" in capsys.readouterr().err
 
 
 def test_nan_embeddings_are_refused(ws, monkeypatch):

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from ..workspace import Workspace, WorkspaceError, now_iso
+from ..workspace import Workspace, WorkspaceError
 from .common import Context, partition_label, progress
 
 
@@ -170,10 +170,16 @@ def run(root, names, options: dict | None = None, checkpoint: str | None = None,
         if not units:
             ctx.note(f"{a.name}: nothing to analyse")
         for unit in progress(pending, a.name, progress_bars):
-            started, t0 = now_iso(), time.perf_counter()
+            # Microseconds: two runs of one unit within a second must not share a key.
+            started, t0 = _now_us(), time.perf_counter()
             inputs = a.run(ctx, unit, opts)
             _log_run(ws, a, unit, opts, inputs, started, time.perf_counter() - t0)
     return ctx
+
+
+def _now_us() -> str:
+    import datetime as dt
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def _log_run(ws: Workspace, a: Analysis, unit: Unit, opts: dict, inputs, started: str,
