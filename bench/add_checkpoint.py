@@ -427,7 +427,7 @@ def main() -> None:
             ("  write features + checkpoints row", res["register_seconds"]),
             ("  analyse", res["analyse_seconds"]),
             *[(f"    {p}", s) for p, s in clock.phases.items() if clock.calls[p]],
-            *([("      rest: copying stored pairs, CLID, reads/writes",
+            *([("      rest (copy stored pairs, CLID, I/O)",
                 ph["analysis comparisons"] - ph["  aNMI of the new pairs"]
                 - ph["  contingency tables of the new pairs"])] if "analysis comparisons" in ph else []),
             ("compute", out["compute_seconds"]),

@@ -38,7 +38,7 @@ def seed_from_url(key: str, param: str, options: Sequence, label: str,
             if ok:
                 st.session_state[key] = value
                 return
-            st.warning(f"{label} `{raw}` from the link is not available here; "
+            st.warning(f"{label} {literal(raw, limit=80)} from the link is not available here; "
                        f"showing {literal(options[default_index])} instead.",
                        icon=":material/link_off:")
         st.session_state[key] = options[default_index]

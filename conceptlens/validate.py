@@ -362,6 +362,8 @@ class _Validator:
             if target is None or ref_col in target.skipped or ref_col not in target.table.column_names:
                 continue    # the referenced table's own problems say why
             domain = pc.unique(target.table[ref_col].combine_chunks())
+            if col.pseudo_references:
+                domain = pa.concat_arrays([domain, self._pseudo_ids(*col.pseudo_references)])
             if col.name in spec.partition:
                 # A partition is one folder: report the folder, once.
                 known = set(domain.to_pylist())
@@ -376,6 +378,18 @@ class _Validator:
                                 f"partition {col.name}={v} has no row in {ref_table} ({col.references})",
                                 f"{col.name}={v!r}")
                 continue
+            if col.type == schema.STRING_LIST:
+                # Every element of a list refers; a row is reported once.
+                lists = t[col.name].combine_chunks()
+                bad = pc.invert(pc.is_in(pc.list_flatten(lists), value_set=domain))
+                rows = np.unique(pc.list_parent_indices(lists).to_numpy()[
+                    np.asarray(pc.fill_null(bad, False).to_numpy(zero_copy_only=False))])
+                if len(rows):
+                    i = int(rows[0])
+                    self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
+                                f"{len(rows)} row(s) hold value(s) not found in {col.references}",
+                                _example(t, i, spec, (col.name,)))
+                continue
             # A null foreign key refers to nothing: only non-nullable columns report it (as a null).
             missing = pc.and_(pc.is_valid(t[col.name]), pc.invert(pc.is_in(t[col.name], value_set=domain)))
             n = pc.sum(missing).as_py() or 0
@@ -383,6 +397,16 @@ class _Validator:
                 i = _first(missing)
                 self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
                             f"{n} value(s) not found in {col.references}", _example(t, i, spec, (col.name,)))
+
+    def _pseudo_ids(self, prefix: str, ref: str) -> pa.Array:
+        """`prefix + X` for every X of `ref` (none when that table is absent or broken)."""
+        table, column = ref.split(".")
+        target = self.loaded(table)
+        if target is None or column in target.skipped or column not in target.table.column_names:
+            return pa.array([], pa.string())
+        values = pc.unique(target.table[column].combine_chunks()).drop_null()
+        return pc.binary_join_element_wise(pa.array([prefix] * len(values), pa.string()),
+                                           values.cast(pa.string()), "")
 
     def check_values(self, ld: _Loaded) -> None:
         spec, t = ld.spec, ld.table

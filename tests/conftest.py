@@ -44,9 +44,43 @@ def demo_copy(tmp_path, demo_ws) -> Path:
 
 
 @pytest.fixture(scope="session")
+def ws_template(tmp_path_factory) -> Path:
+    """A 40-image shapes workspace (rendered PNGs) for tests that run real models."""
+    from tests.factory import shapes_workspace
+    return shapes_workspace(tmp_path_factory.mktemp("tpl") / "ws", n=40).root
+
+
+@pytest.fixture
+def ws(ws_template, tmp_path) -> Path:
+    """A fresh copy of `ws_template` for each test."""
+    return Path(shutil.copytree(ws_template, tmp_path / "ws"))
+
+
+@pytest.fixture(scope="session")
+def hf_models(tmp_path_factory):
+    """Tiny transformers vision models saved with save_pretrained (random weights)."""
+    import transformers as T
+    d = tmp_path_factory.mktemp("hf")
+    vit = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+               image_size=32, patch_size=8)
+    T.ViTModel(T.ViTConfig(**vit)).save_pretrained(d / "vit")
+    T.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(d / "vit")
+    T.Dinov2Model(T.Dinov2Config(**vit)).save_pretrained(d / "dinov2")
+    T.CLIPModel(T.CLIPConfig(
+        vision_config=vit, projection_dim=16,
+        text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=37, vocab_size=100, bos_token_id=0, eos_token_id=1),
+    )).save_pretrained(d / "clip")
+    T.ResNetModel(T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+                                 layer_type="basic", image_size=32)).save_pretrained(d / "resnet")
+    return d
+
+
+@pytest.fixture(scope="session")
 def browser():
     """Headless Debian Chromium through Playwright; never downloads a browser."""
     from playwright.sync_api import sync_playwright
+
     from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI") == "true":

@@ -125,7 +125,8 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
             }, schema=schema.arrow_schema("cluster_captions", optional=False, partition=False)),
                 checkpoint_id=cid, k=k)
             ws.write("checkpoint_metrics", pa.table({
-                "anmi": [0.5], "knn_acc": [0.9 - 0.1 * int(cid[2:])], "cl": [0.8],
+                "anmi": [0.5], "knn_acc": [0.9 - 0.1 * int(cid[2:])],
+                "knn1_acc": [0.85 - 0.1 * int(cid[2:])], "cl": [0.8],
                 "id": [5.0 + int(cid[2:])], "cl_heldout": [0.7],
                 "n_images": [n], "n_duplicates": [0]},
                 schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
@@ -159,3 +160,86 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
         "unit": ["dataset=toy"], "inputs": pa.array([None], pa.string()),
         "options": [json.dumps({"seed": seed})], "version": ["test"],
         "started": ["2026-01-01T00:00:00+00:00"], "seconds": [0.1]}), analysis="comparisons")
+
+
+def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: int = 0) -> Workspace:
+    """`n` rendered shapes images (64x64 PNGs, the demo's generator) with their ground-truth
+    captions, for tests that run real models; one random checkpoint `rand{i}` per entry of
+    `dims`."""
+    from conceptlens.demo.build import build_shapes, images_table
+    ws = Workspace.create(root, name="shapes", created="2026-01-01T00:00:00+00:00")
+    rows, caps = build_shapes(ws, seed=seed, n=n, progress=False)
+    ws.write("images", images_table(rows))
+    ws.write("captions", pa.Table.from_pylist(caps, schema=schema.arrow_schema("captions")))
+    ids = [r["image_id"] for r in rows]
+    rng = np.random.default_rng(seed)
+    ck = []
+    for i, d in enumerate(dims):
+        write_features(ws, f"rand{i}", ids, rng.standard_normal((n, d)))
+        ck.append({"checkpoint_id": f"rand{i}", "dataset": "shapes", "model": "none", "method": "random",
+                   "epoch": None, "feature_dim": d, "source": "test"})
+    ws.write("checkpoints", pa.Table.from_pylist(ck, schema=schema.arrow_schema("checkpoints", optional=False)))
+    return ws
+
+
+def snapshot(root: Path) -> dict[str, object]:
+    """Every entry under `root`: file bytes, symlink targets (not followed), folders; to
+    prove a command changed nothing."""
+    import os
+    out: dict[str, object] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("file", p.read_bytes())
+    return out
+
+
+FACTOR_SHAPES, FACTOR_COLORS = ("circle", "square", "star"), ("red", "green", "blue", "yellow")
+
+
+
+
+def factor_workspace(root, n: int = 240, seed: int = 0) -> Workspace:
+    """Images with factor columns (shape, colour, size) and label = shape x colour (12 labels),
+    plus 3 checkpoints whose features cluster by label with growing noise (0.05, 0.3, 1.5):
+    analyses must rank them in that order."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    ws = Workspace.create(root, name="synthetic")
+    (ws.root / "thumbs").mkdir()
+    Image.new("RGB", (4, 4)).save(ws.root / "thumbs" / "x.png")
+    shape = rng.integers(0, 3, n)
+    color = rng.integers(0, 4, n)
+    size = rng.uniform(0, 1, n)
+    label = shape * 4 + color
+    ids = [f"img-{i:04d}" for i in range(n)]
+    ws.write("images", pa.table({
+        "image_id": ids, "dataset": ["toy"] * n, "label": label.astype(np.int64),
+        "label_name": [f"{FACTOR_COLORS[c]} {FACTOR_SHAPES[s]}" for s, c in zip(shape, color)],
+        "split": np.where(rng.random(n) < 0.25, "test", "train"),
+        "thumbnail": ["thumbs/x.png"] * n, "width": np.full(n, 4, np.int32),
+        "height": np.full(n, 4, np.int32),
+        "shape": [FACTOR_SHAPES[s] for s in shape], "color": [FACTOR_COLORS[c] for c in color], "size": size,
+    }))
+    ws.write("captions", pa.table({
+        "image_id": ids, "captioner": ["groundtruth"] * n,
+        "text": [f"a {'big' if z > 0.5 else 'small'} {FACTOR_COLORS[c]} {FACTOR_SHAPES[s]}"
+                 for s, c, z in zip(shape, color, size)]}))
+    rows = []
+    for j, noise in enumerate((0.05, 0.3, 1.5)):
+        cid = f"toy-ckpt{j}"
+        centres = rng.normal(size=(12, 16))
+        X = (centres[label] + noise * rng.normal(size=(n, 16))).astype(np.float32)
+        ws.write("features", pa.table({"image_id": ids, "embedding": pa.array(
+            list(X), type=pa.list_(pa.float32()))}), checkpoint_id=cid)
+        rows.append({"checkpoint_id": cid, "dataset": "toy", "model": "mlp", "method": "synthetic",
+                     "epoch": j, "feature_dim": 16, "source": "synthetic:noise"})
+    ws.write("checkpoints", pa.Table.from_pylist(rows, schema=schema.arrow_schema("checkpoints",
+                                                                                 optional=False)))
+    return ws

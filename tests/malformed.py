@@ -431,22 +431,6 @@ MALFORMATIONS: dict[str, Malformation] = {m.name: m for m in [
 ]}
 
 
-def snapshot(root: Path) -> dict[str, object]:
-    """Every entry under `root`: file bytes, symlink targets (not followed), folders."""
-    out: dict[str, object] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath, name)
-            rel = str(p.relative_to(root))
-            if p.is_symlink():
-                out[rel] = ("link", os.readlink(p))
-            elif p.is_dir():
-                out[rel] = ("dir",)
-            else:
-                out[rel] = ("file", p.read_bytes())
-    return out
-
-
 if __name__ == "__main__":   # list the registry
     for m in MALFORMATIONS.values():
         print(f"{m.name:40} {m.table}.{m.column or '*'}  {m.file}", file=sys.stdout)

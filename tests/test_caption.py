@@ -13,7 +13,7 @@ from conceptlens import captioners as cp
 from conceptlens.cli import main
 from conceptlens.models import ModelLoadError
 from conceptlens.validate import format_problems, validate
-from tests.tiny_models import N_IMAGES, tiny_blip, tiny_git, tiny_open_clip_config, ws, ws_template  # noqa: F401
+from tests.tiny_models import N_IMAGES, tiny_blip, tiny_git, tiny_open_clip_config
 
 
 def _captions(root, captioner):

@@ -86,7 +86,8 @@ def test_pca_is_fitted_and_sign_fixed():
 
 
 # ---------------------------------------------------------------- determinism
-@pytest.mark.parametrize("method", ["simclr", "autoencoder", "supervised"])
+@pytest.mark.parametrize("method", ["simclr", "simsiam", "autoencoder", "vae", "rotation",
+                                    "supervised"])
 def test_training_is_deterministic(method):
     E.set_determinism()
     try:
@@ -96,10 +97,13 @@ def test_training_is_deterministic(method):
 
         def run(seed):
             kw = dict(seed=seed, epochs=(1, 2), width=8, embed_dim=16, progress=False)
-            if method == "simclr":
-                snaps = E.train_simclr(px.float() / 255, mean, std, batch_size=16, **kw)
-            elif method == "autoencoder":
-                snaps = E.train_autoencoder(x, batch_size=16, **kw)
+            if method in ("simclr", "simsiam"):
+                train = E.train_simclr if method == "simclr" else E.train_simsiam
+                snaps = train(px.float() / 255, mean, std, batch_size=16, **kw)
+            elif method in ("autoencoder", "vae", "rotation"):
+                train = {"autoencoder": E.train_autoencoder, "vae": E.train_vae,
+                         "rotation": E.train_rotation}[method]
+                snaps = train(x, batch_size=16, **kw)
             else:
                 y = torch.arange(48) % 3
                 snaps = E.train_supervised(x, {"k": y}, batch_size=16, **kw)

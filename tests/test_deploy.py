@@ -3,6 +3,7 @@ import re
 import subprocess
 import sys
 
+from components import nav
 from tests.conftest import ROOT
 
 PIPELINE_ONLY = ("torch", "torchvision", "open_clip", "transformers", "timm",
@@ -18,8 +19,7 @@ def test_requirements_stay_small():
 
 
 def test_every_page_runs_without_pipeline_packages(demo_ws):
-    pages = re.findall(r'"(pages/[a-z_]+\.py)"', (ROOT / "app.py").read_text())
-    assert pages
+    pages = [p.path for p in nav.PAGES]
     script = f"""
 import sys
 
@@ -35,9 +35,10 @@ sys.meta_path.insert(0, Blocker())
 sys.argv = ["app.py", "--workspace", {str(demo_ws)!r}]
 from streamlit.testing.v1 import AppTest
 for page in {pages!r}:
-    at = AppTest.from_file("app.py", default_timeout=120).run()
+    at = AppTest.from_file("app.py", default_timeout=120)
     at.switch_page(page).run()
     assert not at.exception, (page, [e.message for e in at.exception])
+    assert not at.error, (page, [e.value for e in at.error])
 print("ok", len({pages!r}))
 """
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,

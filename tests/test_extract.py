@@ -15,8 +15,7 @@ from conceptlens.models import ModelLoadError
 from conceptlens.models.base import LayerError
 from conceptlens.validate import format_problems, validate
 from conceptlens.workspace import WorkspaceError
-from tests.tiny_models import (N_IMAGES, TinyConv, hf_models, save_torch_weights,  # noqa: F401
-                               tiny_open_clip_config, ws, ws_template)
+from tests.tiny_models import N_IMAGES, TinyConv, save_torch_weights, tiny_open_clip_config
 
 TINY = "torch:tests.tiny_models:TinyConv"
 

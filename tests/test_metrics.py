@@ -22,23 +22,24 @@ def test_twonn_matches_skdim(seed, d):
     skdim = pytest.importorskip("skdim")
     X = np.random.default_rng(seed).normal(size=(400, d)).astype(np.float32)
     ref = skdim.id.TwoNN(discard_fraction=0.1).fit(X.astype(np.float64))
-    # The installed scikit-dimension build uses F_i = i / N for i = 1..n_keep.
-    ours, n_dup = M.twonn(X, discard_fraction=0.1, cdf_offset=1)
+    # Our default is lu2022's F_i = i / N, i = 1..n_keep - what the installed skdim build does.
+    ours, n_dup = M.twonn(X, discard_fraction=0.1)
     assert n_dup == 0
-    assert ours == pytest.approx(ref.dimension_, rel=1e-5)
-    # Our default (public skdim code, F_i = (i - 1) / N) on skdim's own log(mu).
+    assert ours == pytest.approx(ref.dimension_, rel=1e-9)
+    # cdf_offset=0: the public skdim code, F_i = (i - 1) / N, on skdim's own log(mu).
     x = ref.x_.ravel()
     y = -np.log(1 - np.arange(len(x)) / len(X))
-    assert M.twonn(X, discard_fraction=0.1)[0] == pytest.approx(x @ y / (x @ x), rel=1e-5)
+    assert M.twonn(X, discard_fraction=0.1, cdf_offset=0)[0] == pytest.approx(x @ y / (x @ x), rel=1e-9)
 
 
 def test_twonn_hyperball_reference_value():
     skdim = pytest.importorskip("skdim")
     X = skdim.datasets.hyperBall(n=30, d=5, random_state=0)
     X = np.hstack([X, np.zeros((30, 5))])
-    # 4.11323: the public scikit-dimension test value (notes); 4.63403: the installed build's.
-    assert M.twonn(X, discard_fraction=0.05)[0] == pytest.approx(4.11323, abs=1e-5)
-    assert M.twonn(X, discard_fraction=0.05, cdf_offset=1)[0] == pytest.approx(4.63403, abs=1e-5)
+    # 4.63403: F_i = i / N (lu2022; the installed skdim build); 4.11323: the public skdim
+    # code's test value, F_i = (i - 1) / N (notes/reference-implementations.md).
+    assert M.twonn(X, discard_fraction=0.05)[0] == pytest.approx(4.63403, abs=1e-5)
+    assert M.twonn(X, discard_fraction=0.05, cdf_offset=0)[0] == pytest.approx(4.11323, abs=1e-5)
 
 
 def test_twonn_drops_duplicates():
@@ -46,6 +47,46 @@ def test_twonn_drops_duplicates():
     d0, _ = M.twonn(X)
     d1, n_dup = M.twonn(np.vstack([X, X[:7]]))
     assert n_dup == 7 and d1 == pytest.approx(d0)
+    # Without discarding, F = 1 (the largest mu) is never fitted: the value stays finite.
+    assert np.isfinite(M.twonn(X, discard_fraction=0.0)[0])
+
+
+def _blob_case(seed=0, n=2000, d=64, n_blob=40, gap=8e-5):
+    """Random unit vectors plus a blob of near-duplicates about `gap` apart (after L2
+    normalisation, in float32): more candidates within float32 error than any fixed slack."""
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=d)
+    c /= np.linalg.norm(c)
+    X = np.vstack([rng.normal(size=(n, d)), c + gap / np.sqrt(2 * d) * rng.normal(size=(n_blob, d))])
+    return M.l2_normalize(X)
+
+
+def test_twonn_neighbours_exact_on_near_duplicates():
+    from sklearn.neighbors import NearestNeighbors
+    X = _blob_case()
+    X64 = X.astype(np.float64)
+    ref_d, ref_i = NearestNeighbors(n_neighbors=3, algorithm="brute").fit(X64).kneighbors(X64)
+    d, i = M.nearest_euclidean_self(X, k=2, block_size=300)
+    # Rows of the blob: a float32 ranking re-measured on a few candidates got 38 of 40 wrong.
+    assert np.array_equal(i, ref_i[:, 1:])
+    # sklearn's float64 |a|^2 + |b|^2 - 2ab is itself off by ~1e-12 here; ours are differences.
+    np.testing.assert_allclose(d, ref_d[:, 1:], rtol=1e-6, atol=1e-11)
+    mu = np.sort(ref_d[:, 2] / ref_d[:, 1])
+    n_keep = int(len(mu) * 0.9)
+    x, y = np.log(mu[:n_keep]), -np.log(1 - np.arange(1, n_keep + 1) / len(mu))
+    assert M.twonn(X)[0] == pytest.approx(x @ y / (x @ x), rel=1e-6)    # the old search: 8e-4 off
+
+
+def test_nearest_euclidean_self_exact_with_large_norms():
+    # Far from the origin float32 cancellation in |a|^2 + |b|^2 - 2ab is large: the margin grows.
+    rng = np.random.default_rng(3)
+    X = 1000.0 + rng.normal(size=(300, 8))
+    X[150:160] = X[150] + 1e-3 * rng.normal(size=(10, 8))
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    np.fill_diagonal(D, np.inf)
+    d, i = M.nearest_euclidean_self(X, k=3, block_size=64)
+    assert np.array_equal(i, np.argsort(D, axis=1, kind="stable")[:, :3])
+    np.testing.assert_allclose(d, np.sort(D, axis=1)[:, :3], rtol=1e-9)
 
 
 # ---- Clopper-Pearson -------------------------------------------------------
@@ -126,18 +167,98 @@ def test_chunked_neighbours_equal_brute_force():
     assert not np.any(j[:, 0] == np.arange(len(X)))
 
 
-def test_knn_acc_matches_sklearn():
+def test_one_nn_acc_matches_sklearn():
     from sklearn.neighbors import KNeighborsClassifier
     X, y = clustered(n=400, spread=0.8, seed=2)
     tr, te = slice(0, 300), slice(300, None)
     ref = KNeighborsClassifier(n_neighbors=1, metric="cosine").fit(X[tr], y[tr]).score(X[te], y[te])
-    assert M.knn_accuracy(X[tr], y[tr], X[te], y[te], block_size=17) == pytest.approx(ref)
+    assert M.knn_accuracy(X[tr], y[tr], X[te], y[te], k=1, block_size=17) == pytest.approx(ref)
+
+
+def _unit(s, phi):
+    """A unit vector whose cosine with (1, 0, 0) is s."""
+    r = math.sqrt(1 - s * s)
+    return [s, r * math.cos(phi), r * math.sin(phi)]
+
+
+def test_weighted_knn_hand_case():
+    # Neighbours of q = e1: one of class 0 at cosine 0.9, two of class 1 at 0.87, three of
+    # class 2 at 0.5. Votes exp(s / 0.07): class 0 e^12.857, class 1 2 e^12.429 (1.30x more),
+    # class 2 3 e^7.14. The weighted 6-NN says 1, the 1-NN 0, a plain majority of 6 says 2.
+    train = np.array([_unit(0.9, 0), _unit(0.87, 1), _unit(0.87, 2),
+                      _unit(0.5, 3), _unit(0.5, 4), _unit(0.5, 5), _unit(-0.9, 0)])
+    y = np.array([0, 1, 1, 2, 2, 2, 0])
+    q = np.array([[1.0, 0, 0]])
+    assert 2 * math.exp((0.87 - 0.9) / 0.07) == pytest.approx(1.3029, abs=1e-4)
+    assert M.weighted_knn_predict(train, y, q, k=6).tolist() == [1]
+    assert M.weighted_knn_predict(train, y, q, k=1).tolist() == [0]
+    assert M.knn_accuracy(train, y, q, [1], k=6) == 1.0
+    assert M.knn_accuracy(train, y, q, [1], k=1) == 0.0
+    # With the default k = 20 > 7 training rows, all vote: class 1 still wins.
+    assert M.knn_accuracy(train, y, q, [1]) == 1.0
+    with pytest.raises(ValueError, match="temperature"):
+        M.weighted_knn_predict(train, y, q, temperature=0)
+
+
+def test_weighted_knn_matches_dino_eval_knn():
+    """Against the code of Caron et al. 2021 (DINO `eval_knn.knn_classifier`), in torch."""
+    torch = pytest.importorskip("torch")
+    X, y = clustered(n=600, d=16, k=8, spread=1.2, seed=4)
+    tr, te = slice(0, 450), slice(450, None)
+    train = torch.nn.functional.normalize(torch.from_numpy(X[tr]).double(), dim=1)
+    test = torch.nn.functional.normalize(torch.from_numpy(X[te]).double(), dim=1)
+    labels = torch.from_numpy(y[tr])
+    k, T, n_classes = 20, 0.07, 8
+    sim = test @ train.T
+    dist, idx = sim.topk(k, largest=True, sorted=True)
+    nb = torch.gather(labels.view(1, -1).expand(len(test), -1), 1, idx)
+    one_hot = torch.zeros(len(test) * k, n_classes, dtype=torch.float64)
+    one_hot.scatter_(1, nb.view(-1, 1), 1)
+    probs = (one_hot.view(len(test), k, n_classes) * dist.div(T).exp().view(len(test), k, 1)).sum(1)
+    ref = probs.argmax(1).numpy()
+    assert np.array_equal(M.weighted_knn_predict(X[tr], y[tr], X[te]), ref)
+    assert M.knn_accuracy(X[tr], y[tr], X[te], y[te]) == pytest.approx(np.mean(ref == y[te]))
 
 
 def test_cl_perfectly_separated_is_one():
     X, y = clustered(n=500, k=6, spread=0.01, seed=3)
     assert M.cluster_learnability(X, y, n_chunks=5, n_orders=2, random_state=0) == 1.0
-    assert M.cluster_learnability_heldout(X[:400], y[:400], X[400:], y[400:]) == 1.0
+    assert M.cluster_learnability_heldout(X[:400], X[400:], k=6) == 1.0
+
+
+def test_heldout_clusters_come_from_train_only():
+    from sklearn.cluster import KMeans
+    X, _ = clustered(n=400, d=8, k=4, spread=0.3, seed=5)
+    tr, te = X[:320], X[320:]
+    a_tr, a_te = M.heldout_clusters(tr, te, k=4, n_init=2, random_state=1)
+    km = KMeans(n_clusters=4, n_init=2, random_state=1).fit(tr)
+    assert np.array_equal(a_tr, km.labels_)
+    # Test rows get their nearest centroid.
+    d = ((te[:, None, :] - km.cluster_centers_[None]) ** 2).sum(-1)
+    assert np.array_equal(a_te, d.argmin(axis=1))
+    # Moving the test rows anywhere leaves the train clusters as they were.
+    far = te + 50.0
+    b_tr, _ = M.heldout_clusters(tr, far, k=4, n_init=2, random_state=1)
+    assert np.array_equal(a_tr, b_tr)
+    with pytest.raises(ValueError, match="k=500"):
+        M.heldout_clusters(tr, te, k=500)
+
+
+def test_cl_heldout_ignores_where_test_points_lie():
+    # Four directions; test rows either near their train blob or pushed far from every
+    # train row (mostly along a fifth axis) while keeping their nearest centroid and
+    # their nearest train row. Clusters fitted on all rows would give the far test rows
+    # a cluster of their own that no train row can teach.
+    rng = np.random.default_rng(6)
+    y = np.repeat(np.arange(4), 60)
+    E = np.eye(5)
+    train = E[y] + 0.05 * rng.normal(size=(240, 5))
+    ty = np.repeat(np.arange(4), 15)
+    near = E[ty] + 0.05 * rng.normal(size=(60, 5))
+    far = E[ty] + 3 * E[4] + 0.05 * rng.normal(size=(60, 5))
+    a = M.cluster_learnability_heldout(M.l2_normalize(train), M.l2_normalize(near), k=4)
+    b = M.cluster_learnability_heldout(M.l2_normalize(train), M.l2_normalize(far), k=4)
+    assert a == b == 1.0
 
 
 def test_cl_random_labels_is_low_and_seeded():
@@ -206,6 +327,34 @@ def test_clid_and_wclid():
     c = M.correlations(cl, y)
     assert c["n_checkpoints"] == 4 and -1 <= c["pearson"] <= 1
     assert math.isnan(M.correlations([1, 1, 1], [1, 2, 3])["pearson"])
+    pred, _ = M.wclid(cl, id_, y + np.array([0.01, -0.02, 0.0, 0.015]), leave_one_out=True)
+    assert np.isfinite(pred).all()
+
+
+def test_correlation_intervals():
+    from scipy.stats import bootstrap, kendalltau, pearsonr
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=25)
+    y = x + rng.normal(size=25)
+    c = M.correlations(x, y, random_state=3)
+    # Pearson: Fisher z, as scipy computes it.
+    ci = pearsonr(x, y).confidence_interval(0.95)
+    assert (c["pearson_lo"], c["pearson_hi"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert c["pearson_lo"] < c["pearson"] < c["pearson_hi"]
+    # Kendall: seeded percentile bootstrap over the pairs; scipy's agrees up to resampling noise.
+    ref = bootstrap((x, y), lambda a, b: kendalltau(a, b)[0], paired=True, vectorized=False,
+                    n_resamples=2000, method="percentile", random_state=1).confidence_interval
+    assert c["kendall_lo"] == pytest.approx(ref.low, abs=0.05)
+    assert c["kendall_hi"] == pytest.approx(ref.high, abs=0.05)
+    assert c["kendall_lo"] < c["kendall"] < c["kendall_hi"]
+    assert M.correlations(x, y, random_state=3) == c              # seeded
+    # A resample's repeated pairs are ties, as scipy counts them.
+    from conceptlens.metrics.clid import _tau_b
+    idx = rng.integers(0, 25, (20, 25))
+    assert _tau_b(x[idx], y[idx]) == pytest.approx([kendalltau(x[i], y[i])[0] for i in idx])
+    # Fisher z needs 4 pairs.
+    three = M.correlations([1.0, 2, 3], [1.0, 3, 2])
+    assert three["n_checkpoints"] == 3 and math.isnan(three["pearson_lo"])
 
 
 # ---- captions ---------------------------------------------------------------------
@@ -262,8 +411,32 @@ def test_describability_proxy():
     I = np.array([[1, 0.05 * i] for i in range(12)] + [[0.05 * i, 1] for i in range(12)], dtype=float)
     clusters = np.array([0] * 12 + [1] * 12)
     T = np.array([[1.0, 0.0], [0.0, 1.0]])
-    out = M.describability(T, [0, 1], I, clusters, top_n=10, n_pairs=20)
+    out = M.describability(T, [0, 1], I, clusters, features=I, top_n=10, n_pairs=20)
     for c in (0, 1):
-        assert out[c] == {"hits": 10, "top1": True, "top5": True, "binary": 1.0}
-    wrong = M.describability(T[::-1], [0, 1], I, clusters)
-    assert wrong[0]["hits"] == 0 and wrong[0]["binary"] == 0.0
+        assert out[c] == {"hits": 10, "top1": 1.0, "top5": 1.0, "binary": 1.0, "2afc": 1.0}
+    wrong = M.describability(T[::-1], [0, 1], I, clusters, features=I)
+    assert wrong[0]["hits"] == 0 and wrong[0]["top1"] == 0.0 and wrong[0]["2afc"] == 0.0
+    # Without the checkpoint's features, nothing about how the clustering classifies.
+    assert math.isnan(M.describability(T, [0, 1], I, clusters)[0]["binary"])
+
+
+def test_describability_table3_hand_case():
+    # Six images in clusters [0, 0, 0, 1, 1, 2]; the checkpoint's (1-D) features give
+    # cluster means 0.1, 0.75, 3.0. The VL model retrieves images 0 and 3 for caption 0
+    # and images 4 and 5 for caption 1 (top_n = 2).
+    I = np.eye(6)
+    T = np.array([[1, 0, 0, 0.9, 0, 0], [0, 0, 0, 0, 1, 0.9]])
+    clusters = np.array([0, 0, 0, 1, 1, 2])
+    F = np.array([[0.0], [0.1], [0.2], [1.0], [0.5], [3.0]])
+    out = M.describability(T, [0, 1], I, clusters, features=F, top_n=2, top=2)
+    # Top-1: one of the two retrieved images is in the cluster.
+    assert out[0]["hits"] == 1 and out[0]["top1"] == 0.5 and out[1]["top1"] == 0.5
+    # Top-2: image 3 (own cluster 1) has cluster 0 as its nearest other mean (0.81 < 4);
+    # image 5 (own cluster 2) has cluster 1 nearest (5.0625 < 8.41).
+    assert out[0]["top5"] == 1.0 and out[1]["top5"] == 1.0
+    assert M.describability(T, [0, 1], I, clusters, features=F, top_n=2, top=1)[0]["top5"] == 0.5
+    # Binary, caption 0: positives 0 (0.01 from mean 0.1), 3 (0.81) vs negatives 4 (0.16),
+    # 5 (8.41): 3 of 4 pairs. Caption 1 (mean 0.75): positives 4 (0.0625), 5 (5.0625) vs
+    # negatives 0 (0.5625), 3 (0.0625, a tie): (1 + 1/2 + 0 + 0) / 4.
+    assert out[0]["binary"] == 0.75 and out[1]["binary"] == 0.375
+    assert 0 <= out[0]["2afc"] <= 1

@@ -10,8 +10,7 @@ from PIL import Image
 
 from conceptlens.models import LayerProbe, ModelLoadError, load_adapter, parse_spec
 from conceptlens.models.base import LayerError, pool
-from tests.tiny_models import TinyConv, hf_models, save_torch_weights, \
-    tiny_open_clip_config  # noqa: F401  (fixture)
+from tests.tiny_models import TinyConv, save_torch_weights, tiny_open_clip_config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -11,7 +11,8 @@ from conceptlens.cli import main
 from conceptlens.validate import Problem, format_problems, validate
 from conceptlens.workspace import Workspace
 from tests.factory import make_workspace
-from tests.malformed import MALFORMATIONS, snapshot
+from tests.factory import snapshot
+from tests.malformed import MALFORMATIONS
 
 
 @pytest.fixture(scope="module")

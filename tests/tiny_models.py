@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow as pa
 import torch
 import torch.nn as nn
 
@@ -35,20 +34,6 @@ class TinyTokens(nn.Module):
 
     def forward(self, x):
         return self.patch(x).flatten(2).transpose(1, 2)
-
-
-def make_workspace(root: Path, n: int = N_IMAGES) -> Path:
-    """A workspace with `n` shapes images (64x64 PNGs) and their ground-truth captions."""
-    from conceptlens import schema
-    from conceptlens.demo.build import build_shapes, images_table
-    from conceptlens.workspace import Workspace
-    ws = Workspace.create(root, name="test", created="2026-01-01T00:00:00+00:00")
-    rows, caps = build_shapes(ws, seed=0, n=n, progress=False)
-    ws.write("images", images_table(rows))
-    ws.write("captions", pa.Table.from_pylist(caps, schema=pa.schema(
-        [("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())])))
-    ws.write("checkpoints", schema.empty("checkpoints"))
-    return root
 
 
 def tiny_open_clip_config(path: Path, coca: bool = False) -> Path:
@@ -82,43 +67,6 @@ def save_torch_weights(path: Path, model: nn.Module, init_kwargs=None, preproces
         blob["preprocess"] = preprocess
     torch.save(blob, path)
     return path
-
-
-# ---- fixtures (imported by the test modules) ------------------------------------------
-import shutil  # noqa: E402
-
-import pytest  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def ws_template(tmp_path_factory):
-    return make_workspace(tmp_path_factory.mktemp("tpl") / "ws")
-
-
-@pytest.fixture
-def ws(ws_template, tmp_path):
-    """A fresh copy of the 40-image workspace for each test."""
-    return Path(shutil.copytree(ws_template, tmp_path / "ws"))
-
-
-@pytest.fixture(scope="session")
-def hf_models(tmp_path_factory):
-    """Tiny transformers vision models saved with save_pretrained (random weights)."""
-    import transformers as T
-    d = tmp_path_factory.mktemp("hf")
-    vit = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-               image_size=32, patch_size=8)
-    T.ViTModel(T.ViTConfig(**vit)).save_pretrained(d / "vit")
-    T.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(d / "vit")
-    T.Dinov2Model(T.Dinov2Config(**vit)).save_pretrained(d / "dinov2")
-    T.CLIPModel(T.CLIPConfig(
-        vision_config=vit, projection_dim=16,
-        text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=37, vocab_size=100, bos_token_id=0, eos_token_id=1),
-    )).save_pretrained(d / "clip")
-    T.ResNetModel(T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
-                                 layer_type="basic", image_size=32)).save_pretrained(d / "resnet")
-    return d
 
 
 def tiny_git(path: Path) -> Path:

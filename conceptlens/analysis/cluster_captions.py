@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from .. import schema
@@ -47,10 +48,30 @@ def caption_columns(ctx: Context, ids, labels, k: int, opts: dict) -> dict:
     return out
 
 
+def vl_is_checkpoint(ck: dict, vl: dict) -> bool:
+    """The VL model is the checkpoint's own model: the same weights (by hash when both are
+    recorded, else the same model spec and weights file)."""
+    if ck.get("weights_sha256") and vl.get("weights_sha256"):
+        return ck["weights_sha256"] == vl["weights_sha256"]
+    return bool(ck.get("weights")) and ck.get("weights") == vl.get("weights") \
+        and ck.get("source") == vl.get("spec")
+
+
+def describability_self(ctx: Context, cid: str, dataset: str) -> bool | None:
+    """Whether describability of `cid` uses its own VL model (the one VLModel.from_workspace
+    picks for the dataset: its first row); None without a VL model."""
+    vl = ctx.table("vl_models", required=False)
+    if vl is None or not (vl["dataset"] == dataset).any():
+        return None
+    row = vl[vl["dataset"] == dataset].iloc[0].to_dict()
+    ck = {c: (None if pd.isna(v) else v) for c, v in ctx.checkpoint_row(cid).to_dict().items()}
+    return vl_is_checkpoint(ck, row)
+
+
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     from .. import metrics as M
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
-    ids, _ = ctx.features(cid)
+    ids, Xn = ctx.normalized(cid)
     labels, _ = ctx.clusters(cid, k)
     inputs = clustering_fingerprint(ctx, unit)
     cols: dict = {f.name: [None] * k for f in schema.arrow_schema("cluster_captions", partition=False)}
@@ -62,12 +83,13 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         dataset = str(ctx.checkpoint_row(cid)["dataset"])
         emb = ctx.vl_embeddings(dataset, meta, [cols["caption"][c] for c in have])
         if emb is not None:
-            d = M.describability(emb[0], have, emb[1], labels, random_state=opts["seed"])
+            own = describability_self(ctx, cid, dataset)
+            d = M.describability(emb[0], have, emb[1], labels, Xn, random_state=opts["seed"])
             for c, r in d.items():
                 cols["describability_hits"][c] = r["hits"]
-                cols["describability_top1"][c] = r["top1"]
-                cols["describability_top5"][c] = r["top5"]
-                cols["describability_binary"][c] = None if math.isnan(r["binary"]) else r["binary"]
+                for m in ("top1", "top5", "binary", "2afc"):
+                    cols[f"describability_{m}"][c] = None if math.isnan(r[m]) else r[m]
+                cols["describability_self"][c] = own
     ctx.ws.write("cluster_captions",
                  pa.table(cols, schema=schema.arrow_schema("cluster_captions", partition=False)),
                  metadata={"inputs": inputs}, checkpoint_id=cid, k=k)

@@ -16,7 +16,11 @@ import pyarrow as pa
 from .. import schema
 from ..workspace import WorkspaceError, files_signature
 from .common import Context, factor_matrix
+from .clustering import ANALYSIS as CLUSTERING
 from .registry import Analysis, Option, Unit
+
+# cl_heldout re-runs k-means on the train split with the clustering's own restarts option.
+N_INIT = next(o for o in CLUSTERING.options if o.name == "n_init")
 
 
 def clustering_units(ctx: Context, opts: dict) -> list[Unit]:
@@ -56,23 +60,26 @@ def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
 
 
 def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
-    """kNN accuracy and ID: one value per checkpoint, shared by its k's."""
+    """kNN accuracies and ID: one value per checkpoint, shared by its k's."""
     from .. import metrics as M
     split = meta["split"].astype(str).to_numpy()
     train, test = split == "train", split == "test"
     has_y = ~meta["label"].isna().to_numpy()
     y = meta["label"].to_numpy()
-    knn = None
+    knn = knn1 = None
     if (train & has_y).any() and (test & has_y).any():
         a, b = train & has_y, test & has_y
-        knn = M.knn_accuracy(Xn[a], y[a].astype(np.int64), Xn[b], y[b].astype(np.int64))
+        ya, yb = y[a].astype(np.int64), y[b].astype(np.int64)
+        knn = M.knn_accuracy(Xn[a], ya, Xn[b], yb)              # weighted 20-NN (lu2022)
+        knn1 = M.knn_accuracy(Xn[a], ya, Xn[b], yb, k=1)
     else:
         ctx.note(f"{cid}: knn_acc skipped (needs labelled `train` and `test` images)")
     # ID on the L2-normalised features, like every other metric here.
     id_, n_dup = M.twonn(Xn)
     if n_dup:
         ctx.note(f"{cid}: {n_dup} duplicate feature row(s) dropped before TwoNN")
-    return {"train": train, "test": test, "knn_acc": knn, "id": id_, "n_duplicates": n_dup}
+    return {"train": train, "test": test, "knn_acc": knn, "knn1_acc": knn1, "id": id_,
+            "n_duplicates": n_dup}
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
@@ -127,11 +134,16 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
 
     anmi = M.anmi(y[has_y].astype(np.int64), labels[has_y]) if has_y.sum() > 1 else None
     cl = M.cluster_learnability(Xn, labels, min(opts["cl_chunks"], n), opts["cl_orders"], opts["seed"])
+    # Held-out CL: clusters cut on the train split alone, so test images cannot shape them.
     tr, te = shared["train"], shared["test"]
-    cl_held = (M.cluster_learnability_heldout(Xn[tr], labels[tr], Xn[te], labels[te])
-               if tr.any() and te.any() else None)
-    row = {"anmi": [anmi], "knn_acc": [shared["knn_acc"]], "cl": [cl], "id": [shared["id"]],
-           "cl_heldout": [cl_held], "n_images": [n], "n_duplicates": [shared["n_duplicates"]]}
+    cl_held = None
+    if te.any() and tr.sum() >= k:
+        cl_held = M.cluster_learnability_heldout(Xn[tr], Xn[te], k, opts["n_init"], opts["seed"])
+    else:
+        ctx.note(f"{cid} k={k}: cl_heldout skipped (needs `test` images and at least k `train` images)")
+    row = {"anmi": [anmi], "knn_acc": [shared["knn_acc"]], "knn1_acc": [shared["knn1_acc"]],
+           "cl": [cl], "id": [shared["id"]], "cl_heldout": [cl_held], "n_images": [n],
+           "n_duplicates": [shared["n_duplicates"]]}
     ctx.ws.write("checkpoint_metrics",
                  pa.table(row, schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
                  metadata={"inputs": inputs}, checkpoint_id=cid, k=k)
@@ -149,6 +161,7 @@ ANALYSIS = Analysis(
         Option("refs", int, 10, "reference images per 2AFC trial", minimum=1),
         Option("cl_chunks", int, 10, "chunks of the prequential CL code", minimum=2),
         Option("cl_orders", int, 3, "random orders CL is averaged over", minimum=1),
+        N_INIT,
     ),
     doc=__doc__.splitlines()[0],
 )

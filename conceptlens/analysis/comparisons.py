@@ -10,6 +10,7 @@ clusterings are unchanged since the last run is not compared again.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -21,7 +22,7 @@ from ..workspace import files_signature
 from .common import Context
 from .registry import Analysis, Unit
 
-PREDICTORS = ("cl", "cl_heldout", "id", "clid", "wclid")
+PREDICTORS = schema.PREDICTORS
 
 
 def _checkpoints_of(ctx: Context, dataset: str) -> list[str]:
@@ -57,23 +58,55 @@ def _fingerprint(ctx: Context, unit: Unit) -> str:
     return files_signature(files)
 
 
-def _clid_and_correlations(metrics: pd.DataFrame) -> tuple[list, list]:
+def _image_set(ctx: Context, cid: str, k: int) -> str:
+    """Fingerprint of the set of images a clustering covers."""
+    ids = ctx.ws.read("clusters", columns=["image_id"], checkpoint_id=cid, k=k)["image_id"].to_pylist()
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+def comparable(g: pd.DataFrame) -> np.ndarray:
+    """Rows of one k whose image set is the most common one (ties: more images, then the set
+    of the first checkpoint id). CL, ID and kNN accuracy measured on other images are not
+    comparable: a z-score across them would mix datasets."""
+    sizes = g.groupby("image_set").agg(n=("checkpoint_id", "size"), images=("n_images", "max"),
+                                       first=("checkpoint_id", "min"))
+    best = sizes.sort_values(["n", "images", "first"], ascending=[False, False, True]).index[0]
+    return (g["image_set"] == best).to_numpy()
+
+
+def _clid_and_correlations(metrics: pd.DataFrame, seed: int = 0) -> tuple[list, list, list]:
+    """clid_scores and predictor_correlations rows, and notes on checkpoints left out.
+
+    `metrics` holds checkpoint_metrics rows with `checkpoint_id`, `k` and `image_set`."""
     from .. import metrics as M
-    scores, corr = [], []
+    scores, corr, notes = [], [], []
     for k, g in metrics.groupby("k", sort=True):
-        def f(c):
-            return g[c].astype(float).to_numpy()
-        g = g.assign(clid=M.clid(f("cl"), f("id")), wclid=M.wclid(f("cl"), f("id"), f("knn_acc"))[0])
-        for r in g.itertuples(index=False):
-            scores.append({"k": int(k), "checkpoint_id": r.checkpoint_id,
-                           "clid": None if np.isnan(r.clid) else float(r.clid),
-                           "wclid": None if np.isnan(r.wclid) else float(r.wclid)})
+        g = g.sort_values("checkpoint_id").reset_index(drop=True)
+        same = comparable(g)
+        if not same.all():
+            notes.append(f"k={k}: {', '.join(g.loc[~same, 'checkpoint_id'])} embedded other images "
+                         f"than the other {int(same.sum())} checkpoint(s): left out of CLID, W-CLID "
+                         f"and the predictor correlations")
+        sub = g[same].reset_index(drop=True)
+
+        def f(col):
+            return sub[col].astype(float).to_numpy()
+        cl, id_, acc = f("cl"), f("id"), f("knn_acc")
+        sub = sub.assign(clid=M.clid(cl, id_), wclid=M.wclid(cl, id_, acc)[0],
+                         wclid_loo=M.wclid(cl, id_, acc, leave_one_out=True)[0])
+        values = sub.set_index("checkpoint_id")[["clid", "wclid", "wclid_loo"]]
+        for cid in g["checkpoint_id"]:
+            row = {"k": int(k), "checkpoint_id": cid}
+            for col in values.columns:
+                v = values.at[cid, col] if cid in values.index else math.nan
+                row[col] = None if np.isnan(v) else float(v)
+            scores.append(row)
         for p in PREDICTORS:
-            r = M.correlations(g[p].astype(float).to_numpy(), g["knn_acc"].astype(float).to_numpy())
+            r = M.correlations(f(p), acc, random_state=seed)
             # A correlation that cannot be computed is missing (null), not a number.
             corr.append({"k": int(k), "predictor": p,
-                         **{c: None if isinstance(v, float) and math.isnan(v) else v for c, v in r.items()}})
-    return scores, corr
+                         **{n: None if isinstance(v, float) and math.isnan(v) else v for n, v in r.items()}})
+    return scores, corr, notes
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
@@ -81,9 +114,12 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     ds = unit.partition["dataset"]
     inputs = _inputs_of(ctx, ds)
     fingerprint = _fingerprint(ctx, unit)
-    rows = [ctx.ws.read("checkpoint_metrics", checkpoint_id=c, k=k).to_pandas() for c, k in sorted(inputs)]
+    rows = [ctx.ws.read("checkpoint_metrics", checkpoint_id=c, k=k).to_pandas()
+            .assign(checkpoint_id=c, k=k, image_set=_image_set(ctx, c, k)) for c, k in sorted(inputs)]
     metrics = pd.concat(rows, ignore_index=True)
-    scores, corr = _clid_and_correlations(metrics)
+    scores, corr, notes = _clid_and_correlations(metrics, opts["seed"])
+    for n in notes:
+        ctx.note(f"{ds} {n}")
 
     # Pairs whose two clusterings are unchanged keep their previous results.
     sig = {f"{c}/{k}": files_signature(v["clusters"]) for (c, k), v in inputs.items()}

@@ -93,9 +93,9 @@ class Analysis:
 
 
 def _analyses() -> tuple[Analysis, ...]:
-    from . import cluster_captions, cluster_metrics, clustering, comparisons, projections
+    from . import cluster_captions, cluster_metrics, clustering, comparisons, compmap, projections
     return (clustering.ANALYSIS, cluster_metrics.ANALYSIS, cluster_captions.ANALYSIS,
-            projections.ANALYSIS, comparisons.ANALYSIS)
+            projections.ANALYSIS, comparisons.ANALYSIS, compmap.ANALYSIS)
 
 
 ANALYSES: tuple[Analysis, ...] = _analyses()

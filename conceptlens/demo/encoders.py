@@ -12,7 +12,11 @@ so the demo's checkpoints go through the same extraction path as a user's model
 Regimes (all deterministic from a seed, on CPU):
 
 * `simclr`     - SimCLR: two augmented views, NT-Xent loss on a projection head.
+* `simsiam`    - SimSiam: two augmented views, a predictor on one branch and a
+                 stop-gradient on the other, negative cosine (no negatives).
 * `autoencoder` - convolutional autoencoder; the embedding is the bottleneck.
+* `vae`        - variational autoencoder; the embedding is the posterior mean.
+* `rotation`   - predict which of 0/90/180/270 degrees an image was rotated by.
 * `supervised` - cross-entropy on a chosen SUBSET of the factors (e.g. shape and
                  size but not colour); the embedding is the penultimate layer.
 * `random`     - the untrained, randomly initialised encoder.
@@ -297,6 +301,79 @@ def train_simclr(x01: torch.Tensor, mean, std, *, seed: int, epochs=(1, 5, 15),
 
     return _train(parts, enc, epochs, len(x01), min(batch_size, len(x01)), lr, g, step, desc,
                   progress)
+
+
+def train_simsiam(x01: torch.Tensor, mean, std, *, seed: int, epochs=(1, 5), width: int = 16,
+                  embed_dim: int = 64, batch_size: int = 256, lr: float = 2e-3, flip: bool = True,
+                  color: float = 0.4, progress: bool = True, desc: str = "simsiam") -> list[Snapshot]:
+    """SimSiam (Chen & He 2021) on [0, 1] images: symmetrised negative cosine between one
+    view's prediction and the other view's projection, the latter without gradient."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    enc = ConvEncoder(x01.shape[-1], width, embed_dim)
+    proj = nn.Sequential(nn.Linear(embed_dim, embed_dim), nn.BatchNorm1d(embed_dim), nn.ReLU(),
+                         nn.Linear(embed_dim, embed_dim), nn.BatchNorm1d(embed_dim))
+    pred = nn.Sequential(nn.Linear(embed_dim, embed_dim // 2), nn.BatchNorm1d(embed_dim // 2),
+                         nn.ReLU(), nn.Linear(embed_dim // 2, embed_dim))
+    parts = nn.ModuleList([enc, proj, pred])
+    m = torch.tensor(mean).view(1, -1, 1, 1)
+    s = torch.tensor(std).view(1, -1, 1, 1)
+
+    def step(idx):
+        xb = x01[idx]
+        z1 = proj(enc((augment(xb, g, flip=flip, color=color) - m) / s))
+        z2 = proj(enc((augment(xb, g, flip=flip, color=color) - m) / s))
+        p1, p2 = pred(z1), pred(z2)
+        return -(F.cosine_similarity(p1, z2.detach()).mean()
+                 + F.cosine_similarity(p2, z1.detach()).mean()) / 2
+
+    return _train(parts, enc, epochs, len(x01), min(batch_size, len(x01)), lr, g, step, desc,
+                  progress)
+
+
+def train_vae(x: torch.Tensor, *, seed: int, epochs=(1, 5), width: int = 16, embed_dim: int = 64,
+              batch_size: int = 128, lr: float = 2e-3, beta: float = 1.0, progress: bool = True,
+              desc: str = "vae") -> list[Snapshot]:
+    """VAE on normalised images: Gaussian posterior (mean = the encoder's output, log-variance
+    from a second head on the pooled features), mirrored decoder, summed squared error +
+    beta KL per image. The saved encoder gives the posterior mean."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    enc = ConvEncoder(x.shape[-1], width, embed_dim)
+    logvar = nn.Linear(enc.out_channels, embed_dim)
+    dec = ConvDecoder(x.shape[-1], width, embed_dim)
+    parts = nn.ModuleList([enc, logvar, dec])
+
+    def step(idx):
+        xb = x[idx]
+        h = enc.feature_map(xb).mean(dim=(2, 3))
+        mu, lv = enc.head(h), logvar(h).clamp(-8, 8)
+        eps = torch.randn(mu.shape, generator=g)
+        rec = dec(mu + eps * (0.5 * lv).exp())
+        kl = 0.5 * (mu.pow(2) + lv.exp() - 1 - lv).sum(dim=1)
+        return ((rec - xb).pow(2).flatten(1).sum(dim=1) + beta * kl).mean() / xb[0].numel()
+
+    return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc, progress)
+
+
+def train_rotation(x: torch.Tensor, *, seed: int, epochs=(1, 5), width: int = 16,
+                   embed_dim: int = 64, batch_size: int = 128, lr: float = 2e-3,
+                   progress: bool = True, desc: str = "rotation") -> list[Snapshot]:
+    """Rotation prediction (Gidaris et al. 2018): each image of a batch is turned by a random
+    multiple of 90 degrees and a linear head on the embedding names the multiple."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    enc = ConvEncoder(x.shape[-1], width, embed_dim)
+    head = nn.Linear(embed_dim, 4)
+    parts = nn.ModuleList([enc, head])
+
+    def step(idx):
+        xb = x[idx]
+        turns = torch.randint(0, 4, (len(idx),), generator=g)
+        xr = torch.stack([torch.rot90(im, int(t), dims=(1, 2)) for im, t in zip(xb, turns)])
+        return F.cross_entropy(head(F.relu(enc(xr))), turns)
+
+    return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc, progress)
 
 
 def train_autoencoder(x: torch.Tensor, *, seed: int, epochs=(2, 10), width: int = 16,

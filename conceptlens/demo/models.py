@@ -27,9 +27,10 @@ WIDTH = 16
 class Run:
     """One training run; `epochs` are the stages saved as checkpoints."""
     dataset: str
-    method: str                     # simclr | autoencoder | supervised | random | pca
+    method: str                     # simclr | simsiam | autoencoder | vae | rotation | supervised
+                                    # | random | pca
     epochs: tuple[int, ...] = (0,)
-    tag: str = ""                   # extra name part, e.g. the supervised factors
+    tag: str = ""                   # extra name part: the supervised factors, a replicate (s1)...
     options: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -49,6 +50,17 @@ RUNS: tuple[Run, ...] = (
         options={"factors": ("shape", "size")}),
     Run("shapes", "random"),
     Run("shapes", "pca", options={"pool": 4}),
+    # A population of self-supervised checkpoints (methods x epochs x seeds x widths) for
+    # lu2022's question: do CL, ID and CLID rank checkpoints like kNN accuracy does? A
+    # tag `s1` is a second seed (the seed derives from the run name), `w8` half the width.
+    Run("shapes", "simclr", (2, 8), tag="s1"),
+    Run("shapes", "simclr", (3, 10), tag="w8", options={"width": 8}),
+    Run("shapes", "simsiam", (1, 3, 8)),
+    Run("shapes", "simsiam", (2, 5), tag="s1"),
+    Run("shapes", "autoencoder", (2, 5), tag="s1"),
+    Run("shapes", "vae", (1, 3, 8)),
+    Run("shapes", "rotation", (1, 3, 10)),
+    Run("shapes", "rotation", (2, 6), tag="s1"),
     Run("digits", "simclr", (5, 30), options={"flip": False, "color": 0.0}),
     Run("digits", "autoencoder", (20,)),
     Run("digits", "supervised", (10,), tag="label", options={"factors": ("label",)}),
@@ -110,13 +122,17 @@ def _train_run(run: Run, images, mean, std, seed: int, progress: bool) -> dict:
     size = px.shape[-1]
     o = run.options
     desc = run.run
-    if run.method == "simclr":
-        snaps = E.train_simclr(px.float() / 255.0, mean, std, seed=s, epochs=run.epochs,
-                               width=WIDTH, embed_dim=EMBED_DIM, flip=o.get("flip", True),
-                               color=o.get("color", 0.4), progress=progress, desc=desc)
-    elif run.method == "autoencoder":
-        snaps = E.train_autoencoder(E.normalise(px, mean, std), seed=s, epochs=run.epochs,
-                                    width=WIDTH, embed_dim=EMBED_DIM, progress=progress, desc=desc)
+    width = o.get("width", WIDTH)
+    if run.method in ("simclr", "simsiam"):
+        train = E.train_simclr if run.method == "simclr" else E.train_simsiam
+        snaps = train(px.float() / 255.0, mean, std, seed=s, epochs=run.epochs, width=width,
+                      embed_dim=EMBED_DIM, flip=o.get("flip", True), color=o.get("color", 0.4),
+                      progress=progress, desc=desc)
+    elif run.method in ("autoencoder", "vae", "rotation"):
+        train = {"autoencoder": E.train_autoencoder, "vae": E.train_vae,
+                 "rotation": E.train_rotation}[run.method]
+        snaps = train(E.normalise(px, mean, std), seed=s, epochs=run.epochs, width=width,
+                      embed_dim=EMBED_DIM, progress=progress, desc=desc)
     elif run.method == "supervised":
         tg = {k: v[tr] for k, v in _targets(images, o["factors"]).items()}
         snaps = E.train_supervised(E.normalise(px, mean, std), tg, seed=s, epochs=run.epochs,

@@ -360,6 +360,7 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
         bar.close()
         if pool is not None:
             pool.terminate()
+            pool.join()
         flush()   # also on an interruption: a rerun resumes from here
     return done, skipped, len(done) - reused, reused
 

@@ -102,13 +102,23 @@ def class_captions_rouge(texts, labels, negative: bool = True, max_candidates: i
 
 
 def describability(text_embeddings, text_clusters, image_embeddings, image_clusters,
-                   top_n: int = 10, n_pairs: int = 20, random_state: int = 0) -> dict:
-    """Retrieval proxy for describability (laina2020 Table 3), with a VL model's embeddings.
+                   features=None, top_n: int = 10, top: int = 5, n_pairs: int = 20,
+                   random_state: int = 0) -> dict:
+    """Describability by retrieval (laina2020 Table 3, the dataset standing in for web search).
 
-    Each cluster's caption retrieves the `top_n` images nearest to it (cosine).
-    Per cluster: hits (retrieved images in the cluster), top-1 hit, top-5 hit,
-    and the binary accuracy over `n_pairs` random pairs (one image in the
-    cluster, one outside): how often the caption scores the in-cluster one higher.
+    Each cluster's caption retrieves the `top_n` images nearest to it in the VL model's
+    space (cosine). Table 3 then asks how the clustering itself classifies them, with
+    `features` (the checkpoint's, one row per image) and the clusters' mean features:
+      top1   share of the retrieved images that are in the cluster (Top-1 accuracy);
+      top5   share with the cluster among their `top` classes: their own cluster first,
+             then the other clusters by nearest mean (Top-5 accuracy);
+      binary each retrieved image against each image retrieved for another caption:
+             share of pairs where it is nearer the cluster's mean (ties count 1/2) -
+             the exact mean over the paper's random negatives.
+    Also `hits` (retrieved images in the cluster) and, needing no features, `2afc`:
+    over `n_pairs` random pairs (one image of the cluster, one outside) how often the
+    caption is more similar to the one inside (Eq. 3 with the VL model as annotator).
+    Without `features`, top5 and binary are nan.
     """
     T = l2_normalize(text_embeddings).astype(np.float64)
     I = l2_normalize(image_embeddings).astype(np.float64)
@@ -119,18 +129,39 @@ def describability(text_embeddings, text_clusters, image_embeddings, image_clust
     if ic.shape != (len(I),):
         raise ValueError("image_clusters needs one entry per image embedding")
     top_n = min(top_n, len(I))
+    sims = I @ T.T
+    retrieved = np.argsort(-sims, axis=0, kind="stable")[:top_n].T      # caption -> images
+    dist = None
+    if features is not None:
+        F = np.asarray(features, dtype=np.float64)
+        if F.shape[0] != len(I):
+            raise ValueError(f"features need one row per image ({len(I)}), got {F.shape[0]}")
+        ids, inv = np.unique(ic, return_inverse=True)
+        means = np.zeros((len(ids), F.shape[1]))
+        np.add.at(means, inv, F)
+        means /= np.bincount(inv)[:, None]
+        # image x cluster squared distances, without an image x cluster x dim array
+        dist = (F * F).sum(axis=1)[:, None] - 2 * F @ means.T + (means * means).sum(axis=1)[None, :]
+        col = {c.item(): j for j, c in enumerate(ids)}
     rng = np.random.default_rng(random_state)
     out = {}
-    for t, c in zip(T, tc):
-        s = I @ t
-        top = np.argsort(-s, kind="stable")[:top_n]
-        hit = ic[top] == c
+    for t, c in enumerate(tc):
+        top_imgs = retrieved[t]
+        hit = ic[top_imgs] == c
+        r = {"hits": int(hit.sum()), "top1": float(hit.mean()), "top5": float("nan"),
+             "binary": float("nan"), "2afc": float("nan")}
+        if dist is not None:
+            d = dist[top_imgs].copy()
+            d[np.arange(len(top_imgs)), inv[top_imgs]] = -np.inf       # own cluster ranks first
+            rank = (d < d[:, [col[c.item()]]]).sum(axis=1)
+            r["top5"] = float(np.mean(rank < top))
+            neg = retrieved[np.arange(len(tc)) != t].ravel()
+            if len(neg):
+                p, n = -dist[top_imgs, col[c.item()]], -dist[neg, col[c.item()]]
+                r["binary"] = float(np.mean((p[:, None] > n[None, :]) + 0.5 * (p[:, None] == n[None, :])))
         inside, outside = np.flatnonzero(ic == c), np.flatnonzero(ic != c)
         if len(inside) and len(outside):
             a, b = rng.choice(inside, n_pairs), rng.choice(outside, n_pairs)
-            binary = float(np.mean(s[a] > s[b]))
-        else:
-            binary = float("nan")
-        out[c.item()] = {"hits": int(hit.sum()), "top1": bool(hit[:1].any()),
-                         "top5": bool(hit[:5].any()), "binary": binary}
+            r["2afc"] = float(np.mean(sims[a, t] > sims[b, t]))
+        out[c.item()] = r
     return out

@@ -64,21 +64,68 @@ def wclid(cl, id_, knn_acc, leave_one_out: bool = False) -> tuple[np.ndarray, np
     return pred, w
 
 
-def correlations(predictor, target) -> dict:
-    """Pearson and Kendall (tau-b) correlation of a predictor with the target, with p-values."""
+def fisher_interval(r: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """1 - alpha interval of a Pearson r from n pairs by Fisher's z (nan below 4 pairs)."""
+    from scipy.stats import norm
+    if n < 4 or not np.isfinite(r):
+        return math.nan, math.nan
+    z, half = np.arctanh(np.clip(r, -1.0, 1.0)), norm.isf(alpha / 2) / math.sqrt(n - 3)
+    return float(np.tanh(z - half)), float(np.tanh(z + half))
+
+
+def _tau_b(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Kendall tau-b of every row pair (X[r], Y[r]): sum sgn dx sgn dy / sqrt(pairs untied in x * in y)."""
+    sx = np.sign(X[:, :, None] - X[:, None, :])
+    sy = np.sign(Y[:, :, None] - Y[:, None, :])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sx * sy).sum(axis=(1, 2)) / np.sqrt((sx * sx).sum(axis=(1, 2)) * (sy * sy).sum(axis=(1, 2)))
+
+
+def kendall_bootstrap_interval(x, y, n_boot: int = 2000, alpha: float = 0.05,
+                               random_state: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of Kendall's tau-b, resampling the (x, y) pairs.
+
+    A resample's repeated pairs count as ties, as scipy's `kendalltau` counts them.
+    Resamples where tau is undefined (a constant series) are left out.
+    """
+    x, y = _vec(x, "x"), _vec(y, "y")
+    rng = np.random.default_rng(random_state)
+    idx = rng.integers(0, len(x), (n_boot, len(x)))
+    step = max(1, 2_000_000 // len(x) ** 2)          # bounded memory: B x n x n signs
+    vals = np.concatenate([_tau_b(x[idx[s:s + step]], y[idx[s:s + step]])
+                           for s in range(0, n_boot, step)])
+    vals = vals[np.isfinite(vals)]
+    if len(vals) < n_boot / 2:      # mostly degenerate resamples: no interval worth showing
+        return math.nan, math.nan
+    lo, hi = np.quantile(vals, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000,
+                 random_state: int = 0) -> dict:
+    """Pearson and Kendall (tau-b) correlation of a predictor with the target.
+
+    With two-sided p-values and 1 - alpha intervals: Fisher's z for Pearson (scipy's
+    `pearsonr(...).confidence_interval()`), a seeded percentile bootstrap over the
+    checkpoints (`n_boot` resamples) for Kendall.
+    """
     from scipy.stats import kendalltau, pearsonr
     x, y = _vec(predictor, "predictor"), _vec(target, "target")
     if x.shape != y.shape:
         raise ValueError("predictor and target need one value per checkpoint each")
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
-    out = {"pearson": math.nan, "pearson_p": math.nan, "kendall": math.nan,
-           "kendall_p": math.nan, "n_checkpoints": n}
+    out = {"pearson": math.nan, "pearson_p": math.nan, "pearson_lo": math.nan,
+           "pearson_hi": math.nan, "kendall": math.nan, "kendall_p": math.nan,
+           "kendall_lo": math.nan, "kendall_hi": math.nan, "n_checkpoints": n}
     # Fewer than 3 points or a constant series carry no correlation.
     if n < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
         return out
-    r = pearsonr(x[ok], y[ok])
-    t = kendalltau(x[ok], y[ok])
-    out.update(pearson=float(r[0]), pearson_p=float(r[1]),
-               kendall=float(t[0]), kendall_p=float(t[1]))
+    x, y = x[ok], y[ok]
+    r = pearsonr(x, y)
+    t = kendalltau(x, y)
+    lo, hi = fisher_interval(float(r[0]), n, alpha)
+    klo, khi = kendall_bootstrap_interval(x, y, n_boot, alpha, random_state)
+    out.update(pearson=float(r[0]), pearson_p=float(r[1]), pearson_lo=lo, pearson_hi=hi,
+               kendall=float(t[0]), kendall_p=float(t[1]), kendall_lo=klo, kendall_hi=khi)
     return out

@@ -1,4 +1,4 @@
-"""TwoNN intrinsic dimension (Facco et al. 2017), as scikit-dimension computes it."""
+"""TwoNN intrinsic dimension (Facco et al. 2017), as lu2022 and scikit-dimension compute it."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,24 +7,24 @@ from .neighbors import DEFAULT_BLOCK, as_matrix, nearest_euclidean_self
 
 
 def drop_duplicates(X) -> tuple[np.ndarray, int]:
-    """Unique rows of X (first occurrence order kept) and how many were dropped."""
-    X = as_matrix(X)
+    """Unique rows of X (first occurrence order kept, float64) and how many were dropped."""
+    X = as_matrix(X, dtype=np.float64)
     _, first = np.unique(X, axis=0, return_index=True)
     keep = np.sort(first)
     return X[keep], int(len(X) - len(keep))
 
 
-def twonn(X, discard_fraction: float = 0.1, cdf_offset: int = 0,
+def twonn(X, discard_fraction: float = 0.1, cdf_offset: int = 1,
           block_size: int = DEFAULT_BLOCK) -> tuple[float, int]:
     """TwoNN dimension of X (Euclidean) and the number of duplicate rows dropped first.
 
-    As `skdim.id.TwoNN(discard_fraction)`: mu = r2 / r1 (self excluded), the
-    int(N (1 - f)) smallest mu kept, least squares of -log(1 - F) on log(mu)
-    through the origin, empirical CDF F_i = (i + cdf_offset) / N, i = 0, 1, ...
-    with the full N. cdf_offset=0 is the public scikit-dimension code
-    (`np.arange(n_keep) / N`; its hyperBall test value 4.11323); cdf_offset=1
-    is what the scikit-dimension 0.5.0 build in our environment does
-    (`np.arange(1, n_keep + 1) / N`; 4.63403 on the same data).
+    mu = r2 / r1 (self excluded, exact neighbours), the int(N (1 - f)) smallest mu
+    kept, least squares of -log(1 - F) on log(mu) through the origin, with the
+    empirical CDF F_i = (i - 1 + cdf_offset) / N, i = 1..n_keep, and the full N.
+    cdf_offset=1 (default) is lu2022's and Facco et al.'s F_i = i / N (also the
+    scikit-dimension 0.5.0 build installed here, `np.arange(1, n_keep + 1) / N`);
+    cdf_offset=0 is the public scikit-dimension code (`np.arange(n_keep) / N`, its
+    hyperBall test value 4.11323).
     """
     if cdf_offset not in (0, 1):
         raise ValueError(f"cdf_offset must be 0 or 1, got {cdf_offset!r}")
@@ -36,7 +36,8 @@ def twonn(X, discard_fraction: float = 0.1, cdf_offset: int = 0,
     d, _ = nearest_euclidean_self(X, k=2, block_size=block_size)
     mu = d[:, 1] / d[:, 0]
     n = len(mu)
-    n_keep = int(n * (1 - discard_fraction))
+    # With F_i = i / N the largest mu would have F = 1 (-log 0): it is never kept.
+    n_keep = min(int(n * (1 - discard_fraction)), n - cdf_offset)
     if n_keep < 2:
         raise ValueError("fewer than 2 points left after discarding; lower discard_fraction")
     x = np.log(np.sort(mu)[:n_keep])

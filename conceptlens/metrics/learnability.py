@@ -1,4 +1,4 @@
-"""1-NN accuracies: kNN evaluation on labels and cluster learnability (lu2022).
+"""kNN accuracies on labels and cluster learnability (lu2022).
 
 All neighbours are exact cosine neighbours computed in blocks (neighbors.py).
 """
@@ -25,12 +25,44 @@ def one_nn_predict(train_X, train_y, test_X, block_size: int = DEFAULT_BLOCK,
     return train_y[idx[:, 0]]
 
 
-def knn_accuracy(train_X, train_y, test_X, test_y, block_size: int = DEFAULT_BLOCK) -> float:
-    """Top-1 accuracy of a cosine 1-NN classifier fitted on train, scored on test."""
+def weighted_knn_predict(train_X, train_y, test_X, k: int = 20, temperature: float = 0.07,
+                         block_size: int = DEFAULT_BLOCK) -> np.ndarray:
+    """The weighted kNN classifier of Caron et al. 2021 (DINO's `eval_knn`), which lu2022 uses.
+
+    Each test row's k cosine-nearest training rows vote for their label with weight
+    exp(similarity / temperature); the votes are summed per class and the class with
+    the largest sum wins (exact ties: the smallest class).
+    """
+    train_y = _check(train_X, train_y, "train_y")
+    if int(k) != k or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    k = min(int(k), len(train_y))
+    sims, idx = nearest_cosine(test_X, train_X, k=k, block_size=block_size)
+    classes, codes = np.unique(train_y, return_inverse=True)
+    votes = np.zeros((len(sims), len(classes)))
+    rows = np.repeat(np.arange(len(sims)), k)
+    np.add.at(votes, (rows, codes[idx].ravel()), np.exp(sims.astype(np.float64).ravel() / temperature))
+    return classes[np.argmax(votes, axis=1)]
+
+
+def knn_accuracy(train_X, train_y, test_X, test_y, k: int = 20, temperature: float = 0.07,
+                 block_size: int = DEFAULT_BLOCK) -> float:
+    """Top-1 accuracy of a cosine kNN classifier fitted on train, scored on test.
+
+    k=20, temperature=0.07 (default): the weighted 20-NN of Caron et al. 2021, lu2022's
+    "KNN accuracy". k=1: the plain 1-NN (its weights do not matter).
+    """
     test_y = _check(test_X, test_y, "test_y")
+    train_y = _check(train_X, train_y, "train_y")
     if len(test_y) == 0 or len(train_y) == 0:
         raise ValueError("knn_accuracy needs a non-empty train and test split")
-    return float(np.mean(one_nn_predict(train_X, train_y, test_X, block_size) == test_y))
+    if k == 1:
+        pred = one_nn_predict(train_X, train_y, test_X, block_size)
+    else:
+        pred = weighted_knn_predict(train_X, train_y, test_X, k, temperature, block_size)
+    return float(np.mean(pred == test_y))
 
 
 def cluster_learnability(X, cluster_labels, n_chunks: int = 10, n_orders: int = 3,
@@ -64,7 +96,24 @@ def cluster_learnability(X, cluster_labels, n_chunks: int = 10, n_orders: int = 
     return float(np.mean(scores))
 
 
-def cluster_learnability_heldout(train_X, train_clusters, test_X, test_clusters,
+def heldout_clusters(train_X, test_X, k: int, n_init: int = 3, random_state: int = 0
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """k-means fitted on the train rows only; test rows get their nearest centroid.
+
+    Returns (train cluster labels, test cluster labels). Test rows never move a centroid.
+    """
+    from sklearn.cluster import KMeans
+    train_X = np.asarray(train_X, dtype=np.float32)
+    if not 2 <= k <= len(train_X):
+        raise ValueError(f"k={k} must be in [2, {len(train_X)}] (train rows)")
+    km = KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(train_X)
+    return km.labels_.astype(np.int64), km.predict(np.asarray(test_X, dtype=np.float32)).astype(np.int64)
+
+
+def cluster_learnability_heldout(train_X, test_X, k: int, n_init: int = 3, random_state: int = 0,
                                  block_size: int = DEFAULT_BLOCK) -> float:
-    """Held-out CL: 1-NN trained on the train split's cluster labels, scored on the test split."""
-    return knn_accuracy(train_X, train_clusters, test_X, test_clusters, block_size)
+    """Held-out CL (the journal version of lu2022): k-means on the train split only, test
+    points labelled by their nearest centroid, then the accuracy on the test split of a
+    cosine 1-NN trained on the train split's cluster labels."""
+    tr, te = heldout_clusters(train_X, test_X, k, n_init, random_state)
+    return knn_accuracy(train_X, tr, test_X, te, k=1, block_size=block_size)

@@ -11,7 +11,7 @@ import numpy as np
 DEFAULT_BLOCK = 1024
 
 
-def as_matrix(X, name: str = "X") -> np.ndarray:
+def as_matrix(X, name: str = "X", dtype=np.float32) -> np.ndarray:
     X = np.asarray(X)
     if X.ndim != 2:
         raise ValueError(f"{name} must be a 2-D array (n_samples, n_features), got shape {X.shape}")
@@ -19,7 +19,7 @@ def as_matrix(X, name: str = "X") -> np.ndarray:
         raise ValueError(f"{name} is empty (shape {X.shape})")
     if not np.issubdtype(X.dtype, np.number):
         raise ValueError(f"{name} must be numeric, got dtype {X.dtype}")
-    X = X.astype(np.float32, copy=False)
+    X = X.astype(dtype, copy=False)
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{name} contains NaN or infinite values")
     return X
@@ -75,20 +75,37 @@ def nearest_cosine(queries, base, k: int = 1, exclude: np.ndarray | None = None,
     return sims, idx
 
 
-def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK, slack: int = 8
+def _pairwise_sq_exact(X64: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                       chunk: int = 1 << 22) -> np.ndarray:
+    """Squared distances of the pairs (rows[i], cols[i]) from differences in float64."""
+    out = np.empty(len(rows))
+    step = max(1, chunk // X64.shape[1])      # bounded memory even for huge candidate sets
+    for s, e in _blocks(len(rows), step):
+        diff = X64[rows[s:e]] - X64[cols[s:e]]
+        out[s:e] = np.einsum("ij,ij->i", diff, diff)
+    return out
+
+
+def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK
                            ) -> tuple[np.ndarray, np.ndarray]:
     """Exact Euclidean distances to the k nearest other rows of X: (distances, indices).
 
-    Candidates come from a float32 product |a|^2 + |b|^2 - 2ab; the `k + slack`
-    best are then re-measured in float64, so rounding cannot reorder the result.
+    Candidates come from a float32 product |a|^2 + |b|^2 - 2ab. Its error on a pair is
+    below E = (d + 8) eps32 (|a| + |b|)^2 (summation of d terms, two additions and the
+    rounding of X to float32), so every row whose true distance can be among the k
+    smallest lies within 2E of the k-th smallest float32 value. All of those - however
+    many, e.g. a blob of near-duplicates - are re-measured from differences in float64
+    and the k best kept (ties: the lower index). A fixed number of re-measured candidates
+    is not enough: near-duplicates more numerous than it get the wrong r1 and r2.
     """
-    X = as_matrix(X)
-    n = X.shape[0]
+    X64 = as_matrix(X, dtype=np.float64)
+    n, d = X64.shape
     if not 1 <= k < n:
         raise ValueError(f"k={k} must be in [1, {n - 1}] for {n} points")
-    c = min(k + slack, n - 1)
+    X = X64.astype(np.float32)
     sq = np.einsum("ij,ij->i", X, X)
-    X64 = X.astype(np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", X64, X64))
+    margin = 2 * (d + 8) * np.finfo(np.float32).eps * (norms + norms.max()) ** 2
     dist = np.empty((n, k))
     idx = np.empty((n, k), np.int64)
     for s, e in _blocks(n, block_size):
@@ -97,9 +114,14 @@ def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK, slack
         D += sq[None, :]
         D += sq[s:e, None]
         D[np.arange(e - s), np.arange(s, e)] = np.inf  # never the point itself
-        cand = np.argpartition(D, c - 1, axis=1)[:, :c]
-        exact = np.sqrt(((X64[s:e, None, :] - X64[cand]) ** 2).sum(axis=2))
-        order = np.argsort(exact, axis=1, kind="stable")[:, :k]
-        dist[s:e] = np.take_along_axis(exact, order, axis=1)
-        idx[s:e] = np.take_along_axis(cand, order, axis=1)
+        kth = np.partition(D, k - 1, axis=1)[:, k - 1]
+        rows, cols = np.nonzero(D <= (kth + margin[s:e])[:, None])
+        del D
+        exact = _pairwise_sq_exact(X64, rows + s, cols)
+        order = np.lexsort((cols, exact, rows))          # by row, then distance, then index
+        rows, cols, exact = rows[order], cols[order], exact[order]
+        first = np.searchsorted(rows, np.arange(e - s))
+        take = first[:, None] + np.arange(k)[None, :]    # every row has >= k candidates
+        dist[s:e] = np.sqrt(exact[take])
+        idx[s:e] = cols[take]
     return dist, idx
