@@ -24,6 +24,8 @@ reads another's features in either version, and they would only cost disk.
 
 Default feature dim is 128 (not a real backbone's 512-2048) so one run fits in minutes on
 two cores; compute grows with --dim, storage does not (features are written once).
+Times are wall and CPU seconds (CPU: every thread of this process, the steadier measure
+when other processes share the cores).
 Results: a table on stdout and OUT/workspace-VERSION.json next to OUT/workspace-VERSION/.
 """
 from __future__ import annotations
@@ -66,7 +68,10 @@ def load(version: str, old_src: str | None):
     if schema.SCHEMA_MAJOR != want:
         raise SystemExit(f"{src} writes format {schema.SCHEMA_VERSION}; --version {version} "
                          f"needs {want}.x")
-    return schema
+    import subprocess
+    rev = subprocess.run(["git", "-C", str(src), "describe", "--always", "--dirty"],
+                         capture_output=True, text=True).stdout.strip()
+    return schema, rev or "unknown"
 
 
 # ---- synthetic data ----------------------------------------------------------------------
@@ -132,7 +137,7 @@ def derived(cid: str, cl: np.ndarray, ids, k: int, rng) -> dict[str, dict]:
         "describability_top5": rng.random(k) < 0.8, "describability_binary": rng.uniform(0.5, 1, k),
     }
     xy = rng.standard_normal((n, 2))
-    return {
+    out = {
         "clusters": {"checkpoint_id": [cid] * n, "k": np.full(n, k, np.int64), "image_id": ids,
                      "cluster": cl, "distance": rng.uniform(0.2, 1.2, n)},
         "cluster_metrics": per_cluster, "cluster_captions": per_cluster,
@@ -144,6 +149,8 @@ def derived(cid: str, cl: np.ndarray, ids, k: int, rng) -> dict[str, dict]:
         "projections": {"checkpoint_id": [cid] * n, "method": ["umap"] * n, "image_id": ids,
                         "x": xy[:, 0], "y": xy[:, 1]},
     }
+    out["checkpoint_metrics"]["knn1_acc"] = [out["checkpoint_metrics"]["knn_acc"][0] - 0.03]
+    return out
 
 
 def build(schema, root: Path, n: int, n_ck: int, dim: int, seed: int, k: int) -> dict:
@@ -238,15 +245,25 @@ def build(schema, root: Path, n: int, n_ck: int, dim: int, seed: int, k: int) ->
 
 
 # ---- timing ----------------------------------------------------------------------------------
+def now() -> np.ndarray:
+    """(wall, CPU) seconds. The machine may be shared: CPU time (all threads of this
+    process) is the steadier measure of work when other processes compete for the cores."""
+    return np.array([time.perf_counter(), time.process_time()])
+
+
+def pair(v) -> dict:
+    return {"wall": float(v[0]), "cpu": float(v[1])}
+
+
 class Clock:
-    """Wall time of wrapped calls, per category. Categories are exclusive: a call made
+    """Wall and CPU time of wrapped calls, per category. Categories are exclusive: a call made
     inside another timed call (upsert -> write) is charged to the outer one only.
     Phases (k-means, one analysis...) are timed on their own, whatever they contain."""
 
     def __init__(self):
-        self.seconds: dict[str, float] = defaultdict(float)
+        self.seconds: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(2))
         self.calls: dict[str, int] = defaultdict(int)
-        self.phases: dict[str, float] = defaultdict(float)
+        self.phases: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(2))
         self._inside = False
 
     @staticmethod
@@ -262,26 +279,26 @@ class Clock:
         def timed(*a, **kw):
             if self._inside:
                 return f(*a, **kw)
-            self._inside, t = True, time.perf_counter()
+            self._inside, t = True, now()
             try:
                 return f(*a, **kw)
             finally:
                 cat = category(*a, **kw) if callable(category) else category
-                self.seconds[cat] += time.perf_counter() - t
+                self.seconds[cat] += now() - t
                 self.calls[cat] += 1
                 self._inside = False
         self._set(owner, attr, timed)
 
     def phase(self, owner, attr: str, name: str):
         f = getattr(owner, attr)
-        self.phases[name] = 0.0                # printed in the order registered
+        self.phases[name] = np.zeros(2)        # printed in the order registered
 
         def timed(*a, **kw):
-            t = time.perf_counter()
+            t = now()
             try:
                 return f(*a, **kw)
             finally:
-                self.phases[name] += time.perf_counter() - t
+                self.phases[name] += now() - t
                 self.calls[name] += 1
         self._set(owner, attr, timed)
 
@@ -358,10 +375,10 @@ def add_and_analyse(version: str, schema, root: Path, info: dict, dim: int, seed
     ws, new = Workspace(root), info["new"]
     feats = features(info["ids"], info["label"], dim, seed + 1)   # generated before the clock starts
     row = pa.Table.from_pylist([info["ck_row"]], schema=info["ck_schema"])
-    t0 = time.perf_counter()
+    t0 = now()
     ws.write("features", feats, checkpoint_id=new)
     ws.upsert("checkpoints", row, {"checkpoint_id": new})
-    t1 = time.perf_counter()
+    t1 = now()
     if version == "before":
         from conceptlens.analysis.clusters import Options, analyze_clusters
         notes = analyze_clusters(root, new, Options(
@@ -370,7 +387,7 @@ def add_and_analyse(version: str, schema, root: Path, info: dict, dim: int, seed
         from conceptlens.analysis import registry
         notes = registry.run(root, ["cluster_metrics", "comparisons"], {"k": [k], "n_init": 1, "seed": 0},
                              checkpoint=new, progress_bars=False).notes
-    t2 = time.perf_counter()
+    t2 = now()
     return {"register_seconds": t1 - t0, "analyse_seconds": t2 - t1, "total_seconds": t2 - t0,
             "notes": list(notes)}
 
@@ -387,7 +404,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.checkpoints < 2:
         raise SystemExit("--checkpoints must be at least 2 (one is the one added)")
-    schema = load(args.version, args.old_src)
+    schema, source = load(args.version, args.old_src)
     k = max(2, int(round(math.sqrt(args.images))))
     root = Path(args.out) / f"workspace-{args.version}"
     shutil.rmtree(root, ignore_errors=True)
@@ -406,22 +423,24 @@ def main() -> None:
         o = by_owner[owner(rel, info["new"])]
         o["files"] += 1
         o["bytes"] += size
-    storage = clock.seconds["writes"] + clock.seconds["derived reads"]
+    sec = clock.seconds
+    storage = sec["writes"] + sec["derived reads"]
+    compute = res["total_seconds"] - storage - sec["input reads"]
     out = {
-        "version": args.version, "schema_version": schema.SCHEMA_VERSION, "images": args.images,
+        "version": args.version, "source": source, "schema_version": schema.SCHEMA_VERSION,
+        "images": args.images,
         "checkpoints": args.checkpoints, "dim": args.dim, "k": k, "seed": args.seed,
         "setup_seconds": setup, **{k_: v for k_, v in res.items() if k_ != "notes"},
-        "compute_seconds": res["total_seconds"] - storage - clock.seconds["input reads"],
-        "storage_seconds": storage, "seconds": dict(clock.seconds), "calls": dict(clock.calls),
-        "phases": dict(clock.phases), "bytes_written": sum(written.values()),
+        "compute_seconds": compute, "storage_seconds": storage, "seconds": dict(sec),
+        "calls": dict(clock.calls), "phases": dict(clock.phases), "bytes_written": sum(written.values()),
         "files_written": len(written), "by_owner": dict(by_owner), "written": written,
         "workspace_bytes": sum(v[0] for v in after.values()), "notes": res["notes"],
     }
-    Path(f"{root}.json").write_text(json.dumps(out, indent=2) + "\n")
+    Path(f"{root}.json").write_text(json.dumps(out, indent=2, default=pair) + "\n")
 
     mb, ph = 1 / 1e6, clock.phases
-    print(f"{args.version} (format {schema.SCHEMA_VERSION}): {args.images} images, {args.checkpoints} "
-          f"checkpoints (1 added), dim {args.dim}, k {k}; setup {setup:.0f} s, workspace "
+    print(f"{args.version} ({source}, format {schema.SCHEMA_VERSION}): {args.images} images, "
+          f"{args.checkpoints} checkpoints (1 added), dim {args.dim}, k {k}; setup {setup:.0f} s, workspace "
           f"{out['workspace_bytes'] * mb:.0f} MB")
     rows = [("add one checkpoint, total", res["total_seconds"]),
             ("  write features + checkpoints row", res["register_seconds"]),
@@ -430,13 +449,14 @@ def main() -> None:
             *([("      rest (copy stored pairs, CLID, I/O)",
                 ph["analysis comparisons"] - ph["  aNMI of the new pairs"]
                 - ph["  contingency tables of the new pairs"])] if "analysis comparisons" in ph else []),
-            ("compute", out["compute_seconds"]),
+            ("compute", compute),
             ("storage", storage),
-            ("  writes (incl. upsert's read-back)", clock.seconds["writes"]),
-            ("  derived-table reads", clock.seconds["derived reads"]),
-            ("input reads (images, features)", clock.seconds["input reads"])]
+            ("  writes (incl. upsert's read-back)", sec["writes"]),
+            ("  derived-table reads", sec["derived reads"]),
+            ("input reads (images, features)", sec["input reads"])]
+    print(f"{'seconds':<48s} {'wall':>8s} {'CPU':>8s}")
     for name, s in rows:
-        print(f"{name:<48s} {s:8.1f} s")
+        print(f"{name:<48s} {s[0]:8.1f} {s[1]:8.1f}")
     print(f"{'written':<48s} {out['bytes_written'] * mb:8.1f} MB in {len(written)} files")
     for o, v in sorted(by_owner.items()):
         print(f"  {o:<46s} {v['bytes'] * mb:8.1f} MB in {v['files']} files")

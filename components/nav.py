@@ -25,6 +25,11 @@ class PageSpec:
     tables: tuple[str, ...]
     default: bool = False
 
+    @property
+    def url(self) -> str:
+        """Its path below the app's URL: Streamlit serves the default page at the root."""
+        return "" if self.default else self.name
+
 
 PAGES = (
     # Home shows workspace.json and reports every analysis as present, missing or broken.
@@ -38,5 +43,11 @@ PAGES = (
     PageSpec("checkpoints", "pages/checkpoints.py", "Checkpoints", ":material/compare_arrows:",
              BASE_TABLES + ("checkpoint_metrics", "cluster_metrics", "cluster_captions", "clid_scores",
                             "predictor_correlations", "clustering_similarity", "cluster_links")),
+    PageSpec("compmap", "pages/compmap.py", "CompMap", ":material/join_inner:",
+             BASE_TABLES + ("vl_models", "primitives", "label_primitives", "image_primitives",
+                            "compmap_activations", "compmap_weights", "compmap_scores")),
+    PageSpec("similarity", "pages/similarity.py", "Similarity", ":material/groups:",
+             BASE_TABLES + ("similarity_trials", "psych_embedding", "similarity_fit", "human_alignment",
+                            "projections")),
 )
 BY_NAME = {p.name: p for p in PAGES}

@@ -1,4 +1,8 @@
-"""Serve the dashboard on a free loopback port and drive it with Debian's Chromium."""
+"""Serve the dashboard on a free loopback port and drive it with Debian's Chromium.
+
+Elements are found by role or data-testid, never by pixel offsets: a layout change
+must not turn a click into a click on something else.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -9,12 +13,15 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = os.environ.get("CONCEPTLENS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Streamlit scrolls inside its main container: a full-page screenshot only grows with the viewport.
+TALL = {"width": 1400, "height": 4400}
 
 
 def free_port() -> int:
@@ -25,6 +32,8 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
+    """A fresh Streamlit server on `workspace`; yields its URL."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = open(ARTIFACTS / f"streamlit-{port}.log", "w")
     proc = subprocess.Popen(
@@ -73,3 +82,43 @@ def wait_for_script(page, timeout_ms: int = 120_000) -> None:
         page.wait_for_timeout(250)
     # Let late elements (charts, images) paint before screenshots.
     page.wait_for_timeout(1000)
+
+
+def open_page(browser, url: str, name: str, viewport: dict = TALL):
+    """Open `url` in a new tab, wait for the page inside the app frame (its navigation),
+    check it raised nothing, save tests/artifacts/NAME.png."""
+    page = browser.new_page(viewport=viewport)
+    page.goto(url)
+    page.get_by_test_id("stSidebarNav").wait_for(timeout=120_000)
+    page.locator('[data-testid="stMain"] h1').first.wait_for(timeout=120_000)
+    wait_for_script(page)
+    assert page.get_by_test_id("stException").count() == 0
+    assert page.get_by_role("dialog").count() == 0, page.get_by_role("dialog").inner_text()
+    screenshot(page, name)
+    return page
+
+
+def screenshot(page, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def main_text(page) -> str:
+    return page.get_by_test_id("stMain").inner_text()
+
+
+def query_of(page) -> dict:
+    return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+
+def select_grid_row(page, grid, row: int) -> None:
+    """Select row `row` of a `st.dataframe` the way a keyboard user does: focus the grid,
+    move the cell cursor down to the row, Shift+Space. The grid is a canvas; its
+    accessible cells (`glide-cell-COL-ROW`) say which cell has the cursor."""
+    grid.get_by_test_id("data-grid-canvas").focus()
+    active = "() => document.activeElement && document.activeElement.getAttribute('data-testid')"
+    for _ in range(row + 2):
+        page.keyboard.press("ArrowDown")
+        if (page.evaluate(active) or "").endswith(f"-{row}"):
+            break
+    assert (page.evaluate(active) or "").endswith(f"-{row}"), page.evaluate(active)
+    page.keyboard.press("Shift+Space")

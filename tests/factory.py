@@ -160,6 +160,8 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
         "unit": ["dataset=toy"], "inputs": pa.array([None], pa.string()),
         "options": [json.dumps({"seed": seed})], "version": ["test"],
         "started": ["2026-01-01T00:00:00+00:00"], "seconds": [0.1]}), analysis="comparisons")
+    from tests.compmap_factory import write_compmap
+    write_compmap(ws, seed)
 
 
 def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: int = 0) -> Workspace:

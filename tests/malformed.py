@@ -206,6 +206,21 @@ def _vl_models(config: str):
     return apply
 
 
+def _compmap(table: str, row: dict, **partition):
+    """Replace one partition of a CompMap table by a single, broken row."""
+    def apply(ws: Workspace) -> None:
+        from conceptlens import schema
+        ws.write(table, pa.Table.from_pylist([row], schema=schema.arrow_schema(table, partition=False)),
+                 **partition)
+    return apply
+
+
+_PRIM = {"primitive": "color:red", "group": "color", "value": "red", "prompt": "a red", "position": 0,
+         "normalize": "softmax"}
+_SCORE = {"model": "prim", "ways": 5, "shots": 1, "metric": "accuracy", "value": 0.5, "lo": 0.4,
+          "hi": 0.6, "episodes": 10, "n": 75}
+
+
 def _swap_pair(rel: str):
     def fn(t):
         a, b = t["checkpoint_a"].to_pylist(), t["checkpoint_b"].to_pylist()
@@ -428,6 +443,27 @@ MALFORMATIONS: dict[str, Malformation] = {m.name: m for m in [
        _vl_models("models/toy.json")),
     _M("checkpoint_weights_outside", "checkpoints", "weights", CKPTS, "leave the workspace",
        _edit(CKPTS, lambda t: _put(t, "weights", ["../w.pt", None, None], pa.string()))),
+    # CompMap tables, added broken
+    _M("primitives_unknown_normalize", "primitives", "normalize", "primitives/dataset=toy/part-0.parquet",
+       "not one of softmax, raw", _compmap("primitives", {**_PRIM, "normalize": "sigmoid"}, dataset="toy")),
+    _M("label_primitives_value_above_1", "label_primitives", "value",
+       "label_primitives/dataset=toy/part-0.parquet", "outside [0, 1]",
+       _compmap("label_primitives", {"label": 0, "label_name": "red", "primitive": "color:red",
+                                     "value": 1.5}, dataset="toy")),
+    _M("image_primitives_unknown_image", "image_primitives", "image_id",
+       "image_primitives/dataset=toy/part-0.parquet", "not found in images.image_id",
+       _compmap("image_primitives", {"image_id": "toy-9999", "primitive": "color:red", "value": 1.0},
+                dataset="toy")),
+    _M("compmap_activations_nan", "compmap_activations", "activation",
+       "compmap_activations/vl_model=vl-toy/part-0.parquet", "NaN or infinite",
+       _compmap("compmap_activations", {"image_id": "toy-0000", "primitive": "color:red", "logit": 20.0,
+                                        "activation": NAN}, vl_model="vl-toy")),
+    _M("compmap_weights_unknown_model", "compmap_weights", "model",
+       "compmap_weights/vl_model=vl-toy/part-0.parquet", "not one of prim, oracle",
+       _compmap("compmap_weights", {"model": "clip", "label": 0, "primitive": "color:red", "weight": 0.3},
+                vl_model="vl-toy")),
+    _M("compmap_scores_lo_above_value", "compmap_scores", "lo", "compmap_scores/vl_model=vl-toy/part-0.parquet",
+       "greater than value", _compmap("compmap_scores", {**_SCORE, "lo": 0.55}, vl_model="vl-toy")),
 ]}
 
 

@@ -1,58 +1,115 @@
-"""Every page in a real browser: no exception element, a screenshot per page."""
+"""Every page in a real browser (headless Chromium): reached from the app's navigation,
+opened as the first request of a fresh server, with hostile links and a broken table.
+Screenshots in tests/artifacts/."""
+from urllib.parse import quote
+
 import pytest
 
-from tests.browser import ARTIFACTS, serve, wait_for_script
+from components import nav
+from conceptlens.workspace import Workspace
+from tests.browser import (TALL, main_text, open_page, query_of, screenshot, serve,
+                           wait_for_script)
+from tests.malformed import MALFORMATIONS
+from tests.test_app import copy_ws, factory_template  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.browser
 
-PAGES = [("home", "")]
+
+@pytest.fixture(scope="module")
+def app_url(factory_template):  # noqa: F811
+    with serve(factory_template) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def app_url(demo_ws):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+def demo_url(demo_ws):
     with serve(demo_ws) as url:
         yield url
 
 
-def open_page(browser, url, name):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(url)
+def heading(page) -> str:
+    return page.locator('[data-testid="stMain"] h1').first.inner_text()
+
+
+def test_deep_link_as_the_first_request_of_a_fresh_server(browser, factory_template):  # noqa: F811
+    """Streamlit's legacy `pages/` mode would run /clusters without app.py (no navigation,
+    no workspace): components/frame.py must put it back in the app's frame."""
+    with serve(factory_template) as url:
+        page = open_page(browser, f"{url}/clusters?ckpt=ck1", "first-request-clusters")
+        sidebar = page.get_by_test_id("stSidebar").inner_text()
+        links = page.get_by_test_id("stSidebarNav").get_by_role("link")
+        assert links.count() == len(nav.PAGES)
+        for i, spec in enumerate(nav.PAGES):     # app.py's titles, not the legacy file names
+            assert links.nth(i).inner_text().endswith(spec.title)
+        assert "Workspace:" in sidebar
+        assert heading(page) == "Clusters"
+        assert page.get_by_role("combobox", name="Checkpoint").input_value() == "ck1"
+        page.close()
+
+
+@pytest.mark.parametrize("spec", nav.PAGES, ids=lambda s: s.name)
+def test_every_page_from_the_navigation(browser, app_url, spec):
+    # Start on another page, so following the link really navigates.
+    start = next(p for p in nav.PAGES if p != spec)
+    page = open_page(browser, f"{app_url}/{start.url}", f"nav-{spec.name}-before")
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name=spec.title).click()
+    page.wait_for_function(f"() => location.pathname === '/{spec.url}'")
     wait_for_script(page)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-    return page
-
-
-@pytest.mark.parametrize("name,path", PAGES)
-def test_page_renders(browser, app_url, name, path):
-    page = open_page(browser, f"{app_url}/{path}", name)
-    assert page.locator('[data-testid="stMain"]').count() == 1
+    assert page.get_by_role("dialog").count() == 0
+    screenshot(page, f"page-{spec.name}")
+    assert page.get_by_test_id("stException").count() == 0
+    assert page.get_by_test_id("stAlertContentError").count() == 0, main_text(page)
+    assert heading(page) == ("tiny" if spec.default else spec.title)
+    if not spec.default:
+        assert page.locator('[data-testid="stMain"] .js-plotly-plot').count() >= 2
+        assert "not computed yet" not in main_text(page)
     page.close()
 
 
-def test_home_shows_both_datasets_and_images(browser, app_url):
-    page = open_page(browser, app_url, "home-datasets")
-    text = page.locator('[data-testid="stMain"]').inner_text()
-    assert "shapes" in text and "digits" in text
-    imgs = page.locator('[data-testid="stImage"] img')
-    assert imgs.count() >= 40
-    # Thumbnails come from the media endpoint, not base64 data URLs.
-    src = imgs.first.get_attribute("src")
-    assert "/media/" in src and not src.startswith("data:")
+@pytest.mark.parametrize("spec", nav.PAGES, ids=lambda s: s.name)
+def test_every_page_on_the_demo(browser, demo_url, spec):
+    page = open_page(browser, f"{demo_url}/{spec.url}", f"demo-{spec.name}")
+    assert page.get_by_test_id("stAlertContentError").count() == 0, main_text(page)
+    if spec.default:
+        text = main_text(page)
+        assert "shapes" in text and "digits" in text
+        src = page.locator('[data-testid="stImage"] img').first.get_attribute("src")
+        assert "/media/" in src and not src.startswith("data:")
+    else:
+        assert page.locator('[data-testid="stMain"] .js-plotly-plot').count() >= 2
     page.close()
 
 
-def test_broken_workspace_shows_message(browser, demo_copy):
-    import pyarrow.parquet as pq
-    p = demo_copy / "images.parquet"
-    pq.write_table(pq.read_table(p).drop_columns(["image_id"]), p)
-    with serve(demo_copy) as url:
-        page = browser.new_page()
-        page.goto(url)
-        wait_for_script(page)
-        assert page.locator('[data-testid="stException"]').count() == 0
-        alert = page.locator('[data-testid="stAlert"]').first.inner_text()
-        assert "images.parquet" in alert and "image_id" in alert
-        page.screenshot(path=str(ARTIFACTS / "broken-workspace.png"), full_page=True)
+def test_link_values_render_as_literal_text(browser, app_url):
+    value = "**bold** :red[x] <b>y</b> $x^2$"
+    page = open_page(browser, f"{app_url}/clusters?ckpt={quote(value)}", "literal-link-value")
+    alert = page.get_by_test_id("stAlertContentWarning")
+    assert alert.count() == 1
+    assert value in alert.inner_text()
+    assert alert.locator("strong, b, span[class*='color'], .katex").count() == 0
+    page.close()
+
+
+def test_too_long_ws_link_warns_once_and_is_dropped(browser, app_url):
+    page = open_page(browser, f"{app_url}/?ws={'w' * 3000}", "too-long-ws-link")
+    assert page.get_by_test_id("stAlertContentWarning").count() == 1
+    assert "ws" not in query_of(page)
+    assert heading(page) == "tiny"
+    page.close()
+
+
+def test_a_broken_table_is_named_where_it_is_used(browser, tmp_path, factory_template):  # noqa: F811
+    root = copy_ws(factory_template, tmp_path / "ws")
+    MALFORMATIONS["projection_nan"].apply(Workspace(root))
+    with serve(root) as url:
+        page = open_page(browser, f"{url}/clusters", "broken-projections-clusters")
+        error = page.get_by_test_id("stAlertContentError")
+        assert error.count() == 1
+        assert "table projections, column x" in error.inner_text()
+        # The rest of the page is there: the cluster table and purity vs coherence.
+        assert page.get_by_test_id("stDataFrame").count() >= 2
+        assert page.locator('[data-testid="stMain"] .js-plotly-plot').count() == 1
+        page.close()
+        page = open_page(browser, f"{url}/checkpoints", "broken-projections-checkpoints")
+        assert page.get_by_test_id("stAlertContentError").count() == 0
         page.close()

@@ -118,6 +118,17 @@ def test_training_is_deterministic(method):
         torch.use_deterministic_algorithms(False)
 
 
+def test_demo_population_for_lu2022():
+    """At least 20 trained self-supervised shapes checkpoints (methods x epochs x seeds)."""
+    from conceptlens.demo.models import RUNS
+    ids = [c for r in RUNS for c in r.checkpoint_ids()]
+    assert len(ids) == len(set(ids))
+    ssl = {"simclr", "simsiam", "autoencoder", "vae", "rotation"}
+    shapes = [r for r in RUNS if r.dataset == "shapes" and r.method in ssl]
+    assert sum(len(r.checkpoint_ids()) for r in shapes) >= 20
+    assert {r.method for r in shapes} == ssl
+
+
 def test_stable_seed_is_stable():
     assert E.stable_seed(0, "shapes-simclr") == E.stable_seed(0, "shapes-simclr")
     assert E.stable_seed(0, "shapes-simclr") != E.stable_seed(1, "shapes-simclr")

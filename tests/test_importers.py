@@ -85,6 +85,8 @@ def test_init_makes_an_empty_valid_workspace_and_never_overwrites(tmp_path, caps
     (tmp_path / "other" / "notes.txt").write_text("mine")
     fails(["init", str(tmp_path / "other")], capsys, "not an empty folder")
     assert snapshot(ws) == before and not (tmp_path / "other" / "workspace.json").exists()
+    fails(["import", "images", str(tmp_path / "other"), str(tmp_path / "other"), "--dataset", "d"], capsys,
+          "workspace.json: not found", f"conceptlens init {tmp_path / 'other'}")
 
 
 # ---- ImageFolder -------------------------------------------------------------------------
@@ -180,8 +182,10 @@ def test_interrupted_import_resumes_and_stale_thumbnails_are_redone(tmp_path, mo
     r = imp.import_images(ws, "c", scan_folder(src), workers=1, progress=False, replace=True)
     assert (r.reused, r.made) == (17, 1)
     r = imp.import_images(ws, "c", scan_folder(src), workers=1, progress=False, replace=True,
-                          thumbs=imp.Thumbs(size=32))
+                          thumbs=imp.Thumbs(size=32, format="webp"))
     assert (r.reused, r.made) == (0, 18) and table(ws)["width"].max() == 32
+    assert table(ws)["thumbnail"].str.endswith(".webp").all()
+    assert_valid(ws)   # decodes every thumbnail
 
 
 def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, capsys):

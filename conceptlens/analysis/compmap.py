@@ -237,28 +237,34 @@ def _collect(per: dict, correct: dict, weights: dict) -> None:
 
 def episode_scores(X, G, y, truth_of, ways: int, shots: int, queries: int, episodes: int,
                    seed: int, bar: bool = False) -> list[dict]:
+    from threadpoolctl import threadpool_limits
     eps = M.sample_episodes(y, ways, shots, queries, episodes, seed)
     per: dict = {}
-    for e in progress(eps, f"compmap: {ways}-way {shots}-shot", bar):
-        correct, weights, _ = M.score_models(X[e.support], G[e.support], y[e.support], X[e.query],
-                                             G[e.query], y[e.query], truth_of, seed)
-        _collect(per, correct, weights)
+    # An episode's problem is tiny: BLAS threads only add overhead (6x slower measured on 2
+    # busy cores).
+    with threadpool_limits(1):
+        for e in progress(eps, f"compmap: {ways}-way {shots}-shot", bar):
+            correct, weights, _ = M.score_models(X[e.support], G[e.support], y[e.support],
+                                                 X[e.query], G[e.query], y[e.query], truth_of, seed)
+            _collect(per, correct, weights)
     return _rows(ways, shots, per, episodes, ways * queries, ways)
 
 
 def full_shot(X, G, y, train: np.ndarray, truth_of, seed: int):
-    """Train on `train` rows, test on the others (classes on both sides only).
+    """Train on the `train` rows (every class they have), test on the other rows of those
+    classes.
 
     Returns (score rows, {"prim"/"oracle": (classes, weights)}); with no such split the
     models are fitted on every row, for their weights only, and no score is returned.
     """
-    both = np.intersect1d(y[train], y[~train])
+    classes = np.unique(y[train])
+    te = ~train & np.isin(y, classes)
     rows = []
-    if len(both) >= 2:
-        tr, te = train & np.isin(y, both), ~train & np.isin(y, both)
+    if len(classes) >= 2 and te.any():
+        tr = train
         correct, weights, models = M.score_models(X[tr], G[tr], y[tr], X[te], G[te], y[te],
                                                   truth_of, seed)
-        ways, n = len(both), int(te.sum())
+        ways, n = len(classes), int(te.sum())
         for m in M.MODELS:
             v, lo, hi = M.wilson(float(correct[m].sum()), n)
             rows.append({"model": m, "metric": "accuracy", "value": v, "lo": lo, "hi": hi, "n": n})
@@ -313,7 +319,9 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     G = np.stack([truth_of(c) for c in y])
     seed = opts["seed"]
     train = (img["split"] == "train").to_numpy()
-    rows, weights = full_shot(act, G, y, train, truth_of, seed)
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(1):      # see episode_scores
+        rows, weights = full_shot(act, G, y, train, truth_of, seed)
     # Episodes come from the images the VL model and the full-shot models were not trained on.
     pool = ~train if (~train).any() else np.ones(n, bool)
     Xp, Gp, yp = act[pool], G[pool], y[pool]

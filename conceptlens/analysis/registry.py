@@ -93,9 +93,10 @@ class Analysis:
 
 
 def _analyses() -> tuple[Analysis, ...]:
-    from . import cluster_captions, cluster_metrics, clustering, comparisons, compmap, projections
+    from . import (cluster_captions, cluster_metrics, clustering, comparisons, compmap, projections,
+                   similarity)
     return (clustering.ANALYSIS, cluster_metrics.ANALYSIS, cluster_captions.ANALYSIS,
-            projections.ANALYSIS, comparisons.ANALYSIS, compmap.ANALYSIS)
+            projections.ANALYSIS, comparisons.ANALYSIS, compmap.ANALYSIS, similarity.ANALYSIS)
 
 
 ANALYSES: tuple[Analysis, ...] = _analyses()
@@ -158,6 +159,7 @@ def run(root, names, options: dict | None = None, checkpoint: str | None = None,
         opts = {**a.option_defaults(),
                 **{k: known[k].check(v) for k, v in given.items() if k in a.option_defaults()}}
         opts["_checkpoint"] = checkpoint
+        opts["_force"] = force      # an analysis may reuse work within a unit unless forced
         if not with_dependencies:
             for d in in_order(a.depends):
                 if any(not d.is_done(ctx, u) for u in d.units(ctx, {**d.option_defaults(),

@@ -18,6 +18,25 @@ import numpy as np
 
 from ..metrics import similarity as S
 
+# projections.checkpoint_id of a dataset's psychological embedding: `psych@DATASET`.
+PSEUDO_PREFIX = "psych@"
+
+
+def psych_id(dataset: str) -> str:
+    return PSEUDO_PREFIX + dataset
+
+
+def read_embedding(ws, dataset: str) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]]]:
+    """(image ids, [(mu, sigma) per member]) of a dataset's psychological embedding."""
+    t = ws.read("psych_embedding", dataset=dataset).to_pandas()
+    ids, members = None, []
+    for _m, g in t.sort_values(["member", "image_id"]).groupby("member", sort=True):
+        if ids is None:
+            ids = list(g["image_id"])
+        members.append((np.stack(g["mu"].to_numpy()).astype(np.float64),
+                        np.stack(g["sigma"].to_numpy()).astype(np.float64)))
+    return ids or [], members
+
 
 @dataclass(frozen=True)
 class Trials:
@@ -56,8 +75,24 @@ def _softplus_inv(y: float) -> float:
     return math.log(math.expm1(y))
 
 
+def torch_rank_loglik(z, valid, chosen, beta: float):
+    """The rank log-likelihood of each trial in PyTorch (the numpy reference is
+    `conceptlens.metrics.similarity.rank_log_likelihood`).
+
+    z: (trials, 1 + R, dim) embeddings of the query then the references (chosen first);
+    valid: (trials, R) bool, false for padding; chosen: (trials, K) float, 1 where the
+    k-th choice exists."""
+    import torch
+    d = torch.sqrt(((z[:, 1:] - z[:, :1]) ** 2).sum(-1) + 1e-12)
+    log_s = (-beta * d).masked_fill(~valid, -1e4)
+    # Choice k: its log similarity minus the log of the sum over the references not
+    # chosen before it (K is small; logcumsumexp is several times slower).
+    return sum((log_s[:, k] - torch.logsumexp(log_s[:, k:], 1)) * chosen[:, k]
+               for k in range(chosen.shape[1]))
+
+
 def fit_embedding(trials: Trials, n_stimuli: int, dim: int, *, beta: float = S.BETA,
-                  max_epochs: int = 300, batch_size: int = 2048, lr: float = 0.02,
+                  max_epochs: int = 300, batch_size: int = 8192, lr: float = 0.05,
                   patience: int = 5, tol: float = 1e-3, max_cuts: int = 3, seed: int = 0,
                   threads: int = 1,
                   progress: bool = True, desc: str = "fit", member: int = 0) -> Fit:
@@ -102,7 +137,7 @@ def fit_embedding(trials: Trials, n_stimuli: int, dim: int, *, beta: float = S.B
         bar = None
         if progress:
             from tqdm import tqdm
-            bar = tqdm(total=max_epochs, desc=desc, unit="epoch", leave=False)
+            bar = tqdm(total=max_epochs, desc=desc, unit="epoch", leave=False, mininterval=1.0)
         t0 = time.perf_counter()
         losses: list[float] = []
         best, since, cuts = math.inf, 0, 0
@@ -113,12 +148,7 @@ def fit_embedding(trials: Trials, n_stimuli: int, dim: int, *, beta: float = S.B
                 b = perm[s0:s0 + batch_size]
                 idx = idx_all[b]
                 z = mu[idx] + F.softplus(rho[idx]) * torch.randn(idx.shape + (dim,), generator=g)
-                d = torch.sqrt(((z[:, 1:] - z[:, :1]) ** 2).sum(-1) + 1e-12)
-                log_s = (-beta * d).masked_fill(~valid[b], -1e4)
-                # Choice k: its log similarity minus the log of the sum over the references
-                # not chosen before it (K is small; logcumsumexp is several times slower).
-                ll = sum((log_s[:, k] - torch.logsumexp(log_s[:, k:], 1)) * chosen[b, k]
-                         for k in range(K))
+                ll = torch_rank_loglik(z, valid[b], chosen[b], beta)
                 loss = -(w[b] * ll).mean() + kl() / n
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -229,39 +259,50 @@ def agreement(fits: list[Fit], beta: float = S.BETA, max_items: int = 1000, seed
 
 def fit_ensemble(train: Trials, n_stimuli: int, dims=(2, 4, 8, 16), members: int = 3,
                  holdout: float = 0.1, test: Trials | None = None, beta: float = S.BETA,
-                 seed: int = 0, progress: bool = True, label: str = "", **fit_kw) -> Ensemble:
-    """Fit `members` embeddings per dimensionality in `dims`, each without its own held-out
+                 seed: int = 0, progress: bool = True, label: str = "", screen: int | None = None,
+                 **fit_kw) -> Ensemble:
+    """Fit an ensemble per dimensionality in `dims`, each member without its own held-out
     share of `train`; keep the dimensionality with the best mean held-out log-likelihood
-    (the smaller one on a tie)."""
+    (the smaller one on a tie). With `screen` < `members`, only `screen` members are fitted
+    at every dimensionality and the others at the chosen one alone (cheaper at scale)."""
     dims = sorted({int(d) for d in dims})
     if not dims or dims[0] < 1:
         raise ValueError(f"dims must be positive integers, got {dims}")
     if members < 1:
         raise ValueError(f"members must be >= 1, got {members}")
+    screen = members if not screen else min(int(screen), members)
     held = heldout_split(len(train), members, holdout, seed)
-    fits, rows = {}, []
+    fits: dict[tuple[int, int], Fit] = {}
+    rows: list[dict] = []
+
+    def run(dim: int, m: int) -> None:
+        keep = np.setdiff1d(np.arange(len(train)), held[m], assume_unique=True)
+        fit = fit_embedding(train.subset(keep), n_stimuli, dim, beta=beta,
+                            seed=int(np.random.SeedSequence([seed, dim, m]).generate_state(1)[0]),
+                            progress=progress, desc=f"{label} d={dim} member {m}".strip(),
+                            member=m, **fit_kw)
+        fits[dim, m] = fit
+        h = scores(fit.mu, train.subset(held[m]), beta)
+        t = scores(fit.mu, test, beta) if test is not None and len(test) else \
+            {"loglik": None, "accuracy": None}
+        rows.append({"dim": dim, "member": m, "n_train": len(keep), "n_heldout": len(held[m]),
+                     "heldout_loglik": h["loglik"], "heldout_accuracy": h["accuracy"],
+                     "heldout_triplet_accuracy": h["triplet_accuracy"],
+                     "test_loglik": t["loglik"], "test_accuracy": t["accuracy"],
+                     "prior_scale": fit.prior_scale, "epochs": fit.epochs, "seconds": fit.seconds})
+
     for dim in dims:
-        for m in range(members):
-            keep = np.setdiff1d(np.arange(len(train)), held[m], assume_unique=True)
-            fit = fit_embedding(train.subset(keep), n_stimuli, dim, beta=beta,
-                                seed=int(np.random.SeedSequence([seed, dim, m]).generate_state(1)[0]),
-                                progress=progress, desc=f"{label} d={dim} member {m}".strip(),
-                                member=m, **fit_kw)
-            fits[dim, m] = fit
-            h = scores(fit.mu, train.subset(held[m]), beta)
-            t = scores(fit.mu, test, beta) if test is not None and len(test) else \
-                {"loglik": None, "accuracy": None}
-            rows.append({"dim": dim, "member": m, "n_train": len(keep), "n_heldout": len(held[m]),
-                         "heldout_loglik": h["loglik"], "heldout_accuracy": h["accuracy"],
-                         "heldout_triplet_accuracy": h["triplet_accuracy"],
-                         "test_loglik": t["loglik"], "test_accuracy": t["accuracy"],
-                         "prior_scale": fit.prior_scale, "epochs": fit.epochs,
-                         "seconds": fit.seconds})
-        for row, a in zip([r for r in rows if r["dim"] == dim],
-                          agreement([fits[dim, m] for m in range(members)], beta, seed=seed)):
-            row["agreement"] = a
+        for m in range(screen):
+            run(dim, m)
     mean_ll = {d: np.mean([r["heldout_loglik"] for r in rows if r["dim"] == d]) for d in dims}
     best = max(dims, key=lambda d: (mean_ll[d], -d))
+    for m in range(screen, members):
+        run(best, m)
+    for dim in dims:
+        mine = sorted((r for r in rows if r["dim"] == dim), key=lambda r: r["member"])
+        for r, a in zip(mine, agreement([fits[dim, r["member"]] for r in mine], beta, seed=seed)):
+            r["agreement"] = a
+    rows.sort(key=lambda r: (r["dim"], r["member"]))
     for r in rows:
         r["selected"] = r["dim"] == best
     return Ensemble(fits, rows, best, held)

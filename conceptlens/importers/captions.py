@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..workspace import Workspace
 from .features import _fail, dataset_rows, match_ids
-from .images import ImportInputError
+from .images import ImportInputError, open_workspace
 from .manifest import read_table
 
 
@@ -20,8 +19,7 @@ def import_captions(workspace, captioner: str, file, *, dataset=None, id_column=
                     text_column="text") -> int:
     """Check every row, then upsert them into captions.parquet; returns how many."""
     import pyarrow as pa
-    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    ws.meta()
+    ws = open_workspace(workspace)
     if not captioner or not captioner.strip():
         raise ValueError("--captioner must name the captioner (e.g. my-blip-finetune)")
     path = Path(file).expanduser()

@@ -1,4 +1,4 @@
-"""`conceptlens init` and `conceptlens import images|features|captions` (docs/import.md).
+"""`conceptlens init` and `conceptlens import images|features|captions|hsj` (docs/import.md).
 
 The workspace is the first positional argument, as in `conceptlens import images W
 --dataset D SOURCE`. Heavy imports happen in the handlers: `conceptlens --help` and
@@ -181,3 +181,9 @@ def register(sub, parents) -> None:
     p.add_argument("--id-column", default="image_id", help="column of image ids or paths (default image_id)")
     p.add_argument("--text-column", default="text", help="column of captions (default text)")
     p.set_defaults(func=_captions)
+
+    from .compmap_cli import register as register_compmap
+    register_compmap(isub, quiet)
+
+    from .hsj import register as register_hsj
+    register_hsj(isub)

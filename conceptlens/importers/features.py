@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..workspace import Workspace, WorkspaceError, check_id, now_iso
-from .images import ImportInputError
+from .images import ImportInputError, open_workspace
 
 VECTOR_KEYS = ("embeddings", "embedding", "features", "feats", "X")
 ID_KEYS = ("ids", "image_ids", "image_id", "keys", "paths", "filenames")
@@ -235,8 +235,7 @@ def import_features(workspace, dataset: str, checkpoint_id: str, file, *, ids=No
     Returns (checkpoint_id, number of images, feature_dim). Nothing is written on error.
     """
     from ..extract import _features_table, _upsert_checkpoint
-    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    ws.meta()
+    ws = open_workspace(workspace)
     cid = check_id(checkpoint_id, "--checkpoint")
     if epoch is not None and epoch < 0:
         raise ValueError(f"--epoch must be >= 0, got {epoch}")

@@ -68,11 +68,13 @@ def scan(source, image_column=None, label_column=None, unlabeled=False, split=No
         if len(kept) < len(plain):
             notes.append(f"{where}: column(s) {', '.join(sorted(set(plain) - set(kept)))} not kept "
                          "(their names are set by the import)")
-        df = ds.select_columns([c for c in (lab, *kept) if c]).to_pandas()
-        labels, label_names = _labels(df, lab, feats.get(lab), ds_mod, where)
-        factors = df[kept].to_dict("records") if kept else [{}] * len(df)
-        width = max(6, len(str(len(df))))
-        for i in range(len(df)):
+        cols = [c for c in (lab, *kept) if c]
+        df = ds.select_columns(cols).to_pandas() if cols else None
+        n = len(ds)
+        labels, label_names = _labels(df, n, lab, feats.get(lab), ds_mod, where)
+        factors = df[kept].to_dict("records") if kept else [{}] * n
+        width = max(6, len(str(n)))
+        for i in range(n):
             key = f"{name}/{i:0{width}d}" if name else f"{i:0{width}d}"
             items.append(Item(key=key, where=f"{where} row {i}", hf=(str(folder), name, i, img),
                               label=labels[i], label_name=label_names[i], split=split_name,
@@ -87,8 +89,7 @@ def _plain(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def _labels(df, col, feature, ds_mod, where):
-    n = len(df)
+def _labels(df, n, col, feature, ds_mod, where):
     if col is None:
         return [None] * n, [None] * n
     values = [_plain(v) for v in df[col]]

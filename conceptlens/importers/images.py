@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import schema
 from ..errors import ConceptLensError
-from ..workspace import Workspace, atomic_write_bytes, atomic_write_table, check_id, now_iso
+from ..workspace import Workspace, WorkspaceError, atomic_write_bytes, atomic_write_table, check_id, now_iso
 
 # What torchvision's ImageFolder reads, plus GIF; other files in a source folder are ignored.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".bmp", ".tif", ".tiff", ".webp", ".gif")
@@ -93,6 +93,16 @@ class Result:
     skipped: list[tuple[str, str]]  # (where, why) of every image that does not decode
     notes: list[str]
     seconds: float
+
+
+def open_workspace(workspace) -> Workspace:
+    """The workspace to import into; a missing one says how to make it."""
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    if not ws.meta_path.exists():
+        raise WorkspaceError(f"{ws.meta_path}: not found; create the workspace first: "
+                             f"conceptlens init {ws.root}")
+    ws.meta()
+    return ws
 
 
 def is_image_file(name: str) -> bool:
@@ -452,8 +462,7 @@ def import_images(workspace, dataset: str, listing: Listing, *, split: str | Non
     """Add `listing`'s images to the workspace as dataset `dataset` (see the module doc)."""
     import pyarrow.compute as pc
     t0 = time.perf_counter()
-    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-    ws.meta()
+    ws = open_workspace(workspace)
     check_id(dataset, "--dataset")
     thumbs.check()
     items = listing.items

@@ -225,64 +225,103 @@ def rsa(sim_a: np.ndarray, sim_b: np.ndarray) -> float:
     return float(r)
 
 
-def rsa_bootstrap(sim_a: np.ndarray, sim_b: np.ndarray, groups: dict | None = None,
-                  n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
-    """RSA with percentile bootstrap intervals over images, overall and per group of images.
+class RSABootstrap:
+    """RSA against one reference similarity matrix (the people's), with percentile bootstrap
+    intervals over images, overall and per group of images (e.g. a label).
 
-    Returns {None: overall, key: group} -> (value, lo, hi, n_pairs). A group's pairs are
-    those with at least one of its images; its value is the Spearman correlation over
-    those pairs (ranked among themselves). A resample draws the n images with
+    `score(sim)` returns {None: overall, key: group} -> (value, lo, hi, n_pairs). A group's
+    pairs are those with at least one of its images; its value is the Spearman correlation
+    over those pairs (ranked among themselves). A resample draws the n images with
     replacement: a pair (i, j) then counts w_i * w_j times (w: how often each was drawn),
     and the resampled value is the weighted Pearson correlation of the pairs' ranks.
-    Weighted sums over pairs are matrix products with the weights, so a thousand
-    resamples of a thousand images cost a few matrix multiplications.
+    Weighted sums over pairs are matrix products with the weights, so resampling costs a
+    few matrix multiplications; the reference's share is computed once, and every
+    representation scored is resampled with the same draws.
     """
-    a, b = np.asarray(sim_a, np.float64), np.asarray(sim_b, np.float64)
-    n = len(a)
-    if a.shape != (n, n) or b.shape != (n, n):
-        raise ValueError(f"expected two square matrices of one size, got {a.shape} and {b.shape}")
-    rng = np.random.default_rng(seed)
-    W = np.vstack([np.ones((1, n)), rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)])
-    out = {None: _rsa_group(a, b, np.arange(n), W, level)}
-    for key, items in (groups or {}).items():
-        out[key] = _rsa_group(a, b, np.unique(np.asarray(items, np.int64)), W, level)
-    return out
+
+    def __init__(self, reference: np.ndarray, groups: dict | None = None, n_boot: int = 1000,
+                 seed: int = 0, level: float = 0.95):
+        ref = np.asarray(reference, np.float64)
+        n = len(ref)
+        if ref.shape != (n, n):
+            raise ValueError(f"expected a square matrix, got shape {ref.shape}")
+        if n_boot < 0:
+            raise ValueError(f"n_boot must be >= 0, got {n_boot}")
+        self.n, self.level = n, level
+        rng = np.random.default_rng(seed)
+        # Row 0 weighs every image once: the point estimate.
+        self.W = np.vstack([np.ones((1, n)), rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)])
+        self.groups = []
+        for key, items in [(None, np.arange(n)), *(groups or {}).items()]:
+            g = _Group(np.unique(np.asarray(items, np.int64)), n, self.W)
+            if g.n_pairs >= 2:
+                rb = _centered_ranks(ref[g.r, g.c])
+                g.S = {k: g.sums(v) for k, v in (("one", np.ones_like(rb)), ("b", rb), ("bb", rb * rb))}
+                g.rb = rb
+            self.groups.append((key, g))
+
+    def score(self, sim: np.ndarray) -> dict:
+        sim = np.asarray(sim, np.float64)
+        if sim.shape != (self.n, self.n):
+            raise ValueError(f"expected a {self.n} x {self.n} similarity matrix, got {sim.shape}")
+        out = {}
+        for key, g in self.groups:
+            if g.n_pairs < 2:
+                out[key] = (float("nan"), float("nan"), float("nan"), g.n_pairs)
+                continue
+            ra = _centered_ranks(sim[g.r, g.c])
+            S = {**g.S, "a": g.sums(ra), "ab": g.sums(ra * g.rb), "aa": g.sums(ra * ra)}
+            sw = S["one"]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mx, my = S["a"] / sw, S["b"] / sw
+                cov = S["ab"] / sw - mx * my
+                var = (S["aa"] / sw - mx * mx) * (S["bb"] / sw - my * my)
+                r = np.where(var > 0, cov / np.sqrt(np.maximum(var, 0)), np.nan)
+            lo, hi = percentile_interval(r[1:], self.level)
+            out[key] = (float(r[0]), lo, hi, g.n_pairs)
+        return out
 
 
-def _rsa_group(a, b, items, W, level) -> tuple[float, float, float, int]:
-    n = len(a)
-    inside = np.zeros(n, bool)
-    inside[items] = True
-    # Every pair once: (i in items, j outside), and (i < j) with both inside.
-    rows, cols = np.meshgrid(items, np.arange(n), indexing="ij")
-    keep = ~inside[cols] | (cols > rows)
-    r, c = rows[keep], cols[keep]
-    if len(r) < 2:
-        return float("nan"), float("nan"), float("nan"), int(len(r))
-    ra, rb = _ranks(a[r, c]), _ranks(b[r, c])
-    ra -= ra.mean()
-    rb -= rb.mean()
-    # Rank matrices over (items, all): a pair inside the group fills both its cells.
-    pos = np.full(n, -1)
-    pos[items] = np.arange(len(items))
-    mats = {k: np.zeros((len(items), n)) for k in ("one", "a", "b", "ab", "aa", "bb")}
-    both = inside[c]
-    for (ri, ci), sel in (((pos[r], c), slice(None)), ((pos[c[both]], r[both]), both)):
-        va, vb = ra[sel], rb[sel]
-        for k, v in (("one", 1.0), ("a", va), ("b", vb), ("ab", va * vb), ("aa", va * va),
-                     ("bb", vb * vb)):
-            mats[k][ri, ci] = v
-    U = W[:, items]
-    Y = np.where(inside, W / 2, W)          # u^T M (v + u/2): inside pairs appear twice
-    S = {k: ((U @ m) * Y).sum(axis=1) for k, m in mats.items()}
-    sw = S["one"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mx, my = S["a"] / sw, S["b"] / sw
-        cov = S["ab"] / sw - mx * my
-        var = (S["aa"] / sw - mx * mx) * (S["bb"] / sw - my * my)
-        r_all = np.where(var > 0, cov / np.sqrt(var), np.nan)
-    lo, hi = percentile_interval(r_all[1:], level)
-    return float(r_all[0]), lo, hi, int(len(r))
+class _Group:
+    """The pairs of one group of images and how to sum values over them under weights."""
+
+    def __init__(self, items: np.ndarray, n: int, W: np.ndarray):
+        inside = np.zeros(n, bool)
+        inside[items] = True
+        # Every pair once: (i in items, j outside), and (i < j) with both inside.
+        rows, cols = np.meshgrid(items, np.arange(n), indexing="ij")
+        keep = ~inside[cols] | (cols > rows)
+        self.r, self.c = rows[keep], cols[keep]
+        self.n_pairs = int(len(self.r))
+        self.pos = np.full(n, -1)
+        self.pos[items] = np.arange(len(items))
+        self.both = inside[self.c]
+        self.shape = (len(items), n)
+        self.items = items
+        self.U = W[:, items]
+        self.W = W
+
+    def sums(self, v: np.ndarray) -> np.ndarray:
+        """sum over pairs of w_i w_j v_ij, for every row of weights: u^T M (v + u / 2), with
+        M over (items, all images); a pair inside the group fills both its cells."""
+        M = np.zeros(self.shape)
+        M[self.pos[self.r], self.c] = v
+        M[self.pos[self.c[self.both]], self.r[self.both]] = v[self.both]
+        UM = self.U @ M
+        inner = UM[:, self.items]
+        return np.einsum("bj,bj->b", UM, self.W) - 0.5 * np.einsum("bj,bj->b", inner, self.U)
+
+
+def _centered_ranks(v: np.ndarray) -> np.ndarray:
+    # Centred: the weighted sums of squares then cancel less in the variance.
+    r = _ranks(v)
+    return r - r.mean()
+
+
+def rsa_bootstrap(sim_a: np.ndarray, sim_b: np.ndarray, groups: dict | None = None,
+                  n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+    """`RSABootstrap(sim_b, groups, n_boot, seed, level).score(sim_a)`."""
+    return RSABootstrap(sim_b, groups, n_boot, seed, level).score(sim_a)
 
 
 def rsa_vectors(a: np.ndarray, b: np.ndarray) -> float:
