@@ -10,13 +10,16 @@ adding a 28th: writing its features and its `checkpoints` row, then analysing it
 * `--version before` uses a checkout of 0353b4e (format 1.0: one Parquet file per table,
   rewritten by `Workspace.upsert` for every (checkpoint, k)) and runs `conceptlens analyze
   clusters --checkpoint NEW --k 224 --n-init 1 --no-umap --no-captions --no-describability`.
+  Format 1.0 has no `comparisons` (aNMI and contingency of every pair of checkpoints):
+  its time is printed apart, so the two can be compared with and without it.
 
 Captions, describability and UMAP are left out of both (they need models and cost the
 same in both formats). The analyses are called in-process, as the CLI calls them, so
 that storage calls can be timed. The 27 analysed checkpoints' derived tables are written
 directly (realistic sizes, plausible values) rather than computed: 27 real analyses
 would take hours. Their features are not written: analysing one checkpoint never
-reads another's features in either version, and they would only cost disk.
+reads another's features in either version, and they would only cost disk (so
+`conceptlens validate` reports them missing, and nothing else).
 
     .venv/bin/python bench/add_checkpoint.py --version after
     git worktree add /tmp/old 0353b4e

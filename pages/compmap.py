@@ -12,8 +12,7 @@ from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
 from components.url_state import url_selectbox
-from conceptlens.figures.compmap import (accuracy_by_setting, delta_by_model, top_weights_bar,
-                                         weights_heatmap)
+from conceptlens.figures.compmap import accuracy_by_setting, delta_by_model, top_weights_bar, weights_heatmap
 from conceptlens.views import compmap as V
 
 ws = data.open_page("compmap")
@@ -66,8 +65,10 @@ st.subheader("Weight accuracy")
 st.caption("For a class with k ground-truth primitives: are its k largest weights those primitives? "
            "Acc-Instance counts each of the k slots, Acc-Class needs all k (yun2023 Table 4).")
 acc = ws.view(V.weight_accuracy, vl_model=vl)
-shown = acc[acc["setting"] == setting].drop(columns="setting")
-metric_table(shown, key="cm_weight_acc", formats={c: "%.3f" for c in shown.columns if c.startswith("acc")})
+shown = acc[acc["setting"] == setting].drop(columns=["setting", "setting_label"])
+metric_table(shown.rename(columns=V.WEIGHT_ACCURACY_COLUMNS), key="cm_weight_acc",
+             formats={c: "%.3f" for c in V.WEIGHT_ACCURACY_COLUMNS.values()})
+st.caption(f"{label_of[setting]}; lo and hi: the ends of the 95% interval.")
 
 # ---- weights ------------------------------------------------------------------------------------------
 st.header("Composition weights")

@@ -4,6 +4,7 @@ checkpoint agrees with people (roads2021).
 URL: ?ds=DATASET&color=COLUMN&thumbs=N&img=IMAGE&ckpt=CHECKPOINT&dist=l1|l2|cosine
 &metric=triplet_accuracy|rsa&trial=I&catch=0|1
 """
+import pandas as pd
 import streamlit as st
 
 from components import data
@@ -13,9 +14,16 @@ from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
 from components.url_state import set_param, url_selectbox
-from conceptlens.figures.similarity import (DISTANCE_NAMES, METRICS, agreement_bars, embedding_map,
-                                            fit_diagnostics, label_heatmap, thumbnail_sample,
-                                            thumbnail_uris)
+from conceptlens.figures.similarity import (
+    DISTANCE_NAMES,
+    METRICS,
+    agreement_bars,
+    embedding_map,
+    fit_diagnostics,
+    label_heatmap,
+    thumbnail_sample,
+    thumbnail_uris,
+)
 from conceptlens.views import similarity as V
 
 MAX_POINTS = 20_000     # map points drawn (a fixed sample above this)
@@ -45,18 +53,20 @@ c_ds, c_ck = st.columns([1, 2])
 ds = url_selectbox("Dataset", list(datasets["dataset"]), key="sim_ds", param="ds", container=c_ds)
 summary = ws.view(V.trial_summary, dataset=ds).iloc[0]
 if summary["simulated"]:
-    note = ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note", "")
-    st.warning("**Simulated people.** These judgments were not collected from anyone: the demo "
-               "simulates them from a generating embedding of the images' factors. "
-               + literal(note), icon=":material/smart_toy:")
+    note = ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note")
+    st.warning("**Simulated people.** " + (literal(note) if note else
+               "These judgments were not collected from anyone (every agent id starts with "
+               "`simulated-`)."), icon=":material/smart_toy:")
 cols = st.columns(6)
 for col, (name, value) in zip(cols, [
-        ("trials", f"{int(summary['trials']):,}"), ("people", f"{int(summary['people']):,}"),
-        ("images", f"{int(summary['images']):,}"), ("catch trials", f"{int(summary['catch']):,}"),
-        ("train / test", f"{int(summary['train']):,} / {int(summary['test']):,}"),
-        ("median time", f"{summary['median_seconds']:.1f} s" if summary["median_seconds"] == summary[
-            "median_seconds"] else "–")]):
-    col.metric(name, value)
+        ("trials", summary["trials"]), ("people", summary["people"]), ("images", summary["images"]),
+        ("fitted (train)", summary["train"]), ("scored (test)", summary["test"]),
+        ("catch trials", summary["catch"])]):
+    col.metric(name, f"{int(value):,}")
+st.caption(f"Trial kinds: {literal(summary['kinds'])} · mean weight {summary['mean_weight']:.2f} (the "
+           "session's catch-trial grade)"
+           + ("" if pd.isna(summary["median_seconds"]) else
+              f" · median response time {summary['median_seconds']:.1f} s"))
 prov = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds}
 analysed = available(ws, "similarity", ds)       # says what is missing or broken if not
 computed = analysed and bool(datasets.set_index("dataset").loc[ds, "embedded"])
@@ -64,7 +74,7 @@ ckpts = list(ws.view(V.checkpoints, dataset=ds)["checkpoint_id"]) if computed el
 ckpt = url_selectbox("Checkpoint (neighbours, trial choices, per label)", ckpts, key="sim_ckpt",
                      param="ckpt", container=c_ck) if ckpts else None
 
-# ---- the map of the psychological embedding ---------------------------------------------------------------
+# ---- the map of the psychological embedding ------------------------------------------------
 if computed:
     st.header("People's similarity map")
     st.caption("A 2-D UMAP of the psychological embedding: nearby images are ones people judge "
@@ -118,7 +128,7 @@ if computed:
                    f"{literal(ckpt)}. People's similarity: the ensemble's mean exp(-10 · distance); the "
                    "checkpoint's: cosine similarity of its features, among the embedded images.")
 
-# ---- agreement with people -------------------------------------------------------------------------------------
+# ---- agreement with people -----------------------------------------------------------------
 if computed:
     st.header("Agreement with people")
     alignment = ws.view(V.alignment, dataset=ds)
@@ -155,7 +165,7 @@ if computed:
             metric_table(mine[["label_name", "value", "lo", "hi", "n"]], key="sim_label_table",
                          formats={"value": "%.3f", "lo": "%.3f", "hi": "%.3f"})
 
-# ---- the trials ----------------------------------------------------------------------------------------------------
+# ---- the trials ----------------------------------------------------------------------------
 st.header("Trials")
 t1, t2, _ = st.columns([1, 1, 2])
 kinds = {"0": "judged trials", "1": "catch trials"}
@@ -176,7 +186,7 @@ else:
     r = rows.iloc[0]
     st.caption(f"Trial {literal(r['trial_id'])} ({literal(r['kind'])}, split {literal(r['split'])}) by "
                f"{literal(r['agent_id'])} · weight {r['weight']:.2f}"
-               + (f" · {r['rt_ms'] / 1000:.1f} s" if r["rt_ms"] == r["rt_ms"] else ""))
+               + ("" if pd.isna(r["rt_ms"]) else f" · {r['rt_ms'] / 1000:.1f} s"))
     ranks = {}
     if ckpt is not None:
         picks = ws.view(V.model_choices, trial_rows=rows, checkpoint=ckpt)
@@ -186,8 +196,8 @@ else:
     def caption(row):
         if row["role"] == "query":
             return "query"
-        text = f"{ordinal.get(row['choice'], str(row['choice']) + 'th')} choice" \
-            if row["choice"] == row["choice"] and row["choice"] is not None else "·"
+        c = row["choice"]
+        text = "·" if pd.isna(c) else f"{ordinal.get(int(c), f'{int(c)}th')} choice"
         if row["image_id"] in ranks and ranks[row["image_id"]] <= 2:
             text += f" · model #{ranks[row['image_id']]}"
         return text
@@ -196,12 +206,12 @@ else:
     with q:
         image_grid(ws, rows[rows["role"] == "query"], caption_col="caption", width=120)
     with refs:
-        image_grid(ws, rows[rows["role"] == "reference"], caption_col="caption", width=96)
+        image_grid(ws, rows[rows["role"] == "reference"], caption_col="caption", width=80)
     st.caption("The person's choices in order"
                + (f"; `model #1`, `#2`: the two references {literal(ckpt)} finds most similar to the "
                   "query (cosine)." if ckpt else "."))
 
-# ---- the fit --------------------------------------------------------------------------------------------------------
+# ---- the fit -------------------------------------------------------------------------------
 if computed:
     st.header("Fit diagnostics")
     fit = ws.view(V.fit, dataset=ds)
@@ -212,10 +222,10 @@ if computed:
                "(shaded). Accuracy: the chosen pair, in order, is the embedding's most probable outcome. "
                "Agreement: Spearman correlation of a member's similarities with the other members'.")
     show_figure(fit_diagnostics(fit), f"similarity-fit-{ds}", {**prov, "figure": "fit"}, key="sim_fit")
+    fours = ("heldout_loglik", "heldout_accuracy", "heldout_triplet_accuracy", "test_loglik",
+             "test_accuracy", "agreement", "prior_scale")
     metric_table(fit.drop(columns=["dataset", "chance_accuracy"]), key="sim_fit_table",
-                 formats={c: "%.4f" for c in ("heldout_loglik", "heldout_accuracy", "heldout_triplet_accuracy",
-                                               "test_loglik", "test_accuracy", "agreement", "prior_scale")}
-                 | {"seconds": "%.1f"})
+                 formats={c: "%.4f" for c in fours} | {"seconds": "%.1f"})
 elif analysed:
     st.info(f"No psychological embedding of {literal(ds)} yet: the map, the agreement scores and the "
             "fit appear once the analysis has run:", icon=":material/pending:")

@@ -118,6 +118,7 @@ def select_grid_row(page, grid, row: int) -> None:
     active = "() => document.activeElement && document.activeElement.getAttribute('data-testid')"
     for _ in range(row + 2):
         page.keyboard.press("ArrowDown")
+        page.wait_for_timeout(300)       # the grid moves its focus after the key event
         if (page.evaluate(active) or "").endswith(f"-{row}"):
             break
     assert (page.evaluate(active) or "").endswith(f"-{row}"), page.evaluate(active)

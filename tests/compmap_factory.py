@@ -36,7 +36,7 @@ def write_compmap(ws, seed: int = 0) -> None:
     # Activations: the colour is right for most images, a blue is taken for green now and then.
     act = []
     for i, (iid, c, s) in enumerate(zip(ids, labels, shapes)):
-        seen = 1 if (c == 1 and i % 4 == 1) else c
+        seen = 2 if (c == 1 and i % 4 == 1) else c
         for group, values, true in (("color", COLORS, COLORS[seen]), ("shape", SHAPES, s)):
             logits = np.array([25.0 if v == true else 20.0 for v in values]) + rng.normal(0, 0.5, len(values))
             soft = np.exp(logits - logits.max())
@@ -47,7 +47,7 @@ def write_compmap(ws, seed: int = 0) -> None:
     w = []
     for model, noise in (("prim", 0.8), ("oracle", 0.1)):
         for c in range(3):
-            for j, (g, v) in enumerate(prims):
+            for g, v in prims:
                 own = g == "color" and v == COLORS[c]
                 w.append({"model": model, "label": c, "primitive": f"{g}:{v}",
                           "weight": float((2.0 if own else -0.5) + rng.normal(0, noise))})

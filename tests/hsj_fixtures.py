@@ -29,7 +29,7 @@ def people_embedding(ws: Workspace, seed: int = 0) -> tuple[list[str], np.ndarra
 
 
 def simulate(ids, Z, n_trials: int, seed: int = 0, n_refs: int = 8, n_select: int = 2,
-             catch_every: int = 25) -> list[dict]:
+             catch_every: int = 25, agent: str = "simulated-") -> list[dict]:
     """similarity_trials rows (without dataset): answers drawn from the rank likelihood."""
     rng = np.random.default_rng([seed, 2])
     q = rng.integers(0, len(ids), n_trials)
@@ -38,16 +38,16 @@ def simulate(ids, Z, n_trials: int, seed: int = 0, n_refs: int = 8, n_select: in
     catch = np.arange(n_trials) % catch_every == 0
     refs[catch, 0] = q[catch]
     ans = sample_choices(Z, q, refs, n_select, 10.0, rng)
-    return [{"trial_id": f"t{t:05d}", "agent_id": f"simulated-{t % 7}", "query": ids[q[t]],
+    return [{"trial_id": f"t{t:05d}", "agent_id": f"{agent}{t % 7}", "query": ids[q[t]],
              "references": [ids[r] for r in refs[t]], "chosen": [ids[c] for c in ans[t, 1:1 + n_select]],
              "n_select": n_select, "kind": f"{n_refs}rank{n_select}", "weight": 1.0,
              "rt_ms": 5000.0, "split": "test" if t % 10 == 9 else "train", "is_catch": bool(catch[t])}
             for t in range(n_trials)]
 
 
-def add_trials(ws: Workspace, n_trials: int = 1500, seed: int = 0) -> list[dict]:
+def add_trials(ws: Workspace, n_trials: int = 1500, seed: int = 0, agent: str = "simulated-") -> list[dict]:
     ids, Z = people_embedding(ws, seed)
-    rows = simulate(ids, Z, n_trials, seed)
+    rows = simulate(ids, Z, n_trials, seed, agent=agent)
     ws.append("similarity_trials", pa.Table.from_pylist(
         rows, schema=schema.arrow_schema("similarity_trials", partition=False)), dataset="toy")
     return rows
@@ -66,7 +66,7 @@ def similarity_workspace(root: Path, n_trials: int = 1500, **opts) -> Workspace:
     return ws
 
 
-# ---- the release format ------------------------------------------------------------------------
+# ---- the release format --------------------------------------------------------------------
 def local_id(k: int) -> str:
     return np.base_repr(k, 36).zfill(7)
 
@@ -140,3 +140,48 @@ def write_hdf5(folder: Path, rows: list[dict], ids: list[str], catalog: bool = T
     else:
         write_stimuli(folder, ids)
     return folder / "obs.hdf5"
+
+
+# ---- every similarity table by hand (for page tests that need no pipeline) ----------------------
+def write_similarity_tables(ws: Workspace, cids, dataset: str = "toy", n_trials: int = 200,
+                            seed: int = 0) -> None:
+    """Trials, and `psych_embedding`, `similarity_fit`, the `psych@` projection and
+    `human_alignment` written by hand: valid values that agree with each other. The
+    factory's `write_derived` can call this so that every page has data on its workspace."""
+    rng = np.random.default_rng([seed, 9])
+    add_trials(ws, n_trials, seed, agent="agent-")      # as if collected: no "simulated" warning
+    ids, Z = people_embedding(ws, seed)
+    n = len(ids)
+    emb = []
+    for m in range(2):
+        mu = Z + 0.01 * rng.standard_normal(Z.shape)
+        emb.append(pa.table({"member": np.full(n, m, np.int64), "image_id": ids,
+                             "mu": pa.array(list(mu.astype(np.float32)), pa.list_(pa.float32())),
+                             "sigma": pa.array(list(np.full((n, 3), 0.02, np.float32)),
+                                               pa.list_(pa.float32()))}))
+    ws.write("psych_embedding", pa.concat_tables(emb), dataset=dataset)
+    fit = [{"dim": d, "member": m, "selected": d == 3, "n_train": 160, "n_heldout": 18,
+            "heldout_loglik": -2.0 - 0.1 * (d == 2) - 0.01 * m, "heldout_accuracy": 0.3 + 0.01 * m,
+            "heldout_triplet_accuracy": 0.85, "test_loglik": -2.1, "test_accuracy": 0.28,
+            "agreement": 0.9, "prior_scale": 0.2, "epochs": 40, "seconds": 1.0}
+           for d in (2, 3) for m in range(2)]
+    ws.write("similarity_fit", pa.Table.from_pylist(
+        fit, schema=schema.arrow_schema("similarity_fit", partition=False)), dataset=dataset)
+    xy = Z[:, :2] * 10 + rng.standard_normal((n, 2))
+    ws.write("projections", pa.table({"image_id": ids, "x": xy[:, 0], "y": xy[:, 1]}),
+             checkpoint_id="psych@" + dataset, method="umap")
+    img = ws.read("images").to_pandas().set_index("image_id")
+    labels = sorted(img.loc[ids, "label"].dropna().unique())
+    rows = []
+    for k, cid in enumerate(cids):
+        for metric, base in (("triplet_accuracy", 0.8), ("rsa", 0.6)):
+            for dist in ("l1", "l2", "cosine"):
+                for lab in [None, *labels]:
+                    v = base - 0.1 * k
+                    rows.append({"checkpoint_id": cid, "metric": metric, "distance": dist,
+                                 "label": None if lab is None else int(lab),
+                                 "label_name": None if lab is None else img.loc[img["label"] == lab,
+                                                                               "label_name"].iloc[0],
+                                 "value": v, "lo": v - 0.05, "hi": v + 0.05, "n": 100, "n_units": 20})
+    ws.write("human_alignment", pa.Table.from_pylist(
+        rows, schema=schema.arrow_schema("human_alignment", partition=False)), dataset=dataset)

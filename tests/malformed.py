@@ -462,8 +462,9 @@ MALFORMATIONS: dict[str, Malformation] = {m.name: m for m in [
        "compmap_weights/vl_model=vl-toy/part-0.parquet", "not one of prim, oracle",
        _compmap("compmap_weights", {"model": "clip", "label": 0, "primitive": "color:red", "weight": 0.3},
                 vl_model="vl-toy")),
-    _M("compmap_scores_lo_above_value", "compmap_scores", "lo", "compmap_scores/vl_model=vl-toy/part-0.parquet",
-       "greater than value", _compmap("compmap_scores", {**_SCORE, "lo": 0.55}, vl_model="vl-toy")),
+    _M("compmap_scores_lo_above_value", "compmap_scores", "lo",
+       "compmap_scores/vl_model=vl-toy/part-0.parquet", "greater than value",
+       _compmap("compmap_scores", {**_SCORE, "lo": 0.55}, vl_model="vl-toy")),
 ]}
 
 

@@ -77,3 +77,12 @@ sys.exit(main(["validate", {str(ws.root)!r}]))
     r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "valid workspace" in r.stdout
+
+
+def test_every_analysis_module_imports_on_its_own():
+    """The registry lists the analysis modules and they import it: no import order may break."""
+    from conceptlens.analysis.registry import ANALYSES
+    mods = {a.run.__module__ for a in ANALYSES}
+    for m in sorted(mods):
+        r = subprocess.run([sys.executable, "-c", f"import {m}"], cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 0, (m, r.stderr[-500:])

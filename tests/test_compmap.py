@@ -18,6 +18,7 @@ from conceptlens.importers.images import ImportInputError
 from conceptlens.metrics import compmap as M
 from conceptlens.validate import format_problems, validate
 from conceptlens.workspace import Workspace
+from tests.test_app import factory_copy, factory_template  # noqa: F401  (fixtures)
 
 # ---- metrics ---------------------------------------------------------------------------------
 
@@ -122,7 +123,7 @@ def test_intervals_against_their_definitions():
 
 
 # ---- activations on a tiny open_clip model ---------------------------------------------------
-def _tiny_vl(ws: Workspace, tmp_path) -> None:
+def _tiny_vl(ws: Workspace, tmp_path, dataset: str = "shapes") -> None:
     """A tiny open_clip CLIP (random weights) from tests.tiny_models' config, shipped in `ws`."""
     import pyarrow as pa
     import torch
@@ -138,7 +139,7 @@ def _tiny_vl(ws: Workspace, tmp_path) -> None:
     torch.manual_seed(0)
     torch.save(build_clip(cfg).state_dict(), ws.root / "models" / "vl-tiny.pt")
     ws.write("vl_models", pa.Table.from_pylist([{
-        "vl_model_id": "vl-tiny", "dataset": "shapes", "spec": "open_clip:vl-tiny",
+        "vl_model_id": "vl-tiny", "dataset": dataset, "spec": "open_clip:vl-tiny",
         "config": "models/vl-tiny.json", "weights": "models/vl-tiny.pt", "weights_sha256": None}],
         schema=schema.arrow_schema("vl_models")))
 
@@ -193,6 +194,24 @@ def test_activations_match_a_direct_open_clip_computation(ws, tmp_path):
     sums = both.merge(prims[["primitive", "group"]]).groupby(["image_id", "group"])["activation"].sum()
     assert np.allclose(sums, 1.0)
     assert validate(ws) == [], format_problems(validate(ws))
+
+
+def test_open_clip_spec_gives_the_same_activations(ws, tmp_path):
+    """`open_clip:CONFIG.json` with the row's weights file (open_clip's own preprocessing and
+    tokenizer) scores like the shipped-model path (`vl.VLModel`)."""
+    from conceptlens.analysis import registry  # noqa: F401  (first: the analyses import it)
+    from conceptlens.analysis.common import Context
+    from conceptlens.analysis.compmap import compute_activations, load_vl
+    w = Workspace(ws)
+    _tiny_vl(w, tmp_path)
+    images = _with_primitives(w).sort_values("image_id").head(8)
+    prims = w.read("primitives", dataset="shapes").to_pandas().sort_values("position")
+    row = w.read("vl_models").to_pylist()[0]
+    ctx = Context(w, progress=False)
+    shipped, _ = compute_activations(ctx, load_vl(w, row), images, prims)
+    by_spec, _ = compute_activations(ctx, load_vl(w, {**row, "spec": "open_clip:models/vl-tiny.json",
+                                                      "config": None}), images, prims)
+    assert np.allclose(shipped, by_spec, atol=1e-3)
 
 
 def _tiny_hf_clip(folder):
@@ -280,8 +299,10 @@ def perfect_ws(tmp_path_factory):
     import pyarrow as pa
 
     from conceptlens import schema
-    from conceptlens.analysis import registry  # first: the analyses import the registry
-    from conceptlens.analysis import compmap
+    from conceptlens.analysis import (
+        compmap,
+        registry,  # first: the analyses import the registry
+    )
     from tests.factory import shapes_workspace
     w = shapes_workspace(tmp_path_factory.mktemp("cm") / "ws", n=300)
     _with_primitives(w)
@@ -398,6 +419,23 @@ def test_import_cub(tmp_path):
     assert validate(w.root) == [], format_problems(validate(w.root))
 
 
+def test_cub_import_then_analysis(tmp_path, capsys):
+    """From the release's files to CompMap scores through the command line."""
+    src = make_cub(tmp_path / "CUB_200_2011")
+    w = _ws(tmp_path)
+    assert main(["import", "cub", str(w.root), str(src), "--quiet", "--workers", "1"]) == 0
+    _tiny_vl(w, tmp_path, dataset="cub")
+    assert main(["analyze", "compmap", "--workspace", str(w.root), "--quiet", "--ways", "2",
+                 "--shots", "1", "--queries", "1", "--episodes", "2"]) == 0
+    s = w.read("compmap_scores", vl_model="vl-tiny").to_pandas()
+    # Three test images, one per class: no episode fits (a note says so), the full shot does.
+    assert set(s["shots"]) == {0} and set(s["ways"]) == {3}
+    assert s.set_index(["model", "metric"]).loc[("oracle", "accuracy"), "value"] == 1.0
+    a = w.read("compmap_activations", vl_model="vl-tiny").to_pandas()
+    assert len(a) == 6 * 4
+    assert validate(w.root) == [], format_problems(validate(w.root))
+
+
 @pytest.mark.parametrize("bad, message", [
     ("attributes/image_attribute_labels.txt|3|1 3 x 3 12.5", r"image_attribute_labels.txt line 3: "
      r"is_present must be an integer, got 'x'"),
@@ -468,9 +506,75 @@ def test_import_mit_states_malformed_and_without_images(tmp_path):
                                                r"got 'sliced'"):
         import_mit_states(w, src, progress=False, workers=1)
     src2 = make_mit_states(tmp_path / "mit2", bad="train|3|ripe apple")
-    with pytest.raises(ImportInputError, match=r"train_pairs.txt line 3: pair 'ripe apple' is also on line 1"):
+    with pytest.raises(ImportInputError, match=r"train_pairs.txt line 3: pair 'ripe apple' is also "
+                                               r"on line 1"):
         import_mit_states(w, src2, progress=False, workers=1)
     shutil.rmtree(tmp_path / "mit2" / "release_dataset")
     (tmp_path / "mit2" / "compositional-split-natural" / "train_pairs.txt").write_text("ripe apple\n")
     assert import_mit_states(w, tmp_path / "mit2", progress=False) is None
     assert len(w.read("label_primitives", dataset="mit-states")) == 2 * 3
+
+
+# ---- the page (AppTest) ------------------------------------------------------------------------
+PAGE = "pages/compmap.py"
+
+
+def _selected(at) -> dict:
+    return {s.label: s.value for s in at.selectbox}
+
+
+def test_page_on_the_factory_workspace(monkeypatch, factory_template):  # noqa: F811
+    """The factory's vl-toy sees green as blue in images 1, 13, 25, 37 (tests/compmap_factory.py):
+    the page says so for class 1 and shows the stored weights and scores."""
+    from tests.test_app import assert_clean, open_app, plain
+    at = open_app(monkeypatch, factory_template, PAGE, query={"cls": "1"})
+    assert_clean(at)
+    assert not at.warning, [w.value for w in at.warning]
+    assert _selected(at)["Dataset"] == "toy" and _selected(at)["VL model"] == "vl-toy"
+    assert {"ds", "vl", "setting", "model", "sort", "cls"} <= set(at.query_params)
+    assert len(at.get("plotly_chart")) == 4
+    # Weight accuracy of the default setting (3-way 1-shot), as stored.
+    table = at.dataframe[0].value
+    assert list(table["model"]) == ["Prim", "Oracle-Prim"]
+    assert table["Acc-Instance"].tolist() == pytest.approx([2 / 3, 1.0])
+    # Per-group table of class 1 (green): 12 of 16 images get the colour right, every shape.
+    groups = at.dataframe[1].value.set_index("group")
+    assert groups.loc["color", "right"] == 12 and groups.loc["color", "images"] == 16
+    assert groups.loc["shape", "right"] == 16
+    assert "4 of 16 have a primitive the VL model gets wrong" in plain(at.markdown)
+    import plotly.io
+    heat = plotly.io.from_json(at.get("plotly_chart")[2].proto.spec)
+    stored = pd.read_parquet(factory_template / "compmap_weights/vl_model=vl-toy/part-0.parquet")
+    from tests.test_app_clusters import array  # typed arrays travel as base64
+    z = array(heat.data[0].z)
+    assert z.shape == (3, 5)
+    w = stored[(stored.model == "prim") & (stored.label == 0) & (stored.primitive == "color:red")]
+    assert z[0, 0] == pytest.approx(w["weight"].iloc[0])
+
+
+def test_page_deep_link_on_the_demo(monkeypatch, demo_ws):
+    from tests.test_app import assert_clean, open_app
+    q = {"ds": "shapes", "vl": "vl-shapes", "setting": "10w5s", "model": "oracle",
+         "sort": "recovered", "cls": "3"}
+    at = open_app(monkeypatch, demo_ws, PAGE, query=q)
+    assert_clean(at)
+    assert not at.warning, [w.value for w in at.warning]
+    v = _selected(at)
+    assert (v["Setting"], v["Model"], v["Sort classes by"], v["Class"]) == ("10w5s", "oracle",
+                                                                             "recovered", 3)
+    assert {k: at.query_params[k][0] if isinstance(at.query_params[k], list) else at.query_params[k]
+            for k in q} == q
+    stored = pd.read_parquet(demo_ws / "compmap_scores/vl_model=vl-shapes/part-0.parquet")
+    want = stored[(stored.ways == 10) & (stored.shots == 5) & (stored.metric == "acc_class")]
+    table = at.dataframe[0].value.set_index("model")
+    assert table.loc["Prim", "Acc-Class"] == pytest.approx(want.loc[want.model == "prim", "value"].iloc[0])
+    assert len(at.get("image")) == 1          # one grid of the class's images
+
+
+def test_page_says_how_to_compute_a_missing_analysis(monkeypatch, factory_copy):  # noqa: F811
+    from tests.test_app import assert_clean, open_app, plain
+    shutil.rmtree(factory_copy / "compmap_scores")
+    at = open_app(monkeypatch, factory_copy, PAGE)
+    assert_clean(at)
+    assert "not computed yet" in plain(at.info)
+    assert any("conceptlens analyze compmap --workspace" in c.value for c in at.code)

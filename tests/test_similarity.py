@@ -25,7 +25,7 @@ from tests import hsj_fixtures as F
 from tests.factory import make_workspace
 
 
-# ---- the likelihood ------------------------------------------------------------------------------
+# ---- the likelihood ------------------------------------------------------------------------
 def test_likelihood_equals_psiz_oracle():
     # psiz's test: coordinates 0.1 * index, beta = 10, query 1, references 2 and 3.
     Z = 0.1 * np.arange(5, dtype=float)[:, None]
@@ -71,7 +71,7 @@ def test_sampled_choices_follow_the_likelihood():
     np.testing.assert_allclose(freq, p, atol=0.015)
 
 
-# ---- triplets and agreement ------------------------------------------------------------------------
+# ---- triplets and agreement ----------------------------------------------------------------
 def test_an_8_rank_2_trial_gives_13_triplets():
     stim = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 8]])      # q: a=1 > b=2 > [3..8]
     t = S.triplets(stim, [2])
@@ -162,7 +162,7 @@ def test_bootstrap_ratio_resamples_units():
     assert S.percentile_interval(np.array([np.nan, 1.0, 2.0, 3.0]), 0.5) == (1.5, 2.5)
 
 
-# ---- recovery of a simulated embedding ------------------------------------------------------------------
+# ---- recovery of a simulated embedding -----------------------------------------------------
 def test_fit_recovers_a_simulated_embedding():
     rng = np.random.default_rng(5)
     n, m = 60, 3000
@@ -188,7 +188,7 @@ def test_fit_recovers_a_simulated_embedding():
     np.testing.assert_array_equal(again.mu, once.mu)
 
 
-# ---- the importer -----------------------------------------------------------------------------------
+# ---- the importer --------------------------------------------------------------------------
 @pytest.fixture()
 def toy(tmp_path):
     ws = make_workspace(tmp_path / "ws")
@@ -329,7 +329,7 @@ def test_import_cli(toy, tmp_path, capsys):
     assert "no such file or folder" in capsys.readouterr().err
 
 
-# ---- the analysis end to end ----------------------------------------------------------------------
+# ---- the analysis end to end ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
     return F.similarity_workspace(tmp_path_factory.mktemp("sim") / "ws")
@@ -432,7 +432,7 @@ def test_options_checked():
     assert list(itertools.islice(registry.all_options(), 1)) == ["seed"]
 
 
-# ---- the page -----------------------------------------------------------------------------------------
+# ---- the page ------------------------------------------------------------------------------
 def _open(monkeypatch, root, query=None):
     import sys
 
@@ -470,7 +470,7 @@ def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monke
     assert (_q(at, "dist"), _q(at, "color"), _q(at, "trial")) == ("cosine", "shape", "9")
     text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert "Nearest for people" in text and "Nearest for ck1" in text
-    assert "1st choice" in " ".join(str(e.proto) for e in at.get("imgs"))
+    assert "1st choice" in " ".join(str(e.proto) for e in at.get("image"))
 
 
 def test_page_without_trials_says_how_to_import(tmp_path, monkeypatch):
@@ -487,3 +487,19 @@ def test_page_before_the_analysis_shows_the_command_and_the_trials(tmp_path, mon
     assert not at.exception
     assert [h.value for h in at.header] == ["Trials"]
     assert any("conceptlens analyze similarity" in c.value for c in at.code)
+
+
+def test_demo_people_are_simulated_and_say_so(tmp_path):
+    from conceptlens.demo.build import build_data
+    ws = build_data(tmp_path / "demo", seed=3, n_shapes=150, progress=False)
+    t = ws.read("similarity_trials", dataset="shapes").to_pandas()
+    info = ws.meta()["provenance"]["similarity_trials"]
+    assert info["simulated"] is True and "not collected" in info["note"]
+    assert t["agent_id"].str.startswith("simulated-").all() and t["trial_id"].str.startswith("sim-").all()
+    sessions = t["trial_id"].str[4:8]
+    assert (t.groupby(sessions)["is_catch"].sum() == 4).all()            # 4 catch trials a session
+    assert (t["weight"] >= 0.5).all() and t.groupby(sessions)["weight"].nunique().eq(1).all()
+    catch = t[t["is_catch"]]
+    assert all(q in refs for q, refs in zip(catch["query"], catch["references"]))
+    assert set(t["kind"]) == {"8rank2"} and (t["chosen"].map(len) == 2).all()
+    assert validate(ws.root, tables=["similarity_trials"]) == []

@@ -171,7 +171,8 @@ class _HFClip:
 
 def load_vl(ws, row: dict):
     """A VL model of `vl_models`: shipped (config + weights in the workspace, `vl.VLModel`),
-    `hf:NAME` (transformers CLIP) or `open_clip:ARCH@TAG` (a pretrained open_clip model)."""
+    `hf:NAME` (transformers CLIP) or `open_clip:NAME` (a pretrained `ARCH@TAG`, or an
+    architecture or config JSON with the row's `weights` file)."""
     from ..models import parse_spec
     if row.get("config") and row.get("weights"):
         from ..vl import VLModel
@@ -183,7 +184,8 @@ def load_vl(ws, row: dict):
         import open_clip
 
         from ..models.openclip import create
-        model, preprocess, arch, _ = create(name, root=ws.root)
+        weights = ws.resolve(row["weights"]) if row.get("weights") else None
+        model, preprocess, arch, _ = create(name, weights=weights, root=ws.root)
         return _OpenClip(model, preprocess, open_clip.get_tokenizer(arch))
     raise WorkspaceError(f"{ws.table_path('vl_models')}: VL model {row['vl_model_id']!r} has spec "
                          f"{row['spec']!r} and no config + weights; CompMap reads shipped models, "
@@ -261,8 +263,7 @@ def full_shot(X, G, y, train: np.ndarray, truth_of, seed: int):
     te = ~train & np.isin(y, classes)
     rows = []
     if len(classes) >= 2 and te.any():
-        tr = train
-        correct, weights, models = M.score_models(X[tr], G[tr], y[tr], X[te], G[te], y[te],
+        correct, weights, models = M.score_models(X[train], G[train], y[train], X[te], G[te], y[te],
                                                   truth_of, seed)
         ways, n = len(classes), int(te.sum())
         for m in M.MODELS:

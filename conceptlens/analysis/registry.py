@@ -93,14 +93,25 @@ class Analysis:
 
 
 def _analyses() -> tuple[Analysis, ...]:
-    from . import (cluster_captions, cluster_metrics, clustering, comparisons, compmap, projections,
-                   similarity)
+    from . import cluster_captions, cluster_metrics, clustering, comparisons, compmap, projections, similarity
     return (clustering.ANALYSIS, cluster_metrics.ANALYSIS, cluster_captions.ANALYSIS,
             projections.ANALYSIS, comparisons.ANALYSIS, compmap.ANALYSIS, similarity.ANALYSIS)
 
 
-ANALYSES: tuple[Analysis, ...] = _analyses()
-BY_NAME = {a.name: a for a in ANALYSES}
+def __getattr__(name: str):
+    """`ANALYSES` and `BY_NAME`, built on first use: the analysis modules import this one,
+    so building them at import time would make importing any of those modules alone circular."""
+    if name in ("ANALYSES", "BY_NAME"):
+        return _registered()[name]
+    raise AttributeError(name)
+
+
+def _registered() -> dict:
+    g = globals()
+    if "ANALYSES" not in g:
+        analyses = _analyses()
+        g.update(ANALYSES=analyses, BY_NAME={a.name: a for a in analyses})
+    return {"ANALYSES": g["ANALYSES"], "BY_NAME": g["BY_NAME"]}
 
 
 def in_order(names) -> list[Analysis]:
@@ -108,11 +119,12 @@ def in_order(names) -> list[Analysis]:
     out: list[Analysis] = []
 
     def visit(name: str, stack: tuple = ()):
-        if name not in BY_NAME:
-            raise ValueError(f"unknown analysis {name!r}; choose from {', '.join(BY_NAME)} or all")
+        by_name = _registered()["BY_NAME"]
+        if name not in by_name:
+            raise ValueError(f"unknown analysis {name!r}; choose from {', '.join(by_name)} or all")
         if name in stack:
             raise ValueError(f"analyses depend on each other in a cycle: {' -> '.join(stack + (name,))}")
-        a = BY_NAME[name]
+        a = by_name[name]
         for d in a.depends:
             visit(d, stack + (name,))
         if a not in out:
@@ -125,7 +137,7 @@ def in_order(names) -> list[Analysis]:
 def all_options() -> dict[str, Option]:
     """The union of every analysis' options (one name means one thing everywhere)."""
     out = {"seed": SEED}
-    for a in ANALYSES:
+    for a in _registered()["ANALYSES"]:
         for o in a.options:
             if o.name in out and out[o.name] != o:
                 raise AssertionError(f"option {o.name!r} is declared differently by two analyses")
@@ -146,7 +158,7 @@ def run(root, names, options: dict | None = None, checkpoint: str | None = None,
     if isinstance(names, str):
         names = [names]
     if names == ["all"]:
-        names = [a.name for a in ANALYSES]
+        names = [a.name for a in _registered()["ANALYSES"]]
     todo = in_order(names) if with_dependencies else in_order(names)[-len(names):]
     if checkpoint is not None:
         ctx.checkpoint_row(checkpoint)          # an unknown id is an error, not an empty run
@@ -198,7 +210,7 @@ def _log_run(ws: Workspace, a: Analysis, unit: Unit, opts: dict, inputs, started
 def missing(root, names="all") -> dict[str, list[str]]:
     """Units not done yet, per analysis (what `analyze all` would compute)."""
     ctx = Context(Workspace(root), progress=False)
-    names = [a.name for a in ANALYSES] if names == "all" else names
+    names = [a.name for a in _registered()["ANALYSES"]] if names == "all" else names
     out = {}
     for a in in_order(names):
         opts = {**a.option_defaults(), "_checkpoint": None}
@@ -239,7 +251,7 @@ def register(sub, parents) -> None:
                                    "in dependency order.")
     asub = p.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
     common = [*parents]
-    for a in ANALYSES:
+    for a in _registered()["ANALYSES"]:
         ap = asub.add_parser(a.name, parents=common, help=a.title, description=a.doc or a.title)
         ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
         ap.add_argument("--force", action="store_true", help="recompute units already done")

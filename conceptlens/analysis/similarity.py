@@ -7,9 +7,10 @@ held-out trials kept) into `psych_embedding` and `similarity_fit`, projects it t
 checkpoint of the dataset against people (`human_alignment`): triplet accuracy on the
 trials and RSA against the embedding, overall and per label, with bootstrap intervals.
 
-The fit is redone only when the trials or the fit's options change (or `--force`);
-a checkpoint is scored again only when its features, the fit or the scoring options
-changed, so adding a checkpoint costs its own scoring alone.
+A unit is due when its trials or a checkpoint's features change (or with `--force`). The
+fit is then redone only when the trials or the fit's options changed (always with
+`--force`); a checkpoint is scored again only when its features, the fit or the scoring
+options changed, so adding a checkpoint costs its own scoring alone.
 """
 from __future__ import annotations
 
@@ -65,8 +66,7 @@ def _fingerprint(ctx: Context, unit: Unit) -> str:
     trials = files_signature(ctx.ws.partition_files("similarity_trials", dataset=ds))
     feats = {c: _stat_signature(ctx.ws.partition_files("features", checkpoint_id=c))
              for c in _checkpoints_of(ctx, ds)}
-    return files_signature([]) if not trials else \
-        _hash(json.dumps({"trials": trials, "features": feats}, sort_keys=True))
+    return _hash(json.dumps({"trials": trials, "features": feats}, sort_keys=True))
 
 
 def _hash(text: str) -> str:
@@ -74,7 +74,7 @@ def _hash(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-# ---- trials -------------------------------------------------------------------------------
+# ---- trials --------------------------------------------------------------------------------
 def read_trials(ctx: Context, dataset: str) -> pd.DataFrame:
     t = ctx.ws.read("similarity_trials", dataset=dataset).to_pandas()
     where = ctx.ws.partition_dir("similarity_trials", dataset=dataset)
@@ -112,7 +112,7 @@ def encode(trials: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.
     return out, trials["n_select"].to_numpy(np.int64)
 
 
-# ---- the psychological embedding -------------------------------------------------------------
+# ---- the psychological embedding -----------------------------------------------------------
 def _fit(ctx: Context, ds: str, trials: pd.DataFrame, opts: dict, trial_sig: str) -> None:
     from ..embedding import psych as P
     fitted = trials[~trials["is_catch"] & (trials["split"] == "train")]
@@ -145,7 +145,8 @@ def _fit(ctx: Context, ds: str, trials: pd.DataFrame, opts: dict, trial_sig: str
     for m, f in enumerate(fits):
         keep = np.setdiff1d(np.arange(len(train)), ens.heldout[m])
         seen = np.zeros(len(stimuli), bool)
-        seen[np.maximum(stim[keep], 0).ravel()] = True
+        shown = stim[keep]
+        seen[shown[shown >= 0]] = True
         f.mu[~seen] = 0.0
         f.sigma[~seen] = f.prior_scale
     ids = pa.array(stimuli, pa.string())
@@ -193,7 +194,7 @@ def umap_euclidean(X: np.ndarray, seed: int) -> np.ndarray:
         return umap.UMAP(precomputed_knn=(idx, dist.astype(np.float32)), **kw).fit_transform(X)
 
 
-# ---- agreement of a checkpoint with people ----------------------------------------------------
+# ---- agreement of a checkpoint with people -------------------------------------------------
 class _Scorer:
     """What every checkpoint of a dataset is scored against: the trials and the embedding."""
 

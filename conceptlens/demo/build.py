@@ -117,7 +117,7 @@ def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progres
     s_rows, s_caps = build_shapes(ws, seed, n_shapes, progress)
     d_rows, d_caps = build_digits(ws, seed, progress)
     ws.write("images", images_table(s_rows + d_rows))
-    from .compmap import write as write_compmap   # CompMap's primitives of the shapes world
+    from .compmap import write as write_compmap  # CompMap's primitives of the shapes world
     write_compmap(ws, s_rows)
     ws.write("captions", pa.Table.from_pylist(s_caps + d_caps, schema=pa.schema(
         [("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())])))

@@ -103,7 +103,8 @@ def accuracy_by_setting(acc: pd.DataFrame, title: str | None = None) -> go.Figur
         # Markers side by side within a setting, no lines: the settings are not a continuum.
         fig.add_trace(go.Scatter(
             x=d["setting_label"], y=d["value"], name=name, mode="markers", offsetgroup=name,
-            marker=dict(symbol=symbol, size=9, color=colour), error_y=dict(_error(d), color=colour), customdata=np.column_stack([d["lo"], d["hi"], d["episodes"]]),
+            marker=dict(symbol=symbol, size=9, color=colour), error_y=dict(_error(d), color=colour),
+            customdata=np.column_stack([d["lo"], d["hi"], d["episodes"]]),
             hovertemplate=(f"{name}<br>%{{x}}: %{{y:.3f}} [%{{customdata[0]:.3f}}, %{{customdata[1]:.3f}}]"
                            "<br>%{customdata[2]} episode(s)<extra></extra>")))
     fig.update_layout(title=title, template="plotly_white", font=FONT, scattermode="group",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import io
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -201,7 +202,8 @@ def fit_diagnostics(fit: pd.DataFrame, title: str | None = None) -> go.Figure:
                                  showlegend=c == 1, line=dict(color="#1f77b4", width=2),
                                  hoverinfo="skip"), row=1, col=c)
         if col == "heldout_accuracy" and "chance_accuracy" in fit and fit["chance_accuracy"].notna().any():
-            fig.add_hline(y=float(fit["chance_accuracy"].iloc[0]), line=dict(color="gray", dash="dot", width=1),
+            fig.add_hline(y=float(fit["chance_accuracy"].iloc[0]),
+                          line=dict(color="gray", dash="dot", width=1),
                           row=1, col=c, annotation_text="chance", annotation_position="bottom right",
                           annotation_font=dict(size=10))
         if len(kept):

@@ -131,7 +131,7 @@ def tables(cub: Cub, dataset: str, kept_ids: set[str]) -> tuple[list, list, list
     """(primitives, label_primitives, image_primitives) rows for the images imported."""
     ids = make_ids(dataset, cub.listing.items)
     prims = []
-    for pos, (aid, name) in enumerate(cub.attributes):
+    for pos, (_, name) in enumerate(cub.attributes):
         g, v = group_value(name, "attributes.txt")
         prims.append({"primitive": name, "group": g, "value": v,
                       "prompt": PROMPT.format(group=g, value=v), "position": pos,

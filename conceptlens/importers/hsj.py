@@ -132,7 +132,7 @@ def match_images(images, dataset: str, stimuli: dict[int, Stimulus], used: dict[
     return out, missing
 
 
-# ---- the release format --------------------------------------------------------------------------
+# ---- the release format --------------------------------------------------------------------
 def _local(asset, where: str) -> int:
     if not isinstance(asset, str) or len(asset) <= ASSET_PREFIX:
         raise ImportInputError(f"{where}: asset id {asset!r} is not `PZ` + subdomain + local id")
@@ -212,7 +212,7 @@ def read_release(source: Path) -> list[Raw]:
     return out
 
 
-# ---- psiz's HDF5 observations ------------------------------------------------------------------
+# ---- psiz's HDF5 observations --------------------------------------------------------------
 def read_hdf5(path: Path) -> list[Raw]:
     import h5py
     import numpy as np
@@ -261,7 +261,7 @@ def read_hdf5(path: Path) -> list[Raw]:
     return out
 
 
-# ---- the import ------------------------------------------------------------------------------------
+# ---- the import ----------------------------------------------------------------------------
 def detect(source: Path) -> tuple[str, Path]:
     """("release", folder) or ("hdf5", file)."""
     if source.is_file():

@@ -329,7 +329,7 @@ def rsa_vectors(a: np.ndarray, b: np.ndarray) -> float:
     return float(_weighted_pearson(_ranks(a), _ranks(b), np.ones(len(a))))
 
 
-# ---- bootstrap over trials ---------------------------------------------------------------------
+# ---- bootstrap over trials -----------------------------------------------------------------
 def bootstrap_ratio(num: np.ndarray, den: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     """Resampled values of sum(num) / sum(den), resampling rows (units) with replacement.
 

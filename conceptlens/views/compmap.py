@@ -13,6 +13,9 @@ import pandas as pd
 MODEL_NAMES = {"prim": "Prim", "interv_full": "Interv(Full)", "interv_partial": "Interv(Partial)",
                "oracle": "Oracle-Prim"}
 LEARNED = {"prim": "learned (Prim)", "oracle": "ground-truth model (Oracle-Prim)"}
+WEIGHT_ACCURACY_COLUMNS = {f"{m}{x}": f"{name}{y}" for m, name in (("acc_instance", "Acc-Instance"),
+                                                                    ("acc_class", "Acc-Class"))
+                           for x, y in (("", ""), ("_lo", " lo"), ("_hi", " hi"))}
 SORTS = {"label": "class index", "name": "class name", "recovered": "recovered primitives (worst first)"}
 FULL = "full"
 
@@ -213,8 +216,9 @@ def class_images(db, dataset: str, vl_model: str, label: int) -> pd.DataFrame:
     for iid, g in per.groupby("image_id", sort=False):
         wrong = g[~g["correct"]]
         text = "; ".join(f"{r.group}: {r.predicted} ≠ {r.truth}" for r in wrong.itertuples())
+        score = f" ({len(g) - len(wrong)}/{len(g)})"
         rows.append({"image_id": iid, "judged": len(g), "wrong": len(wrong),
-                     "caption": (f"✗ {text}" if len(wrong) else "✓ all") + f" ({len(g) - len(wrong)}/{len(g)})"})
+                     "caption": (f"✗ {text}" if len(wrong) else "✓ all") + score})
     out = imgs.merge(pd.DataFrame(rows, columns=["image_id", "judged", "wrong", "caption"]),
                      on="image_id", how="left")
     out["wrong"] = out["wrong"].fillna(0).astype(int)

@@ -44,7 +44,7 @@ def trial_summary(db, dataset: str) -> pd.DataFrame:
         FROM similarity_trials WHERE dataset = $ds""", {"ds": dataset})
 
 
-# ---- the embedding and its map --------------------------------------------------------------------------
+# ---- the embedding and its map -------------------------------------------------------------
 def embedding_points(db, dataset: str, limit: int = 20_000) -> pd.DataFrame:
     """The 2-D UMAP of the psychological embedding (a fixed sample above `limit`): x, y and
     every column of `images`."""
@@ -108,7 +108,7 @@ def neighbours(db, dataset: str, image_id: str, checkpoint: str | None, k: int =
     return df.merge(meta, on="image_id", how="left")
 
 
-# ---- agreement with people ---------------------------------------------------------------------------------
+# ---- agreement with people -----------------------------------------------------------------
 def alignment(db, dataset: str) -> pd.DataFrame:
     """Every checkpoint's overall scores: checkpoint_id, model, method, epoch, metric,
     distance, value, lo, hi, n, n_units."""
@@ -129,7 +129,9 @@ def alignment_wide(db, dataset: str, distance: str) -> pd.DataFrame:
     wide = a.pivot(index="checkpoint_id", columns="metric", values=["value", "lo", "hi"])
     wide.columns = [f"{m}" if v == "value" else f"{m}_{v}" for v, m in wide.columns]
     info = a.drop_duplicates("checkpoint_id").set_index("checkpoint_id")[["method", "epoch"]]
-    out = info.join(wide).reset_index()
+    order = [f"{m}{s}" for m in ("triplet_accuracy", "rsa") for s in ("", "_lo", "_hi")
+             if f"{m}{s}" in wide.columns]
+    out = info.join(wide[order]).reset_index()
     sort = "triplet_accuracy" if "triplet_accuracy" in out else out.columns[-1]
     return out.sort_values(sort, ascending=False).reset_index(drop=True)
 
@@ -152,7 +154,7 @@ def people_reference(db, dataset: str) -> pd.DataFrame:
         FROM similarity_fit WHERE dataset = $ds AND selected""", {"ds": dataset})
 
 
-# ---- the fit -------------------------------------------------------------------------------------------------
+# ---- the fit -------------------------------------------------------------------------------
 def fit(db, dataset: str) -> pd.DataFrame:
     """`similarity_fit` of the dataset, with `chance_accuracy` (1 over the outcomes of its
     trials' most common kind)."""
@@ -171,7 +173,7 @@ def _chance(kind: str | None) -> float:
     return 1.0 / float(np.prod(np.arange(n - k + 1, n + 1)))
 
 
-# ---- trials -----------------------------------------------------------------------------------------------------
+# ---- trials --------------------------------------------------------------------------------
 def trial_count(db, dataset: str, catch: bool = False) -> pd.DataFrame:
     return db.query("SELECT count(*) AS n FROM similarity_trials WHERE dataset = $ds AND is_catch = $c",
                     {"ds": dataset, "c": bool(catch)})
