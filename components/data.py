@@ -18,8 +18,8 @@ import pandas as pd
 import streamlit as st
 
 from components import nav
+from components.frame import ensure_app_frame
 from components.text import literal
-from conceptlens import schema
 from conceptlens.db import WorkspaceDB
 from conceptlens.validate import Problem, validate
 from conceptlens.workspace import Workspace, WorkspaceError, inside
@@ -164,7 +164,6 @@ def open_page(name: str) -> AppWorkspace:
     """What every page does first: run inside the app frame, take this run's workspace,
     check the tables the page reads. Problems of the workspace itself or of the tables
     every page needs stop the page; those of other tables are shown where they are used."""
-    from components.frame import ensure_app_frame
     ensure_app_frame()
     ws: AppWorkspace = st.session_state[_SESSION_KEY]
     if not ws.root.is_dir():

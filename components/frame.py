@@ -4,9 +4,11 @@ Streamlit keeps a legacy mode for apps with a `pages/` folder: until some
 session has run app.py (whose `st.navigation` turns that mode off for the whole
 server), a first request for `/clusters` runs `pages/clusters.py` on its own —
 without the app's layout and navigation. A deep link opened right after the
-server started would hit exactly that. Pages call `ensure_app_frame()` first:
-in legacy mode it turns the mode off, as `st.navigation` itself does, and reruns,
-so the same page (same URL path and query) runs through app.py.
+server started would hit exactly that. Every page calls it first, through
+`components.data.open_page`: in legacy mode it turns the mode off, as
+`st.navigation` itself does, and reruns, so the same page (same URL path and
+query) runs through app.py. The private flag it flips is checked by
+tests/test_app.py, the behaviour by tests/test_browser.py (a fresh server).
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ After each run the current value is written back to `st.query_params`.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import streamlit as st
 

@@ -334,13 +334,22 @@ def parse_partition(t: schema.Table, parts) -> dict:
 
 def files_signature(paths) -> str:
     """SHA-1 of the bytes of `paths` (the inputs an analysis read): a staleness check."""
-    h = hashlib.sha1()
-    for p in sorted(Path(p) for p in paths):
-        h.update("/".join(p.parts[-4:]).encode())
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    paths = sorted(Path(p) for p in paths)
+    # Files are replaced by rename, never written in place: a new file has a new inode, so
+    # (path, inode, size, mtime) of every file identifies the bytes hashed before.
+    key = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in paths for st in [p.stat()])
+    if key not in _SIGNATURES:
+        h = hashlib.sha1()
+        for p in paths:
+            h.update("/".join(p.parts[-4:]).encode())
+            with open(p, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        _SIGNATURES[key] = h.hexdigest()
+    return _SIGNATURES[key]
+
+
+_SIGNATURES: dict[tuple, str] = {}
 
 
 _ID_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@+")

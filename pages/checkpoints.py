@@ -12,8 +12,7 @@ from components.metric_table import metric_table
 from components.text import literal
 from components.url_state import url_selectbox
 from conceptlens import views
-from conceptlens.figures.checkpoints import (anmi_heatmap, cl_id_scatter, cluster_sankey,
-                                             metrics_vs_epoch)
+from conceptlens.figures.checkpoints import anmi_heatmap, cl_id_scatter, cluster_sankey, metrics_vs_epoch
 
 V = views.checkpoints
 

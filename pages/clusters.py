@@ -80,7 +80,7 @@ def _on_table_select():
 
 st.caption(f"{len(shown)} of {len(metrics)} clusters · click a row to see its images · "
            "click a column header to sort")
-st.dataframe(table, key="clusters_table", column_config=config, hide_index=True, height=320,
+st.dataframe(table, key="clusters_table", column_config=config, hide_index=True,
              on_select=_on_table_select, selection_mode="single-row")
 
 # ---- one cluster and its hard negative ------------------------------------------------------
@@ -99,7 +99,8 @@ cluster = url_selectbox("Cluster", cluster_ids, key="clusters_cluster", param="c
 
 def _cluster_panel(m):
     heading = "Cluster" if m["role"] == "cluster" else "Hard negative: cluster"
-    st.markdown(f"**{heading} {m['cluster']}** · {int(m['size'])} images")
+    n = int(m["size"])
+    st.markdown(f"**{heading} {m['cluster']}** · {n} image{'s' * (n != 1)}")
     if isinstance(m.get("caption"), str):
         st.markdown(f"> {literal(m['caption'])}")
     facts = []

@@ -40,6 +40,8 @@ def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         # Watching /work/main (with .venv) for edits costs CPU and nothing here edits the app.
+         "--server.fileWatcherType", "none",
          "--", "--workspace", str(workspace)],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})

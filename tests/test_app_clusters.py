@@ -12,8 +12,13 @@ from conceptlens.analysis import compare
 from conceptlens.workspace import Workspace
 from tests.factory import COLORS
 from tests.malformed import MALFORMATIONS
-from tests.test_app import (assert_clean, factory_copy, factory_template, open_app,  # noqa: F401
-                            plain)
+from tests.test_app import (  # noqa: F401  (the fixtures)
+    _factory_copy,
+    _factory_template,
+    assert_clean,
+    open_app,
+    plain,
+)
 
 CLUSTERS, CHECKPOINTS = "pages/clusters.py", "pages/checkpoints.py"
 COMPARISONS = ("clid_scores", "predictor_correlations", "clustering_similarity", "cluster_links")
@@ -113,7 +118,7 @@ def test_umap_colour_from_the_link(monkeypatch, factory_template):
     assert {t.name for t in figure(at, "scattergl").data} == {"circle", "square"}
 
 
-def test_missing_captions_leave_the_rest_of_the_page(monkeypatch, factory_copy):  # noqa: F811
+def test_missing_captions_leave_the_rest_of_the_page(monkeypatch, factory_copy):
     shutil.rmtree(factory_copy / "cluster_captions")
     at = open_app(monkeypatch, factory_copy, CLUSTERS)
     assert_clean(at)
@@ -123,7 +128,7 @@ def test_missing_captions_leave_the_rest_of_the_page(monkeypatch, factory_copy):
     assert len(at.get("plotly_chart")) == 2 and len(at.get("image")) == 2
 
 
-def test_broken_captions_are_named_and_the_table_still_shows(monkeypatch, factory_copy):  # noqa: F811
+def test_broken_captions_are_named_and_the_table_still_shows(monkeypatch, factory_copy):
     MALFORMATIONS["describability_above_one"].apply(Workspace(factory_copy))
     at = open_app(monkeypatch, factory_copy, CLUSTERS)
     assert not at.exception
@@ -132,7 +137,7 @@ def test_broken_captions_are_named_and_the_table_still_shows(monkeypatch, factor
     assert len(at.get("plotly_chart")) == 2
 
 
-def test_missing_projections_only_hide_the_umap(monkeypatch, factory_copy):  # noqa: F811
+def test_missing_projections_only_hide_the_umap(monkeypatch, factory_copy):
     shutil.rmtree(factory_copy / "projections")
     at = open_app(monkeypatch, factory_copy, CLUSTERS)
     assert_clean(at)
@@ -141,7 +146,7 @@ def test_missing_projections_only_hide_the_umap(monkeypatch, factory_copy):  # n
 
 
 @pytest.mark.parametrize("page,analysis", [(CLUSTERS, "clustering"), (CHECKPOINTS, "cluster_metrics")])
-def test_without_analyses_a_page_shows_the_command(monkeypatch, factory_copy, page, analysis):  # noqa: F811
+def test_without_analyses_a_page_shows_the_command(monkeypatch, factory_copy, page, analysis):
     for t in ("clusters", "cluster_metrics", "cluster_captions", "checkpoint_metrics", "projections",
               *COMPARISONS, "analysis_runs"):
         shutil.rmtree(factory_copy / t)
@@ -164,7 +169,7 @@ def test_checkpoints_table_joins_clid_scores(monkeypatch, factory_template):
     assert list(cl_id.data[0].text) == ["ck0", "ck1", "ck2"]
 
 
-def test_anmi_is_read_from_clustering_similarity(monkeypatch, factory_copy):  # noqa: F811
+def test_anmi_is_read_from_clustering_similarity(monkeypatch, factory_copy):
     p = factory_copy / "clustering_similarity/dataset=toy/part-0.parquet"
     t = pq.read_table(p)
     pq.write_table(t.set_column(t.column_names.index("anmi"), "anmi",
@@ -208,14 +213,14 @@ def test_flows_and_significant_share(monkeypatch, factory_template):
     assert metrics(at)["one-to-one matches"] == str(want["one_to_one"])
 
 
-def test_checkpoints_page_reads_no_cluster_assignments(monkeypatch, factory_copy):  # noqa: F811
+def test_checkpoints_page_reads_no_cluster_assignments(monkeypatch, factory_copy):
     shutil.rmtree(factory_copy / "clusters")
     at = open_app(monkeypatch, factory_copy, CHECKPOINTS)
     assert_clean(at)
     assert {"heatmap", "sankey"} <= {f.data[0].type for f in figures(at)}
 
 
-def test_missing_comparisons_keep_cl_vs_id(monkeypatch, factory_copy):  # noqa: F811
+def test_missing_comparisons_keep_cl_vs_id(monkeypatch, factory_copy):
     for t in COMPARISONS:
         shutil.rmtree(factory_copy / t)
     at = open_app(monkeypatch, factory_copy, CHECKPOINTS)

@@ -69,7 +69,7 @@ def test_views_from_8_threads(db):
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(work, range(8)))
-    for i, res in enumerate(results):
+    for res in results:
         assert len(set(res)) == 1 and res[0][:2] == (4, 5)
 
 

@@ -121,45 +121,51 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     for n in notes:
         ctx.note(f"{ds} {n}")
 
-    # Pairs whose two clusterings are unchanged keep their previous results.
+    # Pairs whose two clusterings are unchanged keep their previous results (whole-frame
+    # joins: at 28 checkpoints the stored links have millions of rows).
     sig = {f"{c}/{k}": files_signature(v["clusters"]) for (c, k), v in inputs.items()}
     old_sig = ctx.ws.read_metadata("cluster_links", dataset=ds).get("clusterings", {})
-    old_sim = old_links = None
-    if old_sig and ctx.ws.has("clustering_similarity", dataset=ds) and ctx.ws.has("cluster_links", dataset=ds):
-        old_sim = ctx.ws.read("clustering_similarity", dataset=ds).to_pandas()
-        old_links = ctx.ws.read("cluster_links", dataset=ds).to_pandas()
-    sim, links = [], []
-    for k in sorted({k for _, k in inputs}):
-        cids = sorted(c for c, kk in inputs if kk == k)
-        assign = {}
-        for i, a in enumerate(cids):
-            for b in cids[i + 1:]:
-                same = all(old_sig.get(f"{c}/{k}") == sig[f"{c}/{k}"] for c in (a, b))
-                if same and old_sim is not None:
-                    pick = (old_sim["k"] == k) & (old_sim["checkpoint_a"] == a) & (old_sim["checkpoint_b"] == b)
-                    if pick.any():
-                        sim += old_sim[pick].drop(columns="dataset").to_dict("records")
-                        lk = (old_links["k"] == k) & (old_links["checkpoint_a"] == a) & \
-                            (old_links["checkpoint_b"] == b)
-                        links += old_links[lk].drop(columns="dataset").to_dict("records")
-                        continue
-                for c in (a, b):
-                    if c not in assign:
-                        assign[c] = ctx.ws.read("clusters", columns=["image_id", "cluster"],
-                                                checkpoint_id=c, k=k).to_pandas()
-                j = assign[a].merge(assign[b], on="image_id", suffixes=("_a", "_b"))
-                value = anmi(j["cluster_a"], j["cluster_b"]) if len(j) >= 2 else None
-                sim.append({"k": k, "checkpoint_a": a, "checkpoint_b": b, "anmi": value,
-                            "n_shared": len(j)})
-                t = contingency(assign[a], assign[b])
-                links += [{"k": k, "checkpoint_a": a, "checkpoint_b": b, **r}
-                          for r in t.to_dict("records")]
-    write = [("clid_scores", scores, None), ("clustering_similarity", sim, None),
+    pairs = pd.DataFrame([(k, a, b) for k in sorted({k for _, k in inputs})
+                          for a in sorted(c for c, kk in inputs if kk == k)
+                          for b in sorted(c for c, kk in inputs if kk == k) if a < b],
+                         columns=["k", "checkpoint_a", "checkpoint_b"])
+    unchanged = [all(old_sig.get(f"{c}/{k}") == sig[f"{c}/{k}"] for c in (a, b))
+                 for k, a, b in pairs.itertuples(index=False)]
+    keep = pairs[unchanged] if len(pairs) else pairs
+    sims, links = [], []
+    if len(keep) and ctx.ws.has("clustering_similarity", dataset=ds) and ctx.ws.has("cluster_links", dataset=ds):
+        old_sim = ctx.ws.read("clustering_similarity", dataset=ds).to_pandas().drop(columns="dataset")
+        sims.append(old_sim.merge(keep, on=["k", "checkpoint_a", "checkpoint_b"]))
+        old_links = ctx.ws.read("cluster_links", dataset=ds).to_pandas().drop(columns="dataset")
+        links.append(old_links.merge(sims[0][["k", "checkpoint_a", "checkpoint_b"]],
+                                     on=["k", "checkpoint_a", "checkpoint_b"]))
+    done = set(map(tuple, sims[0][["k", "checkpoint_a", "checkpoint_b"]].to_numpy())) if sims else set()
+    assign: dict = {}
+    for k, a, b in pairs.itertuples(index=False):
+        if (k, a, b) in done:
+            continue
+        for c in (a, b):
+            if (c, k) not in assign:
+                assign[c, k] = ctx.ws.read("clusters", columns=["image_id", "cluster"],
+                                           checkpoint_id=c, k=k).to_pandas()
+        j = assign[a, k].merge(assign[b, k], on="image_id", suffixes=("_a", "_b"))
+        value = anmi(j["cluster_a"], j["cluster_b"]) if len(j) >= 2 else None
+        sims.append(pd.DataFrame([{"k": k, "checkpoint_a": a, "checkpoint_b": b, "anmi": value,
+                                   "n_shared": len(j)}]))
+        links.append(contingency(assign[a, k], assign[b, k]).assign(k=k, checkpoint_a=a, checkpoint_b=b))
+    frames = {"clustering_similarity": sims, "cluster_links": links}
+    write = [("clid_scores", scores, None), ("clustering_similarity", sims, None),
              ("cluster_links", links, {"clusterings": sig}),
              ("predictor_correlations", corr, {"inputs": fingerprint})]   # last: marks the unit done
     for name, data, md in write:
-        ctx.ws.write(name, pa.Table.from_pylist(data, schema=schema.arrow_schema(name, partition=False)),
-                     metadata=md, dataset=ds)
+        want = schema.arrow_schema(name, partition=False)
+        if name in frames:
+            df = pd.concat(data, ignore_index=True) if data else pd.DataFrame(columns=want.names)
+            df = df[want.names].sort_values([c for c in want.names if c in schema.TABLES_BY_NAME[name].key])
+            table = pa.Table.from_pandas(df, schema=want, preserve_index=False)
+        else:
+            table = pa.Table.from_pylist(data, schema=want)
+        ctx.ws.write(name, table, metadata=md, dataset=ds)
     return fingerprint
 
 

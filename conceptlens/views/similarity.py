@@ -90,18 +90,22 @@ def neighbours(db, dataset: str, image_id: str, checkpoint: str | None, k: int =
         return pd.DataFrame(columns=["who", "rank", "image_id", "similarity", "label_name", "thumbnail"])
     i = int(where[0])
     sim = np.mean([np.exp(-BETA * np.linalg.norm(m - m[i], axis=1)) for m in members], axis=0)
-    rows = [("people", ids, sim)]
+    order = [j for j in np.argsort(-sim, kind="stable") if ids[j] != image_id][:k]
+    out = [{"who": "people", "rank": r + 1, "image_id": ids[j], "similarity": float(sim[j])}
+           for r, j in enumerate(order)]
     if checkpoint is not None:
-        fids, X = db.features(checkpoint, image_ids=list(ids))
-        if image_id in set(fids):
-            Xn = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
-            q = Xn[list(fids).index(image_id)]
-            rows.append((checkpoint, fids, Xn @ q))
-    out = []
-    for who, names, s in rows:
-        order = [j for j in np.argsort(-s, kind="stable") if names[j] != image_id][:k]
-        out += [{"who": who, "rank": r + 1, "image_id": names[j], "similarity": float(s[j])}
-                for r, j in enumerate(order)]
+        # In DuckDB: a checkpoint's features can be far larger than what a page should load.
+        near = db.query("""
+            WITH q AS (SELECT embedding FROM read_parquet($path) WHERE image_id = $img LIMIT 1)
+            SELECT f.image_id, list_cosine_similarity(f.embedding, q.embedding) AS similarity
+            FROM read_parquet($path) f, q
+            WHERE f.image_id <> $img AND f.image_id IN (
+                SELECT image_id FROM psych_embedding WHERE dataset = $ds AND member = 0)
+            ORDER BY similarity DESC, f.image_id LIMIT $k""",
+                        {"path": str(db.features_path(checkpoint)), "img": image_id, "ds": dataset,
+                         "k": int(k)})
+        out += [{"who": checkpoint, "rank": r + 1, "image_id": i, "similarity": float(v)}
+                for r, (i, v) in enumerate(zip(near["image_id"], near["similarity"]))]
     df = pd.DataFrame(out)
     meta = db.query("SELECT image_id, label_name, thumbnail FROM images WHERE list_contains($ids, image_id)",
                     {"ids": list(df["image_id"])})
