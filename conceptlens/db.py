@@ -26,25 +26,34 @@ class WorkspaceDB:
         self._con = duckdb.connect(":memory:")
         self._lock = threading.Lock()
         self.tables: set[str] = set()
+        # Tables present whose files DuckDB cannot open (corrupt, foreign folders): left out,
+        # so every page that does not read them still works; validate names the file.
+        self.errors: dict[str, str] = {}
         cur = self._con.cursor()
         for t in schema.TABLES:
             if not self.ws.files(t.name):
                 continue
-            # Paths are bound as parameters, not spliced into SQL text; the types and
-            # names spliced below come from schema.py alone.
-            if t.partitioned:
-                types = ", ".join(f"'{c}': {_SQL_TYPE[t.column(c).type]}" for c in t.partition)
-                cols = ", ".join(_ident_col(c) for c in t.partition)
-                rel = cur.sql(
-                    f"SELECT {cols}, * EXCLUDE ({cols}) FROM read_parquet($glob, "
-                    f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true)",
-                    params={"glob": str(self.root / t.glob)})
-            else:
-                rel = cur.sql("SELECT * FROM read_parquet($path)",
-                              params={"path": str(self.root / t.path)})
-            rel.create_view(t.name)
+            try:
+                self._view(cur, t)
+            except duckdb.Error as e:
+                self.errors[t.name] = str(e).splitlines()[0]
+                continue
             self.tables.add(t.name)
         cur.close()
+
+    def _view(self, cur, t: schema.Table) -> None:
+        # Paths are bound as parameters, not spliced into SQL text; the types and
+        # names spliced below come from schema.py alone.
+        if t.partitioned:
+            types = ", ".join(f"'{c}': {_SQL_TYPE[t.column(c).type]}" for c in t.partition)
+            cols = ", ".join(_ident_col(c) for c in t.partition)
+            rel = cur.sql(
+                f"SELECT {cols}, * EXCLUDE ({cols}) FROM read_parquet($glob, "
+                f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true)",
+                params={"glob": str(self.root / t.glob)})
+        else:
+            rel = cur.sql("SELECT * FROM read_parquet($path)", params={"path": str(self.root / t.path)})
+        rel.create_view(t.name)
 
     def close(self) -> None:
         self._con.close()

@@ -46,7 +46,8 @@ for a in analyses.itertuples(index=False):
         data.show_problems(ws, ws.problems(a.tables), f"{a.title}: its tables have problems")
 
 st.header("Sample images")
-ds = st.segmented_control("Dataset", names, default=names[0] if names else None, key="home_dataset")
+ds = st.segmented_control("Dataset", names, default=names[0] if names else None, key="home_dataset",
+                          format_func=literal)   # its labels are Markdown
 if ds:
     factors = ws.view(views.home.factors, dataset=ds)
     if len(factors):

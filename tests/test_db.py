@@ -216,3 +216,18 @@ def test_cluster_links_match_the_assignments_in_either_order(db, root, a, b):
     sim = stored(root, "clustering_similarity", dataset="toy")
     pair = sim[(sim.checkpoint_a == "ck0") & (sim.checkpoint_b == "ck2")]
     assert changes["anmi"].iloc[0] == pytest.approx(pair["anmi"].iloc[0])
+
+
+def test_a_corrupt_table_is_left_out_not_fatal(tmp_path):
+    """One unreadable file must not take the whole workspace down: its table is left out
+    (with the error kept for the page that needs it), every other table still answers."""
+    from tests.factory import make_workspace
+    ws = make_workspace(tmp_path / "w", derived=True)
+    p = ws.table_path("cluster_links", dataset="toy")
+    p.write_bytes(b"not parquet at all")
+    db = WorkspaceDB(ws.root)
+    try:
+        assert "cluster_links" not in db.tables and "cluster_links" in db.errors
+        assert db.query("SELECT count(*) AS n FROM clusters")["n"].iloc[0] > 0
+    finally:
+        db.close()

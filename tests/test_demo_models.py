@@ -1,4 +1,4 @@
-"""The demo's own encoders and vision-language model (conceptlens.demo.encoders / vl_train, conceptlens.vl)."""
+"""The demo's own encoders and vision-language model (demo.encoders / vl_train, conceptlens.vl)."""
 from __future__ import annotations
 
 import hashlib

@@ -408,33 +408,33 @@ def test_rouge_ablation_hand_case():
 
 def test_describability_proxy():
     # Two clusters on separate axes; caption 0 points at cluster 0.
-    I = np.array([[1, 0.05 * i] for i in range(12)] + [[0.05 * i, 1] for i in range(12)], dtype=float)
+    img = np.array([[1, 0.05 * i] for i in range(12)] + [[0.05 * i, 1] for i in range(12)], dtype=float)
     clusters = np.array([0] * 12 + [1] * 12)
     T = np.array([[1.0, 0.0], [0.0, 1.0]])
-    out = M.describability(T, [0, 1], I, clusters, features=I, top_n=10, n_pairs=20)
+    out = M.describability(T, [0, 1], img, clusters, features=img, top_n=10, n_pairs=20)
     for c in (0, 1):
         assert out[c] == {"hits": 10, "top1": 1.0, "top5": 1.0, "binary": 1.0, "2afc": 1.0}
-    wrong = M.describability(T[::-1], [0, 1], I, clusters, features=I)
+    wrong = M.describability(T[::-1], [0, 1], img, clusters, features=img)
     assert wrong[0]["hits"] == 0 and wrong[0]["top1"] == 0.0 and wrong[0]["2afc"] == 0.0
     # Without the checkpoint's features, nothing about how the clustering classifies.
-    assert math.isnan(M.describability(T, [0, 1], I, clusters)[0]["binary"])
+    assert math.isnan(M.describability(T, [0, 1], img, clusters)[0]["binary"])
 
 
 def test_describability_table3_hand_case():
     # Six images in clusters [0, 0, 0, 1, 1, 2]; the checkpoint's (1-D) features give
     # cluster means 0.1, 0.75, 3.0. The VL model retrieves images 0 and 3 for caption 0
     # and images 4 and 5 for caption 1 (top_n = 2).
-    I = np.eye(6)
+    img = np.eye(6)
     T = np.array([[1, 0, 0, 0.9, 0, 0], [0, 0, 0, 0, 1, 0.9]])
     clusters = np.array([0, 0, 0, 1, 1, 2])
     F = np.array([[0.0], [0.1], [0.2], [1.0], [0.5], [3.0]])
-    out = M.describability(T, [0, 1], I, clusters, features=F, top_n=2, top=2)
+    out = M.describability(T, [0, 1], img, clusters, features=F, top_n=2, top=2)
     # Top-1: one of the two retrieved images is in the cluster.
     assert out[0]["hits"] == 1 and out[0]["top1"] == 0.5 and out[1]["top1"] == 0.5
     # Top-2: image 3 (own cluster 1) has cluster 0 as its nearest other mean (0.81 < 4);
     # image 5 (own cluster 2) has cluster 1 nearest (5.0625 < 8.41).
     assert out[0]["top5"] == 1.0 and out[1]["top5"] == 1.0
-    assert M.describability(T, [0, 1], I, clusters, features=F, top_n=2, top=1)[0]["top5"] == 0.5
+    assert M.describability(T, [0, 1], img, clusters, features=F, top_n=2, top=1)[0]["top5"] == 0.5
     # Binary, caption 0: positives 0 (0.01 from mean 0.1), 3 (0.81) vs negatives 4 (0.16),
     # 5 (8.41): 3 of 4 pairs. Caption 1 (mean 0.75): positives 4 (0.0625), 5 (5.0625) vs
     # negatives 0 (0.5625), 3 (0.0625, a tie): (1 + 1/2 + 0 + 0) / 4.

@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from .. import schema
 from ..workspace import WorkspaceError, files_signature
-from .common import Context, factor_matrix
 from .clustering import ANALYSIS as CLUSTERING
+from .common import Context, factor_matrix
 from .registry import Analysis, Option, Unit
 
 # cl_heldout re-runs k-means on the train split with the clustering's own restarts option.

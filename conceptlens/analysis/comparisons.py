@@ -88,10 +88,7 @@ def _clid_and_correlations(metrics: pd.DataFrame, seed: int = 0) -> tuple[list, 
                          f"than the other {int(same.sum())} checkpoint(s): left out of CLID, W-CLID "
                          f"and the predictor correlations")
         sub = g[same].reset_index(drop=True)
-
-        def f(col):
-            return sub[col].astype(float).to_numpy()
-        cl, id_, acc = f("cl"), f("id"), f("knn_acc")
+        cl, id_, acc = (sub[c].astype(float).to_numpy() for c in ("cl", "id", "knn_acc"))
         sub = sub.assign(clid=M.clid(cl, id_), wclid=M.wclid(cl, id_, acc)[0],
                          wclid_loo=M.wclid(cl, id_, acc, leave_one_out=True)[0])
         values = sub.set_index("checkpoint_id")[["clid", "wclid", "wclid_loo"]]
@@ -102,7 +99,7 @@ def _clid_and_correlations(metrics: pd.DataFrame, seed: int = 0) -> tuple[list, 
                 row[col] = None if np.isnan(v) else float(v)
             scores.append(row)
         for p in PREDICTORS:
-            r = M.correlations(f(p), acc, random_state=seed)
+            r = M.correlations(sub[p].astype(float).to_numpy(), acc, random_state=seed)
             # A correlation that cannot be computed is missing (null), not a number.
             corr.append({"k": int(k), "predictor": p,
                          **{n: None if isinstance(v, float) and math.isnan(v) else v for n, v in r.items()}})
@@ -133,7 +130,8 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
                  for k, a, b in pairs.itertuples(index=False)]
     keep = pairs[unchanged] if len(pairs) else pairs
     sims, links = [], []
-    if len(keep) and ctx.ws.has("clustering_similarity", dataset=ds) and ctx.ws.has("cluster_links", dataset=ds):
+    stored = ctx.ws.has("clustering_similarity", dataset=ds) and ctx.ws.has("cluster_links", dataset=ds)
+    if len(keep) and stored:
         old_sim = ctx.ws.read("clustering_similarity", dataset=ds).to_pandas().drop(columns="dataset")
         sims.append(old_sim.merge(keep, on=["k", "checkpoint_a", "checkpoint_b"]))
         old_links = ctx.ws.read("cluster_links", dataset=ds).to_pandas().drop(columns="dataset")

@@ -28,9 +28,9 @@ from __future__ import annotations
 import copy
 import io
 import zlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 import torch
@@ -129,7 +129,7 @@ class PixelPCA(nn.Module):
         return (self.flat(x) - self.mean) @ self.components.T
 
     @torch.no_grad()
-    def fit(self, x: torch.Tensor) -> "PixelPCA":
+    def fit(self, x: torch.Tensor) -> PixelPCA:
         """Fit on a normalised batch (the train split); signs fixed for determinism."""
         v = self.flat(x).double()
         mu = v.mean(0)
@@ -171,7 +171,7 @@ class ImageSet:
     """A dataset's images in memory as uint8 (N, 3, S, S), with their table rows."""
     ids: list[str]
     pixels: torch.Tensor
-    frame: "object"          # pandas DataFrame of the images rows, same order
+    frame: object            # pandas DataFrame of the images rows, same order
 
     @property
     def train(self) -> np.ndarray:

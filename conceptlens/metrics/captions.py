@@ -121,21 +121,21 @@ def describability(text_embeddings, text_clusters, image_embeddings, image_clust
     Without `features`, top5 and binary are nan.
     """
     T = l2_normalize(text_embeddings).astype(np.float64)
-    I = l2_normalize(image_embeddings).astype(np.float64)
-    if T.shape[1] != I.shape[1]:
-        raise ValueError(f"text embeddings have {T.shape[1]} dims but image embeddings {I.shape[1]}")
+    V = l2_normalize(image_embeddings).astype(np.float64)
+    if T.shape[1] != V.shape[1]:
+        raise ValueError(f"text embeddings have {T.shape[1]} dims but image embeddings {V.shape[1]}")
     tc = _labels(text_clusters, len(T))
     ic = np.asarray(image_clusters)
-    if ic.shape != (len(I),):
+    if ic.shape != (len(V),):
         raise ValueError("image_clusters needs one entry per image embedding")
-    top_n = min(top_n, len(I))
-    sims = I @ T.T
+    top_n = min(top_n, len(V))
+    sims = V @ T.T
     retrieved = np.argsort(-sims, axis=0, kind="stable")[:top_n].T      # caption -> images
     dist = None
     if features is not None:
         F = np.asarray(features, dtype=np.float64)
-        if F.shape[0] != len(I):
-            raise ValueError(f"features need one row per image ({len(I)}), got {F.shape[0]}")
+        if F.shape[0] != len(V):
+            raise ValueError(f"features need one row per image ({len(V)}), got {F.shape[0]}")
         ids, inv = np.unique(ic, return_inverse=True)
         means = np.zeros((len(ids), F.shape[1]))
         np.add.at(means, inv, F)
