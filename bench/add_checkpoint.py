@@ -31,6 +31,7 @@ Times are wall and CPU seconds (CPU: every thread of this process, the steadier 
 when other processes share the cores).
 Results: a table on stdout and OUT/workspace-VERSION.json next to OUT/workspace-VERSION/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,15 +66,17 @@ def load(version: str, old_src: str | None):
     sys.path.insert(0, str(src))
     import conceptlens
     from conceptlens import schema
+
     if Path(conceptlens.__file__).resolve().parents[1] != src:
         raise SystemExit(f"imported {conceptlens.__file__}, not the library in {src}")
     want = "1" if version == "before" else "2"
     if schema.SCHEMA_MAJOR != want:
-        raise SystemExit(f"{src} writes format {schema.SCHEMA_VERSION}; --version {version} "
-                         f"needs {want}.x")
+        raise SystemExit(f"{src} writes format {schema.SCHEMA_VERSION}; --version {version} needs {want}.x")
     import subprocess
-    rev = subprocess.run(["git", "-C", str(src), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True).stdout.strip()
+
+    rev = subprocess.run(
+        ["git", "-C", str(src), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
     return schema, rev or "unknown"
 
 
@@ -82,6 +85,7 @@ def png(rgb) -> bytes:
     import io
 
     from PIL import Image
+
     buf = io.BytesIO()
     Image.new("RGB", (8, 8), rgb).save(buf, format="PNG")
     return buf.getvalue()
@@ -115,7 +119,7 @@ def clustering(label, k: int, j: int, n_ck: int, rng) -> np.ndarray:
     noisy = rng.random(n) < 0.05 + 0.4 * j / max(1, n_ck - 1)
     cl[noisy] = rng.integers(0, k, noisy.sum())
     cl = rng.permutation(k)[cl % k]
-    cl[:k] = np.arange(k)                    # every cluster non-empty
+    cl[:k] = np.arange(k)  # every cluster non-empty
     return cl.astype(np.int64)
 
 
@@ -125,32 +129,65 @@ def derived(cid: str, cl: np.ndarray, ids, k: int, rng) -> dict[str, dict]:
     coh = rng.uniform(0.55, 0.95, k)
     caps = [f"a photo of a class-{c % N_CLASSES:02d} thing" for c in range(k)]
     per_cluster = {
-        "checkpoint_id": [cid] * k, "k": np.full(k, k, np.int64), "cluster": np.arange(k, dtype=np.int64),
-        "size": np.bincount(cl, minlength=k).astype(np.int64), "purity": rng.uniform(0.2, 1, k),
-        "top_label": rng.integers(0, N_CLASSES, k), "top_label_share": rng.uniform(0.3, 1, k),
-        "coherence_random": coh, "coherence_random_lo": coh - 0.2,
+        "checkpoint_id": [cid] * k,
+        "k": np.full(k, k, np.int64),
+        "cluster": np.arange(k, dtype=np.int64),
+        "size": np.bincount(cl, minlength=k).astype(np.int64),
+        "purity": rng.uniform(0.2, 1, k),
+        "top_label": rng.integers(0, N_CLASSES, k),
+        "top_label_share": rng.uniform(0.3, 1, k),
+        "coherence_random": coh,
+        "coherence_random_lo": coh - 0.2,
         "coherence_random_hi": np.minimum(1, coh + 0.05),
-        "coherence_hard": coh - 0.1, "coherence_hard_lo": coh - 0.3, "coherence_hard_hi": coh,
-        "hard_negative": (np.arange(k, dtype=np.int64) + 1) % k, "annotator": ["factors"] * k,
+        "coherence_hard": coh - 0.1,
+        "coherence_hard_lo": coh - 0.3,
+        "coherence_hard_hi": coh,
+        "hard_negative": (np.arange(k, dtype=np.int64) + 1) % k,
+        "annotator": ["factors"] * k,
         "coherence_trials": np.full(k, 20, np.int64),
-        "caption": caps, "caption_score": rng.uniform(0, 1, k), "caption_source": ["groundtruth"] * k,
-        "caption_noneg": caps, "caption_noneg_score": rng.uniform(0, 1, k),
-        "caption_rouge": caps, "caption_rouge_score": rng.uniform(0, 1, k),
-        "describability_hits": rng.integers(0, 11, k), "describability_top1": rng.random(k) < 0.5,
-        "describability_top5": rng.random(k) < 0.8, "describability_binary": rng.uniform(0.5, 1, k),
+        "caption": caps,
+        "caption_score": rng.uniform(0, 1, k),
+        "caption_source": ["groundtruth"] * k,
+        "caption_noneg": caps,
+        "caption_noneg_score": rng.uniform(0, 1, k),
+        "caption_rouge": caps,
+        "caption_rouge_score": rng.uniform(0, 1, k),
+        "describability_hits": rng.integers(0, 11, k),
+        "describability_top1": rng.random(k) < 0.5,
+        "describability_top5": rng.random(k) < 0.8,
+        "describability_binary": rng.uniform(0.5, 1, k),
     }
     xy = rng.standard_normal((n, 2))
     out = {
-        "clusters": {"checkpoint_id": [cid] * n, "k": np.full(n, k, np.int64), "image_id": ids,
-                     "cluster": cl, "distance": rng.uniform(0.2, 1.2, n)},
-        "cluster_metrics": per_cluster, "cluster_captions": per_cluster,
+        "clusters": {
+            "checkpoint_id": [cid] * n,
+            "k": np.full(n, k, np.int64),
+            "image_id": ids,
+            "cluster": cl,
+            "distance": rng.uniform(0.2, 1.2, n),
+        },
+        "cluster_metrics": per_cluster,
+        "cluster_captions": per_cluster,
         "checkpoint_metrics": {
-            "checkpoint_id": [cid], "k": [k], "anmi": [rng.uniform(0.3, 0.8)],
-            "knn_acc": [rng.uniform(0.4, 0.9)], "cl": [rng.uniform(0.3, 0.9)], "id": [rng.uniform(8, 30)],
-            "clid": [rng.normal()], "cl_heldout": [rng.uniform(0.3, 0.9)], "wclid": [rng.uniform(0.4, 0.9)],
-            "n_images": [n], "n_duplicates": [0]},
-        "projections": {"checkpoint_id": [cid] * n, "method": ["umap"] * n, "image_id": ids,
-                        "x": xy[:, 0], "y": xy[:, 1]},
+            "checkpoint_id": [cid],
+            "k": [k],
+            "anmi": [rng.uniform(0.3, 0.8)],
+            "knn_acc": [rng.uniform(0.4, 0.9)],
+            "cl": [rng.uniform(0.3, 0.9)],
+            "id": [rng.uniform(8, 30)],
+            "clid": [rng.normal()],
+            "cl_heldout": [rng.uniform(0.3, 0.9)],
+            "wclid": [rng.uniform(0.4, 0.9)],
+            "n_images": [n],
+            "n_duplicates": [0],
+        },
+        "projections": {
+            "checkpoint_id": [cid] * n,
+            "method": ["umap"] * n,
+            "image_id": ids,
+            "x": xy[:, 0],
+            "y": xy[:, 1],
+        },
     }
     out["checkpoint_metrics"]["knn1_acc"] = [out["checkpoint_metrics"]["knn_acc"][0] - 0.03]
     return out
@@ -159,30 +196,52 @@ def derived(cid: str, cl: np.ndarray, ids, k: int, rng) -> dict[str, dict]:
 def build(schema, root: Path, n: int, n_ck: int, dim: int, seed: int, k: int) -> dict:
     """The workspace before the add: base tables, and n_ck - 1 checkpoints analysed."""
     from conceptlens.workspace import Workspace
+
     rng = np.random.default_rng(seed)
-    ws = Workspace.create(root, name="bench", description="bench/add_checkpoint.py",
-                          provenance={"generator": "bench/add_checkpoint.py", "seed": seed})
+    ws = Workspace.create(
+        root,
+        name="bench",
+        description="bench/add_checkpoint.py",
+        provenance={"generator": "bench/add_checkpoint.py", "seed": seed},
+    )
     for t in range(N_THUMBS):
         p = root / f"thumbnails/t{t}.png"
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(png(tuple(int(v) for v in rng.integers(0, 256, 3))))
     label = rng.integers(0, N_CLASSES, n)
     ids = np.array([f"img-{i:06d}" for i in range(n)], dtype=object)
-    img = {"image_id": ids, "dataset": [DATASET] * n, "label": label,
-           "label_name": [f"class-{v:02d}" for v in label],
-           "split": np.where(rng.random(n) < 0.8, "train", "test"),
-           "thumbnail": [f"thumbnails/t{v % N_THUMBS}.png" for v in label],
-           "width": np.full(n, 8), "height": np.full(n, 8)}
-    factors = {"superclass": [f"super-{v // (N_CLASSES // N_SUPER)}" for v in label],
-               "brightness": rng.uniform(0, 1, n)}
+    img = {
+        "image_id": ids,
+        "dataset": [DATASET] * n,
+        "label": label,
+        "label_name": [f"class-{v:02d}" for v in label],
+        "split": np.where(rng.random(n) < 0.8, "train", "test"),
+        "thumbnail": [f"thumbnails/t{v % N_THUMBS}.png" for v in label],
+        "width": np.full(n, 8),
+        "height": np.full(n, 8),
+    }
+    factors = {
+        "superclass": [f"super-{v // (N_CLASSES // N_SUPER)}" for v in label],
+        "brightness": rng.uniform(0, 1, n),
+    }
     base = table(schema, "images", img)
     for c, v in factors.items():
         base = base.append_column(c, pa.array(v))
     ws.write("images", base)
     cids = [f"ck{j:02d}" for j in range(n_ck)]
-    ck_rows = [{"checkpoint_id": c, "dataset": DATASET, "model": "resnet-synth", "method": "simclr",
-                "epoch": 10 * (j + 1), "feature_dim": dim, "source": "plain:synth", "run": "run-0"}
-               for j, c in enumerate(cids)]
+    ck_rows = [
+        {
+            "checkpoint_id": c,
+            "dataset": DATASET,
+            "model": "resnet-synth",
+            "method": "simclr",
+            "epoch": 10 * (j + 1),
+            "feature_dim": dim,
+            "source": "plain:synth",
+            "run": "run-0",
+        }
+        for j, c in enumerate(cids)
+    ]
     ck_schema = pa.schema([f for f in schema.arrow_schema("checkpoints") if f.name in ck_rows[0]])
     ws.write("checkpoints", pa.Table.from_pylist(ck_rows[:-1], schema=ck_schema))
 
@@ -193,15 +252,16 @@ def build(schema, root: Path, n: int, n_ck: int, dim: int, seed: int, k: int) ->
         cl = clusterings[cid] = clustering(label, k, j, n_ck, rng)
         for name, cols in derived(cid, cl, ids, k, rng).items():
             if name not in schema.TABLES_BY_NAME:
-                continue                     # cluster_captions is new in 2.0
+                continue  # cluster_captions is new in 2.0
             t = table(schema, name, cols)
             if not partitioned:
-                single[name].append(t)       # 1.0: one file per table, every checkpoint's rows
+                single[name].append(t)  # 1.0: one file per table, every checkpoint's rows
                 continue
             part = {"checkpoint_id": cid, **({"method": "umap"} if name == "projections" else {"k": k})}
             md = None
             if name == "checkpoint_metrics":  # as cluster_metrics writes it: the clustering's fingerprint
                 from conceptlens.workspace import files_signature
+
                 md = {"inputs": files_signature(ws.partition_files("clusters", checkpoint_id=cid, k=k))}
             ws.write(name, t, metadata=md, **part)
     for name, ts in single.items():
@@ -209,41 +269,82 @@ def build(schema, root: Path, n: int, n_ck: int, dim: int, seed: int, k: int) ->
 
     # Per-dataset tables of the 27 compared with each other.
     preds = ("cl", "cl_heldout", "id", "clid", "wclid")
-    corr = {"dataset": [DATASET] * len(preds), "k": [k] * len(preds), "predictor": list(preds),
-            "pearson": rng.uniform(-1, 1, len(preds)), "pearson_p": rng.uniform(0, 1, len(preds)),
-            "kendall": rng.uniform(-1, 1, len(preds)), "kendall_p": rng.uniform(0, 1, len(preds)),
-            "n_checkpoints": [n_ck - 1] * len(preds)}
+    corr = {
+        "dataset": [DATASET] * len(preds),
+        "k": [k] * len(preds),
+        "predictor": list(preds),
+        "pearson": rng.uniform(-1, 1, len(preds)),
+        "pearson_p": rng.uniform(0, 1, len(preds)),
+        "kendall": rng.uniform(-1, 1, len(preds)),
+        "kendall_p": rng.uniform(0, 1, len(preds)),
+        "n_checkpoints": [n_ck - 1] * len(preds),
+    }
     if not partitioned:
         ws.write("predictor_correlations", table(schema, "predictor_correlations", corr))
         return {"ids": ids, "label": label, "new": cids[-1], "ck_row": ck_rows[-1], "ck_schema": ck_schema}
     from conceptlens.workspace import files_signature
+
     m = n_ck - 1
-    ws.write("clid_scores", table(schema, "clid_scores", {
-        "dataset": [DATASET] * m, "k": [k] * m, "checkpoint_id": cids[:-1],
-        "clid": rng.normal(size=m), "wclid": rng.uniform(0.4, 0.9, m)}), dataset=DATASET)
+    ws.write(
+        "clid_scores",
+        table(
+            schema,
+            "clid_scores",
+            {
+                "dataset": [DATASET] * m,
+                "k": [k] * m,
+                "checkpoint_id": cids[:-1],
+                "clid": rng.normal(size=m),
+                "wclid": rng.uniform(0.4, 0.9, m),
+            },
+        ),
+        dataset=DATASET,
+    )
     # Pairs: aNMI values are placeholders (the run reuses them, never checks them); the
     # contingency tables are the real ones, since their size is what the run reads back.
     sim, links = defaultdict(list), []
     for i, a in enumerate(cids[:-1]):
-        for b in cids[i + 1:-1]:
+        for b in cids[i + 1 : -1]:
             ca, cb = clusterings[a], clusterings[b]
             cnt = np.bincount(ca * k + cb, minlength=k * k)
             nz = np.flatnonzero(cnt)
             sa, sb = np.bincount(ca, minlength=k), np.bincount(cb, minlength=k)
-            links.append(pa.table({
-                "dataset": [DATASET] * len(nz), "k": np.full(len(nz), k, np.int64),
-                "checkpoint_a": [a] * len(nz), "checkpoint_b": [b] * len(nz),
-                "a": nz // k, "b": nz % k, "count": cnt[nz], "size_a": sa[nz // k], "size_b": sb[nz % k]},
-                schema=schema.arrow_schema("cluster_links")))
-            for c, v in (("dataset", DATASET), ("k", k), ("checkpoint_a", a), ("checkpoint_b", b),
-                         ("anmi", float(rng.uniform(0.2, 0.8))), ("n_shared", n)):
+            links.append(
+                pa.table(
+                    {
+                        "dataset": [DATASET] * len(nz),
+                        "k": np.full(len(nz), k, np.int64),
+                        "checkpoint_a": [a] * len(nz),
+                        "checkpoint_b": [b] * len(nz),
+                        "a": nz // k,
+                        "b": nz % k,
+                        "count": cnt[nz],
+                        "size_a": sa[nz // k],
+                        "size_b": sb[nz % k],
+                    },
+                    schema=schema.arrow_schema("cluster_links"),
+                )
+            )
+            for c, v in (
+                ("dataset", DATASET),
+                ("k", k),
+                ("checkpoint_a", a),
+                ("checkpoint_b", b),
+                ("anmi", float(rng.uniform(0.2, 0.8))),
+                ("n_shared", n),
+            ):
                 sim[c].append(v)
     ws.write("clustering_similarity", table(schema, "clustering_similarity", sim), dataset=DATASET)
-    sig = {f"{c}/{k}": files_signature(ws.partition_files("clusters", checkpoint_id=c, k=k))
-           for c in cids[:-1]}
+    sig = {
+        f"{c}/{k}": files_signature(ws.partition_files("clusters", checkpoint_id=c, k=k)) for c in cids[:-1]
+    }
     ws.write("cluster_links", pa.concat_tables(links), metadata={"clusterings": sig}, dataset=DATASET)
-    ws.write("predictor_correlations", table(schema, "predictor_correlations", corr),
-             metadata={"inputs": "bench"}, dataset=DATASET)
+    ws.write(
+        "predictor_correlations",
+        table(schema, "predictor_correlations", corr),
+        metadata={"inputs": "bench"},
+        dataset=DATASET,
+    )
     return {"ids": ids, "label": label, "new": cids[-1], "ck_row": ck_rows[-1], "ck_schema": ck_schema}
 
 
@@ -273,7 +374,7 @@ class Clock:
     def _set(owner, attr, f):
         try:
             setattr(owner, attr, f)
-        except AttributeError:               # frozen dataclass (an Analysis)
+        except AttributeError:  # frozen dataclass (an Analysis)
             object.__setattr__(owner, attr, f)
 
     def charge(self, owner, attr: str, category):
@@ -290,11 +391,12 @@ class Clock:
                 self.seconds[cat] += now() - t
                 self.calls[cat] += 1
                 self._inside = False
+
         self._set(owner, attr, timed)
 
     def phase(self, owner, attr: str, name: str):
         f = getattr(owner, attr)
-        self.phases[name] = np.zeros(2)        # printed in the order registered
+        self.phases[name] = np.zeros(2)  # printed in the order registered
 
         def timed(*a, **kw):
             t = now()
@@ -303,6 +405,7 @@ class Clock:
             finally:
                 self.phases[name] += now() - t
                 self.calls[name] += 1
+
         self._set(owner, attr, timed)
 
 
@@ -313,6 +416,7 @@ def by_table(self, name, *a, **kw) -> str:
 def instrument(version: str) -> Clock:
     """Wrap every call that reads or writes a table (and the phases worth naming)."""
     from conceptlens import metrics, workspace
+
     clock = Clock()
     W = workspace.Workspace
     for attr in ("write", "upsert", "append"):
@@ -323,19 +427,33 @@ def instrument(version: str) -> Clock:
             clock.charge(W, attr, by_table)
     # Phases, in the order printed; the metrics are the same functions in both versions,
     # called as `M.name`, so patching the package reaches them.
-    metric = [(metrics, fn, f"  metrics.{fn}") for fn in (
-        "knn_accuracy", "twonn", "cluster_learnability", "cluster_learnability_heldout",
-        "hard_negative_clusters", "annotate", "anmi")]
+    metric = [
+        (metrics, fn, f"  metrics.{fn}")
+        for fn in (
+            "knn_accuracy",
+            "twonn",
+            "cluster_learnability",
+            "cluster_learnability_heldout",
+            "hard_negative_clusters",
+            "annotate",
+            "anmi",
+        )
+    ]
     if version == "before":
         from conceptlens import db
         from conceptlens.analysis import clusters
+
         clock.charge(db.WorkspaceDB, "features", "input reads")
-        phases = [(clusters, "_kmeans", "  k-means"), *metric,
-                  (clusters, "update_clid", "  update_clid (rewrites checkpoint_metrics)")]
+        phases = [
+            (clusters, "_kmeans", "  k-means"),
+            *metric,
+            (clusters, "update_clid", "  update_clid (rewrites checkpoint_metrics)"),
+        ]
     else:
         # registry first: importing analysis.clustering first hits a circular import.
         registry = importlib.import_module("conceptlens.analysis.registry")
         from conceptlens.analysis import clustering, compare
+
         # Fingerprints hash the bytes of derived files: a read of them.
         for mod in ("workspace", "analysis.cluster_metrics", "analysis.comparisons"):
             m = importlib.import_module(f"conceptlens.{mod}")
@@ -343,19 +461,26 @@ def instrument(version: str) -> Clock:
         a = registry.BY_NAME
         # comparisons imports anmi and contingency when it runs: new pairs are compared,
         # pairs of two unchanged clusterings are copied from the stored tables.
-        phases = [(a["clustering"], "run", "analysis clustering"), (clustering, "kmeans", "  k-means"),
-                  (a["cluster_metrics"], "run", "analysis cluster_metrics"), *metric,
-                  (a["comparisons"], "run", "analysis comparisons"),
-                  (compare, "anmi", "  aNMI of the new pairs"),
-                  (compare, "contingency", "  contingency tables of the new pairs")]
+        phases = [
+            (a["clustering"], "run", "analysis clustering"),
+            (clustering, "kmeans", "  k-means"),
+            (a["cluster_metrics"], "run", "analysis cluster_metrics"),
+            *metric,
+            (a["comparisons"], "run", "analysis comparisons"),
+            (compare, "anmi", "  aNMI of the new pairs"),
+            (compare, "contingency", "  contingency tables of the new pairs"),
+        ]
     for owner_, attr, name in phases:
         clock.phase(owner_, attr, name)
     return clock
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
-    return {str(p.relative_to(root)): (s.st_size, s.st_mtime_ns, s.st_ino)
-            for p in root.rglob("*") if p.is_file() and (s := p.stat())}
+    return {
+        str(p.relative_to(root)): (s.st_size, s.st_mtime_ns, s.st_ino)
+        for p in root.rglob("*")
+        if p.is_file() and (s := p.stat())
+    }
 
 
 def owner(rel: str, new: str) -> str:
@@ -368,15 +493,17 @@ def owner(rel: str, new: str) -> str:
     if parts[0] == "features":
         return "added" if Path(rel).stem == new else "other checkpoints"
     if Path(rel).stem in PER_CHECKPOINT and len(parts) == 1:
-        return "other checkpoints"           # 1.0: the file holds every checkpoint's rows
+        return "other checkpoints"  # 1.0: the file holds every checkpoint's rows
     return "shared"
 
 
-def add_and_analyse(version: str, schema, root: Path, info: dict, dim: int, seed: int, k: int,
-                    clock: Clock) -> dict:
+def add_and_analyse(
+    version: str, schema, root: Path, info: dict, dim: int, seed: int, k: int, clock: Clock
+) -> dict:
     from conceptlens.workspace import Workspace
+
     ws, new = Workspace(root), info["new"]
-    feats = features(info["ids"], info["label"], dim, seed + 1)   # generated before the clock starts
+    feats = features(info["ids"], info["label"], dim, seed + 1)  # generated before the clock starts
     row = pa.Table.from_pylist([info["ck_row"]], schema=info["ck_schema"])
     t0 = now()
     ws.write("features", feats, checkpoint_id=new)
@@ -384,15 +511,31 @@ def add_and_analyse(version: str, schema, root: Path, info: dict, dim: int, seed
     t1 = now()
     if version == "before":
         from conceptlens.analysis.clusters import Options, analyze_clusters
-        notes = analyze_clusters(root, new, Options(
-            ks=[k], n_init=1, seed=0, umap=False, captions=False, describability=False, progress=False))
+
+        notes = analyze_clusters(
+            root,
+            new,
+            Options(
+                ks=[k], n_init=1, seed=0, umap=False, captions=False, describability=False, progress=False
+            ),
+        )
     else:
         from conceptlens.analysis import registry
-        notes = registry.run(root, ["cluster_metrics", "comparisons"], {"k": [k], "n_init": 1, "seed": 0},
-                             checkpoint=new, progress_bars=False).notes
+
+        notes = registry.run(
+            root,
+            ["cluster_metrics", "comparisons"],
+            {"k": [k], "n_init": 1, "seed": 0},
+            checkpoint=new,
+            progress_bars=False,
+        ).notes
     t2 = now()
-    return {"register_seconds": t1 - t0, "analyse_seconds": t2 - t1, "total_seconds": t2 - t0,
-            "notes": list(notes)}
+    return {
+        "register_seconds": t1 - t0,
+        "analyse_seconds": t2 - t1,
+        "total_seconds": t2 - t0,
+        "notes": list(notes),
+    }
 
 
 def main() -> None:
@@ -430,33 +573,59 @@ def main() -> None:
     storage = sec["writes"] + sec["derived reads"]
     compute = res["total_seconds"] - storage - sec["input reads"]
     out = {
-        "version": args.version, "source": source, "schema_version": schema.SCHEMA_VERSION,
+        "version": args.version,
+        "source": source,
+        "schema_version": schema.SCHEMA_VERSION,
         "images": args.images,
-        "checkpoints": args.checkpoints, "dim": args.dim, "k": k, "seed": args.seed,
-        "setup_seconds": setup, **{k_: v for k_, v in res.items() if k_ != "notes"},
-        "compute_seconds": compute, "storage_seconds": storage, "seconds": dict(sec),
-        "calls": dict(clock.calls), "phases": dict(clock.phases), "bytes_written": sum(written.values()),
-        "files_written": len(written), "by_owner": dict(by_owner), "written": written,
-        "workspace_bytes": sum(v[0] for v in after.values()), "notes": res["notes"],
+        "checkpoints": args.checkpoints,
+        "dim": args.dim,
+        "k": k,
+        "seed": args.seed,
+        "setup_seconds": setup,
+        **{k_: v for k_, v in res.items() if k_ != "notes"},
+        "compute_seconds": compute,
+        "storage_seconds": storage,
+        "seconds": dict(sec),
+        "calls": dict(clock.calls),
+        "phases": dict(clock.phases),
+        "bytes_written": sum(written.values()),
+        "files_written": len(written),
+        "by_owner": dict(by_owner),
+        "written": written,
+        "workspace_bytes": sum(v[0] for v in after.values()),
+        "notes": res["notes"],
     }
     Path(f"{root}.json").write_text(json.dumps(out, indent=2, default=pair) + "\n")
 
     mb, ph = 1 / 1e6, clock.phases
-    print(f"{args.version} ({source}, format {schema.SCHEMA_VERSION}): {args.images} images, "
-          f"{args.checkpoints} checkpoints (1 added), dim {args.dim}, k {k}; setup {setup:.0f} s, workspace "
-          f"{out['workspace_bytes'] * mb:.0f} MB")
-    rows = [("add one checkpoint, total", res["total_seconds"]),
-            ("  write features + checkpoints row", res["register_seconds"]),
-            ("  analyse", res["analyse_seconds"]),
-            *[(f"    {p}", s) for p, s in clock.phases.items() if clock.calls[p]],
-            *([("      rest (copy stored pairs, CLID, I/O)",
-                ph["analysis comparisons"] - ph["  aNMI of the new pairs"]
-                - ph["  contingency tables of the new pairs"])] if "analysis comparisons" in ph else []),
-            ("compute", compute),
-            ("storage", storage),
-            ("  writes (incl. upsert's read-back)", sec["writes"]),
-            ("  derived-table reads", sec["derived reads"]),
-            ("input reads (images, features)", sec["input reads"])]
+    print(
+        f"{args.version} ({source}, format {schema.SCHEMA_VERSION}): {args.images} images, "
+        f"{args.checkpoints} checkpoints (1 added), dim {args.dim}, k {k}; setup {setup:.0f} s, workspace "
+        f"{out['workspace_bytes'] * mb:.0f} MB"
+    )
+    rows = [
+        ("add one checkpoint, total", res["total_seconds"]),
+        ("  write features + checkpoints row", res["register_seconds"]),
+        ("  analyse", res["analyse_seconds"]),
+        *[(f"    {p}", s) for p, s in clock.phases.items() if clock.calls[p]],
+        *(
+            [
+                (
+                    "      rest (copy stored pairs, CLID, I/O)",
+                    ph["analysis comparisons"]
+                    - ph["  aNMI of the new pairs"]
+                    - ph["  contingency tables of the new pairs"],
+                )
+            ]
+            if "analysis comparisons" in ph
+            else []
+        ),
+        ("compute", compute),
+        ("storage", storage),
+        ("  writes (incl. upsert's read-back)", sec["writes"]),
+        ("  derived-table reads", sec["derived reads"]),
+        ("input reads (images, features)", sec["input reads"]),
+    ]
     print(f"{'seconds':<48s} {'wall':>8s} {'CPU':>8s}")
     for name, s in rows:
         print(f"{name:<48s} {s[0]:8.1f} {s[1]:8.1f}")

@@ -7,6 +7,7 @@ UMAP and describability are not included (they need no neighbours of ours).
 
     nice .venv/bin/python bench/clusters.py [--n 50000] [--dim 2048] [--no-skdim]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,7 @@ def blocked_product(X: np.ndarray, block: int = DEFAULT_BLOCK) -> float:
     t = time.perf_counter()
     acc = 0.0
     for s in range(0, len(X), block):
-        acc += float((X[s:s + block] @ X.T)[0, 0])
+        acc += float((X[s : s + block] @ X.T)[0, 0])
     return time.perf_counter() - t
 
 
@@ -69,8 +70,7 @@ def main() -> None:
             return ", ".join(f"{v:.4g}" for v in out)
         return type(out).__name__
 
-    print(f"data: {args.n} x {args.dim} float32, {args.classes} classes; "
-          f"{np.__version__=}", flush=True)
+    print(f"data: {args.n} x {args.dim} float32, {args.classes} classes; {np.__version__=}", flush=True)
     X, y = timed("generate data", clustered, args.n, args.dim, args.classes, args.seed)
     Xn = timed("l2 normalise", M.l2_normalize, X)
     del X
@@ -83,35 +83,40 @@ def main() -> None:
 
     def kmeans():
         from sklearn.cluster import KMeans
+
         km = KMeans(n_clusters=k, n_init=args.n_init, random_state=args.seed).fit(Xn)
         return km.labels_.astype(np.int64)
+
     labels = timed(f"k-means (k={k}, n_init={args.n_init})", kmeans)
 
     def purities():
         K = len(np.unique(y))
         return float(np.mean([M.purity(y[labels == c], K)[0] for c in range(k)]))
+
     timed("purity (all clusters)", purities)
     timed("aNMI", M.anmi, y, labels)
 
     def two_afc():
-        A = np.eye(args.classes, dtype=np.float32)[y]   # annotator: one-hot ground truth
+        A = np.eye(args.classes, dtype=np.float32)[y]  # annotator: one-hot ground truth
         hard = M.hard_negative_clusters(Xn, labels)
         accs = []
         for kind in ("random", "hard"):
             tr = M.make_trials(labels, 20, 10, kind, hard, args.seed)
             accs.append(float(M.annotate(tr, A, args.seed).mean()))
         return tuple(accs)
+
     timed("2AFC coherence (random, hard)", two_afc)
-    timed("knn_acc (1-NN, train -> test)", M.knn_accuracy, Xn[train], y[train], Xn[test], y[test])
-    timed("CL prequential (10 chunks, 3 orders)", M.cluster_learnability, Xn, labels, 10, 3,
+    timed("knn_acc (weighted 20-NN, train -> test)", M.knn_accuracy, Xn[train], y[train], Xn[test], y[test])
+    timed("knn1_acc (1-NN, train -> test)", M.knn_accuracy, Xn[train], y[train], Xn[test], y[test], 1)
+    timed("CL prequential (10 chunks, 3 orders)", M.cluster_learnability, Xn, labels, 10, 3, args.seed)
+    timed("CL held-out (k-means on train)", M.cluster_learnability_heldout, Xn[train], Xn[test], k, args.n_init,
           args.seed)
-    timed("CL held-out", M.cluster_learnability_heldout, Xn[train], labels[train], Xn[test],
-          labels[test])
     timed("TwoNN (ours, exact)", M.twonn, Xn)
 
     def eq4():
         E = M.l2_normalize(rng.normal(size=(args.n, 384)).astype(np.float32))
         return float(len(M.class_captions(E, labels)))
+
     timed("Eq. 4 captions (384-d embeddings)", eq4)
 
     def clid():
@@ -121,6 +126,7 @@ def main() -> None:
         M.clid(cl, id_)
         M.wclid(cl, id_, acc)
         return M.correlations(M.clid(cl, id_), acc)["pearson"]
+
     timed("CLID / W-CLID / correlations (20 ckpts)", clid)
 
     if not args.no_skdim:
@@ -128,6 +134,7 @@ def main() -> None:
 
         def sk():
             return float(skdim.id.TwoNN(discard_fraction=0.1).fit(Xn).dimension_)
+
         timed("TwoNN (scikit-dimension)", sk)
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

@@ -7,6 +7,7 @@
 on synthetic shapes images in a temporary workspace, through the real extract path
 (image decoding, preprocessing, DataLoader, inference, partial + final Parquet writes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,6 +43,7 @@ def make_workspace(root: Path, n: int) -> None:
     from conceptlens import schema
     from conceptlens.demo.build import build_shapes, images_table
     from conceptlens.workspace import Workspace
+
     ws = Workspace.create(root, name="bench")
     rows, _ = build_shapes(ws, seed=0, n=n, progress=False)
     ws.write("images", images_table(rows))
@@ -51,6 +53,7 @@ def make_workspace(root: Path, n: int) -> None:
 def run(root: Path, label: str, spec: str, n: int, weights=None, batch_size=64) -> None:
     from conceptlens.extract import extract
     from conceptlens.models import load_adapter
+
     load_adapter(spec, weights=weights)  # warm the imports: they are paid once per process
     t = time.perf_counter()
     load_adapter(spec, weights=weights)
@@ -58,8 +61,10 @@ def run(root: Path, label: str, spec: str, n: int, weights=None, batch_size=64) 
     t = time.perf_counter()
     cid = extract(root, "shapes", spec, weights=weights, batch_size=batch_size, progress=False)
     dt = time.perf_counter() - t
-    print(f"{label:<42} {n / (dt - load):7.1f} images/s  ({n} images in {dt:.1f} s incl. "
-          f"{load:.1f} s model load; {n / dt:.1f} images/s overall; checkpoint {cid})")
+    print(
+        f"{label:<42} {n / (dt - load):7.1f} images/s  ({n} images in {dt:.1f} s incl. "
+        f"{load:.1f} s model load; {n / dt:.1f} images/s overall; checkpoint {cid})"
+    )
 
 
 def main() -> int:
@@ -72,13 +77,30 @@ def main() -> int:
         root = Path(tmp) / "ws"
         make_workspace(root, args.n)
         w = root / "small_conv.pt"
-        torch.save({"state_dict": SmallConv().state_dict(), "init_kwargs": {"dim": 128},
-                    "preprocess": {"size": 64, "mean": [0.5] * 3, "std": [0.5] * 3}}, w)
+        torch.save(
+            {
+                "state_dict": SmallConv().state_dict(),
+                "init_kwargs": {"dim": 128},
+                "preprocess": {"size": 64, "mean": [0.5] * 3, "std": [0.5] * 3},
+            },
+            w,
+        )
         # The plain-torch family imports the class by dotted path; this script is __main__.
-        run(root, "(a) small conv encoder, 64 px", "torch:__main__:SmallConv", args.n,
-            weights=w, batch_size=args.batch_size)
-        run(root, "(b) torchvision resnet50 (random), 224 px", "torchvision:resnet50@random",
-            args.n, batch_size=args.batch_size)
+        run(
+            root,
+            "(a) small conv encoder, 64 px",
+            "torch:__main__:SmallConv",
+            args.n,
+            weights=w,
+            batch_size=args.batch_size,
+        )
+        run(
+            root,
+            "(b) torchvision resnet50 (random), 224 px",
+            "torchvision:resnet50@random",
+            args.n,
+            batch_size=args.batch_size,
+        )
     return 0
 
 

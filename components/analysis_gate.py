@@ -1,6 +1,7 @@
 """Analyses a page section needs: shown when present and sound, otherwise a readable
 message where the section would be — the command that computes a missing one, the
 problems of a broken one — never a traceback."""
+
 from __future__ import annotations
 
 import streamlit as st
@@ -21,9 +22,12 @@ def available(ws, name: str, dataset: str = "DATASET") -> bool:
         return False
     missing = [t for t in a.tables if not ws.has(t)]
     if missing:
-        st.info(f"**{a.title}** not computed yet (missing table "
-                + ", ".join(f"`{t}`" for t in missing) + "). Compute it with:",
-                icon=":material/pending:")
+        st.info(
+            f"**{a.title}** not computed yet (missing table "
+            + ", ".join(f"`{t}`" for t in missing)
+            + "). Compute it with:",
+            icon=":material/pending:",
+        )
         st.code(command(ws, name, dataset), language="bash")
         return False
     return True
@@ -39,4 +43,3 @@ def require(ws, names: tuple[str, ...], dataset: str = "DATASET") -> None:
     for name in names:
         if not available(ws, name, dataset):
             st.stop()
-

@@ -1,4 +1,5 @@
 """Display versions of the cluster tables: readable columns, intervals as text, formats."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,13 @@ def interval_text(lo: pd.Series, hi: pd.Series) -> pd.Series:
 def cluster_table(metrics: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """The Clusters page table: one row per cluster, in the order of `metrics`."""
     m = metrics
-    t = pd.DataFrame({"cluster": m["cluster"].astype(int), "size": m["size"].astype(int),
-                      "purity": m["purity"].astype(float)})
+    t = pd.DataFrame(
+        {
+            "cluster": m["cluster"].astype(int),
+            "size": m["size"].astype(int),
+            "purity": m["purity"].astype(float),
+        }
+    )
     for kind, name in (("coherence_random", "R"), ("coherence_hard", "H")):
         if kind in m.columns:
             t[f"coh. ({name})"] = m[kind].astype(float)
@@ -36,18 +42,22 @@ def cluster_table(metrics: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
         "size": st.column_config.NumberColumn(width="small"),
         "purity": st.column_config.NumberColumn(format=NUM2, width="small"),
         "coh. (R)": st.column_config.NumberColumn(
-            format=NUM2, width="small", help="2AFC coherence with random negatives"),
+            format=NUM2, width="small", help="2AFC coherence with random negatives"
+        ),
         "CI (R)": st.column_config.TextColumn(help="Clopper-Pearson 95% interval, random negatives"),
         "coh. (H)": st.column_config.NumberColumn(
-            format=NUM2, width="small", help="2AFC coherence with hard negatives"),
+            format=NUM2, width="small", help="2AFC coherence with hard negatives"
+        ),
         "CI (H)": st.column_config.TextColumn(help="Clopper-Pearson 95% interval, hard negatives"),
         "caption": st.column_config.TextColumn(width="large"),
         "top share": st.column_config.NumberColumn(format="percent", width="small"),
         "hard negative": st.column_config.NumberColumn(width="small"),
         "describability": st.column_config.NumberColumn(
-            format=NUM2, width="small",
+            format=NUM2,
+            width="small",
             help="Share of (in, out) image pairs where the caption scores the in-cluster image "
-                 "higher (vision-language proxy)"),
+            "higher (vision-language proxy)",
+        ),
     }
     return t, config
 
@@ -55,8 +65,11 @@ def cluster_table(metrics: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
 def purity_bins_table(bins: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """laina2020 Tables 1-2 layout: purity range, clusters, mean and 95% CI per negative type."""
     t = pd.DataFrame({"purity range": bins["purity_range"], "clusters": bins["clusters"]})
-    for kind, name in (("coherence_random", "coherence (R)"), ("coherence_hard", "coherence (H)"),
-                       ("describability_binary", "describability")):
+    for kind, name in (
+        ("coherence_random", "coherence (R)"),
+        ("coherence_hard", "coherence (H)"),
+        ("describability_binary", "describability"),
+    ):
         if f"{kind}_mean" in bins.columns:
             t[f"{name} mean"] = bins[f"{kind}_mean"]
             t[f"{name} 95% CI"] = interval_text(bins[f"{kind}_lo"], bins[f"{kind}_hi"])

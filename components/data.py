@@ -5,6 +5,7 @@ app.py opens the workspace once per rerun (`open_workspace`); each page then cal
 hands back the same object. Caches are keyed by the workspace's fingerprint, so a
 rebuilt workspace is never served stale.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,11 @@ def _from_link() -> Path | None:
     except (WorkspaceError, OSError, ValueError):
         pass
     del st.query_params["ws"]
-    st.warning(f"Workspace {literal(raw, limit=80)} from the link is not a workspace folder below "
-               "the served workspaces folder; showing the default workspace.",
-               icon=":material/link_off:")
+    st.warning(
+        f"Workspace {literal(raw, limit=80)} from the link is not a workspace folder below "
+        "the served workspaces folder; showing the default workspace.",
+        icon=":material/link_off:",
+    )
     return None
 
 
@@ -113,8 +116,9 @@ class AppWorkspace:
         """Problems of `tables`, which must have been checked for this page."""
         unchecked = set(tables) - set(self.checked)
         if unchecked:
-            raise ValueError(f"tables {sorted(unchecked)} are not among the page's tables in "
-                             "components/nav.py")
+            raise ValueError(
+                f"tables {sorted(unchecked)} are not among the page's tables in components/nav.py"
+            )
         return [p for p in self._problems if p.table in set(tables)]
 
     def blocking(self) -> list[Problem]:
@@ -155,8 +159,11 @@ def show_problems(ws: AppWorkspace, problems: list[Problem], what: str) -> None:
     """Problems as plain text (file, table, column, message), never a traceback."""
     lines = "\n".join(f"- {literal(p)}" for p in problems[:MAX_PROBLEMS])
     more = f"\n- … and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
-    st.error(f"**{what}** ({len(problems)} problem{'s' * (len(problems) != 1)}):\n\n{lines}{more}"
-             "\n\nThe full list, with every table checked:", icon=":material/error:")
+    st.error(
+        f"**{what}** ({len(problems)} problem{'s' * (len(problems) != 1)}):\n\n{lines}{more}"
+        "\n\nThe full list, with every table checked:",
+        icon=":material/error:",
+    )
     st.code(ws.validate_command(), language="bash")
 
 
@@ -167,8 +174,10 @@ def open_page(name: str) -> AppWorkspace:
     ensure_app_frame()
     ws: AppWorkspace = st.session_state[_SESSION_KEY]
     if not ws.root.is_dir():
-        st.error(f"Workspace folder {literal(ws.label)} does not exist. Start the dashboard with "
-                 "`--workspace PATH` or set `CONCEPTLENS_WORKSPACE`.")
+        st.error(
+            f"Workspace folder {literal(ws.label)} does not exist. Start the dashboard with "
+            "`--workspace PATH` or set `CONCEPTLENS_WORKSPACE`."
+        )
         st.stop()
     problems = ws.check(nav.BY_NAME[name].tables)
     # Validating no table reports only what makes the whole workspace unreadable.

@@ -1,4 +1,5 @@
 """An Export control under every figure: PDF/SVG/PNG/HTML at paper sizes, with provenance."""
+
 from __future__ import annotations
 
 import re
@@ -15,9 +16,13 @@ def export_button(fig, name: str, provenance: dict, key: str) -> None:
         size = st.selectbox("Size", list(SIZES), index=1, key=f"{key}-size")
         # Rendering runs only when the button is clicked (callable data).
         st.download_button(
-            f"Download {fmt.upper()}", key=f"{key}-dl",
+            f"Download {fmt.upper()}",
+            key=f"{key}-dl",
             data=lambda: figure_bytes(fig, fmt, SIZES[size], provenance),
-            file_name=f"{slug}.{fmt}", mime=FORMATS[fmt], on_click="ignore")
+            file_name=f"{slug}.{fmt}",
+            mime=FORMATS[fmt],
+            on_click="ignore",
+        )
 
 
 def show_figure(fig, name: str, provenance: dict, key: str, **kwargs):

@@ -10,6 +10,7 @@ server started would hit exactly that. Every page calls it first, through
 query) runs through app.py. The private flag it flips is checked by
 tests/test_app.py, the behaviour by tests/test_browser.py (a fresh server).
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -18,7 +19,7 @@ import streamlit as st
 def ensure_app_frame() -> None:
     try:
         from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:      # a Streamlit without the legacy mode
+    except ImportError:  # a Streamlit without the legacy mode
         return
     if getattr(PagesManager, "uses_pages_directory", False):
         PagesManager.uses_pages_directory = False

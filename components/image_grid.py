@@ -5,6 +5,7 @@ image, not base64 in every rerun); paths are resolved inside the workspace, so n
 outside it can be read. A thumbnail that is missing or does not decode is drawn as a
 placeholder: `st.image` would raise on it and stop the whole page.
 """
+
 from __future__ import annotations
 
 import io
@@ -22,17 +23,19 @@ UNREADABLE = "unreadable image"
 def _decodes(path: str, size: int, mtime_ns: int) -> bool:
     # Keyed by size and mtime: a replaced file is checked again.
     from PIL import Image
+
     try:
         with Image.open(path) as im:
             im.load()
         return True
-    except Exception:   # PIL raises many types (OSError, SyntaxError, ValueError, ...)
+    except Exception:  # PIL raises many types (OSError, SyntaxError, ValueError, ...)
         return False
 
 
 @st.cache_resource(show_spinner=False)
 def _placeholder() -> bytes:
     from PIL import Image, ImageDraw
+
     im = Image.new("RGB", (64, 64), (236, 236, 236))
     d = ImageDraw.Draw(im)
     d.line((16, 16, 48, 48), fill=(160, 160, 160), width=3)
@@ -51,8 +54,9 @@ def _readable(ws, rel) -> str | None:
     return str(p) if _decodes(str(p), info.st_size, info.st_mtime_ns) else None
 
 
-def image_grid(ws, rows: pd.DataFrame, caption_col: str | None = "label_name",
-               width: int = 72, max_images: int = 60) -> None:
+def image_grid(
+    ws, rows: pd.DataFrame, caption_col: str | None = "label_name", width: int = 72, max_images: int = 60
+) -> None:
     rows = rows.head(max_images)
     if rows.empty:
         st.info("No images to show.")

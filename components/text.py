@@ -1,4 +1,5 @@
 """Values from a link or a workspace shown as literal text inside Markdown."""
+
 from __future__ import annotations
 
 import re

@@ -5,6 +5,7 @@ one of its options; an unknown value falls back to the default with a warning
 (the value shown as literal text).
 After each run the current value is written back to `st.query_params`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -22,8 +23,7 @@ def _match(options: Sequence, raw: str):
     return None, False
 
 
-def seed_from_url(key: str, param: str, options: Sequence, label: str,
-                  default_index: int = 0) -> None:
+def seed_from_url(key: str, param: str, options: Sequence, label: str, default_index: int = 0) -> None:
     """Put the URL's value of `param` into session_state[key] (validated) before the widget.
 
     Later runs keep the widget's own value, reset to the default when it is no
@@ -39,17 +39,26 @@ def seed_from_url(key: str, param: str, options: Sequence, label: str,
             if ok:
                 st.session_state[key] = value
                 return
-            st.warning(f"{label} {literal(raw, limit=80)} from the link is not available here; "
-                       f"showing {literal(options[default_index])} instead.",
-                       icon=":material/link_off:")
+            st.warning(
+                f"{label} {literal(raw, limit=80)} from the link is not available here; "
+                f"showing {literal(options[default_index])} instead.",
+                icon=":material/link_off:",
+            )
         st.session_state[key] = options[default_index]
     elif st.session_state[key] not in options:
         st.session_state[key] = options[default_index]
 
 
-def url_selectbox(label: str, options: Sequence, key: str, param: str,
-                  format_func: Callable[[Any], str] = str, default_index: int = 0,
-                  container=None, **kwargs):
+def url_selectbox(
+    label: str,
+    options: Sequence,
+    key: str,
+    param: str,
+    format_func: Callable[[Any], str] = str,
+    default_index: int = 0,
+    container=None,
+    **kwargs,
+):
     """A selectbox synced with `?param=`; returns its value (None without options)."""
     options = list(options)
     seed_from_url(key, param, options, label, default_index)

@@ -4,6 +4,7 @@ The home page lists these; a missing one is shown with its exact command. Featur
 image captions come from models (`extract`, `caption`); everything after them is an
 analysis of the registry (`conceptlens/analysis/registry.py`).
 """
+
 from __future__ import annotations
 
 import shlex
@@ -14,24 +15,36 @@ from dataclasses import dataclass
 class Analysis:
     name: str
     title: str
-    tables: tuple[str, ...]   # present when all of these are
-    command: str              # {ws} is the workspace path, {dataset} a dataset name
-    page: str | None = None   # dashboard page that shows it
+    tables: tuple[str, ...]  # present when all of these are
+    command: str  # {ws} is the workspace path, {dataset} a dataset name
+    page: str | None = None  # dashboard page that shows it
     # Optional SQL returning one row with a true/false column `present` (no parameters).
     present_sql: str | None = None
 
 
 def _catalogue() -> tuple[Analysis, ...]:
     from .analysis.registry import ANALYSES as REGISTERED
+
     return (
-        Analysis("features", "Checkpoint features", ("checkpoints", "features"),
-                 "conceptlens extract --workspace {ws} --dataset {dataset} --model SPEC"),
-        Analysis("image_captions", "Image captions from a captioning model", ("captions",),
-                 "conceptlens caption --workspace {ws} --dataset {dataset} --captioner SPEC",
-                 present_sql="SELECT count(*) > 0 AS present FROM captions "
-                             "WHERE captioner <> 'groundtruth'"),
-        *(Analysis(a.name, a.title, a.writes, f"conceptlens analyze {a.name} --workspace {{ws}}",
-                   page=a.page) for a in REGISTERED),
+        Analysis(
+            "features",
+            "Checkpoint features",
+            ("checkpoints", "features"),
+            "conceptlens extract --workspace {ws} --dataset {dataset} --model SPEC",
+        ),
+        Analysis(
+            "image_captions",
+            "Image captions from a captioning model",
+            ("captions",),
+            "conceptlens caption --workspace {ws} --dataset {dataset} --captioner SPEC",
+            present_sql="SELECT count(*) > 0 AS present FROM captions WHERE captioner <> 'groundtruth'",
+        ),
+        *(
+            Analysis(
+                a.name, a.title, a.writes, f"conceptlens analyze {a.name} --workspace {{ws}}", page=a.page
+            )
+            for a in REGISTERED
+        ),
     )
 
 

@@ -11,6 +11,7 @@ Captioner specs (the spec is stored as `captions.captioner`):
   (`conceptlens.vl.VLModel`): each image gets the `groundtruth` caption of the dataset's
   TRAIN split whose text embedding has the highest cosine similarity to the image's.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,12 +24,12 @@ import pyarrow.compute as pc
 from .models.base import ModelLoadError, hf_cache_dir, missing_weights, offline
 from .workspace import Workspace, WorkspaceError
 
-CAPTIONS_SCHEMA = pa.schema([("image_id", pa.string()), ("captioner", pa.string()),
-                             ("text", pa.string())])
+CAPTIONS_SCHEMA = pa.schema([("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())])
 
 
 def _rgb(paths):
     from PIL import Image
+
     out = []
     for p in paths:
         try:
@@ -53,6 +54,7 @@ class HFCaptioner(Captioner):
 
         from .models import resolve_path
         from .models.huggingface import _dtype_kwargs
+
         local = resolve_path(name, root)
         src = str(local) if local is not None else name
         local_only = local is not None or offline()
@@ -61,8 +63,12 @@ class HFCaptioner(Captioner):
         except OSError as e:
             if local is not None:
                 raise ModelLoadError(f"hf:{name}: {local} holds no processor ({e})") from None
-            raise missing_weights(f"hf:{name}", f"the Hugging Face cache {hf_cache_dir()}", e,
-                                  "pass a local directory written by save_pretrained as hf:DIR") from None
+            raise missing_weights(
+                f"hf:{name}",
+                f"the Hugging Face cache {hf_cache_dir()}",
+                e,
+                "pass a local directory written by save_pretrained as hf:DIR",
+            ) from None
         last = None
         for auto in ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModelForCausalLM"):
             cls = getattr(transformers, auto, None)
@@ -74,8 +80,12 @@ class HFCaptioner(Captioner):
             except ValueError as e:  # this auto class does not cover the architecture
                 last = e
             except OSError as e:
-                raise missing_weights(f"hf:{name}", str(local or f"the Hugging Face cache {hf_cache_dir()}"),
-                                      e, "pass a local directory written by save_pretrained") from None
+                raise missing_weights(
+                    f"hf:{name}",
+                    str(local or f"the Hugging Face cache {hf_cache_dir()}"),
+                    e,
+                    "pass a local directory written by save_pretrained",
+                ) from None
         else:
             raise ModelLoadError(f"hf:{name}: not an image-to-text model ({last})")
         self.model.eval().to(device)
@@ -83,10 +93,14 @@ class HFCaptioner(Captioner):
 
     def caption(self, paths):
         import torch
+
         inputs = self.processor(images=_rgb(paths), return_tensors="pt")
         with torch.inference_mode():
-            ids = self.model.generate(pixel_values=inputs["pixel_values"].to(self.device),
-                                      max_new_tokens=self.max_new_tokens, do_sample=False)
+            ids = self.model.generate(
+                pixel_values=inputs["pixel_values"].to(self.device),
+                max_new_tokens=self.max_new_tokens,
+                do_sample=False,
+            )
         return [t.strip() for t in self.processor.batch_decode(ids, skip_special_tokens=True)]
 
 
@@ -95,10 +109,13 @@ class CocaCaptioner(Captioner):
         import open_clip
 
         from .models.openclip import create
+
         self.model, self.preprocess, arch, _ = create(name, weights, root, device)
         if not hasattr(self.model, "text_decoder"):
-            raise ModelLoadError(f"open_clip:{name}: {arch} cannot generate text; captioning needs "
-                                 "a CoCa model (e.g. open_clip:coca_ViT-B-32@laion2b_s13b_b90k)")
+            raise ModelLoadError(
+                f"open_clip:{name}: {arch} cannot generate text; captioning needs "
+                "a CoCa model (e.g. open_clip:coca_ViT-B-32@laion2b_s13b_b90k)"
+            )
         self.tokenizer = open_clip.get_tokenizer(arch)
         self.sot = getattr(self.tokenizer, "sot_token_id", 49406)
         self.eot = getattr(self.tokenizer, "eot_token_id", 49407)
@@ -108,14 +125,16 @@ class CocaCaptioner(Captioner):
     def _greedy(self, x):
         """Greedy decoding (CoCa.generate needs transformers classes removed in v5)."""
         import torch
+
         m = self.model
         ctx = int(getattr(m, "context_length", 77) or 77)
         image_latent, image_embs = m._encode_image(x)
         out = torch.full((x.shape[0], 1), self.sot, dtype=torch.long, device=x.device)
         done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
         for _ in range(min(self.max_new_tokens, ctx - 1)):
-            logits = m(x, out[:, -ctx:], image_latent=image_latent, image_embs=image_embs,
-                       output_labels=False)["logits"][:, -1]
+            logits = m(
+                x, out[:, -ctx:], image_latent=image_latent, image_embs=image_embs, output_labels=False
+            )["logits"][:, -1]
             nxt = logits.argmax(dim=-1)
             nxt[done] = self.eot
             out = torch.cat([out, nxt[:, None]], dim=1)
@@ -126,6 +145,7 @@ class CocaCaptioner(Captioner):
 
     def caption(self, paths):
         import torch
+
         x = torch.stack([self.preprocess(im) for im in _rgb(paths)]).to(self.device)
         with torch.inference_mode():
             ids = self._greedy(x)
@@ -133,7 +153,7 @@ class CocaCaptioner(Captioner):
         for row in ids.tolist():
             row = row[1:]
             if self.eot in row:
-                row = row[:row.index(self.eot)]
+                row = row[: row.index(self.eot)]
             out.append(self.tokenizer.decode(row).strip())
         return out
 
@@ -152,8 +172,9 @@ class RetrievalCaptioner(Captioner):
         self.vl = vl
         self.text_emb = np.asarray(vl.encode_text(self.candidates), dtype=np.float32)
         if self.text_emb.shape[0] != len(self.candidates):
-            raise WorkspaceError(f"encode_text returned {self.text_emb.shape[0]} rows for "
-                                 f"{len(self.candidates)} captions")
+            raise WorkspaceError(
+                f"encode_text returned {self.text_emb.shape[0]} rows for {len(self.candidates)} captions"
+            )
 
     def caption(self, paths):
         img = np.asarray(self.vl.encode_images(list(paths)), dtype=np.float32)
@@ -166,14 +187,22 @@ def train_groundtruth(ws: Workspace, dataset: str) -> list[str]:
     imgs = ws.read("images", columns=["image_id", "dataset", "split"])
     train = imgs.filter(pc.and_(pc.equal(imgs["dataset"], dataset), pc.equal(imgs["split"], "train")))
     if not ws.table_path("captions").exists():
-        raise WorkspaceError(f"{ws.table_path('captions')}: not found; retrieval captioning "
-                             "needs the dataset's groundtruth captions")
+        raise WorkspaceError(
+            f"{ws.table_path('captions')}: not found; retrieval captioning "
+            "needs the dataset's groundtruth captions"
+        )
     caps = ws.read("captions")
-    caps = caps.filter(pc.and_(pc.equal(caps["captioner"], "groundtruth"),
-                               pc.is_in(caps["image_id"], value_set=train["image_id"])))
+    caps = caps.filter(
+        pc.and_(
+            pc.equal(caps["captioner"], "groundtruth"),
+            pc.is_in(caps["image_id"], value_set=train["image_id"]),
+        )
+    )
     if caps.num_rows == 0:
-        raise WorkspaceError(f"{ws.table_path('captions')}: no groundtruth captions for the train "
-                             f"split of dataset {dataset!r}; retrieval has nothing to choose from")
+        raise WorkspaceError(
+            f"{ws.table_path('captions')}: no groundtruth captions for the train "
+            f"split of dataset {dataset!r}; retrieval has nothing to choose from"
+        )
     return caps["text"].to_pylist()
 
 
@@ -186,8 +215,9 @@ def load_vl(root, vl_model_id: str):
     return VLModel.from_workspace(root, vl_model_id)
 
 
-def load_captioner(spec: str, ws: Workspace, dataset: str, *, weights=None, device="cpu",
-                   max_new_tokens: int = 30) -> Captioner:
+def load_captioner(
+    spec: str, ws: Workspace, dataset: str, *, weights=None, device="cpu", max_new_tokens: int = 30
+) -> Captioner:
     family, sep, name = spec.partition(":")
     if not sep or not name:
         raise ModelLoadError(f"captioner spec {spec!r} must be hf:NAME, open_clip:NAME or vl:ID")
@@ -197,6 +227,7 @@ def load_captioner(spec: str, ws: Workspace, dataset: str, *, weights=None, devi
         return HFCaptioner(name, ws.root, device, max_new_tokens)
     if family == "open_clip":
         from .models import resolve_path
+
         w = None
         if weights is not None:
             w = resolve_path(str(weights), ws.root)
@@ -205,13 +236,21 @@ def load_captioner(spec: str, ws: Workspace, dataset: str, *, weights=None, devi
         return CocaCaptioner(name, w, ws.root, device, max_new_tokens)
     if family == "vl":
         return RetrievalCaptioner(load_vl(ws.root, name), train_groundtruth(ws, dataset))
-    raise ModelLoadError(f"captioner spec {spec!r}: unknown family {family!r}; "
-                         "choose from hf, open_clip, vl")
+    raise ModelLoadError(f"captioner spec {spec!r}: unknown family {family!r}; choose from hf, open_clip, vl")
 
 
-def caption(workspace, dataset: str, spec: str, *, batch_size: int = 16, device: str = "cpu",
-            weights=None, max_new_tokens: int = 30, progress: bool = True,
-            captioner: Captioner | None = None) -> int:
+def caption(
+    workspace,
+    dataset: str,
+    spec: str,
+    *,
+    batch_size: int = 16,
+    device: str = "cpu",
+    weights=None,
+    max_new_tokens: int = 30,
+    progress: bool = True,
+    captioner: Captioner | None = None,
+) -> int:
     """Caption every image of `dataset`; upsert rows (captioner=spec); return how many.
 
     `captioner` lets callers pass a ready-made Captioner (the spec is then only its name).
@@ -219,6 +258,7 @@ def caption(workspace, dataset: str, spec: str, *, batch_size: int = 16, device:
     from tqdm import tqdm
 
     from .extract import dataset_images
+
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()
     if spec == "groundtruth":
@@ -226,45 +266,65 @@ def caption(workspace, dataset: str, spec: str, *, batch_size: int = 16, device:
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     images = dataset_images(ws, dataset)
-    cap = captioner or load_captioner(spec, ws, dataset, weights=weights, device=device,
-                                      max_new_tokens=max_new_tokens)
+    cap = captioner or load_captioner(
+        spec, ws, dataset, weights=weights, device=device, max_new_tokens=max_new_tokens
+    )
     ids = images["image_id"].to_pylist()
     paths = [ws.resolve(t) for t in images["thumbnail"].to_pylist()]
     texts: list[str] = []
-    with tqdm(total=len(ids), desc=f"caption {spec}", unit="img", disable=not progress,
-              file=sys.stderr) as bar:
+    with tqdm(
+        total=len(ids), desc=f"caption {spec}", unit="img", disable=not progress, file=sys.stderr
+    ) as bar:
         for i in range(0, len(ids), batch_size):
-            out = cap.caption(paths[i:i + batch_size])
-            if len(out) != len(paths[i:i + batch_size]):
-                raise WorkspaceError(f"captioner {spec} returned {len(out)} captions for "
-                                     f"{len(paths[i:i + batch_size])} images")
+            out = cap.caption(paths[i : i + batch_size])
+            if len(out) != len(paths[i : i + batch_size]):
+                raise WorkspaceError(
+                    f"captioner {spec} returned {len(out)} captions for "
+                    f"{len(paths[i : i + batch_size])} images"
+                )
             texts += [str(t) for t in out]
             bar.update(len(out))
-    table = pa.Table.from_pydict({"image_id": ids, "captioner": [spec] * len(ids), "text": texts},
-                                 schema=CAPTIONS_SCHEMA)
+    table = pa.Table.from_pydict(
+        {"image_id": ids, "captioner": [spec] * len(ids), "text": texts}, schema=CAPTIONS_SCHEMA
+    )
     ws.upsert("captions", table, {"captioner": spec, "image_id": ids})
     return len(ids)
 
 
 # ---- command line -------------------------------------------------------------------
 
+
 def _run(args) -> int:
-    n = caption(args.workspace, args.dataset, args.captioner, batch_size=args.batch_size,
-                device=args.device, weights=args.weights, max_new_tokens=args.max_new_tokens,
-                progress=not args.quiet)
-    print(f"captioner {args.captioner}: wrote {n} captions to "
-          f"{Path(args.workspace) / 'captions.parquet'}")
+    n = caption(
+        args.workspace,
+        args.dataset,
+        args.captioner,
+        batch_size=args.batch_size,
+        device=args.device,
+        weights=args.weights,
+        max_new_tokens=args.max_new_tokens,
+        progress=not args.quiet,
+    )
+    print(f"captioner {args.captioner}: wrote {n} captions to {Path(args.workspace) / 'captions.parquet'}")
     return 0
 
 
 def register(sub, parents) -> None:
-    p = sub.add_parser("caption", parents=parents, help="write one caption per image with a captioning model",
-                       description="Caption every image of a dataset; rows of the same captioner "
-                                   "for these images are replaced, other captions are kept.")
+    p = sub.add_parser(
+        "caption",
+        parents=parents,
+        help="write one caption per image with a captioning model",
+        description="Caption every image of a dataset; rows of the same captioner "
+        "for these images are replaced, other captions are kept.",
+    )
     p.add_argument("--dataset", required=True, help="dataset of images.parquet to caption")
-    p.add_argument("--captioner", required=True, metavar="SPEC",
-                   help="hf:Salesforce/blip-image-captioning-base, open_clip:coca_ViT-B-32@TAG, "
-                        "or vl:<vl_model_id> (retrieval among the train split's groundtruth captions)")
+    p.add_argument(
+        "--captioner",
+        required=True,
+        metavar="SPEC",
+        help="hf:Salesforce/blip-image-captioning-base, open_clip:coca_ViT-B-32@TAG, "
+        "or vl:<vl_model_id> (retrieval among the train split's groundtruth captions)",
+    )
     p.add_argument("--weights", help="local weights file (open_clip CoCa checkpoint)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--device", default="cpu")

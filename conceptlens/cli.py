@@ -7,6 +7,7 @@ imports (torch, ...) happen inside handlers so `--help` and `validate` stay ligh
 Errors: a `ConceptLensError` (or bad input: ValueError, OSError) is one line on stderr
 and exit 1; a traceback only with `--debug`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,6 +29,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def _validate(args) -> int:
     from .validate import format_problems, summary_json, validate
+
     problems = validate(args.path)
     if args.json:
         print(summary_json(problems))
@@ -41,6 +43,7 @@ def _validate(args) -> int:
 
 def _migrate(args) -> int:
     from .migrate import migrate
+
     done = migrate(args.path, progress=not args.quiet)
     print(f"{args.path}: " + ("; ".join(done) if done else "already in the current format"))
     return 0
@@ -48,6 +51,7 @@ def _migrate(args) -> int:
 
 def _demo_build(args) -> int:
     from .demo.build import build
+
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     build(args.out, seed=args.seed, stages=stages, progress=not args.quiet)
     print(f"demo workspace written to {args.out}")
@@ -70,8 +74,9 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print problems as JSON")
     p.set_defaults(func=_validate)
 
-    p = sub.add_parser("migrate", parents=[quiet],
-                       help="rewrite a workspace of an older format in the current one")
+    p = sub.add_parser(
+        "migrate", parents=[quiet], help="rewrite a workspace of an older format in the current one"
+    )
     p.add_argument("path", help="workspace folder")
     p.set_defaults(func=_migrate)
 
@@ -80,8 +85,11 @@ def register(sub) -> None:
     b = dsub.add_parser("build", parents=[quiet], help="build data/demo deterministically from a seed")
     b.add_argument("--out", default="data/demo", help="output folder (default data/demo)")
     b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--stages", default="data,models,analysis",
-                   help="comma-separated stages to run (data, models, analysis)")
+    b.add_argument(
+        "--stages",
+        default="data,models,analysis",
+        help="comma-separated stages to run (data, models, analysis)",
+    )
     b.set_defaults(func=_demo_build)
 
 
@@ -99,8 +107,9 @@ def parser() -> argparse.ArgumentParser:
 
 def _configure_logging(debug: bool) -> None:
     """Our notes at INFO; other libraries' chatter only from WARNING (all of it with --debug)."""
-    logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
-                        format="conceptlens: %(message)s", force=True)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING, format="conceptlens: %(message)s", force=True
+    )
     logging.getLogger("conceptlens").setLevel(logging.DEBUG if debug else logging.INFO)
 
 
@@ -120,8 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug: still one line, with the way to see more
         if args.debug:
             raise
-        print(f"conceptlens: unexpected {type(e).__name__}: {e} (run again with --debug for the "
-              "traceback)", file=sys.stderr)
+        print(
+            f"conceptlens: unexpected {type(e).__name__}: {e} (run again with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

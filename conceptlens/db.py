@@ -6,6 +6,7 @@ takes its values as named parameters (`$ckpt`), never by string formatting.
 A partitioned table is one view over a glob of its files (hive partitioning), so
 a filter on a partition column opens only the matching files.
 """
+
 from __future__ import annotations
 
 import threading
@@ -50,7 +51,8 @@ class WorkspaceDB:
             rel = cur.sql(
                 f"SELECT {cols}, * EXCLUDE ({cols}) FROM read_parquet($glob, "
                 f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true)",
-                params={"glob": str(self.root / t.glob)})
+                params={"glob": str(self.root / t.glob)},
+            )
         else:
             rel = cur.sql("SELECT * FROM read_parquet($path)", params={"path": str(self.root / t.path)})
         rel.create_view(t.name)
@@ -89,20 +91,24 @@ class WorkspaceDB:
     def features_path(self, checkpoint_id: str) -> Path:
         return self.ws.table_path("features", checkpoint_id=checkpoint_id)
 
-    def features(self, checkpoint_id: str, image_ids: list[str] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray]:
+    def features(
+        self, checkpoint_id: str, image_ids: list[str] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Return (image_ids, embeddings float32 matrix) for one checkpoint."""
         path = str(self.features_path(checkpoint_id))
         cur = self.cursor()
         try:
             if image_ids is None:
-                rel = cur.sql("SELECT image_id, embedding FROM read_parquet($path) ORDER BY image_id",
-                              params={"path": path})
+                rel = cur.sql(
+                    "SELECT image_id, embedding FROM read_parquet($path) ORDER BY image_id",
+                    params={"path": path},
+                )
             else:
                 rel = cur.sql(
                     "SELECT f.image_id, f.embedding FROM read_parquet($path) f "
                     "WHERE list_contains($ids, f.image_id) ORDER BY f.image_id",
-                    params={"path": path, "ids": list(image_ids)})
+                    params={"path": path, "ids": list(image_ids)},
+                )
             tbl = rel.to_arrow_table()
         finally:
             cur.close()

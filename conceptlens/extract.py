@@ -6,6 +6,7 @@ finished batch is saved atomically to `.partial/features/ID/part-NNNNN.parquet`
 (outside the table's folder, so no reader sees half a checkpoint); a rerun of the same command skips
 the images already there, and only the last step writes the real features file.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,17 +20,29 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
-from .workspace import Workspace, WorkspaceError, atomic_write_bytes, atomic_write_table, \
-    check_id, now_iso, sha256_file
+from .workspace import (
+    Workspace,
+    WorkspaceError,
+    atomic_write_bytes,
+    atomic_write_table,
+    check_id,
+    now_iso,
+    sha256_file,
+)
 
-FEATURES_SCHEMA = pa.schema([pa.field("image_id", pa.string(), nullable=False),
-                             pa.field("embedding", pa.list_(pa.float32()), nullable=False)])
+FEATURES_SCHEMA = pa.schema(
+    [
+        pa.field("image_id", pa.string(), nullable=False),
+        pa.field("embedding", pa.list_(pa.float32()), nullable=False),
+    ]
+)
 # Columns computed here; `metadata` may set every other column of checkpoints.
 _COMPUTED = ("checkpoint_id", "dataset", "feature_dim")
 
 
-def default_checkpoint_id(dataset: str, spec: str, layer: str | None = None,
-                          weights: str | None = None) -> str:
+def default_checkpoint_id(
+    dataset: str, spec: str, layer: str | None = None, weights: str | None = None
+) -> str:
     """e.g. `shapes-timm-resnet50-layer4`: dataset, spec, weights file stem, layer."""
     family, _, name = spec.partition(":")
     base, at, tag = name.rpartition("@") if "@" in name else (name, "", "")
@@ -44,6 +57,7 @@ def default_checkpoint_id(dataset: str, spec: str, layer: str | None = None,
     cid = re.sub(r"-{2,}", "-", cid).strip("-.")
     if len(cid) > 120:  # ids are file names: keep them short but still unique
         import hashlib
+
         cid = cid[:100] + "-" + hashlib.sha1(cid.encode()).hexdigest()[:10]
     return cid
 
@@ -51,14 +65,18 @@ def default_checkpoint_id(dataset: str, spec: str, layer: str | None = None,
 def dataset_images(ws: Workspace, dataset: str) -> pa.Table:
     """image_id, thumbnail and source_path (null where absent) of one dataset, in images.parquet order."""
     import pyarrow.compute as pc
+
     has_source = "source_path" in pq.read_schema(ws.table_path("images")).names
-    imgs = ws.read("images", columns=["image_id", "dataset", "thumbnail"]
-                   + (["source_path"] if has_source else []))
+    imgs = ws.read(
+        "images", columns=["image_id", "dataset", "thumbnail"] + (["source_path"] if has_source else [])
+    )
     sel = imgs.filter(pc.equal(imgs["dataset"], dataset))
     if sel.num_rows == 0:
         known = sorted(set(imgs["dataset"].to_pylist()) - {None})
-        raise WorkspaceError(f"{ws.table_path('images')}: no images of dataset {dataset!r}; "
-                             f"datasets: {', '.join(known) or 'none'}")
+        raise WorkspaceError(
+            f"{ws.table_path('images')}: no images of dataset {dataset!r}; "
+            f"datasets: {', '.join(known) or 'none'}"
+        )
     if not has_source:
         sel = sel.append_column("source_path", pa.nulls(sel.num_rows, pa.string()))
     return sel.select(["image_id", "thumbnail", "source_path"])
@@ -83,6 +101,7 @@ class _Images:
 
     def __getitem__(self, i):
         from PIL import Image
+
         try:
             with Image.open(self.paths[i]) as im:
                 img = im.convert("RGB")
@@ -118,8 +137,9 @@ def _upsert_checkpoint(ws: Workspace, row: dict) -> None:
     path = ws.table_path("checkpoints")
     if path.exists():
         old_schema = pq.read_schema(path)
-        fields = [old_schema.field(n) if n in old_schema.names else new.schema.field(n)
-                  for n in new.column_names]
+        fields = [
+            old_schema.field(n) if n in old_schema.names else new.schema.field(n) for n in new.column_names
+        ]
         try:
             new = new.cast(pa.schema([pa.field(f.name, f.type) for f in fields]))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -127,9 +147,20 @@ def _upsert_checkpoint(ws: Workspace, row: dict) -> None:
     ws.upsert("checkpoints", new, {"checkpoint_id": row["checkpoint_id"]})
 
 
-def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, batch_size=64,
-            device="cpu", checkpoint_id=None, metadata: dict | None = None, num_workers=0,
-            progress=True) -> str:
+def extract(
+    workspace,
+    dataset: str,
+    spec: str,
+    *,
+    weights=None,
+    layer=None,
+    batch_size=64,
+    device="cpu",
+    checkpoint_id=None,
+    metadata: dict | None = None,
+    num_workers=0,
+    progress=True,
+) -> str:
     """Embed every image of `dataset` with the model `spec`; return the checkpoint_id.
 
     `metadata` overrides or adds columns of the checkpoint's row (model, method, epoch,
@@ -149,8 +180,10 @@ def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, bat
     allowed = {c.name for c in schema.TABLES_BY_NAME["checkpoints"].columns} - set(_COMPUTED)
     bad = sorted(set(meta) - allowed)
     if bad:
-        raise ValueError(f"metadata key(s) {bad} are not columns of checkpoints.parquet; "
-                         f"allowed: {', '.join(sorted(allowed))}")
+        raise ValueError(
+            f"metadata key(s) {bad} are not columns of checkpoints.parquet; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
     if str(device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r}: CUDA is not available on this machine; use --device cpu")
 
@@ -165,8 +198,11 @@ def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, bat
             weights_rel = weights_path.resolve().relative_to(ws.root.resolve()).as_posix()
         except ValueError:
             weights_rel = None  # outside the workspace: only its hash is recorded
-    cid = check_id(checkpoint_id or default_checkpoint_id(
-        dataset, spec, layer, str(weights_path) if weights_path else None), "checkpoint_id")
+    cid = check_id(
+        checkpoint_id
+        or default_checkpoint_id(dataset, spec, layer, str(weights_path) if weights_path else None),
+        "checkpoint_id",
+    )
 
     adapter = load_adapter(spec, weights=weights_path, device=device, root=ws.root)
     embedder = LayerProbe(adapter, layer) if layer else adapter
@@ -176,8 +212,13 @@ def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, bat
     thumbs = images["thumbnail"].to_pylist()
     sources = images["source_path"].to_pylist()
     partial = ws.root / ".partial" / "features" / cid
-    stamp = {"spec": spec, "dataset": dataset, "layer": layer, "weights_sha256": weights_sha,
-             "preprocessing": preprocessing}
+    stamp = {
+        "spec": spec,
+        "dataset": dataset,
+        "layer": layer,
+        "weights_sha256": weights_sha,
+        "preprocessing": preprocessing,
+    }
     stamp_path = partial / "run.json"
     if partial.exists():
         try:
@@ -195,46 +236,73 @@ def extract(workspace, dataset: str, spec: str, *, weights=None, layer=None, bat
     done = set(done_table["image_id"].to_pylist()) if done_table is not None else set()
     todo = [i for i, iid in enumerate(ids) if iid not in done]
     paths = [image_path(ws, thumbs[i], sources[i]) for i in todo]
-    loader = DataLoader(_Images(paths, todo, adapter.preprocess), batch_size=batch_size,
-                        shuffle=False, num_workers=num_workers)
-    bar = tqdm(total=len(ids), initial=len(ids) - len(todo), desc=f"extract {cid}", unit="img",
-               disable=not progress, file=sys.stderr)
+    loader = DataLoader(
+        _Images(paths, todo, adapter.preprocess),
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=num_workers,
+    )
+    bar = tqdm(
+        total=len(ids),
+        initial=len(ids) - len(todo),
+        desc=f"extract {cid}",
+        unit="img",
+        disable=not progress,
+        file=sys.stderr,
+    )
     try:
         with torch.inference_mode():
             for positions, batch in loader:
                 out = embedder.embed(batch.to(device))
                 emb = out.detach().float().cpu().numpy()
                 if emb.ndim != 2 or emb.shape[0] != len(positions):
-                    raise WorkspaceError(f"{spec}: embedding has shape {emb.shape}, expected "
-                                         f"({len(positions)}, D)")
+                    raise WorkspaceError(
+                        f"{spec}: embedding has shape {emb.shape}, expected ({len(positions)}, D)"
+                    )
                 bad = ~np.isfinite(emb).all(axis=1)
                 if bad.any():  # checked before saving, so a rerun does not keep bad rows
                     raise WorkspaceError(
                         f"{spec}: NaN or infinite embedding for {int(bad.sum())} image(s), e.g. "
-                        f"{ids[int(positions[int(np.flatnonzero(bad)[0])])]!r}; features not written")
-                _write_part(partial, next_part,
-                            _features_table([ids[int(p)] for p in positions], emb))
+                        f"{ids[int(positions[int(np.flatnonzero(bad)[0])])]!r}; features not written"
+                    )
+                _write_part(partial, next_part, _features_table([ids[int(p)] for p in positions], emb))
                 next_part += 1
                 bar.update(len(positions))
     finally:
         bar.close()
 
     table, _ = _read_parts(partial)
-    return _finish(ws, cid, dataset, spec, ids, table, partial, adapter, layer, weights_rel,
-                   weights_sha, preprocessing, meta)
+    return _finish(
+        ws,
+        cid,
+        dataset,
+        spec,
+        ids,
+        table,
+        partial,
+        adapter,
+        layer,
+        weights_rel,
+        weights_sha,
+        preprocessing,
+        meta,
+    )
 
 
-def _finish(ws, cid, dataset, spec, ids, table, partial, adapter, layer, weights_rel,
-            weights_sha, preprocessing, meta) -> str:
+def _finish(
+    ws, cid, dataset, spec, ids, table, partial, adapter, layer, weights_rel, weights_sha, preprocessing, meta
+) -> str:
     import pyarrow.compute as pc
+
     got = table["image_id"].to_pylist()
     first = {}
     for row, iid in enumerate(got):
         first.setdefault(iid, row)  # a batch written twice must not duplicate rows
     missing = [iid for iid in ids if iid not in first]
     if missing:
-        raise WorkspaceError(f"{partial}: {len(missing)} image(s) have no embedding, e.g. "
-                             f"{missing[:3]}; rerun to complete")
+        raise WorkspaceError(
+            f"{partial}: {len(missing)} image(s) have no embedding, e.g. {missing[:3]}; rerun to complete"
+        )
     table = table.take(pa.array([first[iid] for iid in ids], pa.int64()))
     lens = pc.list_value_length(table["embedding"])
     dim = pc.min(lens).as_py()
@@ -242,13 +310,23 @@ def _finish(ws, cid, dataset, spec, ids, table, partial, adapter, layer, weights
         raise WorkspaceError(f"{spec}: embeddings of varying or zero length ({dim}..{pc.max(lens)})")
     flat = pc.list_flatten(table["embedding"]).to_numpy(zero_copy_only=False)
     if not np.isfinite(flat).all():
-        raise WorkspaceError(f"{spec}: some embeddings contain NaN or infinity; features not "
-                             f"written (delete {partial} to start over)")
+        raise WorkspaceError(
+            f"{spec}: some embeddings contain NaN or infinity; features not "
+            f"written (delete {partial} to start over)"
+        )
     ws.write("features", table.combine_chunks(), checkpoint_id=cid)
     row = {
-        "checkpoint_id": cid, "dataset": dataset, "model": adapter.name, "method": adapter.method,
-        "epoch": None, "feature_dim": int(dim), "source": spec, "run": None, "layer": layer,
-        "weights": weights_rel, "weights_sha256": weights_sha,
+        "checkpoint_id": cid,
+        "dataset": dataset,
+        "model": adapter.name,
+        "method": adapter.method,
+        "epoch": None,
+        "feature_dim": int(dim),
+        "source": spec,
+        "run": None,
+        "layer": layer,
+        "weights": weights_rel,
+        "weights_sha256": weights_sha,
         "preprocessing": json.dumps(preprocessing, sort_keys=True, default=str),
         "created": now_iso(),
     }
@@ -260,24 +338,51 @@ def _finish(ws, cid, dataset, spec, ids, table, partial, adapter, layer, weights
 
 # ---- command line -------------------------------------------------------------------
 
+
 def _run(args) -> int:
-    meta = {k: v for k, v in (("method", args.method), ("epoch", args.epoch), ("run", args.run),
-                              ("model", args.model_name)) if v is not None}
-    cid = extract(args.workspace, args.dataset, args.model, weights=args.weights, layer=args.layer,
-                  batch_size=args.batch_size, device=args.device, checkpoint_id=args.checkpoint_id,
-                  metadata=meta, num_workers=args.num_workers, progress=not args.quiet)
+    meta = {
+        k: v
+        for k, v in (
+            ("method", args.method),
+            ("epoch", args.epoch),
+            ("run", args.run),
+            ("model", args.model_name),
+        )
+        if v is not None
+    }
+    cid = extract(
+        args.workspace,
+        args.dataset,
+        args.model,
+        weights=args.weights,
+        layer=args.layer,
+        batch_size=args.batch_size,
+        device=args.device,
+        checkpoint_id=args.checkpoint_id,
+        metadata=meta,
+        num_workers=args.num_workers,
+        progress=not args.quiet,
+    )
     print(f"checkpoint {cid}: wrote {Workspace(args.workspace).table_path('features', checkpoint_id=cid)}")
     return 0
 
 
 def register(sub, parents) -> None:
-    p = sub.add_parser("extract", parents=parents, help="embed a dataset's images with a model (adds a checkpoint)",
-                       description="Embed every image of a dataset with one model and add it as a "
-                                   "checkpoint. Rerun the same command to resume after an interruption.")
+    p = sub.add_parser(
+        "extract",
+        parents=parents,
+        help="embed a dataset's images with a model (adds a checkpoint)",
+        description="Embed every image of a dataset with one model and add it as a "
+        "checkpoint. Rerun the same command to resume after an interruption.",
+    )
     p.add_argument("--dataset", required=True, help="dataset of images.parquet to embed")
-    p.add_argument("--model", required=True, metavar="SPEC",
-                   help="family:name, e.g. open_clip:ViT-B-32@openai, hf:facebook/dinov2-small, "
-                        "timm:resnet50, torchvision:resnet50, torch:pkg.module:Class")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="SPEC",
+        help="family:name, e.g. open_clip:ViT-B-32@openai, hf:facebook/dinov2-small, "
+        "timm:resnet50, torchvision:resnet50, torch:pkg.module:Class",
+    )
     p.add_argument("--layer", help="module name whose output is pooled (default: the embedding)")
     p.add_argument("--weights", help="local weights file (state dict / open_clip checkpoint)")
     p.add_argument("--batch-size", type=int, default=64)

@@ -13,6 +13,7 @@
 Every write is atomic, and a migration stopped half-way is finished by running it
 again: nothing of the 1.0 workspace is removed before step 4.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,13 @@ from . import schema
 from .errors import ConceptLensError
 from .workspace import Workspace, files_signature
 
-V1_FILES = ("clusters.parquet", "cluster_metrics.parquet", "checkpoint_metrics.parquet",
-            "projections.parquet", "predictor_correlations.parquet")
+V1_FILES = (
+    "clusters.parquet",
+    "cluster_metrics.parquet",
+    "checkpoint_metrics.parquet",
+    "projections.parquet",
+    "predictor_correlations.parquet",
+)
 
 
 def _partitions_of(ws: Workspace, name: str, df: pd.DataFrame, metadata=None) -> int:
@@ -36,8 +42,10 @@ def _partitions_of(ws: Workspace, name: str, df: pd.DataFrame, metadata=None) ->
     n = 0
     for values, g in df.groupby(list(spec.partition), sort=True):
         values = values if isinstance(values, tuple) else (values,)
-        part = {c: (int(v) if spec.column(c).type == schema.INT else str(v))
-                for c, v in zip(spec.partition, values)}
+        part = {
+            c: (int(v) if spec.column(c).type == schema.INT else str(v))
+            for c, v in zip(spec.partition, values)
+        }
         cols = [f for f in file_schema if f.name in g.columns]
         t = pa.Table.from_pandas(g[[f.name for f in cols]], schema=pa.schema(cols), preserve_index=False)
         md = metadata(ws, part) if metadata else None
@@ -48,8 +56,11 @@ def _partitions_of(ws: Workspace, name: str, df: pd.DataFrame, metadata=None) ->
 
 def _clusters_fingerprint(ws: Workspace, part: dict) -> dict:
     # What the registry stores to know a clustering's metrics are up to date.
-    return {"inputs": files_signature(ws.partition_files("clusters", checkpoint_id=part["checkpoint_id"],
-                                                         k=part["k"]))}
+    return {
+        "inputs": files_signature(
+            ws.partition_files("clusters", checkpoint_id=part["checkpoint_id"], k=part["k"])
+        )
+    }
 
 
 def migrate(root, progress: bool = True) -> list[str]:
@@ -61,8 +72,10 @@ def migrate(root, progress: bool = True) -> list[str]:
     if major == schema.SCHEMA_MAJOR:
         return _remove_v1(ws)
     if major != "1":
-        raise ConceptLensError(f"{ws.meta_path}: cannot migrate format {version!r} "
-                               f"(this ConceptLens migrates 1.x to {schema.SCHEMA_VERSION})")
+        raise ConceptLensError(
+            f"{ws.meta_path}: cannot migrate format {version!r} "
+            f"(this ConceptLens migrates 1.x to {schema.SCHEMA_VERSION})"
+        )
     done = []
     fdir = ws.root / "features"
     moved = 0
@@ -99,10 +112,11 @@ def migrate(root, progress: bool = True) -> list[str]:
         done.append(f"projections: {_partitions_of(ws, 'projections', proj)} partition(s)")
     if km is not None and clusters is not None and ck is not None:
         from .analysis import registry
-        registry.run(ws.root, "comparisons", progress_bars=progress, with_dependencies=False,
-                     force=True)
-        done.append("comparisons computed (clid_scores, predictor_correlations, "
-                    "clustering_similarity, cluster_links)")
+
+        registry.run(ws.root, "comparisons", progress_bars=progress, with_dependencies=False, force=True)
+        done.append(
+            "comparisons computed (clid_scores, predictor_correlations, clustering_similarity, cluster_links)"
+        )
     elif km is not None:
         # Without clusterings there is nothing to compare; keep CLID as 1.0 had it.
         km["dataset"] = km["checkpoint_id"].map(dataset_of)

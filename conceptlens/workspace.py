@@ -1,4 +1,5 @@
 """A workspace on disk: its metadata, its paths, and safe (atomic) writes."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,7 +12,6 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -106,21 +106,28 @@ class Workspace:
         return meta
 
     def write_meta(self, meta: dict) -> None:
-        atomic_write_bytes(self.meta_path,
-                           (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+        atomic_write_bytes(self.meta_path, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
 
     @classmethod
-    def create(cls, root, name: str, description: str = "", provenance: dict | None = None,
-               created: str | None = None) -> "Workspace":
+    def create(
+        cls,
+        root,
+        name: str,
+        description: str = "",
+        provenance: dict | None = None,
+        created: str | None = None,
+    ) -> Workspace:
         ws = cls(root)
         ws.root.mkdir(parents=True, exist_ok=True)
-        ws.write_meta({
-            "schema_version": schema.SCHEMA_VERSION,
-            "name": name,
-            "description": description,
-            "created": created or now_iso(),
-            "provenance": provenance or {},
-        })
+        ws.write_meta(
+            {
+                "schema_version": schema.SCHEMA_VERSION,
+                "name": name,
+                "description": description,
+                "created": created or now_iso(),
+                "provenance": provenance or {},
+            }
+        )
         return ws
 
     # ---- paths ----------------------------------------------------------
@@ -136,8 +143,10 @@ class Workspace:
         if not t.partitioned:
             raise ValueError(f"table {name!r} is not partitioned")
         if set(partition) != set(t.partition):
-            raise ValueError(f"table {name!r} is partitioned by {', '.join(t.partition)}; "
-                             f"got {', '.join(sorted(partition)) or 'nothing'}")
+            raise ValueError(
+                f"table {name!r} is partitioned by {', '.join(t.partition)}; "
+                f"got {', '.join(sorted(partition)) or 'nothing'}"
+            )
         parts = [f"{c}={partition_value(t, c, partition[c])}" for c in t.partition]
         return self.root.joinpath(t.path, *parts)
 
@@ -172,7 +181,7 @@ class Workspace:
             try:
                 values = parse_partition(t, parts)
             except ValueError:
-                continue   # `validate` reports foreign folders
+                continue  # `validate` reports foreign folders
             if values not in out:
                 out.append(values)
         return out
@@ -201,14 +210,16 @@ class Workspace:
             d = self.partition_dir(name, **partition)
             raise WorkspaceError(f"{d}: partition of table {name!r} not found")
         file_cols = None if columns is None else [c for c in columns if c not in t.partition]
-        tbl = pa.concat_tables([pq.read_table(f, columns=file_cols) for f in files],
-                               promote_options="default")
+        tbl = pa.concat_tables(
+            [pq.read_table(f, columns=file_cols) for f in files], promote_options="default"
+        )
         for i, c in enumerate(t.partition):
             if columns is not None and c not in columns:
                 continue
             typ = schema.arrow_type(t.column(c).type)
-            tbl = tbl.add_column(i, pa.field(c, typ, nullable=False),
-                                 pa.array([partition[c]] * tbl.num_rows, typ))
+            tbl = tbl.add_column(
+                i, pa.field(c, typ, nullable=False), pa.array([partition[c]] * tbl.num_rows, typ)
+            )
         return tbl
 
     def read_metadata(self, name: str, **partition) -> dict:
@@ -221,15 +232,18 @@ class Workspace:
         raw = md.get(b"conceptlens")
         return json.loads(raw) if raw else {}
 
-    def _file_table(self, t: schema.Table, table: pa.Table, partition: dict,
-                    metadata: dict | None) -> pa.Table:
+    def _file_table(
+        self, t: schema.Table, table: pa.Table, partition: dict, metadata: dict | None
+    ) -> pa.Table:
         """Drop partition columns (after checking they hold the partition's value)."""
         for c in t.partition:
             if c in table.column_names:
                 vals = set(table[c].to_pylist())
                 if vals - {partition[c]}:
-                    raise ValueError(f"table {t.name!r}: column {c!r} holds {sorted(map(str, vals))[:3]} "
-                                     f"but the partition is {c}={partition[c]!r}")
+                    raise ValueError(
+                        f"table {t.name!r}: column {c!r} holds {sorted(map(str, vals))[:3]} "
+                        f"but the partition is {c}={partition[c]!r}"
+                    )
                 table = table.drop_columns([c])
         if metadata is not None:
             md = dict(table.schema.metadata or {})
@@ -237,8 +251,7 @@ class Workspace:
             table = table.replace_schema_metadata(md)
         return table
 
-    def write(self, name: str, table: pa.Table, metadata: dict | None = None,
-              **partition) -> Path:
+    def write(self, name: str, table: pa.Table, metadata: dict | None = None, **partition) -> Path:
         """Write a single-file table, or replace one partition's file; atomically either way.
 
         Nothing else is read or rewritten: other partitions stay as they are.
@@ -267,6 +280,7 @@ class Workspace:
         tables replace one partition's file instead.
         """
         import pyarrow.compute as pc
+
         if self._spec(name).partitioned:
             raise ValueError(f"table {name!r} is partitioned: write its partitions instead")
         p = self.table_path(name)
@@ -359,8 +373,8 @@ def check_id(value: str, what: str) -> str:
     """Ids become file names: keep them to a safe alphabet."""
     if not value or not set(value) <= _ID_OK or value.startswith(".") or len(value) > 200:
         raise WorkspaceError(
-            f"{what} {value!r} may only use letters, digits and - _ . @ + "
-            "(and not start with a dot)")
+            f"{what} {value!r} may only use letters, digits and - _ . @ + (and not start with a dot)"
+        )
     return value
 
 

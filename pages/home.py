@@ -1,4 +1,5 @@
 """Home: what the workspace holds, a sample of its images, and which analyses it has."""
+
 import streamlit as st
 
 from components import data, nav
@@ -15,8 +16,10 @@ if ws.problems([nav.META]):
 st.title(literal(meta.get("name") or "ConceptLens workspace"))
 if meta.get("description"):
     st.write(literal(meta["description"]))
-st.caption(f"Workspace {literal(ws.label)} · format {literal(meta.get('schema_version'))} · "
-           f"created {literal(meta.get('created'))}")
+st.caption(
+    f"Workspace {literal(ws.label)} · format {literal(meta.get('schema_version'))} · "
+    f"created {literal(meta.get('created'))}"
+)
 
 datasets = ws.view(views.home.datasets)
 names = list(datasets["dataset"])
@@ -26,8 +29,9 @@ metric_table(datasets, key="datasets")
 
 st.header("Checkpoints")
 ckpts = ws.view(views.home.checkpoints)
-analyses = ws.view(views.home.analyses, workspace=ws.label, dataset=names[0] if names else "DATASET",
-                   broken=ws.broken())
+analyses = ws.view(
+    views.home.analyses, workspace=ws.label, dataset=names[0] if names else "DATASET", broken=ws.broken()
+)
 if ckpts.empty:
     st.info("No checkpoints yet. Add one with:")
     st.code(analyses.set_index("name").loc["features", "command"], language="bash")
@@ -46,8 +50,9 @@ for a in analyses.itertuples(index=False):
         data.show_problems(ws, ws.problems(a.tables), f"{a.title}: its tables have problems")
 
 st.header("Sample images")
-ds = st.segmented_control("Dataset", names, default=names[0] if names else None, key="home_dataset",
-                          format_func=literal)   # its labels are Markdown
+ds = st.segmented_control(
+    "Dataset", names, default=names[0] if names else None, key="home_dataset", format_func=literal
+)  # its labels are Markdown
 if ds:
     factors = ws.view(views.home.factors, dataset=ds)
     if len(factors):

@@ -3,6 +3,7 @@
 Elements are found by role or data-testid, never by pixel offsets: a layout change
 must not turn a click into a click on something else.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +19,15 @@ from urllib.parse import parse_qs, urlparse
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 CHROMIUM = os.environ.get("CONCEPTLENS_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # Streamlit scrolls inside its main container: a full-page screenshot only grows with the viewport.
 TALL = {"width": 1400, "height": 4400}
 
@@ -37,14 +45,32 @@ def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
     port = free_port()
     log = open(ARTIFACTS / f"streamlit-{port}.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         # Watching /work/main (with .venv) for edits costs CPU and nothing here edits the app.
-         "--server.fileWatcherType", "none",
-         "--", "--workspace", str(workspace)],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            # Watching /work/main (with .venv) for edits costs CPU and nothing here edits the app.
+            "--server.fileWatcherType",
+            "none",
+            "--",
+            "--workspace",
+            str(workspace),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
@@ -120,7 +146,7 @@ def select_grid_row(page, grid, row: int) -> None:
     active = "() => document.activeElement && document.activeElement.getAttribute('data-testid')"
     for _ in range(row + 2):
         page.keyboard.press("ArrowDown")
-        page.wait_for_timeout(300)       # the grid moves its focus after the key event
+        page.wait_for_timeout(300)  # the grid moves its focus after the key event
         if (page.evaluate(active) or "").endswith(f"-{row}"):
             break
     assert (page.evaluate(active) or "").endswith(f"-{row}"), page.evaluate(active)

@@ -20,7 +20,7 @@ def demo_ws() -> Path:
 def _link_or_copy(src, dst):
     try:
         os.link(src, dst)
-    except OSError:     # another file system: hard links cannot cross it
+    except OSError:  # another file system: hard links cannot cross it
         shutil.copy2(src, dst)
 
 
@@ -47,6 +47,7 @@ def demo_copy(tmp_path, demo_ws) -> Path:
 def ws_template(tmp_path_factory) -> Path:
     """A 40-image shapes workspace (rendered PNGs) for tests that run real models."""
     from tests.factory import shapes_workspace
+
     return shapes_workspace(tmp_path_factory.mktemp("tpl") / "ws", n=40).root
 
 
@@ -60,19 +61,39 @@ def ws(ws_template, tmp_path) -> Path:
 def hf_models(tmp_path_factory):
     """Tiny transformers vision models saved with save_pretrained (random weights)."""
     import transformers as T
+
     d = tmp_path_factory.mktemp("hf")
-    vit = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-               image_size=32, patch_size=8)
+    vit = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        image_size=32,
+        patch_size=8,
+    )
     T.ViTModel(T.ViTConfig(**vit)).save_pretrained(d / "vit")
     T.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(d / "vit")
     T.Dinov2Model(T.Dinov2Config(**vit)).save_pretrained(d / "dinov2")
-    T.CLIPModel(T.CLIPConfig(
-        vision_config=vit, projection_dim=16,
-        text_config=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         intermediate_size=37, vocab_size=100, bos_token_id=0, eos_token_id=1),
-    )).save_pretrained(d / "clip")
-    T.ResNetModel(T.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
-                                 layer_type="basic", image_size=32)).save_pretrained(d / "resnet")
+    T.CLIPModel(
+        T.CLIPConfig(
+            vision_config=vit,
+            projection_dim=16,
+            text_config=dict(
+                hidden_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                intermediate_size=37,
+                vocab_size=100,
+                bos_token_id=0,
+                eos_token_id=1,
+            ),
+        )
+    ).save_pretrained(d / "clip")
+    T.ResNetModel(
+        T.ResNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic", image_size=32
+        )
+    ).save_pretrained(d / "resnet")
     return d
 
 
@@ -82,6 +103,7 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{CHROMIUM} is missing in CI: `make test` installs Debian's chromium")
@@ -97,8 +119,10 @@ def pytest_sessionfinish(session, exitstatus):
     # Release cached DuckDB connections before interpreter exit (keeps the log free of
     # nanobind's leak report, which would otherwise follow pytest's summary line).
     import gc
+
     try:
         import streamlit as st
+
         st.cache_resource.clear()
     except Exception:
         pass

@@ -1,6 +1,7 @@
 """Similarity judgments for tests: simulated people on the factory's tiny workspace, and
 the two import formats (the ImageNet-HSJ release, psiz's HDF5 observations) written from
 them."""
+
 from __future__ import annotations
 
 import json
@@ -28,28 +29,49 @@ def people_embedding(ws: Workspace, seed: int = 0) -> tuple[list[str], np.ndarra
     return list(img["image_id"]), Z + JITTER * rng.standard_normal(Z.shape)
 
 
-def simulate(ids, Z, n_trials: int, seed: int = 0, n_refs: int = 8, n_select: int = 2,
-             catch_every: int = 25, agent: str = "simulated-") -> list[dict]:
+def simulate(
+    ids,
+    Z,
+    n_trials: int,
+    seed: int = 0,
+    n_refs: int = 8,
+    n_select: int = 2,
+    catch_every: int = 25,
+    agent: str = "simulated-",
+) -> list[dict]:
     """similarity_trials rows (without dataset): answers drawn from the rank likelihood."""
     rng = np.random.default_rng([seed, 2])
     q = rng.integers(0, len(ids), n_trials)
-    refs = np.stack([rng.choice(np.setdiff1d(np.arange(len(ids)), [x]), n_refs, replace=False)
-                     for x in q])
+    refs = np.stack([rng.choice(np.setdiff1d(np.arange(len(ids)), [x]), n_refs, replace=False) for x in q])
     catch = np.arange(n_trials) % catch_every == 0
     refs[catch, 0] = q[catch]
     ans = sample_choices(Z, q, refs, n_select, 10.0, rng)
-    return [{"trial_id": f"t{t:05d}", "agent_id": f"{agent}{t % 7}", "query": ids[q[t]],
-             "references": [ids[r] for r in refs[t]], "chosen": [ids[c] for c in ans[t, 1:1 + n_select]],
-             "n_select": n_select, "kind": f"{n_refs}rank{n_select}", "weight": 1.0,
-             "rt_ms": 5000.0, "split": "test" if t % 10 == 9 else "train", "is_catch": bool(catch[t])}
-            for t in range(n_trials)]
+    return [
+        {
+            "trial_id": f"t{t:05d}",
+            "agent_id": f"{agent}{t % 7}",
+            "query": ids[q[t]],
+            "references": [ids[r] for r in refs[t]],
+            "chosen": [ids[c] for c in ans[t, 1 : 1 + n_select]],
+            "n_select": n_select,
+            "kind": f"{n_refs}rank{n_select}",
+            "weight": 1.0,
+            "rt_ms": 5000.0,
+            "split": "test" if t % 10 == 9 else "train",
+            "is_catch": bool(catch[t]),
+        }
+        for t in range(n_trials)
+    ]
 
 
 def add_trials(ws: Workspace, n_trials: int = 1500, seed: int = 0, agent: str = "simulated-") -> list[dict]:
     ids, Z = people_embedding(ws, seed)
     rows = simulate(ids, Z, n_trials, seed, agent=agent)
-    ws.append("similarity_trials", pa.Table.from_pylist(
-        rows, schema=schema.arrow_schema("similarity_trials", partition=False)), dataset="toy")
+    ws.append(
+        "similarity_trials",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("similarity_trials", partition=False)),
+        dataset="toy",
+    )
     return rows
 
 
@@ -60,6 +82,7 @@ def similarity_workspace(root: Path, n_trials: int = 1500, **opts) -> Workspace:
     """The factory's tiny workspace (every other table written by hand) with simulated
     trials and the real similarity analysis run on them (fast options)."""
     from conceptlens.analysis import registry
+
     ws = make_workspace(root, derived=True)
     add_trials(ws, n_trials)
     registry.run(ws.root, "similarity", {**FAST, **opts}, progress_bars=False)
@@ -89,25 +112,46 @@ def timestep(pos: int, q: int, refs: list[int], chosen: list[int], rt: int = 400
     inter += [{"kind": f"content:reference_{k}", "detail": asset(r)} for k, r in enumerate(refs)]
     inter += [{"kind": f"behavior:rank_{k}", "detail": asset(c)} for k, c in enumerate(chosen)]
     inter.append({"kind": "behavior:submit_response", "detail": "NA"})
-    return {"position": pos, "kind": f"rank:{len(refs)}rank{len(chosen)}", "response_time_ms": rt,
-            "grade_subjective": 100, "grade_objective": -1, "interactions": inter}
+    return {
+        "position": pos,
+        "kind": f"rank:{len(refs)}rank{len(chosen)}",
+        "response_time_ms": rt,
+        "grade_subjective": 100,
+        "grade_objective": -1,
+        "interactions": inter,
+    }
 
 
-def write_release(folder: Path, rows: list[dict], ids: list[str], per_seq: int = 40,
-                  grades=(100, 75)) -> Path:
+def write_release(
+    folder: Path, rows: list[dict], ids: list[str], per_seq: int = 40, grades=(100, 75)
+) -> Path:
     """The rows as stimuli.txt + train_seqs/ + test_seqs/ (one sequence per file)."""
     key = write_stimuli(folder, ids)
     for split in ("train", "test"):
         mine = [r for r in rows if r["split"] == split]
         (folder / f"{split}_seqs").mkdir(parents=True, exist_ok=True)
         for s in range(0, len(mine), per_seq):
-            seq = mine[s:s + per_seq]
-            doc = {"version": "1.0", "data": [{
-                "sequence_id": 1000 + s if split == "train" else 5000 + s,
-                "anonymous_id": f"agent-{s // per_seq % 3}", "grade": grades[(s // per_seq) % len(grades)],
-                "n_timestep": len(seq),
-                "sequence": [timestep(p, key[r["query"]], [key[x] for x in r["references"]],
-                                      [key[x] for x in r["chosen"]]) for p, r in enumerate(seq)]}]}
+            seq = mine[s : s + per_seq]
+            doc = {
+                "version": "1.0",
+                "data": [
+                    {
+                        "sequence_id": 1000 + s if split == "train" else 5000 + s,
+                        "anonymous_id": f"agent-{s // per_seq % 3}",
+                        "grade": grades[(s // per_seq) % len(grades)],
+                        "n_timestep": len(seq),
+                        "sequence": [
+                            timestep(
+                                p,
+                                key[r["query"]],
+                                [key[x] for x in r["references"]],
+                                [key[x] for x in r["chosen"]],
+                            )
+                            for p, r in enumerate(seq)
+                        ],
+                    }
+                ],
+            }
             (folder / f"{split}_seqs" / f"seq_{split}{s:04d}.json").write_text(json.dumps(doc, indent=1))
     return folder
 
@@ -115,13 +159,14 @@ def write_release(folder: Path, rows: list[dict], ids: list[str], per_seq: int =
 def write_hdf5(folder: Path, rows: list[dict], ids: list[str], catalog: bool = True) -> Path:
     """psiz observations (obs.hdf5) + catalog.hdf5 (or stimuli.txt) naming the stimuli."""
     import h5py
+
     folder.mkdir(parents=True, exist_ok=True)
     index = {i: k for k, i in enumerate(ids)}
     width = 1 + max(len(r["references"]) for r in rows)
     stim = np.full((len(rows), width), -1, np.int32)
     for t, r in enumerate(rows):
         order = [*r["chosen"], *[x for x in r["references"] if x not in r["chosen"]]]
-        stim[t, :1 + len(order)] = [index[r["query"]], *[index[x] for x in order]]
+        stim[t, : 1 + len(order)] = [index[r["query"]], *[index[x] for x in order]]
     with h5py.File(folder / "obs.hdf5", "w") as f:
         f.create_dataset("class_name", data="RankObservations")
         f.create_dataset("stimulus_set", data=stim)
@@ -143,33 +188,62 @@ def write_hdf5(folder: Path, rows: list[dict], ids: list[str], catalog: bool = T
 
 
 # ---- every similarity table by hand (for page tests that need no pipeline) ----------------------
-def write_similarity_tables(ws: Workspace, cids, dataset: str = "toy", n_trials: int = 200,
-                            seed: int = 0) -> None:
+def write_similarity_tables(
+    ws: Workspace, cids, dataset: str = "toy", n_trials: int = 200, seed: int = 0
+) -> None:
     """Trials, and `psych_embedding`, `similarity_fit`, the `psych@` projection and
     `human_alignment` written by hand: valid values that agree with each other. The
     factory's `write_derived` can call this so that every page has data on its workspace."""
     rng = np.random.default_rng([seed, 9])
-    add_trials(ws, n_trials, seed, agent="agent-")      # as if collected: no "simulated" warning
+    add_trials(ws, n_trials, seed, agent="agent-")  # as if collected: no "simulated" warning
     ids, Z = people_embedding(ws, seed)
     n = len(ids)
     emb = []
     for m in range(2):
         mu = Z + 0.01 * rng.standard_normal(Z.shape)
-        emb.append(pa.table({"member": np.full(n, m, np.int64), "image_id": ids,
-                             "mu": pa.array(list(mu.astype(np.float32)), pa.list_(pa.float32())),
-                             "sigma": pa.array(list(np.full((n, 3), 0.02, np.float32)),
-                                               pa.list_(pa.float32()))}))
+        emb.append(
+            pa.table(
+                {
+                    "member": np.full(n, m, np.int64),
+                    "image_id": ids,
+                    "mu": pa.array(list(mu.astype(np.float32)), pa.list_(pa.float32())),
+                    "sigma": pa.array(list(np.full((n, 3), 0.02, np.float32)), pa.list_(pa.float32())),
+                }
+            )
+        )
     ws.write("psych_embedding", pa.concat_tables(emb), dataset=dataset)
-    fit = [{"dim": d, "member": m, "selected": d == 3, "n_train": 160, "n_heldout": 18,
-            "heldout_loglik": -2.0 - 0.1 * (d == 2) - 0.01 * m, "heldout_accuracy": 0.3 + 0.01 * m,
-            "heldout_triplet_accuracy": 0.85, "test_loglik": -2.1, "test_accuracy": 0.28,
-            "agreement": 0.9, "prior_scale": 0.2, "epochs": 40, "seconds": 1.0}
-           for d in (2, 3) for m in range(2)]
-    ws.write("similarity_fit", pa.Table.from_pylist(
-        fit, schema=schema.arrow_schema("similarity_fit", partition=False)), dataset=dataset)
+    fit = [
+        {
+            "dim": d,
+            "member": m,
+            "selected": d == 3,
+            "n_train": 160,
+            "n_heldout": 18,
+            "heldout_loglik": -2.0 - 0.1 * (d == 2) - 0.01 * m,
+            "heldout_accuracy": 0.3 + 0.01 * m,
+            "heldout_triplet_accuracy": 0.85,
+            "test_loglik": -2.1,
+            "test_accuracy": 0.28,
+            "agreement": 0.9,
+            "prior_scale": 0.2,
+            "epochs": 40,
+            "seconds": 1.0,
+        }
+        for d in (2, 3)
+        for m in range(2)
+    ]
+    ws.write(
+        "similarity_fit",
+        pa.Table.from_pylist(fit, schema=schema.arrow_schema("similarity_fit", partition=False)),
+        dataset=dataset,
+    )
     xy = Z[:, :2] * 10 + rng.standard_normal((n, 2))
-    ws.write("projections", pa.table({"image_id": ids, "x": xy[:, 0], "y": xy[:, 1]}),
-             checkpoint_id="psych@" + dataset, method="umap")
+    ws.write(
+        "projections",
+        pa.table({"image_id": ids, "x": xy[:, 0], "y": xy[:, 1]}),
+        checkpoint_id="psych@" + dataset,
+        method="umap",
+    )
     img = ws.read("images").to_pandas().set_index("image_id")
     labels = sorted(img.loc[ids, "label"].dropna().unique())
     rows = []
@@ -178,10 +252,24 @@ def write_similarity_tables(ws: Workspace, cids, dataset: str = "toy", n_trials:
             for dist in ("l1", "l2", "cosine"):
                 for lab in [None, *labels]:
                     v = base - 0.1 * k
-                    rows.append({"checkpoint_id": cid, "metric": metric, "distance": dist,
-                                 "label": None if lab is None else int(lab),
-                                 "label_name": None if lab is None else img.loc[img["label"] == lab,
-                                                                               "label_name"].iloc[0],
-                                 "value": v, "lo": v - 0.05, "hi": v + 0.05, "n": 100, "n_units": 20})
-    ws.write("human_alignment", pa.Table.from_pylist(
-        rows, schema=schema.arrow_schema("human_alignment", partition=False)), dataset=dataset)
+                    rows.append(
+                        {
+                            "checkpoint_id": cid,
+                            "metric": metric,
+                            "distance": dist,
+                            "label": None if lab is None else int(lab),
+                            "label_name": None
+                            if lab is None
+                            else img.loc[img["label"] == lab, "label_name"].iloc[0],
+                            "value": v,
+                            "lo": v - 0.05,
+                            "hi": v + 0.05,
+                            "n": 100,
+                            "n_units": 20,
+                        }
+                    )
+    ws.write(
+        "human_alignment",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("human_alignment", partition=False)),
+        dataset=dataset,
+    )

@@ -3,6 +3,7 @@
 Every page is opened the way a link opens it: as the first request of a session, which
 Streamlit's legacy `pages/` mode would run outside app.py (components/frame.py).
 """
+
 import ast
 import os
 import re
@@ -37,11 +38,13 @@ def _factory_template(tmp_path_factory):
 
 def copy_ws(src, dst):
     """A copy with hard-linked files: tests.malformed replaces files, never writes into them."""
+
     def link(a, b):
         try:
             os.link(a, b)
         except OSError:
             shutil.copy2(a, b)
+
     shutil.copytree(src, dst, copy_function=link, symlinks=True)
     return dst
 
@@ -108,16 +111,17 @@ def test_page_renders_on_demo(monkeypatch, demo_ws, spec):
 def test_legacy_pages_mode_is_still_what_frame_turns_off():
     # components/frame.py flips this private flag; if Streamlit renames it, the fix is void.
     from streamlit.runtime.pages_manager import PagesManager
+
     assert hasattr(PagesManager, "uses_pages_directory")
 
 
 def test_app_navigation_is_built_from_the_page_specs():
     tree = ast.parse((ROOT / "app.py").read_text())
-    literal_paths = [n.value for n in ast.walk(tree)
-                     if isinstance(n, ast.Constant) and str(n.value).startswith("pages/")]
+    literal_paths = [
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and str(n.value).startswith("pages/")
+    ]
     assert not literal_paths, "app.py lists pages itself; declare them in components/nav.py"
-    assert sorted(p.name for p in (ROOT / "pages").glob("*.py")) == sorted(
-        os.path.basename(p) for p in PAGES)
+    assert sorted(p.name for p in (ROOT / "pages").glob("*.py")) == sorted(os.path.basename(p) for p in PAGES)
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "pages").glob("*.py")), ids=lambda p: p.stem)
@@ -129,13 +133,19 @@ def test_pages_only_render(path):
             mod = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
             assert not (mod or "").startswith(("conceptlens.analysis", "duckdb", "conceptlens.db")), mod
         if isinstance(node, ast.Attribute):
-            assert node.attr not in ("cache_data", "cache_resource", "query"), \
+            assert node.attr not in ("cache_data", "cache_resource", "query"), (
                 f"{path.name}:{node.lineno} uses .{node.attr}"
+            )
 
 
 # ---- which workspace: ?ws= ------------------------------------------------------------------
-BAD_WS = {"outside": "../../etc", "missing": "no-such-workspace", "too-long": "w" * 3000,
-          "nul": "bad\x00name", "markdown": "**bold** :red[x] <b>y</b>"}
+BAD_WS = {
+    "outside": "../../etc",
+    "missing": "no-such-workspace",
+    "too-long": "w" * 3000,
+    "nul": "bad\x00name",
+    "markdown": "**bold** :red[x] <b>y</b>",
+}
 
 
 @pytest.mark.parametrize("value", BAD_WS.values(), ids=BAD_WS.keys())
@@ -145,7 +155,7 @@ def test_bad_ws_link_warns_once_and_leaves_the_url(monkeypatch, factory_template
     assert len(at.warning) == 1, [w.value for w in at.warning]
     assert "not a workspace folder" in at.warning[0].value
     assert "ws" not in at.query_params
-    assert at.title[0].value == "tiny"        # the default workspace is shown
+    assert at.title[0].value == "tiny"  # the default workspace is shown
     at.run()
     assert not at.warning
 
@@ -159,6 +169,7 @@ def test_bad_ws_link_is_shown_as_plain_text(monkeypatch, factory_template):
 
 def test_ws_link_opens_a_workspace_below_the_served_folder(monkeypatch, tmp_path, factory_template):
     from components import data
+
     copy_ws(factory_template, tmp_path / "served" / "mine")
     monkeypatch.setattr(data, "WORKSPACES_ROOT", tmp_path / "served")
     at = open_app(monkeypatch, tmp_path / "elsewhere", query={"ws": "mine"})
@@ -189,27 +200,30 @@ def test_link_values_are_shown_as_literal_text(monkeypatch, factory_template):
 def test_home_lists_datasets_checkpoints_analyses_and_images(monkeypatch, factory_template):
     at = open_app(monkeypatch, factory_template)
     ds = at.dataframe[0].value.set_index("dataset")
-    assert ds.loc["toy"].to_dict() == {"images": 48, "labels": 3, "train": 36, "test": 12,
-                                       "checkpoints": 3}
+    assert ds.loc["toy"].to_dict() == {"images": 48, "labels": 3, "train": 36, "test": 12, "checkpoints": 3}
     assert list(at.dataframe[1].value["checkpoint_id"]) == ["ck0", "ck1", "ck2"]
     md = " ".join(m.value for m in at.markdown)
     assert ":green[:material/check_circle:] **Class-level captions" in md
     # The factory has ground-truth captions only: captioning is missing, with its command.
     assert "Image captions from a captioning model** — not computed yet" in md
-    assert f"conceptlens caption --workspace {factory_template} --dataset toy --captioner SPEC" in \
-        [c.value for c in at.code]
+    assert f"conceptlens caption --workspace {factory_template} --dataset toy --captioner SPEC" in [
+        c.value for c in at.code
+    ]
     assert "shape" in plain(at.caption)
     grid = at.get("image")[0].proto.imgs
     assert len(grid) == 40
-    assert all(not im.url.startswith("data:") for im in grid)    # served by the media endpoint
+    assert all(not im.url.startswith("data:") for im in grid)  # served by the media endpoint
 
 
 def test_home_lists_factor_columns_with_any_name(monkeypatch, factory_copy):
     p = factory_copy / "images.parquet"
     t = pq.read_table(p)
     n = t.num_rows
-    for name, values in (('we"ird', ["a"] * n), ("x'); DROP VIEW images; --", list(range(n))),
-                         ("never_set", pa.nulls(n, pa.string()))):
+    for name, values in (
+        ('we"ird', ["a"] * n),
+        ("x'); DROP VIEW images; --", list(range(n))),
+        ("never_set", pa.nulls(n, pa.string())),
+    ):
         t = t.append_column(name, pa.array(values) if isinstance(values, list) else values)
     pq.write_table(t, p)
     at = open_app(monkeypatch, factory_copy)
@@ -230,10 +244,11 @@ def test_undecodable_thumbnail_is_a_placeholder_and_checked_once(monkeypatch, fa
     assert captions[5].startswith("unreadable image") and sum("unreadable" in c for c in captions) == 1
 
     from PIL import Image
+
     opened, real_open = [], Image.open
 
     def counting_open(fp, *args, **kwargs):
-        if isinstance(fp, (str, os.PathLike)):     # st.image itself opens bytes, not paths
+        if isinstance(fp, (str, os.PathLike)):  # st.image itself opens bytes, not paths
             opened.append(fp)
         return real_open(fp, *args, **kwargs)
 
@@ -244,19 +259,32 @@ def test_undecodable_thumbnail_is_a_placeholder_and_checked_once(monkeypatch, fa
 
 
 # ---- broken workspaces (tests/malformed.py) ------------------------------------------------------
-SAMPLE = ["meta_format_1", "meta_without_description", "images_without_image_id",
-          "checkpoints_random_bytes", "captions_truncated", "clusters_null_image_id",
-          "clusters_partition_random_bytes", "cluster_metrics_purity_as_text", "hard_negative_beyond_k",
-          "describability_above_one", "knn_acc_above_one", "projection_nan",
-          "features_embedding_float64", "pearson_above_one", "similarity_pair_unordered",
-          "links_count_above_size", "clid_scores_unknown_dataset", "analysis_runs_negative_seconds",
-          "thumbnail_not_an_image"]
+SAMPLE = [
+    "meta_format_1",
+    "meta_without_description",
+    "images_without_image_id",
+    "checkpoints_random_bytes",
+    "captions_truncated",
+    "clusters_null_image_id",
+    "clusters_partition_random_bytes",
+    "cluster_metrics_purity_as_text",
+    "hard_negative_beyond_k",
+    "describability_above_one",
+    "knn_acc_above_one",
+    "projection_nan",
+    "features_embedding_float64",
+    "pearson_above_one",
+    "similarity_pair_unordered",
+    "links_count_above_size",
+    "clid_scores_unknown_dataset",
+    "analysis_runs_negative_seconds",
+    "thumbnail_not_an_image",
+]
 
 
 @pytest.mark.parametrize("name", SAMPLE)
 @pytest.mark.parametrize("spec", nav.PAGES, ids=lambda s: s.name)
-def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, factory_copy,
-                                                spec, name):
+def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, factory_copy, spec, name):
     """A page shows the problem of a table it reads (file, table, column) without a
     traceback, and renders normally next to a broken table it does not read."""
     m = MALFORMATIONS[name]
@@ -267,7 +295,7 @@ def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, f
     at = open_app(monkeypatch, factory_copy, spec.path)
     assert not at.exception, [e.message for e in at.exception]
     if not complete and not blocking and at.code and not at.error:
-        return      # the page stopped at a missing table, before it reads the broken one
+        return  # the page stopped at a missing table, before it reads the broken one
     if (m.table in spec.tables or blocking) and not m.deep_only:
         shown = plain(at.error)
         assert m.file in shown and f"table {m.table}" in shown, shown

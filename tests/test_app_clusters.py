@@ -1,5 +1,6 @@
 """AppTest of the Clusters and Checkpoints pages on the factory workspace: what they show
 matches the stored tables, links reopen a view, missing or broken analyses are explained."""
+
 import shutil
 
 import numpy as np
@@ -30,6 +31,7 @@ def selected(at) -> dict:
 
 def figures(at) -> list:
     import plotly.io
+
     return [plotly.io.from_json(c.proto.spec) for c in at.get("plotly_chart")]
 
 
@@ -42,6 +44,7 @@ def array(value) -> np.ndarray:
     """A figure's array as sent to the browser (typed arrays travel as base64)."""
     if isinstance(value, dict) and "bdata" in value:
         import base64
+
         flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
         return flat.reshape([int(n) for n in str(value.get("shape", len(flat))).split(",")])
     return np.asarray(value, dtype=float)
@@ -52,8 +55,9 @@ def metrics(at) -> dict:
 
 
 def assignment(ws, cid, k=4) -> pd.DataFrame:
-    return pd.read_parquet(ws / f"clusters/checkpoint_id={cid}/k={k}/part-0.parquet",
-                           columns=["image_id", "cluster"])
+    return pd.read_parquet(
+        ws / f"clusters/checkpoint_id={cid}/k={k}/part-0.parquet", columns=["image_id", "cluster"]
+    )
 
 
 # ---- Clusters -------------------------------------------------------------------------------
@@ -61,15 +65,24 @@ def test_clusters_default_view(monkeypatch, factory_template):
     at = open_app(monkeypatch, factory_template, CLUSTERS)
     assert_clean(at)
     table = at.dataframe[0].value
-    assert {"cluster", "size", "purity", "coh. (R)", "CI (R)", "coh. (H)", "caption", "top label",
-            "describability"} <= set(table.columns)
+    assert {
+        "cluster",
+        "size",
+        "purity",
+        "coh. (R)",
+        "CI (R)",
+        "coh. (H)",
+        "caption",
+        "top label",
+        "describability",
+    } <= set(table.columns)
     # Captions come from cluster_captions, joined on the cluster.
     assert list(table["caption"]) == [f"a {COLORS[c % 3]} shape" for c in table["cluster"]]
     stored = pd.read_parquet(factory_template / "cluster_metrics/checkpoint_id=ck0/k=4/part-0.parquet")
     assert list(table["size"]) == list(stored["size"])
     assert "purity range" in at.dataframe[1].value.columns
     assert metrics(at)["kNN accuracy"] == "0.900"
-    assert len(at.get("image")) == 2          # the cluster and its hard negative
+    assert len(at.get("image")) == 2  # the cluster and its hard negative
     assert {"ds", "ckpt", "k", "cluster"} <= set(at.query_params)
 
 
@@ -147,8 +160,15 @@ def test_missing_projections_only_hide_the_umap(monkeypatch, factory_copy):
 
 @pytest.mark.parametrize("page,analysis", [(CLUSTERS, "clustering"), (CHECKPOINTS, "cluster_metrics")])
 def test_without_analyses_a_page_shows_the_command(monkeypatch, factory_copy, page, analysis):
-    for t in ("clusters", "cluster_metrics", "cluster_captions", "checkpoint_metrics", "projections",
-              *COMPARISONS, "analysis_runs"):
+    for t in (
+        "clusters",
+        "cluster_metrics",
+        "cluster_captions",
+        "checkpoint_metrics",
+        "projections",
+        *COMPARISONS,
+        "analysis_runs",
+    ):
         shutil.rmtree(factory_copy / t)
     at = open_app(monkeypatch, factory_copy, page)
     assert_clean(at)
@@ -162,8 +182,10 @@ def test_checkpoints_table_joins_clid_scores(monkeypatch, factory_template):
     assert_clean(at)
     (table,) = [d.value for d in at.dataframe if "clid" in d.value.columns]
     stored = pd.read_parquet(factory_template / "clid_scores/dataset=toy/part-0.parquet")
-    assert table.set_index("checkpoint_id")["clid"].to_dict() == \
-        stored.set_index("checkpoint_id")["clid"].to_dict()
+    assert (
+        table.set_index("checkpoint_id")["clid"].to_dict()
+        == stored.set_index("checkpoint_id")["clid"].to_dict()
+    )
     cl_id = figures(at)[0]
     assert cl_id.layout.yaxis.title.text.startswith("cluster learnability")
     assert list(cl_id.data[0].text) == ["ck0", "ck1", "ck2"]
@@ -172,8 +194,7 @@ def test_checkpoints_table_joins_clid_scores(monkeypatch, factory_template):
 def test_anmi_is_read_from_clustering_similarity(monkeypatch, factory_copy):
     p = factory_copy / "clustering_similarity/dataset=toy/part-0.parquet"
     t = pq.read_table(p)
-    pq.write_table(t.set_column(t.column_names.index("anmi"), "anmi",
-                                pa.array([0.123, 0.456, 0.789])), p)
+    pq.write_table(t.set_column(t.column_names.index("anmi"), "anmi", pa.array([0.123, 0.456, 0.789])), p)
     order = list(zip(t["checkpoint_a"].to_pylist(), t["checkpoint_b"].to_pylist()))
     assert order[0] == ("ck0", "ck1")
     at = open_app(monkeypatch, factory_copy, CHECKPOINTS, query={"a": "ck1", "b": "ck0"})
@@ -193,8 +214,7 @@ def test_cluster_matching_in_either_order_matches_the_assignments(monkeypatch, f
     assert metrics(at)["A clusters that split"] == str(changes["splits"])
     assert metrics(at)["B clusters that merge"] == str(changes["merges"])
     links = at.dataframe[-1].value
-    pd.testing.assert_frame_equal(links.reset_index(drop=True)[want.columns].astype(str),
-                                  want.astype(str))
+    pd.testing.assert_frame_equal(links.reset_index(drop=True)[want.columns].astype(str), want.astype(str))
     assert any("a green shape" in h for h in figure(at, "sankey").data[0].node.customdata)
 
 
@@ -203,12 +223,16 @@ def test_flows_and_significant_share(monkeypatch, factory_template):
     at.radio(key="ckpts_flows").set_value("splits and merges only").run()
     assert_clean(at)
     from conceptlens.figures.checkpoints import KIND_COLOURS
+
     colours = set(figure(at, "sankey").data[0].link.color)
     assert colours and colours <= {KIND_COLOURS[k] for k in ("split", "merge", "split+merge")}
     at.slider(key="ckpts_share").set_value(0.5).run()
     assert_clean(at)
-    want = compare.cluster_changes(compare.match_clusters(
-        assignment(factory_template, "ck0"), assignment(factory_template, "ck1"), min_share=0.5))
+    want = compare.cluster_changes(
+        compare.match_clusters(
+            assignment(factory_template, "ck0"), assignment(factory_template, "ck1"), min_share=0.5
+        )
+    )
     assert metrics(at)["A clusters that split"] == str(want["splits"])
     assert metrics(at)["one-to-one matches"] == str(want["one_to_one"])
 

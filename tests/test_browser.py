@@ -1,6 +1,7 @@
 """Every page in a real browser (headless Chromium): reached from the app's navigation,
 opened as the first request of a fresh server, with hostile links and a broken table.
 Screenshots in tests/artifacts/."""
+
 from urllib.parse import quote
 
 import pytest
@@ -42,7 +43,7 @@ def test_deep_link_as_the_first_request_of_a_fresh_server(browser, factory_templ
         sidebar = page.get_by_test_id("stSidebar").inner_text()
         links = page.get_by_test_id("stSidebarNav").get_by_role("link")
         assert links.count() == len(nav.PAGES)
-        for i, spec in enumerate(nav.PAGES):     # app.py's titles, not the legacy file names
+        for i, spec in enumerate(nav.PAGES):  # app.py's titles, not the legacy file names
             assert links.nth(i).inner_text().endswith(spec.title)
         assert "Workspace:" in sidebar
         assert heading(page) == "Clusters"

@@ -1,5 +1,6 @@
 """The Clusters and Checkpoints pages in a real browser on the factory workspace: deep links,
 a table row, a box selection on the UMAP, the Sankey's flows, the export popover."""
+
 import pytest
 
 from tests.browser import main_text, open_page, query_of, screenshot, select_grid_row, serve, wait_for_script
@@ -36,11 +37,14 @@ def test_clusters_deep_link(browser, app_url):
 
 
 def test_clicking_a_table_row_selects_the_cluster(browser, app_url):
-    page = open_page(browser, link(app_url, "clusters", ckpt="ck0", cluster="0"),
-                     "clusters-before-row-select", viewport={"width": 1400, "height": 1400})
+    page = open_page(
+        browser,
+        link(app_url, "clusters", ckpt="ck0", cluster="0"),
+        "clusters-before-row-select",
+        viewport={"width": 1400, "height": 1400},
+    )
     select_grid_row(page, page.get_by_test_id("stDataFrame").first, 3)
-    page.wait_for_function("() => new URL(location.href).searchParams.get('cluster') === '3'",
-                           timeout=60_000)
+    page.wait_for_function("() => new URL(location.href).searchParams.get('cluster') === '3'", timeout=60_000)
     wait_for_script(page)
     screenshot(page, "clusters-after-row-select")
     assert page.get_by_test_id("stException").count() == 0
@@ -50,8 +54,12 @@ def test_clicking_a_table_row_selects_the_cluster(browser, app_url):
 
 
 def test_umap_box_selection_shows_its_images(browser, app_url):
-    page = open_page(browser, link(app_url, "clusters", ckpt="ck0"), "clusters-umap-before",
-                     viewport={"width": 1400, "height": 1000})
+    page = open_page(
+        browser,
+        link(app_url, "clusters", ckpt="ck0"),
+        "clusters-umap-before",
+        viewport={"width": 1400, "height": 1000},
+    )
     umap = page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".scattergl, .gl-container")).last
     umap.scroll_into_view_if_needed()
     # Drag over the whole plot area (Plotly's drag layer), corner to corner.
@@ -89,8 +97,9 @@ def test_checkpoints_deep_link_and_flows(browser, app_url):
 
 
 def test_export_popover_offers_every_format(browser, app_url):
-    page = open_page(browser, link(app_url, "checkpoints"), "checkpoints-export",
-                     viewport={"width": 1400, "height": 1400})
+    page = open_page(
+        browser, link(app_url, "checkpoints"), "checkpoints-export", viewport={"width": 1400, "height": 1400}
+    )
     page.get_by_role("button", name="Export figure").first.click()
     popover = page.get_by_test_id("stPopoverBody")
     popover.wait_for()

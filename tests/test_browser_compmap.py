@@ -1,5 +1,6 @@
 """The CompMap page in a real browser on the demo workspace (as a fresh clone has it): a deep
 link, choosing a class and a setting, the figures drawn, an export actually downloaded."""
+
 import pytest
 
 from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
@@ -25,10 +26,17 @@ def choose(page, name: str, option: str) -> None:
 
 
 def test_deep_link_class_and_setting(browser, app_url):
-    q = {"ds": "shapes", "vl": "vl-shapes", "setting": "5w1s", "model": "prim", "sort": "recovered",
-         "cls": "3"}
-    page = open_page(browser, f"{app_url}/compmap?" + "&".join(f"{k}={v}" for k, v in q.items()),
-                     "compmap-deep-link")
+    q = {
+        "ds": "shapes",
+        "vl": "vl-shapes",
+        "setting": "5w1s",
+        "model": "prim",
+        "sort": "recovered",
+        "cls": "3",
+    }
+    page = open_page(
+        browser, f"{app_url}/compmap?" + "&".join(f"{k}={v}" for k, v in q.items()), "compmap-deep-link"
+    )
     assert {k: query_of(page)[k] for k in q} == q
     assert combobox(page, "Class") == "3 — red star"
     assert combobox(page, "Setting") == "5-way 1-shot"
@@ -40,11 +48,11 @@ def test_deep_link_class_and_setting(browser, app_url):
     assert page.locator('[data-testid="stImage"] img').count() == 24
 
     choose(page, "Class", "7 — green triangle")
-    page.wait_for_function("() => new URL(location.href).searchParams.get('cls') === '7'",
-                           timeout=60_000)
+    page.wait_for_function("() => new URL(location.href).searchParams.get('cls') === '7'", timeout=60_000)
     choose(page, "Setting", "full shot (30-way)")
-    page.wait_for_function("() => new URL(location.href).searchParams.get('setting') === 'full'",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => new URL(location.href).searchParams.get('setting') === 'full'", timeout=60_000
+    )
     screenshot(page, "compmap-green-triangle-full-shot")
     assert page.get_by_test_id("stException").count() == 0
     assert "Images of green triangle" in main_text(page)
@@ -52,8 +60,9 @@ def test_deep_link_class_and_setting(browser, app_url):
 
 
 def test_figure_export_downloads_a_png(browser, app_url, tmp_path):
-    page = open_page(browser, f"{app_url}/compmap", "compmap-export",
-                     viewport={"width": 1400, "height": 1400})
+    page = open_page(
+        browser, f"{app_url}/compmap", "compmap-export", viewport={"width": 1400, "height": 1400}
+    )
     page.get_by_role("button", name="Export figure").first.click()
     popover = page.get_by_test_id("stPopoverBody")
     popover.wait_for()

@@ -1,4 +1,5 @@
 """`conceptlens caption`: generation (tiny GIT, tiny CoCa) and VL retrieval (fake model)."""
+
 from __future__ import annotations
 
 import sys
@@ -32,8 +33,17 @@ class FakeVL:
     Images are embedded by their mean colour, texts by the colour words they contain,
     so the nearest caption is a deterministic function of the image.
     """
-    COLOURS = {"red": (1, 0, 0), "green": (0, 1, 0), "blue": (0, 0, 1), "yellow": (1, 1, 0),
-               "purple": (1, 0, 1), "orange": (1, .5, 0), "white": (1, 1, 1), "black": (0, 0, 0)}
+
+    COLOURS = {
+        "red": (1, 0, 0),
+        "green": (0, 1, 0),
+        "blue": (0, 0, 1),
+        "yellow": (1, 1, 0),
+        "purple": (1, 0, 1),
+        "orange": (1, 0.5, 0),
+        "white": (1, 1, 1),
+        "black": (0, 0, 0),
+    }
 
     def __init__(self):
         self.text_calls = 0
@@ -45,25 +55,33 @@ class FakeVL:
 
     def encode_text(self, texts):
         self.text_calls += 1
-        return self._norm([np.sum([v for k, v in self.COLOURS.items() if k in t.lower()] or [(0, 0, 0)],
-                                  axis=0) for t in texts])
+        return self._norm(
+            [
+                np.sum([v for k, v in self.COLOURS.items() if k in t.lower()] or [(0, 0, 0)], axis=0)
+                for t in texts
+            ]
+        )
 
     def encode_images(self, paths):
         from PIL import Image
-        return self._norm([np.asarray(Image.open(p).convert("RGB"), np.float32).mean((0, 1)) / 255
-                           for p in paths])
+
+        return self._norm(
+            [np.asarray(Image.open(p).convert("RGB"), np.float32).mean((0, 1)) / 255 for p in paths]
+        )
 
 
 def test_retrieval_with_fake_vl(ws):
     from conceptlens.workspace import Workspace
+
     w = Workspace(ws)
     cands = cp.train_groundtruth(w, "shapes")
     imgs = w.read("images").to_pandas()
     n_train = int(((imgs.dataset == "shapes") & (imgs.split == "train")).sum())
     assert len(cands) == n_train < N_IMAGES
     vl = FakeVL()
-    n = cp.caption(ws, "shapes", "vl:fake", captioner=cp.RetrievalCaptioner(vl, cands),
-                   batch_size=7, progress=False)
+    n = cp.caption(
+        ws, "shapes", "vl:fake", captioner=cp.RetrievalCaptioner(vl, cands), batch_size=7, progress=False
+    )
     assert n == N_IMAGES and vl.text_calls == 1
     got = _captions(ws, "vl:fake")
     assert got.num_rows == N_IMAGES and set(got["text"].to_pylist()) <= set(cands)
@@ -85,13 +103,38 @@ def test_vl_spec_loads_conceptlens_vl_lazily(ws, monkeypatch):
             return FakeVL()
 
     monkeypatch.setitem(sys.modules, "conceptlens.vl", types.SimpleNamespace(VLModel=VLModel))
-    rc = main(["caption", "--workspace", str(ws), "--dataset", "shapes", "--captioner",
-               "vl:demo-clip", "--batch-size", "16", "--quiet"])
+    rc = main(
+        [
+            "caption",
+            "--workspace",
+            str(ws),
+            "--dataset",
+            "shapes",
+            "--captioner",
+            "vl:demo-clip",
+            "--batch-size",
+            "16",
+            "--quiet",
+        ]
+    )
     assert rc == 0 and seen["args"] == (str(ws), "demo-clip")
     assert _captions(ws, "vl:demo-clip").num_rows == N_IMAGES
     # rerunning replaces its rows and keeps the groundtruth ones
-    assert main(["caption", "--workspace", str(ws), "--dataset", "shapes", "--captioner",
-                 "vl:demo-clip", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "caption",
+                "--workspace",
+                str(ws),
+                "--dataset",
+                "shapes",
+                "--captioner",
+                "vl:demo-clip",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert _captions(ws, "vl:demo-clip").num_rows == N_IMAGES
     assert _captions(ws, "groundtruth").num_rows == N_IMAGES
     _valid(ws)

@@ -1,4 +1,5 @@
 """The command line: one error root, one line per error, tracebacks only with --debug."""
+
 import subprocess
 import sys
 
@@ -25,6 +26,7 @@ def test_bad_workspace_is_one_line_and_exit_1(tmp_path, capsys):
 
 def test_debug_shows_the_traceback(tmp_path):
     from conceptlens.workspace import WorkspaceError
+
     with pytest.raises(WorkspaceError):
         main(["--debug", "analyze", "all", "--workspace", str(tmp_path / "nowhere")])
 
@@ -34,6 +36,7 @@ def test_an_unexpected_error_is_still_one_line(tmp_path, capsys, monkeypatch):
 
     def boom(*a, **k):
         raise KeyError("bug")
+
     monkeypatch.setattr(R, "run", boom)
     ws = make_workspace(tmp_path / "w", n_images=12, n_checkpoints=1)
     assert main(["analyze", "all", "--workspace", str(ws.root)]) == 1
@@ -55,6 +58,7 @@ def test_workspace_commands_share_options():
 
 def test_analysis_options_have_help():
     from conceptlens.analysis.registry import ANALYSES
+
     for a in ANALYSES:
         for o in a.options:
             assert len(o.help) > 10, (a.name, o.name)
@@ -82,6 +86,7 @@ sys.exit(main(["validate", {str(ws.root)!r}]))
 def test_every_analysis_module_imports_on_its_own():
     """The registry lists the analysis modules and they import it: no import order may break."""
     from conceptlens.analysis.registry import ANALYSES
+
     mods = {a.run.__module__ for a in ANALYSES}
     for m in sorted(mods):
         r = subprocess.run([sys.executable, "-c", f"import {m}"], cwd=ROOT, capture_output=True, text=True)

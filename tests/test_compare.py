@@ -1,4 +1,5 @@
 """conceptlens.analysis.compare and the page figures, on hand-worked cases."""
+
 import math
 
 import numpy as np
@@ -6,27 +7,33 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from conceptlens.analysis.compare import (cluster_changes, epoch_long, filter_clusters,
-                                          match_clusters, pairwise_anmi, purity_bins,
-                                          runs_with_stages)
-from conceptlens.figures.checkpoints import (anmi_heatmap, cl_id_scatter, cluster_sankey,
-                                             metrics_vs_epoch)
+from conceptlens.analysis.compare import (
+    cluster_changes,
+    epoch_long,
+    filter_clusters,
+    match_clusters,
+    pairwise_anmi,
+    purity_bins,
+    runs_with_stages,
+)
+from conceptlens.figures.checkpoints import anmi_heatmap, cl_id_scatter, cluster_sankey, metrics_vs_epoch
 from conceptlens.figures.clusters import projection_scatter, purity_coherence
 
 
 def assign(labels, prefix="i"):
-    return pd.DataFrame({"image_id": [f"{prefix}{n}" for n in range(len(labels))],
-                         "cluster": labels})
+    return pd.DataFrame({"image_id": [f"{prefix}{n}" for n in range(len(labels))], "cluster": labels})
 
 
 # ---- purity bins ----------------------------------------------------------------------------
 def test_purity_bins_pool_trials_like_laina2020():
-    m = pd.DataFrame({
-        "purity": [0.35, 0.38, 0.95, 1.0, 0.0, None],
-        "coherence_random": [0.5, 0.7, 1.0, 0.9, 0.4, 0.8],
-        "coherence_hard": [0.5, 0.6, 0.7, 0.8, 0.5, 0.5],
-        "coherence_trials": [20, 20, 20, 20, 20, 20],
-    })
+    m = pd.DataFrame(
+        {
+            "purity": [0.35, 0.38, 0.95, 1.0, 0.0, None],
+            "coherence_random": [0.5, 0.7, 1.0, 0.9, 0.4, 0.8],
+            "coherence_hard": [0.5, 0.6, 0.7, 0.8, 0.5, 0.5],
+            "coherence_trials": [20, 20, 20, 20, 20, 20],
+        }
+    )
     b = purity_bins(m).set_index("purity_range")
     # Null purity is left out, purity 0 goes into the first range, 1.0 into the last.
     assert list(b.index) == ["(0.0, 0.1]", "(0.3, 0.4]", "(0.9, 1.0]"]
@@ -35,6 +42,7 @@ def test_purity_bins_pool_trials_like_laina2020():
     assert b.loc["(0.9, 1.0]", "coherence_hard_mean"] == pytest.approx(0.75)
     # 24 of 40 pooled trials: Clopper-Pearson 95% interval.
     from scipy.stats import beta
+
     lo, hi = beta.ppf(0.025, 24, 17), beta.isf(0.025, 25, 16)
     assert b.loc["(0.3, 0.4]", "coherence_random_lo"] == pytest.approx(lo)
     assert b.loc["(0.3, 0.4]", "coherence_random_hi"] == pytest.approx(hi)
@@ -42,8 +50,7 @@ def test_purity_bins_pool_trials_like_laina2020():
 
 
 def test_purity_bins_without_trials_use_normal_interval_and_custom_edges():
-    m = pd.DataFrame({"purity": [0.1, 0.2, 0.3, 0.8],
-                      "coherence_random": [0.5, 0.7, 0.6, 0.9]})
+    m = pd.DataFrame({"purity": [0.1, 0.2, 0.3, 0.8], "coherence_random": [0.5, 0.7, 0.6, 0.9]})
     b = purity_bins(m, edges=(0, 0.5, 1)).set_index("purity_range")
     assert list(b.index) == ["(0.0, 0.5]", "(0.5, 1.0]"]
     x = np.array([0.5, 0.7, 0.6])
@@ -64,23 +71,30 @@ def test_purity_bins_empty_and_bad_input():
 
 
 def test_filter_clusters():
-    m = pd.DataFrame({"cluster": [0, 1, 2, 3], "size": [5, 50, 40, 30],
-                      "purity": [0.9, 0.2, 0.6, None],
-                      "caption": ["a red circle", "A RED square", None, "blue"]})
+    m = pd.DataFrame(
+        {
+            "cluster": [0, 1, 2, 3],
+            "size": [5, 50, 40, 30],
+            "purity": [0.9, 0.2, 0.6, None],
+            "caption": ["a red circle", "A RED square", None, "blue"],
+        }
+    )
     assert list(filter_clusters(m)["cluster"]) == [0, 1, 2, 3]
     assert list(filter_clusters(m, min_size=10)["cluster"]) == [1, 2, 3]
     assert list(filter_clusters(m, purity_range=(0.5, 1.0))["cluster"]) == [0, 2]
     assert list(filter_clusters(m, text="red")["cluster"]) == [0, 1]
     assert list(filter_clusters(m, min_size=10, text="red ")["cluster"]) == [1]
-    assert list(filter_clusters(m, text="(")["cluster"]) == []   # no regex
+    assert list(filter_clusters(m, text="(")["cluster"]) == []  # no regex
 
 
 # ---- aNMI between clusterings ------------------------------------------------------------------
 def test_pairwise_anmi_identical_relabelled_and_unrelated():
     a = [0, 0, 0, 1, 1, 1, 2, 2, 2]
-    rows = [assign(a).assign(checkpoint_id="A"),
-            assign([2, 2, 2, 0, 0, 0, 1, 1, 1]).assign(checkpoint_id="B"),   # same partition
-            assign([0, 1, 2, 0, 1, 2, 0, 1, 2]).assign(checkpoint_id="C")]   # independent
+    rows = [
+        assign(a).assign(checkpoint_id="A"),
+        assign([2, 2, 2, 0, 0, 0, 1, 1, 1]).assign(checkpoint_id="B"),  # same partition
+        assign([0, 1, 2, 0, 1, 2, 0, 1, 2]).assign(checkpoint_id="C"),
+    ]  # independent
     mat = pairwise_anmi(pd.concat(rows))
     assert list(mat.index) == ["A", "B", "C"] and list(mat.columns) == ["A", "B", "C"]
     assert np.allclose(np.diag(mat), 1.0)
@@ -88,13 +102,15 @@ def test_pairwise_anmi_identical_relabelled_and_unrelated():
     assert mat.loc["A", "C"] == pytest.approx(mat.loc["C", "A"])
     assert mat.loc["A", "C"] < 0.05
     from sklearn.metrics import adjusted_mutual_info_score
+
     assert mat.loc["A", "C"] == pytest.approx(
-        adjusted_mutual_info_score(a, [0, 1, 2] * 3, average_method="arithmetic"))
+        adjusted_mutual_info_score(a, [0, 1, 2] * 3, average_method="arithmetic")
+    )
 
 
 def test_pairwise_anmi_uses_shared_images_and_order():
     a = assign([0, 0, 1, 1]).assign(checkpoint_id="A")
-    b = assign([5, 5, 6, 6, 7], prefix="i").assign(checkpoint_id="B")   # one extra image
+    b = assign([5, 5, 6, 6, 7], prefix="i").assign(checkpoint_id="B")  # one extra image
     mat = pairwise_anmi(pd.concat([a, b]), order=["B", "A", "missing"])
     assert list(mat.index) == ["B", "A", "missing"]
     assert mat.loc["A", "B"] == pytest.approx(1.0)
@@ -130,7 +146,7 @@ def test_minor_and_partial_links_and_threshold():
     a = assign([0] * 10 + [1] * 10)
     b = assign([0] * 9 + [1] + [1] * 10)
     links = match_clusters(a, b).set_index(["a", "b"])
-    assert links.loc[(0, 1), "kind"] == "minor"         # 1/10 of A0, 1/11 of B1
+    assert links.loc[(0, 1), "kind"] == "minor"  # 1/10 of A0, 1/11 of B1
     assert links.loc[(0, 0), "kind"] == "one-to-one"
     assert links.loc[(1, 1), "kind"] == "one-to-one"
     # With a 5% threshold the stray image makes A0 a split and B1 a merge.
@@ -157,12 +173,17 @@ def test_match_clusters_only_shared_images_and_errors():
 
 # ---- runs over training ---------------------------------------------------------------------------
 def test_runs_with_stages_and_epoch_long():
-    ck = pd.DataFrame({"checkpoint_id": ["r0", "a1", "a2", "b1", "m1", "m2"],
-                       "model": ["x", "x", "x", "y", "z", "z"],
-                       "method": ["random", "s", "s", "s", "sup", "sup"],
-                       "run": [None, "A", "A", "B", None, None],
-                       "epoch": [None, 2, 1, 1, 5, 10],
-                       "knn_acc": [0.1, 0.5, 0.4, 0.3, 0.6, 0.7], "cl": [0.2] * 6})
+    ck = pd.DataFrame(
+        {
+            "checkpoint_id": ["r0", "a1", "a2", "b1", "m1", "m2"],
+            "model": ["x", "x", "x", "y", "z", "z"],
+            "method": ["random", "s", "s", "s", "sup", "sup"],
+            "run": [None, "A", "A", "B", None, None],
+            "epoch": [None, 2, 1, 1, 5, 10],
+            "knn_acc": [0.1, 0.5, 0.4, 0.3, 0.6, 0.7],
+            "cl": [0.2] * 6,
+        }
+    )
     st = runs_with_stages(ck)
     # Run B has one stage; z / sup (no run column value) has two.
     assert list(zip(st["run"], st["epoch"])) == [("A", 1), ("A", 2), ("z / sup", 5), ("z / sup", 10)]
@@ -170,52 +191,72 @@ def test_runs_with_stages_and_epoch_long():
     long = epoch_long(st)
     assert set(long["metric"]) == {"knn_acc", "cl"} and len(long) == 8
     fig = metrics_vs_epoch(long)
-    assert len(fig.data) == 4   # 2 metrics x 2 runs
+    assert len(fig.data) == 4  # 2 metrics x 2 runs
     # Without a run column, model / method is the run: x / s has 2 epochs, y / s one.
     assert list(runs_with_stages(ck.drop(columns="run").iloc[:4])["checkpoint_id"]) == ["a2", "a1"]
 
 
 # ---- figures ------------------------------------------------------------------------------------
 def cluster_metrics_frame():
-    return pd.DataFrame({"cluster": [0, 1, 2], "size": [10, 20, 30], "purity": [0.2, 0.5, None],
-                         "coherence_random": [0.6, 0.9, 0.7], "coherence_random_lo": [0.4, 0.7, 0.5],
-                         "coherence_random_hi": [0.8, 1.0, 0.9], "coherence_hard": [0.5, None, 0.5],
-                         "coherence_hard_lo": [0.3, None, 0.3], "coherence_hard_hi": [0.7, None, 0.7],
-                         "caption": ["a", "b", None]})
+    return pd.DataFrame(
+        {
+            "cluster": [0, 1, 2],
+            "size": [10, 20, 30],
+            "purity": [0.2, 0.5, None],
+            "coherence_random": [0.6, 0.9, 0.7],
+            "coherence_random_lo": [0.4, 0.7, 0.5],
+            "coherence_random_hi": [0.8, 1.0, 0.9],
+            "coherence_hard": [0.5, None, 0.5],
+            "coherence_hard_lo": [0.3, None, 0.3],
+            "coherence_hard_hi": [0.7, None, 0.7],
+            "caption": ["a", "b", None],
+        }
+    )
 
 
 def test_purity_coherence_figure_has_two_series_with_error_bars():
     fig = purity_coherence(cluster_metrics_frame())
     assert [t.name for t in fig.data] == ["random negatives", "hard negatives"]
     rnd = fig.data[0]
-    assert list(rnd.x) == [0.2, 0.5]                      # null purity left out
+    assert list(rnd.x) == [0.2, 0.5]  # null purity left out
     assert list(np.round(rnd.error_y.array, 6)) == [0.2, 0.1]
     assert list(np.round(rnd.error_y.arrayminus, 6)) == [0.2, 0.2]
     assert len(fig.data[1].x) == 1
 
 
 def test_projection_scatter_carries_image_ids():
-    pts = pd.DataFrame({"image_id": ["a", "b", "c"], "x": [0, 1, 2], "y": [0, 1, 0],
-                        "cluster": [0, 1, 1], "orientation": [1.5, 2.5, 3.5]})
+    pts = pd.DataFrame(
+        {
+            "image_id": ["a", "b", "c"],
+            "x": [0, 1, 2],
+            "y": [0, 1, 0],
+            "cluster": [0, 1, 1],
+            "orientation": [1.5, 2.5, 3.5],
+        }
+    )
     fig = projection_scatter(pts, "cluster")
     assert len(fig.data) == 2 and fig.data[1].customdata[0][0] == "b"
     num = projection_scatter(pts, "orientation")
     assert len(num.data) == 1 and num.data[0].marker.showscale
-    many = pd.DataFrame({"image_id": [str(i) for i in range(40)], "x": range(40), "y": range(40),
-                         "cluster": range(40)})
-    assert len(projection_scatter(many, "cluster").data) == 1   # no 40-entry legend
+    many = pd.DataFrame(
+        {"image_id": [str(i) for i in range(40)], "x": range(40), "y": range(40), "cluster": range(40)}
+    )
+    assert len(projection_scatter(many, "cluster").data) == 1  # no 40-entry legend
 
 
 def test_checkpoint_figures():
-    summary = pd.DataFrame({"checkpoint_id": ["a", "b"], "cl": [0.5, 0.7], "id": [10, 12],
-                            "knn_acc": [0.3, 0.8]})
+    summary = pd.DataFrame(
+        {"checkpoint_id": ["a", "b"], "cl": [0.5, 0.7], "id": [10, 12], "knn_acc": [0.3, 0.8]}
+    )
     fig = cl_id_scatter(summary)
     assert list(fig.data[0].text) == ["a", "b"] and list(fig.data[0].x) == [10, 12]
     mat = pd.DataFrame([[1, 0.5], [0.5, 1]], index=["a", "b"], columns=["a", "b"])
     assert isinstance(anmi_heatmap(mat), go.Figure)
     links = match_clusters(assign([0] * 4 + [1] * 2), assign([0, 0, 1, 1, 2, 2]))
-    meta = pd.DataFrame({"size": [4, 2], "purity": [0.5, 1.0], "coherence_random": [0.7, 0.9],
-                         "caption": ["x", "y"]}, index=pd.Index([0, 1], name="cluster"))
+    meta = pd.DataFrame(
+        {"size": [4, 2], "purity": [0.5, 1.0], "coherence_random": [0.7, 0.9], "caption": ["x", "y"]},
+        index=pd.Index([0, 1], name="cluster"),
+    )
     s = cluster_sankey(links, meta, None)
     assert list(s.data[0].node.label) == ["A:0", "A:1", "B:0", "B:1", "B:2"]
     assert "purity 0.50" in s.data[0].node.customdata[0]

@@ -1,5 +1,6 @@
 """The data layer: WorkspaceDB (named parameters, a cursor per query, threads) and the views
 the dashboard and figure export share (conceptlens/views), on the factory workspace."""
+
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ def test_views_for_present_tables(db):
     assert {"images", "checkpoints", "features", "clusters", "cluster_links"} <= db.tables
     # A view per table with files, none for the others (whichever the factory leaves out).
     from conceptlens import schema
+
     assert all(db.has(t.name) == bool(db.ws.files(t.name)) for t in schema.TABLES)
 
 
@@ -62,10 +64,14 @@ def test_features_roundtrip(db):
 def test_views_from_8_threads(db):
     def work(i):
         cid, other = f"ck{i % 3}", f"ck{(i + 1) % 3}"
-        return [(len(views.clusters.cluster_table(db, dataset="toy", checkpoint=cid, k=4)),
-                 len(views.home.sample_images(db, dataset="toy", n=5, seed=str(i))),
-                 views.checkpoints.cluster_changes(db, dataset="toy", k=4, a=cid, b=other)
-                 ["anmi"].iloc[0]) for _ in range(15)]
+        return [
+            (
+                len(views.clusters.cluster_table(db, dataset="toy", checkpoint=cid, k=4)),
+                len(views.home.sample_images(db, dataset="toy", n=5, seed=str(i))),
+                views.checkpoints.cluster_changes(db, dataset="toy", k=4, a=cid, b=other)["anmi"].iloc[0],
+            )
+            for _ in range(15)
+        ]
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(work, range(8)))
@@ -79,16 +85,18 @@ def test_unknown_table_identifier_refused(db):
 
 
 def test_views_never_import_streamlit():
-    out = subprocess.run([sys.executable, "-c", "import sys, conceptlens.views; "
-                          "print('streamlit' in sys.modules)"], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, conceptlens.views; print('streamlit' in sys.modules)"],
+        capture_output=True,
+        text=True,
+    )
     assert out.stdout.strip() == "False", out.stderr
 
 
 # ---- Home ------------------------------------------------------------------------------------
 def test_datasets_and_sample(db):
     ds = views.home.datasets(db).set_index("dataset")
-    assert ds.loc["toy"].to_dict() == {"images": 48, "labels": 3, "train": 36, "test": 12,
-                                       "checkpoints": 3}
+    assert ds.loc["toy"].to_dict() == {"images": 48, "labels": 3, "train": 36, "test": 12, "checkpoints": 3}
     a = views.home.sample_images(db, dataset="toy", n=10, seed="s")
     assert a.equals(views.home.sample_images(db, dataset="toy", n=10, seed="s"))
     assert not a.equals(views.home.sample_images(db, dataset="toy", n=10, seed="t"))
@@ -111,7 +119,7 @@ def test_factor_columns_of_any_name(tmp_path):
 
 def test_analyses_status(db, root):
     a = views.home.analyses(db, workspace=str(root), dataset="toy").set_index("name")
-    assert a.loc["image_captions", "status"] == "missing"      # ground truth only
+    assert a.loc["image_captions", "status"] == "missing"  # ground truth only
     assert a.loc["comparisons", "status"] == "present"
     broken = views.home.analyses(db, workspace="w", dataset="toy", broken=("cluster_links",))
     assert broken.set_index("name").loc["comparisons", "status"] == "broken"
@@ -134,7 +142,7 @@ def test_filtered_clusters_and_purity_bins(db):
     kw = dict(dataset="toy", checkpoint="ck0", k=4)
     t = views.clusters.cluster_table(db, **kw)
     red = views.clusters.filtered_clusters(db, **kw, text="RED")
-    assert list(red["cluster"]) == [0, 3]          # captions: red, green, blue, red
+    assert list(red["cluster"]) == [0, 3]  # captions: red, green, blue, red
     assert views.clusters.filtered_clusters(db, **kw, text="a.*").empty
     big = views.clusters.filtered_clusters(db, **kw, min_size=int(t["size"].median()) + 1)
     assert (big["size"] > t["size"].median()).all() and len(big) < 4
@@ -163,8 +171,12 @@ def test_projection_sample_is_bounded_stable_and_clustered(db, root):
     c = stored(root, "clusters", checkpoint_id="ck1", k=4).set_index("image_id")["cluster"]
     assert (pts.set_index("image_id")["cluster"] == c.loc[pts["image_id"]]).all()
     assert {"shape", "label_name", "split"} <= set(pts.columns)
-    assert list(views.clusters.colour_options(db, dataset="toy")["column"]) == \
-        ["cluster", "label_name", "shape", "split"]
+    assert list(views.clusters.colour_options(db, dataset="toy")["column"]) == [
+        "cluster",
+        "label_name",
+        "shape",
+        "split",
+    ]
 
 
 # ---- Checkpoints -------------------------------------------------------------------------------
@@ -180,8 +192,11 @@ def test_summary_joins_metrics_clid_and_cluster_means(db, root):
 
 def test_names_and_training_curves(db):
     names = views.checkpoints.names(db, dataset="toy", k=4)
-    assert list(names["name"]) == ["ck0 (toy-run · epoch 3)", "ck1 (toy-run · epoch 2)",
-                                   "ck2 (toy-run · epoch 1)"]
+    assert list(names["name"]) == [
+        "ck0 (toy-run · epoch 3)",
+        "ck1 (toy-run · epoch 2)",
+        "ck2 (toy-run · epoch 1)",
+    ]
     curves = views.checkpoints.training(db, dataset="toy", k=4)
     knn = curves[curves.metric == "knn_acc"].sort_values("epoch")
     assert list(knn["value"]) == pytest.approx([0.7, 0.8, 0.9])
@@ -195,24 +210,31 @@ def test_anmi_matrix_is_the_stored_one(db, root):
     for r in sim.itertuples():
         assert m.loc[r.checkpoint_b, r.checkpoint_a] == pytest.approx(r.anmi)
     # The stored values are those of the clusterings themselves.
-    assign = pd.concat([stored(root, "clusters", checkpoint_id=c, k=4).assign(checkpoint_id=c)
-                        for c in ("ck0", "ck1", "ck2")])
+    assign = pd.concat(
+        [
+            stored(root, "clusters", checkpoint_id=c, k=4).assign(checkpoint_id=c)
+            for c in ("ck0", "ck1", "ck2")
+        ]
+    )
     assert np.allclose(m, compare.pairwise_anmi(assign, ["ck0", "ck1", "ck2"]))
 
 
 @pytest.mark.parametrize("a,b", [("ck0", "ck2"), ("ck2", "ck0")])
 def test_cluster_links_match_the_assignments_in_either_order(db, root, a, b):
-    want = compare.match_clusters(stored(root, "clusters", checkpoint_id=a, k=4),
-                                  stored(root, "clusters", checkpoint_id=b, k=4), min_share=0.3)
+    want = compare.match_clusters(
+        stored(root, "clusters", checkpoint_id=a, k=4),
+        stored(root, "clusters", checkpoint_id=b, k=4),
+        min_share=0.3,
+    )
     got = views.checkpoints.cluster_links(db, dataset="toy", k=4, a=a, b=b, min_share=0.3)
     pd.testing.assert_frame_equal(got.astype(str), want.astype(str))
-    only = views.checkpoints.cluster_links(db, dataset="toy", k=4, a=a, b=b, min_share=0.3,
-                                           flows="splits and merges only")
+    only = views.checkpoints.cluster_links(
+        db, dataset="toy", k=4, a=a, b=b, min_share=0.3, flows="splits and merges only"
+    )
     assert set(only["kind"]) <= {"split", "merge", "split+merge"}
     assert len(only) == want["kind"].isin(["split", "merge", "split+merge"]).sum()
     changes = views.checkpoints.cluster_changes(db, dataset="toy", k=4, a=a, b=b, min_share=0.3)
-    assert changes.iloc[0][["splits", "merges", "one_to_one"]].to_dict() == \
-        compare.cluster_changes(want)
+    assert changes.iloc[0][["splits", "merges", "one_to_one"]].to_dict() == compare.cluster_changes(want)
     sim = stored(root, "clustering_similarity", dataset="toy")
     pair = sim[(sim.checkpoint_a == "ck0") & (sim.checkpoint_b == "ck2")]
     assert changes["anmi"].iloc[0] == pytest.approx(pair["anmi"].iloc[0])
@@ -222,6 +244,7 @@ def test_a_corrupt_table_is_left_out_not_fatal(tmp_path):
     """One unreadable file must not take the whole workspace down: its table is left out
     (with the error kept for the page that needs it), every other table still answers."""
     from tests.factory import make_workspace
+
     ws = make_workspace(tmp_path / "w", derived=True)
     p = ws.table_path("cluster_links", dataset="toy")
     p.write_bytes(b"not parquet at all")

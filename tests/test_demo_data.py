@@ -1,4 +1,5 @@
 """The demo generator: deterministic, and its factor columns match its pixels."""
+
 import numpy as np
 import pandas as pd
 import pytest

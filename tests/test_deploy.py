@@ -1,4 +1,5 @@
 """A deployed dashboard installs only requirements.txt: no page may need the pipeline."""
+
 import re
 import subprocess
 import sys
@@ -6,16 +7,34 @@ import sys
 from components import nav
 from tests.conftest import ROOT
 
-PIPELINE_ONLY = ("torch", "torchvision", "open_clip", "transformers", "timm",
-                 "sentence_transformers", "umap", "tqdm")
+PIPELINE_ONLY = (
+    "torch",
+    "torchvision",
+    "open_clip",
+    "transformers",
+    "timm",
+    "sentence_transformers",
+    "umap",
+    "tqdm",
+)
 
 
 def test_requirements_stay_small():
     reqs = (ROOT / "requirements.txt").read_text().lower()
-    names = {re.split(r"[<>=\[ ]", line.strip())[0] for line in reqs.splitlines()
-             if line.strip() and not line.startswith("#")}
-    assert not names & {"torch", "torchvision", "open_clip_torch", "open-clip-torch", "transformers",
-                        "timm", "sentence-transformers"}, names
+    names = {
+        re.split(r"[<>=\[ ]", line.strip())[0]
+        for line in reqs.splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    assert not names & {
+        "torch",
+        "torchvision",
+        "open_clip_torch",
+        "open-clip-torch",
+        "transformers",
+        "timm",
+        "sentence-transformers",
+    }, names
 
 
 def test_every_page_runs_without_pipeline_packages(demo_ws):
@@ -41,7 +60,8 @@ for page in {pages!r}:
     assert not at.error, (page, [e.value for e in at.error])
 print("ok", len({pages!r}))
 """
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().startswith("ok")

@@ -9,8 +9,9 @@ def test_workspace_doc_matches_schema():
     text = (ROOT / "docs" / "workspace.md").read_text()
     a = text.index(schema.DOC_BEGIN) + len(schema.DOC_BEGIN)
     b = text.index(schema.DOC_END)
-    assert text[a:b].strip() == schema.markdown().strip(), \
+    assert text[a:b].strip() == schema.markdown().strip(), (
         "docs/workspace.md is stale: run `python -m conceptlens.schema docs/workspace.md`"
+    )
 
 
 def test_every_table_and_column_documented():

@@ -1,4 +1,5 @@
 """`conceptlens extract`: every family end to end into a valid workspace; resume; errors."""
+
 from __future__ import annotations
 
 import json
@@ -38,13 +39,24 @@ def _check(root, cid, dim=None):
 @pytest.fixture
 def tiny_weights(ws):
     (ws / "models").mkdir()
-    return save_torch_weights(ws / "models" / "enc.pt", TinyConv(width=4, dim=6), {"width": 4, "dim": 6},
-                              {"size": 32, "mean": [0.5] * 3, "std": [0.5] * 3})
+    return save_torch_weights(
+        ws / "models" / "enc.pt",
+        TinyConv(width=4, dim=6),
+        {"width": 4, "dim": 6},
+        {"size": 32, "mean": [0.5] * 3, "std": [0.5] * 3},
+    )
 
 
 def test_plain_torch_weights_in_workspace(ws, tiny_weights):
-    cid = ex.extract(ws, "shapes", TINY, weights=tiny_weights, batch_size=16, progress=False,
-                     metadata={"method": "simclr", "epoch": 5, "run": "r1"})
+    cid = ex.extract(
+        ws,
+        "shapes",
+        TINY,
+        weights=tiny_weights,
+        batch_size=16,
+        progress=False,
+        metadata={"method": "simclr", "epoch": 5, "run": "r1"},
+    )
     assert cid == "shapes-torch-tests.tiny_models-TinyConv-enc"
     row = _check(ws, cid, 6)
     assert row["weights"] == "models/enc.pt" and len(row["weights_sha256"]) == 64
@@ -69,8 +81,7 @@ def test_layer_and_bad_layer(ws, tiny_weights):
 
 def test_reextract_replaces_row(ws, tiny_weights):
     for cid, meta in (("a", None), ("b", None), ("a", {"epoch": 2})):
-        ex.extract(ws, "shapes", TINY, weights=tiny_weights, checkpoint_id=cid, metadata=meta,
-                   progress=False)
+        ex.extract(ws, "shapes", TINY, weights=tiny_weights, checkpoint_id=cid, metadata=meta, progress=False)
     rows = pq.read_table(ws / "checkpoints.parquet").to_pylist()
     assert sorted(r["checkpoint_id"] for r in rows) == ["a", "b"]
     assert [r["epoch"] for r in rows if r["checkpoint_id"] == "a"] == [2]
@@ -78,8 +89,9 @@ def test_reextract_replaces_row(ws, tiny_weights):
 
 
 def test_resume_after_interruption(ws, tiny_weights, monkeypatch):
-    ref = ex.extract(ws, "shapes", TINY, weights=tiny_weights, batch_size=8, checkpoint_id="ref",
-                     progress=False)
+    ref = ex.extract(
+        ws, "shapes", TINY, weights=tiny_weights, batch_size=8, checkpoint_id="ref", progress=False
+    )
     calls = {"n": 0}
     real = ex._write_part
 
@@ -91,8 +103,9 @@ def test_resume_after_interruption(ws, tiny_weights, monkeypatch):
 
     monkeypatch.setattr(ex, "_write_part", flaky)
     with pytest.raises(KeyboardInterrupt):
-        ex.extract(ws, "shapes", TINY, weights=tiny_weights, batch_size=8, checkpoint_id="res",
-                   progress=False)
+        ex.extract(
+            ws, "shapes", TINY, weights=tiny_weights, batch_size=8, checkpoint_id="res", progress=False
+        )
     partial = ws / ".partial" / "features" / "res"
     assert len(list(partial.glob("part-*.parquet"))) == 2
     assert not (ws / "features" / "checkpoint_id=res" / "part-0.parquet").exists()
@@ -101,8 +114,7 @@ def test_resume_after_interruption(ws, tiny_weights, monkeypatch):
 
     done = []
     monkeypatch.setattr(ex, "_write_part", lambda p, i, t: (done.append(t.num_rows), real(p, i, t)))
-    ex.extract(ws, "shapes", TINY, weights=tiny_weights, batch_size=8, checkpoint_id="res",
-               progress=False)
+    ex.extract(ws, "shapes", TINY, weights=tiny_weights, batch_size=8, checkpoint_id="res", progress=False)
     assert sum(done) == N_IMAGES - 16  # only the missing images were embedded
     _check(ws, "res")
     a = pq.read_table(ws / "features" / f"checkpoint_id={ref}" / "part-0.parquet")
@@ -132,10 +144,17 @@ def test_open_clip_config_and_checkpoint(ws):
     row = _check(ws, cid, 16)
     assert row["model"] == "tiny_clip" and row["method"] == "random"
     from conceptlens.models import load_adapter
+
     torch.save(load_adapter(f"open_clip:{cfg}").model.state_dict(), ws / "ck.pt")
     # how a trained tiny model ships: its config JSON + a checkpoint, both in the workspace
-    cid = ex.extract(ws, "shapes", "open_clip:tiny_clip.json", weights="ck.pt", progress=False,
-                     layer="visual.transformer.resblocks.0")
+    cid = ex.extract(
+        ws,
+        "shapes",
+        "open_clip:tiny_clip.json",
+        weights="ck.pt",
+        progress=False,
+        layer="visual.transformer.resblocks.0",
+    )
     assert _check(ws, cid, 32)["weights"] == "ck.pt"
 
 
@@ -148,6 +167,7 @@ def test_hf(ws, hf_models, name, dim):  # noqa: F811
 
 def test_timm(ws, tmp_path):
     import timm
+
     torch.save(timm.create_model("test_resnet").state_dict(), tmp_path / "tr.pt")
     cid = ex.extract(ws, "shapes", "timm:test_resnet", weights=tmp_path / "tr.pt", progress=False)
     row = _check(ws, cid)
@@ -156,9 +176,11 @@ def test_timm(ws, tmp_path):
 
 def test_torchvision(ws, tmp_path):
     from torchvision import models
+
     torch.save(models.get_model("mobilenet_v3_small").state_dict(), tmp_path / "mv.pt")
-    cid = ex.extract(ws, "shapes", "torchvision:mobilenet_v3_small", weights=tmp_path / "mv.pt",
-                     progress=False)
+    cid = ex.extract(
+        ws, "shapes", "torchvision:mobilenet_v3_small", weights=tmp_path / "mv.pt", progress=False
+    )
     _check(ws, cid, 1024)
 
 
@@ -183,21 +205,63 @@ def test_missing_hub_model_offline_is_fast(ws, monkeypatch):
 
 
 def test_cli(ws, tiny_weights, capsys):
-    rc = main(["extract", "--workspace", str(ws), "--dataset", "shapes", "--model", TINY,
-               "--weights", str(tiny_weights), "--checkpoint-id", "cli", "--method", "supervised",
-               "--epoch", "3", "--batch-size", "16", "--quiet"])
+    rc = main(
+        [
+            "extract",
+            "--workspace",
+            str(ws),
+            "--dataset",
+            "shapes",
+            "--model",
+            TINY,
+            "--weights",
+            str(tiny_weights),
+            "--checkpoint-id",
+            "cli",
+            "--method",
+            "supervised",
+            "--epoch",
+            "3",
+            "--batch-size",
+            "16",
+            "--quiet",
+        ]
+    )
     assert rc == 0 and "checkpoint cli" in capsys.readouterr().out
     assert _check(ws, "cli", 6)["method"] == "supervised"
-    rc = main(["extract", "--workspace", str(ws), "--dataset", "shapes", "--model", TINY,
-               "--layer", "nope", "--quiet"])
+    rc = main(
+        [
+            "extract",
+            "--workspace",
+            str(ws),
+            "--dataset",
+            "shapes",
+            "--model",
+            TINY,
+            "--layer",
+            "nope",
+            "--quiet",
+        ]
+    )
     assert rc == 1 and "nope" in capsys.readouterr().err
-    rc = main(["extract", "--workspace", str(ws), "--dataset", "shapes",
-               "--model", "hf:facebook/dinov2-small", "--quiet"])
+    rc = main(
+        [
+            "extract",
+            "--workspace",
+            str(ws),
+            "--dataset",
+            "shapes",
+            "--model",
+            "hf:facebook/dinov2-small",
+            "--quiet",
+        ]
+    )
     assert rc == 1 and "Looked in" in capsys.readouterr().err
 
 
 def test_nan_embeddings_are_refused(ws, monkeypatch):
     from conceptlens.models.base import Adapter
+
     monkeypatch.setattr(Adapter, "embed", lambda self, b: torch.full((b.shape[0], 3), float("nan")))
     with pytest.raises(WorkspaceError, match="NaN"):
         ex.extract(ws, "shapes", TINY, checkpoint_id="nan", progress=False)

@@ -1,6 +1,7 @@
 """`conceptlens init` and `conceptlens import images|features|captions` on tiny fixtures
 written in the real layouts; bad input fails naming file and row, leaving the workspace as
 it was; the README's "Your own data in three commands" runs end to end."""
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,11 @@ def table(ws):
 
 def snapshot(ws) -> dict:
     """Every file of the workspace but the thumbnail cache a failed import may leave."""
-    return {p.relative_to(ws).as_posix(): p.read_bytes() for p in ws.rglob("*")
-            if p.is_file() and not p.relative_to(ws).as_posix().startswith((".partial", "thumbnails/"))}
+    return {
+        p.relative_to(ws).as_posix(): p.read_bytes()
+        for p in ws.rglob("*")
+        if p.is_file() and not p.relative_to(ws).as_posix().startswith((".partial", "thumbnails/"))
+    }
 
 
 def fails(argv, capsys, *needles):
@@ -85,8 +89,12 @@ def test_init_makes_an_empty_valid_workspace_and_never_overwrites(tmp_path, caps
     (tmp_path / "other" / "notes.txt").write_text("mine")
     fails(["init", str(tmp_path / "other")], capsys, "not an empty folder")
     assert snapshot(ws) == before and not (tmp_path / "other" / "workspace.json").exists()
-    fails(["import", "images", str(tmp_path / "other"), str(tmp_path / "other"), "--dataset", "d"], capsys,
-          "workspace.json: not found", f"conceptlens init {tmp_path / 'other'}")
+    fails(
+        ["import", "images", str(tmp_path / "other"), str(tmp_path / "other"), "--dataset", "d"],
+        capsys,
+        "workspace.json: not found",
+        f"conceptlens init {tmp_path / 'other'}",
+    )
 
 
 # ---- ImageFolder -------------------------------------------------------------------------
@@ -106,7 +114,7 @@ def test_imagefolder_with_splits(tmp_path, capsys):
     row = df.set_index("image_id").loc["colors-val-green-002"]
     assert (row["label_name"], row["split"]) == ("green", "val")
     assert row["source_path"] == str(src / "val" / "green" / "002.png")
-    with Image.open(ws / row["thumbnail"]) as im:   # the recorded size is the file's
+    with Image.open(ws / row["thumbnail"]) as im:  # the recorded size is the file's
         assert im.size == (row["width"], row["height"]) == (128, 85)
     assert row["thumbnail"].endswith(".jpg")
     assert_valid(ws)
@@ -121,8 +129,12 @@ def test_strict_fails_naming_the_file_and_leaves_the_table(tmp_path, capsys):
     assert main(["import", "images", str(ws), "--dataset", "a", str(src), "--quiet"]) == 0
     (src / "blue" / "000.jpg").write_bytes(b"\xff\xd8\xff truncated jpeg")
     before = snapshot(ws)
-    fails(["import", "images", str(ws), "--dataset", "b", str(src), "--strict", "--quiet"], capsys,
-          str(src / "blue" / "000.jpg"), "--strict")
+    fails(
+        ["import", "images", str(ws), "--dataset", "b", str(src), "--strict", "--quiet"],
+        capsys,
+        str(src / "blue" / "000.jpg"),
+        "--strict",
+    )
     assert snapshot(ws) == before
 
 
@@ -133,7 +145,7 @@ def test_no_split_folders_all_train_or_a_seeded_stratified_test_share(tmp_path):
     a = imp.assign_splits(listing.items, None, 0.2, seed=1)
     assert a == imp.assign_splits(listing.items, None, 0.2, seed=1)
     assert a != imp.assign_splits(listing.items, None, 0.2, seed=2)
-    for name in COLORS:   # every class gets its share of test images
+    for name in COLORS:  # every class gets its share of test images
         assert sum(s == "test" for s, it in zip(a, listing.items) if it.label_name == name) == 2
     with pytest.raises(imp.ImportInputError, match="already gives splits"):
         imp.assign_splits(scan_folder(make_imagefolder(tmp_path / "s2")).items, None, 0.2, 0)
@@ -141,7 +153,7 @@ def test_no_split_folders_all_train_or_a_seeded_stratified_test_share(tmp_path):
 
 def test_split_folders_mixed_with_class_folders_is_an_error(tmp_path):
     src = make_imagefolder(tmp_path / "src", per_class=1)
-    make_imagefolder(src, per_class=1, splits=None)    # red/ green/ blue/ next to train/ val/
+    make_imagefolder(src, per_class=1, splits=None)  # red/ green/ blue/ next to train/ val/
     with pytest.raises(imp.ImportInputError, match="mixes split folders"):
         scan_folder(src)
 
@@ -153,8 +165,8 @@ def test_ids_are_unique_safe_and_the_same_on_every_run(tmp_path):
     items = scan_folder(tmp_path / "src").items
     ids = imp.make_ids("d", items)
     assert len(set(ids)) == 5 and ids == imp.make_ids("d", scan_folder(tmp_path / "src").items)
-    imp.check_items(items, ids)      # every id in the safe alphabet
-    assert "d-cls-x" not in ids      # same stem, two files: both get a hash
+    imp.check_items(items, ids)  # every id in the safe alphabet
+    assert "d-cls-x" not in ids  # same stem, two files: both get a hash
 
 
 def test_interrupted_import_resumes_and_stale_thumbnails_are_redone(tmp_path, monkeypatch):
@@ -168,11 +180,12 @@ def test_interrupted_import_resumes_and_stale_thumbnails_are_redone(tmp_path, mo
         if calls["n"] == 14:
             raise KeyboardInterrupt
         return job(j)
+
     monkeypatch.setattr(imp, "FLUSH_EVERY", 5)
     monkeypatch.setattr(imp, "thumbnail_job", interrupted)
     with pytest.raises(KeyboardInterrupt):
         imp.import_images(ws, "c", scan_folder(src), workers=1, progress=False)
-    assert len(table(ws)) == 0                      # nothing half-written
+    assert len(table(ws)) == 0  # nothing half-written
     monkeypatch.setattr(imp, "thumbnail_job", job)
     r = imp.import_images(ws, "c", scan_folder(src), workers=1, progress=False)
     assert (r.reused, r.made, r.n_images) == (13, 5, 18)
@@ -181,11 +194,18 @@ def test_interrupted_import_resumes_and_stale_thumbnails_are_redone(tmp_path, mo
     draw(changed, COLORS["blue"], np.random.default_rng(5))
     r = imp.import_images(ws, "c", scan_folder(src), workers=1, progress=False, replace=True)
     assert (r.reused, r.made) == (17, 1)
-    r = imp.import_images(ws, "c", scan_folder(src), workers=1, progress=False, replace=True,
-                          thumbs=imp.Thumbs(size=32, format="webp"))
+    r = imp.import_images(
+        ws,
+        "c",
+        scan_folder(src),
+        workers=1,
+        progress=False,
+        replace=True,
+        thumbs=imp.Thumbs(size=32, format="webp"),
+    )
     assert (r.reused, r.made) == (0, 18) and table(ws)["width"].max() == 32
     assert table(ws)["thumbnail"].str.endswith(".webp").all()
-    assert_valid(ws)   # decodes every thumbnail
+    assert_valid(ws)  # decodes every thumbnail
 
 
 def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, capsys):
@@ -196,8 +216,12 @@ def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, cap
     assert main(["import", "images", str(ws), "--dataset", "b", str(b), "--quiet"]) == 0
     assert table(ws).groupby("dataset").size().to_dict() == {"a": 18, "b": 6}
     before = snapshot(ws)
-    fails(["import", "images", str(ws), "--dataset", "a", str(a), "--quiet"], capsys,
-          "already has 18 image(s)", "--replace")
+    fails(
+        ["import", "images", str(ws), "--dataset", "a", str(a), "--quiet"],
+        capsys,
+        "already has 18 image(s)",
+        "--replace",
+    )
     # A checkpoint has features of a's images: a re-import must not drop any of them.
     ids = table(ws).query("dataset == 'a'")["image_id"].tolist()
     np.save(tmp_path / "x.npy", np.ones((18, 4)))
@@ -205,8 +229,12 @@ def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, cap
     import_features(ws, "a", "ck", tmp_path / "x.npy", ids=tmp_path / "ids.txt")
     before = snapshot(ws)
     (a / "red" / "000.jpg").unlink()
-    fails(["import", "images", str(ws), "--dataset", "a", str(a), "--replace", "--quiet"], capsys,
-          "checkpoint ck has features of 1 image(s)", "a-red-000")
+    fails(
+        ["import", "images", str(ws), "--dataset", "a", str(a), "--replace", "--quiet"],
+        capsys,
+        "checkpoint ck has features of 1 image(s)",
+        "a-red-000",
+    )
     assert snapshot(ws) == before
     draw(a / "red" / "000.jpg", COLORS["red"], np.random.default_rng(0))
     draw(a / "red" / "new.jpg", COLORS["red"], np.random.default_rng(0))
@@ -219,6 +247,7 @@ def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, cap
 # ---- manifests -----------------------------------------------------------------------------
 def write_manifest(tmp_path, rows, name="m.csv"):
     import pandas as pd
+
     path = tmp_path / name
     df = pd.DataFrame(rows)
     df.to_parquet(path) if name.endswith(".parquet") else df.to_csv(path, index=False)
@@ -227,9 +256,17 @@ def write_manifest(tmp_path, rows, name="m.csv"):
 
 def test_manifest_csv_extra_columns_become_factors(tmp_path, capsys):
     src = make_imagefolder(tmp_path / "img", per_class=2, splits=None)
-    rows = [{"path": f"img/{c}/{i:03d}.{'png' if i % 3 == 2 else 'jpg'}", "label_name": c,
-             "split": "test" if i else "train", "weather": "sunny" if i else "rain", "brightness": 0.5 * i}
-            for c in COLORS for i in range(2)]
+    rows = [
+        {
+            "path": f"img/{c}/{i:03d}.{'png' if i % 3 == 2 else 'jpg'}",
+            "label_name": c,
+            "split": "test" if i else "train",
+            "weather": "sunny" if i else "rain",
+            "brightness": 0.5 * i,
+        }
+        for c in COLORS
+        for i in range(2)
+    ]
     m = write_manifest(tmp_path, rows)
     ws = init(tmp_path)
     assert main(["import", "images", str(ws), "--dataset", "m", str(m), "--quiet"]) == 0
@@ -241,20 +278,25 @@ def test_manifest_csv_extra_columns_become_factors(tmp_path, capsys):
     assert_valid(ws)
 
 
-@pytest.mark.parametrize("case,needles", [
-    ("no label", ["m.csv", "no `label` or `label_name` column", "--unlabeled"]),
-    ("duplicate", ["m.csv row 3 (line 4)", "listed twice", "m.csv row 1"]),
-    ("missing file", ["m.csv row 2 (line 3)", "column path", "nope.jpg not found"]),
-    ("bad split", ["m.csv row 2 (line 3)", "split 'dev'"]),
-    ("label conflict", ["m.csv row 2 (line 3)", "label 0 is named 'green' here but 'red'"]),
-    ("reserved column", ["m.csv", "thumbnail", "rename"]),
-    ("not an image", ["m.csv row 2 (line 3)", "--strict"]),
-])
+@pytest.mark.parametrize(
+    "case,needles",
+    [
+        ("no label", ["m.csv", "no `label` or `label_name` column", "--unlabeled"]),
+        ("duplicate", ["m.csv row 3 (line 4)", "listed twice", "m.csv row 1"]),
+        ("missing file", ["m.csv row 2 (line 3)", "column path", "nope.jpg not found"]),
+        ("bad split", ["m.csv row 2 (line 3)", "split 'dev'"]),
+        ("label conflict", ["m.csv row 2 (line 3)", "label 0 is named 'green' here but 'red'"]),
+        ("reserved column", ["m.csv", "thumbnail", "rename"]),
+        ("not an image", ["m.csv row 2 (line 3)", "--strict"]),
+    ],
+)
 def test_bad_manifests_fail_naming_file_and_row(tmp_path, capsys, case, needles):
     make_imagefolder(tmp_path, per_class=1, splits=None)
-    rows = [{"path": "red/000.jpg", "label": 0, "label_name": "red", "split": "train"},
-            {"path": "green/000.jpg", "label": 1, "label_name": "green", "split": "train"},
-            {"path": "blue/000.jpg", "label": 2, "label_name": "blue", "split": "train"}]
+    rows = [
+        {"path": "red/000.jpg", "label": 0, "label_name": "red", "split": "train"},
+        {"path": "green/000.jpg", "label": 1, "label_name": "green", "split": "train"},
+        {"path": "blue/000.jpg", "label": 2, "label_name": "blue", "split": "train"},
+    ]
     if case == "no label":
         rows = [{"path": r["path"]} for r in rows]
     elif case == "duplicate":
@@ -280,8 +322,10 @@ def test_bad_manifests_fail_naming_file_and_row(tmp_path, capsys, case, needles)
 
 def test_manifest_parquet_with_ids_labels_and_unlabeled(tmp_path, capsys):
     make_imagefolder(tmp_path, per_class=1, splits=None)
-    rows = [{"path": str(tmp_path / f"{c}/000.jpg"), "image_id": f"img-{c}", "label": 7 + i}
-            for i, c in enumerate(COLORS)]
+    rows = [
+        {"path": str(tmp_path / f"{c}/000.jpg"), "image_id": f"img-{c}", "label": 7 + i}
+        for i, c in enumerate(COLORS)
+    ]
     ws = init(tmp_path)
     m = write_manifest(tmp_path, rows, "m.parquet")
     assert main(["import", "images", str(ws), "--dataset", "p", str(m), "--split", "test", "--quiet"]) == 0
@@ -291,8 +335,13 @@ def test_manifest_parquet_with_ids_labels_and_unlabeled(tmp_path, capsys):
     rows[2]["image_id"] = "img-red"
     m = write_manifest(tmp_path, rows, "dup.parquet")
     before = snapshot(ws)
-    fails(["import", "images", str(ws), "--dataset", "q", str(m), "--quiet"], capsys,
-          "dup.parquet row 3", "duplicate image id 'img-red'", "dup.parquet row 1")
+    fails(
+        ["import", "images", str(ws), "--dataset", "q", str(m), "--quiet"],
+        capsys,
+        "dup.parquet row 3",
+        "duplicate image id 'img-red'",
+        "dup.parquet row 1",
+    )
     assert snapshot(ws) == before
     m = write_manifest(tmp_path, [{"path": r["path"]} for r in rows], "plain.csv")
     assert main(["import", "images", str(ws), "--dataset", "u", str(m), "--unlabeled", "--quiet"]) == 0
@@ -303,12 +352,20 @@ def test_manifest_parquet_with_ids_labels_and_unlabeled(tmp_path, capsys):
 # ---- ImageNet validation set -----------------------------------------------------------------
 # (ILSVRC2012_ID, WordNet id, words): the devkit's ids are not in WordNet-id order, and two
 # synsets share the lemma "crane", as in the real devkit.
-SYNSETS = [(1, "n01751748", "sea snake"), (2, "n03126707", "crane"),
-           (3, "n01440764", "tench, Tinca tinca"), (4, "n02012849", "crane")]
+SYNSETS = [
+    (1, "n01751748", "sea snake"),
+    (2, "n03126707", "crane"),
+    (3, "n01440764", "tench, Tinca tinca"),
+    (4, "n02012849", "crane"),
+]
 TRUTH = ["n02012849", "n01440764", "n01751748", "n03126707", "n01440764", "n02012849", "n01751748"]
-WNID_LABEL = {"n01440764": 0, "n01751748": 1, "n02012849": 2, "n03126707": 3}   # sorted WordNet ids
-NAMES = {"n01440764": "tench", "n01751748": "sea snake", "n02012849": "crane (n02012849)",
-         "n03126707": "crane (n03126707)"}
+WNID_LABEL = {"n01440764": 0, "n01751748": 1, "n02012849": 2, "n03126707": 3}  # sorted WordNet ids
+NAMES = {
+    "n01440764": "tench",
+    "n01751748": "sea snake",
+    "n02012849": "crane (n02012849)",
+    "n03126707": "crane (n03126707)",
+}
 
 
 def make_imagenet(root, layout):
@@ -329,9 +386,11 @@ def make_imagenet(root, layout):
         images = root / "ILSVRC" / "Data" / "CLS-LOC" / "val"
         rows = [f"{n[:-5]},{w} 10 12 200 180 {w} 30 40 90 100 " for n, w in zip(names, TRUTH)]
         (root / "LOC_val_solution.csv").write_text(
-            "ImageId,PredictionString\n" + "\n".join(rows[::-1]) + "\n")   # not in image order
+            "ImageId,PredictionString\n" + "\n".join(rows[::-1]) + "\n"
+        )  # not in image order
         (root / "LOC_synset_mapping.txt").write_text(
-            "".join(f"{w} {t}\n" for _, w, t in sorted(SYNSETS, key=lambda s: s[1])))
+            "".join(f"{w} {t}\n" for _, w, t in sorted(SYNSETS, key=lambda s: s[1]))
+        )
     for n, w in zip(names, TRUTH):
         folder = images if layout != "folders" else root / "val" / w
         draw(folder / n, colors[w], rng, size=(50, 40), fmt="JPEG")
@@ -343,8 +402,17 @@ def make_imagenet(root, layout):
 def _meta_mat(path):
     """The devkit's meta.mat: a struct array `synsets`, leaves first, then their ancestors."""
     import scipy.io
-    fields = ["ILSVRC2012_ID", "WNID", "words", "gloss", "num_children", "children",
-              "wordnet_height", "num_train_images"]
+
+    fields = [
+        "ILSVRC2012_ID",
+        "WNID",
+        "words",
+        "gloss",
+        "num_children",
+        "children",
+        "wordnet_height",
+        "num_train_images",
+    ]
     rows = [(i, w, t, f"gloss of {t}", 0, np.zeros((1, 0)), 0, 1300) for i, w, t in SYNSETS]
     rows.append((1001, "n00001740", "entity", "that which exists", 2, np.array([[1, 2]]), 18, 0))
     arr = np.zeros((len(rows), 1), dtype=[(f, "O") for f in fields])
@@ -354,14 +422,25 @@ def _meta_mat(path):
     scipy.io.savemat(str(path), {"synsets": arr})
 
 
-@pytest.mark.parametrize("layout,args", [
-    ("devkit", lambda r: [str(r / "ILSVRC2012_img_val"), "--devkit", str(r / "ILSVRC2012_devkit_t12")]),
-    ("devkit", lambda r: [str(r)]),      # everything found from the folder that holds both
-    ("kaggle", lambda r: [str(r)]),
-    ("kaggle", lambda r: [str(r / "ILSVRC/Data/CLS-LOC/val"), "--ground-truth",
-                          str(r / "LOC_val_solution.csv"), "--synsets", str(r / "LOC_synset_mapping.txt")]),
-    ("folders", lambda r: [str(r / "val"), "--format", "imagenet"]),
-])
+@pytest.mark.parametrize(
+    "layout,args",
+    [
+        ("devkit", lambda r: [str(r / "ILSVRC2012_img_val"), "--devkit", str(r / "ILSVRC2012_devkit_t12")]),
+        ("devkit", lambda r: [str(r)]),  # everything found from the folder that holds both
+        ("kaggle", lambda r: [str(r)]),
+        (
+            "kaggle",
+            lambda r: [
+                str(r / "ILSVRC/Data/CLS-LOC/val"),
+                "--ground-truth",
+                str(r / "LOC_val_solution.csv"),
+                "--synsets",
+                str(r / "LOC_synset_mapping.txt"),
+            ],
+        ),
+        ("folders", lambda r: [str(r / "val"), "--format", "imagenet"]),
+    ],
+)
 def test_imagenet_validation_layouts_give_the_standard_labels(tmp_path, capsys, layout, args):
     root = make_imagenet(tmp_path / "imagenet", layout)
     ws = init(tmp_path)
@@ -381,18 +460,41 @@ def test_imagenet_errors_name_the_file(tmp_path, capsys):
     ws = init(tmp_path)
     before = snapshot(ws)
     # The devkit numbers classes its own way: only its meta.mat can decode that.
-    fails(["import", "images", str(ws), "--dataset", "i", str(root / "ILSVRC2012_img_val"),
-           "--ground-truth", str(root / "ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt"),
-           "--synsets", str(kaggle / "LOC_synset_mapping.txt")], capsys, "ILSVRC2012_ID", "meta.mat")
+    fails(
+        [
+            "import",
+            "images",
+            str(ws),
+            "--dataset",
+            "i",
+            str(root / "ILSVRC2012_img_val"),
+            "--ground-truth",
+            str(root / "ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt"),
+            "--synsets",
+            str(kaggle / "LOC_synset_mapping.txt"),
+        ],
+        capsys,
+        "ILSVRC2012_ID",
+        "meta.mat",
+    )
     extra = root / "ILSVRC2012_img_val" / "ILSVRC2012_val_00000099.JPEG"
     shutil.copy(root / "ILSVRC2012_img_val" / "ILSVRC2012_val_00000001.JPEG", extra)
-    fails(["import", "images", str(ws), "--dataset", "i", str(root)], capsys, str(extra),
-          "not in the ground truth")
+    fails(
+        ["import", "images", str(ws), "--dataset", "i", str(root)],
+        capsys,
+        str(extra),
+        "not in the ground truth",
+    )
     extra.unlink()
     bad = kaggle / "LOC_val_solution.csv"
     bad.write_text(bad.read_text().replace("n01440764 10", "n09999999 10", 1))
-    fails(["import", "images", str(ws), "--dataset", "i", str(kaggle)], capsys,
-          "LOC_val_solution.csv line", "n09999999", "not a synset")
+    fails(
+        ["import", "images", str(ws), "--dataset", "i", str(kaggle)],
+        capsys,
+        "LOC_val_solution.csv line",
+        "n09999999",
+        "not a synset",
+    )
     assert snapshot(ws) == before
 
 
@@ -403,10 +505,15 @@ def make_hf(root, dict_=True, bad_row=None):
     import io
 
     import datasets
+
     rng = np.random.default_rng(4)
-    feats = datasets.Features({"image": datasets.Image(decode=False),
-                               "label": datasets.ClassLabel(names=["zebra", "ant"]),
-                               "weather": datasets.Value("string")})
+    feats = datasets.Features(
+        {
+            "image": datasets.Image(decode=False),
+            "label": datasets.ClassLabel(names=["zebra", "ant"]),
+            "weather": datasets.Value("string"),
+        }
+    )
 
     def part(n, bad=None):
         rows = []
@@ -414,9 +521,15 @@ def make_hf(root, dict_=True, bad_row=None):
             buf = io.BytesIO()
             arr = np.clip(rng.normal(120, 40, (24, 36, 3)), 0, 255).astype(np.uint8)
             Image.fromarray(arr).save(buf, "PNG")
-            rows.append({"image": {"bytes": b"garbage" if i == bad else buf.getvalue(), "path": None},
-                         "label": i % 2, "weather": ["rain", "sun"][i % 2]})
+            rows.append(
+                {
+                    "image": {"bytes": b"garbage" if i == bad else buf.getvalue(), "path": None},
+                    "label": i % 2,
+                    "weather": ["rain", "sun"][i % 2],
+                }
+            )
         return datasets.Dataset.from_list(rows, features=feats).cast_column("image", datasets.Image())
+
     train = part(6, bad_row)
     d = datasets.DatasetDict({"train": train, "validation": part(4)}) if dict_ else train
     d.save_to_disk(str(root))
@@ -428,22 +541,27 @@ def test_hf_dataset_dict_keeps_its_labels_and_saves_sources(tmp_path, capsys):
     ws = init(tmp_path)
     assert main(["import", "images", str(ws), "--dataset", "hf", str(src), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "(hf)" in out and f"{src} split train row 3" in out    # the bad row is reported
+    assert "(hf)" in out and f"{src} split train row 3" in out  # the bad row is reported
     df = table(ws).set_index("image_id")
     assert len(df) == 9 and df.groupby("split").size().to_dict() == {"train": 5, "val": 4}
     r = df.loc["hf-validation-000001"]
-    assert (r["label"], r["label_name"], r["weather"]) == (1, "ant", "sun")   # ClassLabel order kept
-    assert r["source_path"] == "sources/hf/hf-validation-000001.png"          # inside: relative
+    assert (r["label"], r["label_name"], r["weather"]) == (1, "ant", "sun")  # ClassLabel order kept
+    assert r["source_path"] == "sources/hf/hf-validation-000001.png"  # inside: relative
     with Image.open(ws / r["source_path"]) as im:
         assert im.size == (36, 24)
     assert_valid(ws)
     single = make_hf(tmp_path / "single", dict_=False)
-    assert main(["import", "images", str(ws), "--dataset", "one", str(single), "--split", "test",
-                 "--quiet"]) == 0
+    assert (
+        main(["import", "images", str(ws), "--dataset", "one", str(single), "--split", "test", "--quiet"])
+        == 0
+    )
     assert set(table(ws).query("dataset == 'one'")["split"]) == {"test"}
     capsys.readouterr()
-    fails(["import", "images", str(ws), "--dataset", "x", str(src), "--split", "test"], capsys,
-          "has its own splits")
+    fails(
+        ["import", "images", str(ws), "--dataset", "x", str(src), "--split", "test"],
+        capsys,
+        "has its own splits",
+    )
 
 
 # ---- extraction reads the originals ------------------------------------------------------------
@@ -452,18 +570,22 @@ def test_extract_reads_source_path_not_the_thumbnail(tmp_path):
     from conceptlens.extract import extract, image_path
     from conceptlens.workspace import WorkspaceError
     from tests.tiny_models import TinyConv, save_torch_weights
+
     src = make_imagefolder(tmp_path / "src", per_class=2, splits=None)
     ws = init(tmp_path)
     assert main(["import", "images", str(ws), "--dataset", "d", str(src), "--quiet"]) == 0
     hf = make_hf(tmp_path / "hf")
     assert main(["import", "images", str(ws), "--dataset", "h", str(hf), "--quiet"]) == 0
-    for t in (ws / "thumbnails").rglob("*.jpg"):   # unreadable thumbnails: only originals work
+    for t in (ws / "thumbnails").rglob("*.jpg"):  # unreadable thumbnails: only originals work
         t.write_bytes(b"broken")
-    w = save_torch_weights(tmp_path / "w.pt", TinyConv(width=4, dim=6), {"width": 4, "dim": 6},
-                           {"size": 32, "mean": [0.5] * 3, "std": [0.5] * 3})
-    for d in ("d", "h"):   # absolute sources, and sources inside the workspace
-        extract(ws, d, "torch:tests.tiny_models:TinyConv", weights=w, checkpoint_id=f"ck-{d}",
-                progress=False)
+    w = save_torch_weights(
+        tmp_path / "w.pt",
+        TinyConv(width=4, dim=6),
+        {"width": 4, "dim": 6},
+        {"size": 32, "mean": [0.5] * 3, "std": [0.5] * 3},
+    )
+    for d in ("d", "h"):  # absolute sources, and sources inside the workspace
+        extract(ws, d, "torch:tests.tiny_models:TinyConv", weights=w, checkpoint_id=f"ck-{d}", progress=False)
     w_ = Workspace(ws)
     assert image_path(w_, "thumbnails/x.jpg", None) == (ws / "thumbnails/x.jpg").resolve()
     with pytest.raises(WorkspaceError, match="leaves the workspace"):
@@ -494,23 +616,28 @@ def _write_vectors(tmp_path, fmt, ids, X):
         np.savez(f, embeddings=X, ids=np.array(ids))
     elif fmt == "h5":
         import h5py
+
         with h5py.File(f, "w") as h:
             h["features"] = X
             h["image_ids"] = np.array(ids, dtype="S")
     elif fmt == "pt":
         import torch
+
         torch.save({"embeddings": torch.from_numpy(X), "ids": list(ids)}, f)
     elif fmt == "tensor.pt":
         import pandas as pd
         import torch
+
         torch.save(torch.from_numpy(X), f)
         pd.DataFrame({"image_id": ids}).to_csv(tmp_path / "ids.csv", index=False)
         return f, ["--ids", str(tmp_path / "ids.csv")]
     elif fmt == "parquet":
         import pyarrow as pa
+
         pq.write_table(pa.table({"image_id": ids, "embedding": pa.array(list(X), pa.list_(pa.float32()))}), f)
     elif fmt == "wide.parquet":
         import pandas as pd
+
         pd.DataFrame({"image_id": ids, **{f"d{j}": X[:, j] for j in range(X.shape[1])}}).to_parquet(f)
     return f, []
 
@@ -519,10 +646,30 @@ def _write_vectors(tmp_path, fmt, ids, X):
 def test_import_features_every_format(tmp_path, feat_ws, fmt):
     ws, _, ids, X, want = feat_ws
     f, extra = _write_vectors(tmp_path, fmt, ids, X)
-    assert main(["import", "features", str(ws), str(f), "--checkpoint", "ext", "--dataset", "d",
-                 "--method", "simclr", "--epoch", "3", "--run", "r1", *extra]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "features",
+                str(ws),
+                str(f),
+                "--checkpoint",
+                "ext",
+                "--dataset",
+                "d",
+                "--method",
+                "simclr",
+                "--epoch",
+                "3",
+                "--run",
+                "r1",
+                *extra,
+            ]
+        )
+        == 0
+    )
     got = pq.read_table(ws / "features/checkpoint_id=ext/part-0.parquet").to_pylist()
-    assert [r["image_id"] for r in got] == table(ws)["image_id"].tolist()   # images.parquet order
+    assert [r["image_id"] for r in got] == table(ws)["image_id"].tolist()  # images.parquet order
     for r in got:
         np.testing.assert_array_equal(r["embedding"], want[r["image_id"]])
     ck = pq.read_table(ws / "checkpoints.parquet").to_pylist()[0]
@@ -534,9 +681,16 @@ def test_import_features_every_format(tmp_path, feat_ws, fmt):
 def test_feature_ids_may_be_paths(tmp_path, feat_ws):
     ws, src, ids, X, want = feat_ws
     src_of = dict(zip(table(ws)["image_id"], table(ws)["source_path"]))
-    keys = [src_of[i] if j % 3 == 0 else                                   # absolute path
-            str(src_of[i]).split("src/")[1] if j % 3 == 1 else                # relative: red/001.jpg
-            str(src_of[i]).split("src/")[1].rsplit(".", 1)[0] for j, i in enumerate(ids)]  # no extension
+    keys = [
+        src_of[i]
+        if j % 3 == 0
+        # absolute path
+        else str(src_of[i]).split("src/")[1]
+        if j % 3 == 1
+        # relative: red/001.jpg
+        else str(src_of[i]).split("src/")[1].rsplit(".", 1)[0]
+        for j, i in enumerate(ids)
+    ]  # no extension
     np.savez(tmp_path / "v.npz", X=X, paths=np.array(keys))
     cid, n, dim = import_features(ws, "d", "paths", tmp_path / "v.npz")
     assert (n, dim) == (9, 5)
@@ -545,16 +699,19 @@ def test_feature_ids_may_be_paths(tmp_path, feat_ws):
         np.testing.assert_array_equal(r["embedding"], want[r["image_id"]])
 
 
-@pytest.mark.parametrize("case,needles", [
-    ("length", ["ids.txt: 8 ids but", "has 9 vectors"]),
-    ("unknown", ["ids.txt row 2", "'nobody' is not an image of the dataset"]),
-    ("duplicate", ["ids.txt row 2", "again (also row 1)"]),
-    ("missing", ["no vector for 1 of the 9 images", "dataset 'd'"]),
-    ("nan", ["v.npy row 4", "NaN"]),
-    ("exists", ["checkpoint 'ck' exists", "--replace"]),
-    ("other dataset", ["exists for dataset 'e'"]),
-    ("shape", ["numeric N x D array", "(9,)"]),
-])
+@pytest.mark.parametrize(
+    "case,needles",
+    [
+        ("length", ["ids.txt: 8 ids but", "has 9 vectors"]),
+        ("unknown", ["ids.txt row 2", "'nobody' is not an image of the dataset"]),
+        ("duplicate", ["ids.txt row 2", "again (also row 1)"]),
+        ("missing", ["no vector for 1 of the 9 images", "dataset 'd'"]),
+        ("nan", ["v.npy row 4", "NaN"]),
+        ("exists", ["checkpoint 'ck' exists", "--replace"]),
+        ("other dataset", ["exists for dataset 'e'"]),
+        ("shape", ["numeric N x D array", "(9,)"]),
+    ],
+)
 def test_bad_features_fail_naming_file_and_row(tmp_path, feat_ws, capsys, case, needles):
     ws, _, ids, X, _ = feat_ws
     ids, X = list(ids), X.copy()
@@ -565,11 +722,28 @@ def test_bad_features_fail_naming_file_and_row(tmp_path, feat_ws, capsys, case, 
             assert main(["import", "images", str(ws), "--dataset", "e", str(tmp_path / "e"), "--quiet"]) == 0
             e_ids = table(ws).query("dataset == 'e'")["image_id"].tolist()
             (tmp_path / "e.txt").write_text("\n".join(e_ids))
-            assert main(["import", "features", str(ws), str(f), "--checkpoint", "ck", "--dataset", "e",
-                         "--ids", str(tmp_path / "e.txt")]) == 0
+            assert (
+                main(
+                    [
+                        "import",
+                        "features",
+                        str(ws),
+                        str(f),
+                        "--checkpoint",
+                        "ck",
+                        "--dataset",
+                        "e",
+                        "--ids",
+                        str(tmp_path / "e.txt"),
+                    ]
+                )
+                == 0
+            )
         else:
-            assert main(["import", "features", str(ws), str(f), "--checkpoint", "ck", "--dataset", "d",
-                         *extra]) == 0
+            assert (
+                main(["import", "features", str(ws), str(f), "--checkpoint", "ck", "--dataset", "d", *extra])
+                == 0
+            )
     elif case == "length":
         ids = ids[:8]
     elif case == "unknown":
@@ -585,8 +759,22 @@ def test_bad_features_fail_naming_file_and_row(tmp_path, feat_ws, capsys, case, 
     before = snapshot(ws)
     np.save(tmp_path / "v.npy", X)
     (tmp_path / "ids.txt").write_text("\n".join(ids) + "\n")
-    fails(["import", "features", str(ws), str(tmp_path / "v.npy"), "--checkpoint", "ck", "--dataset", "d",
-           "--ids", str(tmp_path / "ids.txt")], capsys, *needles)
+    fails(
+        [
+            "import",
+            "features",
+            str(ws),
+            str(tmp_path / "v.npy"),
+            "--checkpoint",
+            "ck",
+            "--dataset",
+            "d",
+            "--ids",
+            str(tmp_path / "ids.txt"),
+        ],
+        capsys,
+        *needles,
+    )
     assert snapshot(ws) == before
 
 
@@ -595,6 +783,7 @@ def test_import_captions_feed_eq4_and_bad_rows_fail(tmp_path, feat_ws, capsys):
     import pandas as pd
 
     from conceptlens.analysis.common import pick_captioner
+
     ws, src, ids, _, _ = feat_ws
     src_of = dict(zip(table(ws)["image_id"], table(ws)["source_path"]))
     rows = [{"image_id": i if j % 2 else src_of[i], "text": f"a photo number {j}"} for j, i in enumerate(ids)]
@@ -605,16 +794,32 @@ def test_import_captions_feed_eq4_and_bad_rows_fail(tmp_path, feat_ws, capsys):
     assert_valid(ws)
     before = snapshot(ws)
     for change, needles in (
-            (lambda r: r[4].update(image_id="ghost"), ["caps.csv row 5 (line 6)", "'ghost'"]),
-            (lambda r: r[4].update(image_id=r[3]["image_id"]), ["row 5", "a second caption", "row 4"]),
-            (lambda r: r[2].update(text=""), ["caps.csv row 3", "column text is empty"])):
+        (lambda r: r[4].update(image_id="ghost"), ["caps.csv row 5 (line 6)", "'ghost'"]),
+        (lambda r: r[4].update(image_id=r[3]["image_id"]), ["row 5", "a second caption", "row 4"]),
+        (lambda r: r[2].update(text=""), ["caps.csv row 3", "column text is empty"]),
+    ):
         bad = [dict(r) for r in rows]
         change(bad)
         pd.DataFrame(bad).to_csv(tmp_path / "caps.csv", index=False)
-        fails(["import", "captions", str(ws), str(tmp_path / "caps.csv"), "--captioner", "my-blip"],
-              capsys, *needles)
-    fails(["import", "captions", str(ws), str(tmp_path / "caps.csv"), "--captioner", "x",
-           "--text-column", "caption"], capsys, "no column 'caption'")
+        fails(
+            ["import", "captions", str(ws), str(tmp_path / "caps.csv"), "--captioner", "my-blip"],
+            capsys,
+            *needles,
+        )
+    fails(
+        [
+            "import",
+            "captions",
+            str(ws),
+            str(tmp_path / "caps.csv"),
+            "--captioner",
+            "x",
+            "--text-column",
+            "caption",
+        ],
+        capsys,
+        "no column 'caption'",
+    )
     assert snapshot(ws) == before
 
 
@@ -633,22 +838,27 @@ def test_readme_three_commands_end_to_end(tmp_path, capsys, monkeypatch):
     from conceptlens.db import WorkspaceDB
     from conceptlens.views import clusters
     from tests.tiny_models import TinyConv, save_torch_weights
+
     torch.manual_seed(0)
     make_imagefolder(tmp_path / "my-images", per_class=100, splits=None, size=(48, 40))
-    weights = save_torch_weights(tmp_path / "tiny.pt", TinyConv(width=4, dim=6), {"width": 4, "dim": 6},
-                                 {"size": 32, "mean": [0.5] * 3, "std": [0.5] * 3})
+    weights = save_torch_weights(
+        tmp_path / "tiny.pt",
+        TinyConv(width=4, dim=6),
+        {"width": 4, "dim": 6},
+        {"size": 32, "mean": [0.5] * 3, "std": [0.5] * 3},
+    )
     monkeypatch.chdir(tmp_path)
     lines = readme_commands()
-    for line in lines:            # every command shown parses, commented alternatives too
+    for line in lines:  # every command shown parses, commented alternatives too
         if line.lstrip("# ").startswith("conceptlens "):
             parser().parse_args(shlex.split(line.lstrip("# "), comments=True)[1:])
     run = [shlex.split(ln, comments=True)[1:] for ln in lines if ln.startswith("conceptlens ")]
     assert [argv[0] for argv in run] == ["init", "import", "extract", "analyze"], lines
     for argv in run:
-        if argv[0] == "extract":   # the tiny model instead of a downloaded one
+        if argv[0] == "extract":  # the tiny model instead of a downloaded one
             i = argv.index("--model")
-            argv[i + 1:i + 2] = ["torch:tests.tiny_models:TinyConv", "--weights", str(weights)]
-        if argv[0] == "analyze":   # quick: a small k, no vision-language model
+            argv[i + 1 : i + 2] = ["torch:tests.tiny_models:TinyConv", "--weights", str(weights)]
+        if argv[0] == "analyze":  # quick: a small k, no vision-language model
             argv += ["--no-describability", "--k", "3"]
         assert main(argv + (["--quiet"] if argv[0] != "init" else [])) == 0, argv
     ws = tmp_path / re.search(r"conceptlens init (\S+)", "\n".join(lines)).group(1)
@@ -666,6 +876,7 @@ def test_readme_three_commands_end_to_end(tmp_path, capsys, monkeypatch):
     db.close()
     # The dashboard's Clusters page opens on it: no error, the clusters and their thumbnails.
     from streamlit.testing.v1 import AppTest
+
     monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", str(ws)])
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.switch_page("pages/clusters.py")

@@ -1,5 +1,6 @@
 """`conceptlens migrate`: a 1.0 workspace becomes 2.0 with the same numbers; a stopped
 migration is finished by running it again."""
+
 import json
 import os
 
@@ -30,21 +31,38 @@ def to_v1(root):
     """Rewrite a 2.0 workspace in the 1.0 layout (what ConceptLens 0.1 wrote)."""
     ws = Workspace(root)
     for name in ("clusters", "projections"):
-        pq.write_table(pa.Table.from_pandas(_all(root, name), preserve_index=False), ws.root / f"{name}.parquet")
-    cm = _all(root, "cluster_metrics").merge(_all(root, "cluster_captions"), on=["checkpoint_id", "k", "cluster"])
+        pq.write_table(
+            pa.Table.from_pandas(_all(root, name), preserve_index=False), ws.root / f"{name}.parquet"
+        )
+    cm = _all(root, "cluster_metrics").merge(
+        _all(root, "cluster_captions"), on=["checkpoint_id", "k", "cluster"]
+    )
     pq.write_table(pa.Table.from_pandas(cm, preserve_index=False), ws.root / "cluster_metrics.parquet")
-    km = _all(root, "checkpoint_metrics").merge(_all(root, "clid_scores").drop(columns="dataset"),
-                                               on=["checkpoint_id", "k"])
+    km = _all(root, "checkpoint_metrics").merge(
+        _all(root, "clid_scores").drop(columns="dataset"), on=["checkpoint_id", "k"]
+    )
     pq.write_table(pa.Table.from_pandas(km, preserve_index=False), ws.root / "checkpoint_metrics.parquet")
-    pq.write_table(pa.Table.from_pandas(_all(root, "predictor_correlations"), preserve_index=False),
-                   ws.root / "predictor_correlations.parquet")
+    pq.write_table(
+        pa.Table.from_pandas(_all(root, "predictor_correlations"), preserve_index=False),
+        ws.root / "predictor_correlations.parquet",
+    )
     for p in ws.partitions("features"):
         os.replace(ws.table_path("features", **p), ws.root / "features" / f"{p['checkpoint_id']}.parquet")
         os.rmdir(ws.partition_dir("features", **p))
     import shutil
-    for name in ("clusters", "cluster_metrics", "cluster_captions", "checkpoint_metrics", "projections",
-                 "clid_scores", "predictor_correlations", "clustering_similarity", "cluster_links",
-                 "analysis_runs"):
+
+    for name in (
+        "clusters",
+        "cluster_metrics",
+        "cluster_captions",
+        "checkpoint_metrics",
+        "projections",
+        "clid_scores",
+        "predictor_correlations",
+        "clustering_similarity",
+        "cluster_links",
+        "analysis_runs",
+    ):
         shutil.rmtree(ws.root / name, ignore_errors=True)
     meta = ws.meta()
     ws.write_meta({**meta, "schema_version": "1.0"})
@@ -53,8 +71,17 @@ def to_v1(root):
 @pytest.fixture()
 def v1(tmp_path):
     ws = make_workspace(tmp_path / "v2", derived=True)
-    before = {n: _all(ws.root, n) for n in ("clusters", "cluster_metrics", "cluster_captions",
-                                             "checkpoint_metrics", "projections", "features")}
+    before = {
+        n: _all(ws.root, n)
+        for n in (
+            "clusters",
+            "cluster_metrics",
+            "cluster_captions",
+            "checkpoint_metrics",
+            "projections",
+            "features",
+        )
+    }
     to_v1(ws.root)
     return ws, before
 
@@ -86,6 +113,7 @@ def test_a_stopped_migration_finishes_on_rerun(v1, monkeypatch):
 
     def crash(self, meta):
         raise OSError("disk full")
+
     monkeypatch.setattr(Workspace, "write_meta", crash)
     with pytest.raises(OSError):
         migrate(ws.root, progress=False)
@@ -95,8 +123,9 @@ def test_a_stopped_migration_finishes_on_rerun(v1, monkeypatch):
     monkeypatch.setattr(Workspace, "write_meta", real)
     migrate(ws.root, progress=False)
     assert validate(ws.root) == []
-    pd.testing.assert_frame_equal(_all(ws.root, "clusters")[before["clusters"].columns], before["clusters"],
-                                  check_dtype=False)
+    pd.testing.assert_frame_equal(
+        _all(ws.root, "clusters")[before["clusters"].columns], before["clusters"], check_dtype=False
+    )
 
 
 def test_unknown_version_is_refused(tmp_path, capsys):

@@ -1,4 +1,5 @@
 """Model adapters (conceptlens.models) on tiny random-weight models: no downloads."""
+
 from __future__ import annotations
 
 import os
@@ -34,14 +35,18 @@ def test_parse_spec():
 
 
 def test_pool_shapes():
-    assert pool(torch.ones(2, 5, 3, 3)).shape == (2, 5)      # conv map: spatial mean
-    assert pool(torch.ones(2, 7, 4)).shape == (2, 4)         # tokens: mean over tokens
-    assert pool((torch.ones(2, 6), "x")).shape == (2, 6)     # tuple outputs: first tensor
+    assert pool(torch.ones(2, 5, 3, 3)).shape == (2, 5)  # conv map: spatial mean
+    assert pool(torch.ones(2, 7, 4)).shape == (2, 4)  # tokens: mean over tokens
+    assert pool((torch.ones(2, 6), "x")).shape == (2, 6)  # tuple outputs: first tensor
 
 
 def test_plain_torch_with_convention(tmp_path):
-    w = save_torch_weights(tmp_path / "enc.pt", TinyConv(width=4, dim=5), {"width": 4, "dim": 5},
-                           {"size": 32, "mean": [0.5] * 3, "std": [0.25] * 3})
+    w = save_torch_weights(
+        tmp_path / "enc.pt",
+        TinyConv(width=4, dim=5),
+        {"width": 4, "dim": 5},
+        {"size": 32, "mean": [0.5] * 3, "std": [0.25] * 3},
+    )
     a = load_adapter("torch:tests.tiny_models:TinyConv", weights=w)
     assert a.preprocess(_img()).shape == (3, 32, 32)
     assert _embed(a).shape == (2, 5)
@@ -109,6 +114,7 @@ def test_hf_layer(hf_models):  # noqa: F811
 
 def test_timm_with_weights(tmp_path):
     import timm
+
     m = timm.create_model("test_resnet", pretrained=False)
     torch.save(m.state_dict(), tmp_path / "t.pt")  # includes the classifier: ignored
     a = load_adapter("timm:test_resnet", weights=tmp_path / "t.pt")
@@ -118,14 +124,16 @@ def test_timm_with_weights(tmp_path):
 
 def test_torchvision_with_weights(tmp_path):
     from torchvision import models
+
     m = models.get_model("mobilenet_v3_small", weights=None)
     torch.save(m.state_dict(), tmp_path / "mv.pt")
     a = load_adapter("torchvision:mobilenet_v3_small", weights=tmp_path / "mv.pt")
     assert _embed(a).shape == (2, 1024)  # last Linear (classifier.3) replaced by Identity
 
 
-@pytest.mark.parametrize("spec", ["hf:facebook/dinov2-small", "open_clip:ViT-B-32@openai",
-                                  "timm:resnet18", "torchvision:resnet18"])
+@pytest.mark.parametrize(
+    "spec", ["hf:facebook/dinov2-small", "open_clip:ViT-B-32@openai", "timm:resnet18", "torchvision:resnet18"]
+)
 def test_missing_weights_offline_fail_fast(monkeypatch, spec):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     t = time.time()

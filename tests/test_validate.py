@@ -1,4 +1,5 @@
 """`conceptlens validate`: every corruption of tests/malformed.py is found, named, harmless."""
+
 import json
 import os
 import shutil
@@ -10,8 +11,7 @@ from conceptlens import schema
 from conceptlens.cli import main
 from conceptlens.validate import Problem, format_problems, validate
 from conceptlens.workspace import Workspace
-from tests.factory import make_workspace
-from tests.factory import snapshot
+from tests.factory import make_workspace, snapshot
 from tests.malformed import MALFORMATIONS
 
 
@@ -34,8 +34,11 @@ def run_cli(root, capsys, *options):
 
 
 def hits(problems, m):
-    return [p for p in problems if (p.file, p.table, p.column) == (m.file, m.table, m.column)
-            and m.words in p.message]
+    return [
+        p
+        for p in problems
+        if (p.file, p.table, p.column) == (m.file, m.table, m.column) and m.words in p.message
+    ]
 
 
 def test_valid_workspace_exits_0(ws, capsys):
@@ -49,8 +52,9 @@ def test_valid_workspace_exits_0(ws, capsys):
 
 def test_registry_covers_the_format():
     assert len(MALFORMATIONS) >= 40
-    assert all(m.table in schema.TABLES_BY_NAME or m.table == "workspace.json"
-               for m in MALFORMATIONS.values())
+    assert all(
+        m.table in schema.TABLES_BY_NAME or m.table == "workspace.json" for m in MALFORMATIONS.values()
+    )
     # Every table of the format is broken at least once (vl_models is added broken).
     assert {m.table for m in MALFORMATIONS.values()} >= set(schema.TABLES_BY_NAME)
 
@@ -101,7 +105,7 @@ def test_meta_without_required_fields(ws):
 def test_format_1_is_one_problem_pointing_at_migrate(ws, capsys):
     MALFORMATIONS["meta_format_1"].apply(ws)
     problems = validate(ws.root)
-    assert len(problems) == 1, format_problems(problems)   # no layout noise on top
+    assert len(problems) == 1, format_problems(problems)  # no layout noise on top
     assert f"conceptlens migrate {ws.root}" in problems[0].message
     # Whatever a page asks for: none of its tables can be read.
     assert validate(ws.root, deep=False, tables={"clusters"}) == problems
@@ -212,6 +216,7 @@ def test_unexpected_error_in_a_check_becomes_a_problem(ws, monkeypatch):
 
     def boom(self, ld):
         raise RuntimeError("disk on fire")
+
     monkeypatch.setattr(v._Validator, "check_values", boom)
     problems = validate(ws.root, deep=False, tables={"clusters"})
     assert [(p.file, p.table, p.column) for p in problems] == [("clusters", "clusters", None)]

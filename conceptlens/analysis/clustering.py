@@ -4,6 +4,7 @@ One unit per (checkpoint, k); it reads that checkpoint's features and writes its
 `clusters` partition. Without `--k`, a checkpoint not clustered yet gets
 k = round(sqrt(N)), and one already clustered keeps the k's it has.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,6 +19,7 @@ from .registry import Analysis, Option, Unit
 def kmeans(Xn: np.ndarray, k: int, n_init: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Labels and each point's distance to its centroid (scikit-learn, fixed restarts)."""
     from sklearn.cluster import KMeans
+
     if not 2 <= k <= len(Xn):
         raise ValueError(f"k={k} must be in [2, {len(Xn)}] (number of images)")
     km = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(Xn)
@@ -40,7 +42,7 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
     for cid in checkpoints_with_features(ctx, opts):
         ks = opts["k"]
         if not ks and cid in clustered:
-            ks = sorted(clustered[cid])        # no k asked for: the clusterings it has
+            ks = sorted(clustered[cid])  # no k asked for: the clusterings it has
         elif not ks:
             # The number of rows is in the Parquet footer: no embedding is read to decide k.
             n = pq.ParquetFile(ctx.ws.table_path("features", checkpoint_id=cid)).metadata.num_rows
@@ -53,20 +55,44 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> None:
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
     labels, dist = kmeans(Xn, k, opts["n_init"], opts["seed"])
-    ctx.ws.write("clusters", pa.table({
-        "image_id": pa.array(list(ids), pa.string()), "cluster": labels,
-        "distance": dist.astype(np.float64)}, schema=schema.arrow_schema("clusters", partition=False)),
-        checkpoint_id=cid, k=k)
+    ctx.ws.write(
+        "clusters",
+        pa.table(
+            {
+                "image_id": pa.array(list(ids), pa.string()),
+                "cluster": labels,
+                "distance": dist.astype(np.float64),
+            },
+            schema=schema.arrow_schema("clusters", partition=False),
+        ),
+        checkpoint_id=cid,
+        k=k,
+    )
 
 
 ANALYSIS = Analysis(
-    name="clustering", title="k-means clusters of each checkpoint's features",
-    writes=("clusters",), units=_units, run=_run, page="Clusters",
+    name="clustering",
+    title="k-means clusters of each checkpoint's features",
+    writes=("clusters",),
+    units=_units,
+    run=_run,
+    page="Clusters",
     options=(
-        Option("k", int, None, "numbers of clusters (default round(sqrt(N)) per checkpoint)",
-               multiple=True, minimum=2),
-        Option("n_init", int, 3, "k-means restarts (each costs about 5 N x N x d products at "
-                                 "k = sqrt(N))", minimum=1),
+        Option(
+            "k",
+            int,
+            None,
+            "numbers of clusters (default round(sqrt(N)) per checkpoint)",
+            multiple=True,
+            minimum=2,
+        ),
+        Option(
+            "n_init",
+            int,
+            3,
+            "k-means restarts (each costs about 5 N x N x d products at k = sqrt(N))",
+            minimum=1,
+        ),
     ),
     doc=__doc__.splitlines()[0],
 )

@@ -5,6 +5,7 @@ An analysis of one checkpoint opens only that checkpoint's files (and the small
 per-workspace tables), never a glob over every checkpoint: adding a checkpoint to a
 workspace of many costs the same as analysing it alone.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,6 +27,7 @@ def progress(iterable, desc: str, enabled: bool = True, total: int | None = None
     if not enabled:
         return iterable
     from tqdm import tqdm
+
     return tqdm(iterable, desc=desc, total=total)
 
 
@@ -40,13 +42,18 @@ def factor_matrix(images_df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     Uses the factor columns (any non-core column of images.parquet with values
     for these rows) plus `label`: a human looking at the image sees both.
     """
-    cols = [c for c in images_df.columns
-            if (c not in IMAGE_CORE or c == "label") and images_df[c].notna().any()]
+    cols = [
+        c for c in images_df.columns if (c not in IMAGE_CORE or c == "label") and images_df[c].notna().any()
+    ]
     blocks = []
     for c in cols:
         s = images_df[c]
-        if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s) and c != "label" \
-                and s.nunique() > 2:
+        if (
+            pd.api.types.is_numeric_dtype(s)
+            and not pd.api.types.is_bool_dtype(s)
+            and c != "label"
+            and s.nunique() > 2
+        ):
             v = s.astype(float).to_numpy()
             sd = np.nanstd(v)
             v = (v - np.nanmean(v)) / (sd if sd > 0 else 1.0)
@@ -132,8 +139,10 @@ class Context:
 
     def read_features(self, cid: str) -> tuple[np.ndarray, np.ndarray]:
         if not self.ws.has("features", checkpoint_id=cid):
-            raise WorkspaceError(f"{self.ws.partition_dir('features', checkpoint_id=cid)}: "
-                                 f"features of checkpoint {cid!r} are missing")
+            raise WorkspaceError(
+                f"{self.ws.partition_dir('features', checkpoint_id=cid)}: "
+                f"features of checkpoint {cid!r} are missing"
+            )
         t = self.ws.read("features", columns=["image_id", "embedding"], checkpoint_id=cid)
         ids = np.asarray(t["image_id"].to_pylist(), dtype=object)
         if len(ids) == 0:
@@ -150,6 +159,7 @@ class Context:
         def norm():
             ids, X = self.features(cid)
             return ids, l2_normalize(X)
+
         return self.cached(cid, "normalized", norm)
 
     def image_meta(self, ids) -> pd.DataFrame:
@@ -157,25 +167,32 @@ class Context:
         img = self.images.set_index("image_id")
         missing = [i for i in ids if i not in img.index]
         if missing:
-            raise WorkspaceError(f"features have {len(missing)} image_id(s) not in images.parquet, "
-                                 f"e.g. {missing[0]!r}")
+            raise WorkspaceError(
+                f"features have {len(missing)} image_id(s) not in images.parquet, e.g. {missing[0]!r}"
+            )
         return img.loc[list(ids)].reset_index()
 
     def clusters(self, cid: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(labels aligned with `features(cid)` ids, distances) of one clustering."""
         ids, _ = self.features(cid)
-        t = self.ws.read("clusters", columns=["image_id", "cluster", "distance"],
-                         checkpoint_id=cid, k=k).to_pandas().set_index("image_id")
+        t = (
+            self.ws.read("clusters", columns=["image_id", "cluster", "distance"], checkpoint_id=cid, k=k)
+            .to_pandas()
+            .set_index("image_id")
+        )
         missing = [i for i in ids if i not in t.index]
         if missing:
-            raise WorkspaceError(f"{self.ws.table_path('clusters', checkpoint_id=cid, k=k)}: "
-                                 f"lacks {len(missing)} image(s) of the features, e.g. {missing[0]!r}")
+            raise WorkspaceError(
+                f"{self.ws.table_path('clusters', checkpoint_id=cid, k=k)}: "
+                f"lacks {len(missing)} image(s) of the features, e.g. {missing[0]!r}"
+            )
         t = t.loc[list(ids)]
         return t["cluster"].to_numpy(np.int64), t["distance"].to_numpy(np.float64)
 
     # ---- models shared by the units --------------------------------------------------------
     def sentence_embeddings(self, texts: np.ndarray, model: str | None) -> np.ndarray:
         from ..text import embed_sentences
+
         new = [t for t in dict.fromkeys(texts.tolist()) if t not in self._emb]
         if new:
             for t, e in zip(new, embed_sentences(new, model)):
@@ -192,10 +209,11 @@ class Context:
             self.note(f"describability skipped for {dataset}: no VL model for it in vl_models")
             return None
         if dataset in self._vl and self._vl[dataset] is None:
-            return None   # failed before; the note is already logged
+            return None  # failed before; the note is already logged
         try:
             if dataset not in self._vl:
                 from ..vl import VLModel
+
                 self._vl[dataset] = (VLModel.from_workspace(self.ws.root, dataset), {})
             model, cache = self._vl[dataset]
             # Image embeddings are cached per image: checkpoints may cover different subsets.

@@ -11,6 +11,7 @@ docs/dashboard.md describes what they show.
 * `match_clusters` — the contingency table of two clusterings as links with
   counts, each classified as a split, a merge or a one-to-one match.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,6 +45,7 @@ def _pooled_interval(values: pd.Series, trials: pd.Series | None) -> tuple[float
         ok_t = ok & t.notna() & (t > 0)
         if ok_t.any() and ok_t.sum() == ok.sum():
             from ..metrics.scores import clopper_pearson
+
             n = int(t[ok_t].sum())
             k = int(np.round((v[ok_t] * t[ok_t]).sum()))
             lo, hi = clopper_pearson(min(max(k, 0), n), n)
@@ -55,9 +57,12 @@ def _pooled_interval(values: pd.Series, trials: pd.Series | None) -> tuple[float
     return max(0.0, x.mean() - half), min(1.0, x.mean() + half), "normal"
 
 
-def purity_bins(metrics: pd.DataFrame, edges=PURITY_EDGES,
-                values: tuple[str, ...] | None = None,
-                trials_col: str = "coherence_trials") -> pd.DataFrame:
+def purity_bins(
+    metrics: pd.DataFrame,
+    edges=PURITY_EDGES,
+    values: tuple[str, ...] | None = None,
+    trials_col: str = "coherence_trials",
+) -> pd.DataFrame:
     """Mean and 95% interval of coherence (and describability) per purity range.
 
     `metrics` has one row per cluster with `purity` and value columns in [0, 1]
@@ -87,16 +92,26 @@ def purity_bins(metrics: pd.DataFrame, edges=PURITY_EDGES,
         if not sel.any():
             continue
         g = m[sel]
-        row = {"purity_range": _bin_label(edges[i], edges[i + 1]), "lo": edges[i],
-               "hi": edges[i + 1], "clusters": int(len(g))}
+        row = {
+            "purity_range": _bin_label(edges[i], edges[i + 1]),
+            "lo": edges[i],
+            "hi": edges[i + 1],
+            "clusters": int(len(g)),
+        }
         methods = set()
         for v in values:
             col = g[v].astype(float)
             # Trials count coherence 2AFC answers; other values have no trial counts.
             t = trials[sel] if trials is not None and v in COHERENCE_KINDS else None
             lo, hi, how = _pooled_interval(col, t)
-            row.update({f"{v}_mean": float(col.mean()) if col.notna().any() else math.nan,
-                        f"{v}_lo": lo, f"{v}_hi": hi, f"{v}_n": int(col.notna().sum())})
+            row.update(
+                {
+                    f"{v}_mean": float(col.mean()) if col.notna().any() else math.nan,
+                    f"{v}_lo": lo,
+                    f"{v}_hi": hi,
+                    f"{v}_n": int(col.notna().sum()),
+                }
+            )
             if col.notna().any():
                 methods.add(how)
         row["interval"] = ", ".join(sorted(methods))
@@ -108,9 +123,9 @@ def purity_bins(metrics: pd.DataFrame, edges=PURITY_EDGES,
 
 
 # ---- filtering the cluster table -------------------------------------------------------
-def filter_clusters(metrics: pd.DataFrame, min_size: int = 0,
-                    purity_range: tuple[float, float] = (0.0, 1.0),
-                    text: str = "") -> pd.DataFrame:
+def filter_clusters(
+    metrics: pd.DataFrame, min_size: int = 0, purity_range: tuple[float, float] = (0.0, 1.0), text: str = ""
+) -> pd.DataFrame:
     """Clusters with at least `min_size` images, purity in the closed range and
     `text` (case-insensitive, plain substring) in the caption. A cluster with a
     null purity passes only the full range (0, 1)."""
@@ -142,8 +157,8 @@ def _assignment(df: pd.DataFrame, name: str) -> pd.Series:
 def anmi(a, b) -> float:
     """Adjusted mutual information, arithmetic-mean normalisation (laina2020's aNMI)."""
     from sklearn.metrics import adjusted_mutual_info_score
-    return float(adjusted_mutual_info_score(np.asarray(a), np.asarray(b),
-                                            average_method="arithmetic"))
+
+    return float(adjusted_mutual_info_score(np.asarray(a), np.asarray(b), average_method="arithmetic"))
 
 
 def pairwise_anmi(assignments: pd.DataFrame, order: list[str] | None = None) -> pd.DataFrame:
@@ -164,7 +179,7 @@ def pairwise_anmi(assignments: pd.DataFrame, order: list[str] | None = None) -> 
         if a not in per:
             continue
         out.loc[a, a] = 1.0
-        for b in ids[i + 1:]:
+        for b in ids[i + 1 :]:
             if b not in per:
                 continue
             j = per[a].to_frame("a").join(per[b].rename("b"), how="inner")
@@ -225,7 +240,9 @@ def classify_links(links: pd.DataFrame, min_share: float = 0.2) -> pd.DataFrame:
     is_merge = sig_b & links["b"].isin(merges)
     links["kind"] = np.select(
         [is_split & is_merge, is_split, is_merge, sig_a & sig_b, sig_a | sig_b],
-        ["split+merge", "split", "merge", "one-to-one", "partial"], default="minor")
+        ["split+merge", "split", "merge", "one-to-one", "partial"],
+        default="minor",
+    )
     links = links.sort_values(["a", "count", "b"], ascending=[True, False, True], kind="stable")
     return links[cols].reset_index(drop=True)
 
@@ -244,9 +261,11 @@ def cluster_changes(links: pd.DataFrame) -> dict[str, int]:
         return {"splits": 0, "merges": 0, "one_to_one": 0}
     split = links["kind"].isin(["split", "split+merge"])
     merge = links["kind"].isin(["merge", "split+merge"])
-    return {"splits": int(links.loc[split, "a"].nunique()),
-            "merges": int(links.loc[merge, "b"].nunique()),
-            "one_to_one": int((links["kind"] == "one-to-one").sum())}
+    return {
+        "splits": int(links.loc[split, "a"].nunique()),
+        "merges": int(links.loc[merge, "b"].nunique()),
+        "one_to_one": int((links["kind"] == "one-to-one").sum()),
+    }
 
 
 # ---- checkpoints over training --------------------------------------------------------------
@@ -277,7 +296,8 @@ def runs_with_stages(checkpoints: pd.DataFrame) -> pd.DataFrame:
 def epoch_long(metrics: pd.DataFrame, metrics_cols=EPOCH_METRICS) -> pd.DataFrame:
     """Long table (run, epoch, checkpoint_id, metric, value) for metric-vs-epoch plots."""
     cols = [c for c in metrics_cols if c in metrics.columns]
-    long = metrics.melt(id_vars=["run", "epoch", "checkpoint_id"], value_vars=cols,
-                        var_name="metric", value_name="value")
+    long = metrics.melt(
+        id_vars=["run", "epoch", "checkpoint_id"], value_vars=cols, var_name="metric", value_name="value"
+    )
     long["metric"] = pd.Categorical(long["metric"], categories=cols, ordered=True)
     return long.sort_values(["metric", "run", "epoch"]).reset_index(drop=True)

@@ -1,9 +1,10 @@
 """`conceptlens analyze comparisons`: the checkpoints of a dataset against each other.
 
 One unit per dataset, recomputed whenever one of its checkpoints' clusterings or
-metrics changes (or a checkpoint is added). Per k it writes CLID and W-CLID
-(`clid_scores`), the correlation of every predictor with kNN accuracy
-(`predictor_correlations`, lu2022 Table 1), the adjusted NMI between every two
+metrics changes (or a checkpoint is added). Per k it writes CLID, W-CLID and its
+leave-one-out version (`clid_scores`) and the correlation of every predictor with kNN
+accuracy, with 95% intervals (`predictor_correlations`, lu2022 Table 1) - over the
+checkpoints that embedded the same images only - then the adjusted NMI between every two
 clusterings (`clustering_similarity`) and their contingency tables (`cluster_links`,
 which the Checkpoints page turns into splits and merges). A pair whose two
 clusterings are unchanged since the last run is not compared again.

@@ -8,6 +8,7 @@ truth (`oracle`) in n-way k-shot episodes and in the full-shot setting, and meas
 interventions, Delta and the top-k weight accuracies (`compmap_scores`), keeping the
 full-shot models' weights (`compmap_weights`). docs/compmap.md has the details.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,14 +32,17 @@ def _vl_rows(ctx: Context, opts: dict) -> pd.DataFrame:
     vl = ctx.table("vl_models", required=False)
     if vl is None:
         if opts.get("vl"):
-            raise WorkspaceError(f"{ctx.ws.table_path('vl_models')}: no vl_models table, so no "
-                                 f"VL model {opts['vl'][0]!r}")
+            raise WorkspaceError(
+                f"{ctx.ws.table_path('vl_models')}: no vl_models table, so no VL model {opts['vl'][0]!r}"
+            )
         return pd.DataFrame(columns=["vl_model_id", "dataset"])
     if opts.get("vl"):
         unknown = sorted(set(opts["vl"]) - set(vl["vl_model_id"]))
         if unknown:
-            raise WorkspaceError(f"{ctx.ws.table_path('vl_models')}: no VL model {unknown[0]!r} "
-                                 f"(--vl); available: {', '.join(vl['vl_model_id']) or 'none'}")
+            raise WorkspaceError(
+                f"{ctx.ws.table_path('vl_models')}: no VL model {unknown[0]!r} "
+                f"(--vl); available: {', '.join(vl['vl_model_id']) or 'none'}"
+            )
         vl = vl[vl["vl_model_id"].isin(opts["vl"])]
     if opts.get("_checkpoint"):
         vl = vl[vl["dataset"] == ctx.checkpoint_row(opts["_checkpoint"])["dataset"]]
@@ -50,8 +54,10 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
     for r in _vl_rows(ctx, opts).itertuples(index=False):
         missing = [t for t in ("primitives", "label_primitives") if not ctx.ws.has(t, dataset=r.dataset)]
         if missing:
-            msg = (f"compmap: VL model {r.vl_model_id} skipped: dataset {r.dataset!r} has no "
-                   f"{' and no '.join(missing)} partition")
+            msg = (
+                f"compmap: VL model {r.vl_model_id} skipped: dataset {r.dataset!r} has no "
+                f"{' and no '.join(missing)} partition"
+            )
             if opts.get("vl"):
                 raise WorkspaceError(f"{ctx.ws.partition_dir(missing[0], dataset=r.dataset)}: {msg}")
             ctx.note(msg)
@@ -68,8 +74,11 @@ def _vl_row(ctx: Context, vl_model: str) -> dict:
 def _fingerprint(ctx: Context, unit: Unit) -> str:
     row = _vl_row(ctx, unit.partition["vl_model"])
     ds = row["dataset"]
-    files = (ctx.ws.partition_files("primitives", dataset=ds)
-             + ctx.ws.partition_files("label_primitives", dataset=ds) + ctx.ws.files("images"))
+    files = (
+        ctx.ws.partition_files("primitives", dataset=ds)
+        + ctx.ws.partition_files("label_primitives", dataset=ds)
+        + ctx.ws.files("images")
+    )
     h = hashlib.sha1(files_signature(files).encode())
     h.update(json.dumps(row, sort_keys=True, default=str).encode())
     return h.hexdigest()
@@ -92,8 +101,10 @@ def truth_matrix(ws, dataset: str, prims: pd.DataFrame) -> pd.DataFrame:
     lp = ws.read("label_primitives", dataset=dataset).to_pandas()
     unknown = sorted(set(lp["primitive"]) - set(prims["primitive"]))
     if unknown:
-        raise WorkspaceError(f"{ws.partition_dir('label_primitives', dataset=dataset)}: column "
-                             f"primitive holds {unknown[0]!r}, which is not in primitives")
+        raise WorkspaceError(
+            f"{ws.partition_dir('label_primitives', dataset=dataset)}: column "
+            f"primitive holds {unknown[0]!r}, which is not in primitives"
+        )
     wide = lp.pivot_table(index="label", columns="primitive", values="value", aggfunc="max")
     return wide.reindex(columns=list(prims["primitive"])).fillna(0.0).sort_index()
 
@@ -107,12 +118,14 @@ class _OpenClip:
 
     def encode_text(self, texts):
         import torch
+
         with torch.no_grad():
             return self.model.encode_text(self.tokenizer(list(texts))).float().numpy()
 
     def encode_images(self, paths):
         import torch
         from PIL import Image
+
         ims = []
         for p in paths:
             with Image.open(p) as im:
@@ -134,6 +147,7 @@ class _HFClip:
 
         from ..models import resolve_path
         from ..models.base import ModelLoadError, hf_cache_dir, missing_weights, offline
+
         local = resolve_path(name, root)
         src = str(local) if local is not None else name
         local_only = local is not None or offline()
@@ -142,24 +156,40 @@ class _HFClip:
             self.processor = AutoProcessor.from_pretrained(src, local_files_only=local_only)
         except OSError as e:
             if local is not None:
-                raise ModelLoadError(f"hf:{name}: {local} holds no CLIP model and processor "
-                                     f"(save_pretrained of both): {e}") from None
-            raise missing_weights(f"hf:{name}", f"the Hugging Face cache {hf_cache_dir()}", e,
-                                  "pass a local directory written by save_pretrained") from None
+                raise ModelLoadError(
+                    f"hf:{name}: {local} holds no CLIP model and processor (save_pretrained of both): {e}"
+                ) from None
+            raise missing_weights(
+                f"hf:{name}",
+                f"the Hugging Face cache {hf_cache_dir()}",
+                e,
+                "pass a local directory written by save_pretrained",
+            ) from None
         if not hasattr(self.model, "get_text_features"):
-            raise ModelLoadError(f"hf:{name}: {type(self.model).__name__} has no text tower "
-                                 "(get_text_features): not a vision-language model")
+            raise ModelLoadError(
+                f"hf:{name}: {type(self.model).__name__} has no text tower "
+                "(get_text_features): not a vision-language model"
+            )
 
     def encode_text(self, texts):
         import torch
+
         t = self.processor(text=list(texts), padding=True, truncation=True, return_tensors="pt")
         with torch.no_grad():
-            return _features(self.model.get_text_features(
-                input_ids=t["input_ids"], attention_mask=t.get("attention_mask"))).float().numpy()
+            return (
+                _features(
+                    self.model.get_text_features(
+                        input_ids=t["input_ids"], attention_mask=t.get("attention_mask")
+                    )
+                )
+                .float()
+                .numpy()
+            )
 
     def encode_images(self, paths):
         import torch
         from PIL import Image
+
         ims = []
         for p in paths:
             with Image.open(p) as im:
@@ -174,8 +204,10 @@ def load_vl(ws, row: dict):
     `hf:NAME` (transformers CLIP) or `open_clip:NAME` (a pretrained `ARCH@TAG`, or an
     architecture or config JSON with the row's `weights` file)."""
     from ..models import parse_spec
+
     if row.get("config") and row.get("weights"):
         from ..vl import VLModel
+
         return VLModel.from_workspace(ws.root, row["vl_model_id"])
     family, name = parse_spec(row["spec"])
     if family == "hf":
@@ -184,27 +216,35 @@ def load_vl(ws, row: dict):
         import open_clip
 
         from ..models.openclip import create
+
         weights = ws.resolve(row["weights"]) if row.get("weights") else None
         model, preprocess, arch, _ = create(name, weights=weights, root=ws.root)
         return _OpenClip(model, preprocess, open_clip.get_tokenizer(arch))
-    raise WorkspaceError(f"{ws.table_path('vl_models')}: VL model {row['vl_model_id']!r} has spec "
-                         f"{row['spec']!r} and no config + weights; CompMap reads shipped models, "
-                         "`hf:NAME` or `open_clip:ARCH@TAG`")
+    raise WorkspaceError(
+        f"{ws.table_path('vl_models')}: VL model {row['vl_model_id']!r} has spec "
+        f"{row['spec']!r} and no config + weights; CompMap reads shipped models, "
+        "`hf:NAME` or `open_clip:ARCH@TAG`"
+    )
 
 
 def image_embeddings(ctx: Context, model, images: pd.DataFrame, desc: str) -> np.ndarray:
     from ..extract import image_path
+
     src = images["source_path"] if "source_path" in images.columns else [None] * len(images)
-    paths = [image_path(ctx.ws, t, s if isinstance(s, str) else None)
-             for t, s in zip(images["thumbnail"], src)]
+    paths = [
+        image_path(ctx.ws, t, s if isinstance(s, str) else None) for t, s in zip(images["thumbnail"], src)
+    ]
     batches = range(0, len(paths), BATCH)
-    out = [np.asarray(model.encode_images(paths[i:i + BATCH]), np.float64)
-           for i in progress(batches, desc, ctx.progress, total=len(batches))]
+    out = [
+        np.asarray(model.encode_images(paths[i : i + BATCH]), np.float64)
+        for i in progress(batches, desc, ctx.progress, total=len(batches))
+    ]
     return np.concatenate(out)
 
 
-def compute_activations(ctx: Context, model, images: pd.DataFrame, prims: pd.DataFrame,
-                        desc: str = "compmap: images") -> tuple[np.ndarray, np.ndarray]:
+def compute_activations(
+    ctx: Context, model, images: pd.DataFrame, prims: pd.DataFrame, desc: str = "compmap: images"
+) -> tuple[np.ndarray, np.ndarray]:
     """(logits, activations), rows in `images` order, columns in `prims` order."""
     text = np.asarray(model.encode_text(list(prims["prompt"])), np.float64)
     logits = M.prompt_logits(image_embeddings(ctx, model, images, desc), text)
@@ -220,9 +260,19 @@ def _rows(ways: int, shots: int, per: dict, episodes: int, n_images: int, n_clas
         value, lo, hi = M.mean_interval(values, bounds)
         if np.isnan(value):
             continue
-        out.append({"model": model, "ways": ways, "shots": shots, "metric": metric, "value": value,
-                    "lo": lo, "hi": hi, "episodes": episodes,
-                    "n": n_classes if metric.startswith("acc_") else n_images})
+        out.append(
+            {
+                "model": model,
+                "ways": ways,
+                "shots": shots,
+                "metric": metric,
+                "value": value,
+                "lo": lo,
+                "hi": hi,
+                "episodes": episodes,
+                "n": n_classes if metric.startswith("acc_") else n_images,
+            }
+        )
     return out
 
 
@@ -230,24 +280,28 @@ def _collect(per: dict, correct: dict, weights: dict) -> None:
     for m in M.MODELS:
         per.setdefault((m, "accuracy"), []).append(float(correct[m].mean()))
     per.setdefault(("prim", "delta"), []).append(
-        float(correct["oracle"].mean() - correct["interv_full"].mean()))
+        float(correct["oracle"].mean() - correct["interv_full"].mean())
+    )
     for m in ("prim", "oracle"):
         inst, cls, _, _ = weights[m]
         per.setdefault((m, "acc_instance"), []).append(inst)
         per.setdefault((m, "acc_class"), []).append(cls)
 
 
-def episode_scores(X, G, y, truth_of, ways: int, shots: int, queries: int, episodes: int,
-                   seed: int, bar: bool = False) -> list[dict]:
+def episode_scores(
+    X, G, y, truth_of, ways: int, shots: int, queries: int, episodes: int, seed: int, bar: bool = False
+) -> list[dict]:
     from threadpoolctl import threadpool_limits
+
     eps = M.sample_episodes(y, ways, shots, queries, episodes, seed)
     per: dict = {}
     # An episode's problem is tiny: BLAS threads only add overhead (6x slower measured on 2
     # busy cores).
     with threadpool_limits(1):
         for e in progress(eps, f"compmap: {ways}-way {shots}-shot", bar):
-            correct, weights, _ = M.score_models(X[e.support], G[e.support], y[e.support],
-                                                 X[e.query], G[e.query], y[e.query], truth_of, seed)
+            correct, weights, _ = M.score_models(
+                X[e.support], G[e.support], y[e.support], X[e.query], G[e.query], y[e.query], truth_of, seed
+            )
             _collect(per, correct, weights)
     return _rows(ways, shots, per, episodes, ways * queries, ways)
 
@@ -263,8 +317,9 @@ def full_shot(X, G, y, train: np.ndarray, truth_of, seed: int):
     te = ~train & np.isin(y, classes)
     rows = []
     if len(classes) >= 2 and te.any():
-        correct, weights, models = M.score_models(X[train], G[train], y[train], X[te], G[te], y[te],
-                                                  truth_of, seed)
+        correct, weights, models = M.score_models(
+            X[train], G[train], y[train], X[te], G[te], y[te], truth_of, seed
+        )
         ways, n = len(classes), int(te.sum())
         for m in M.MODELS:
             v, lo, hi = M.wilson(float(correct[m].sum()), n)
@@ -277,8 +332,7 @@ def full_shot(X, G, y, train: np.ndarray, truth_of, seed: int):
             for metric, v, size in (("acc_instance", inst, n_inst), ("acc_class", cls, n_cls)):
                 if n_cls:
                     p, lo, hi = M.wilson(v * size, size)
-                    rows.append({"model": m, "metric": metric, "value": p, "lo": lo, "hi": hi,
-                                 "n": n_cls})
+                    rows.append({"model": m, "metric": metric, "value": p, "lo": lo, "hi": hi, "n": n_cls})
         rows = [{**r, "ways": ways, "shots": 0, "episodes": 1} for r in rows]
     else:
         models = {"prim": M.fit_composition(X, y, seed), "oracle": M.fit_composition(G, y, seed)}
@@ -300,8 +354,10 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     y = img["label"].astype(np.int64).to_numpy()
     no_truth = sorted(set(y) - set(truth.index))
     if no_truth:
-        ctx.note(f"compmap {vl_model}: {len(no_truth)} class(es) of {ds} have no row in "
-                 f"label_primitives (all-zero ground truth), e.g. label {no_truth[0]}")
+        ctx.note(
+            f"compmap {vl_model}: {len(no_truth)} class(es) of {ds} have no row in "
+            f"label_primitives (all-zero ground truth), e.g. label {no_truth[0]}"
+        )
     T = M.class_truth(truth.reindex(sorted(set(y) | set(truth.index))).fillna(0.0).to_numpy())
     t_index = {c: i for i, c in enumerate(sorted(set(y) | set(truth.index)))}
 
@@ -311,17 +367,26 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     model = load_vl(ctx.ws, row)
     logits, act = compute_activations(ctx, model, img, prims, f"compmap {vl_model}: images")
     n, p = act.shape
-    ctx.ws.write("compmap_activations", pa.table({
-        "image_id": pa.array(np.repeat(img["image_id"].to_numpy(), p), pa.string()),
-        "primitive": pa.array(np.tile(prims["primitive"].to_numpy(), n), pa.string()),
-        "logit": logits.ravel(), "activation": act.ravel()},
-        schema=schema.arrow_schema("compmap_activations", partition=False)), vl_model=vl_model)
+    ctx.ws.write(
+        "compmap_activations",
+        pa.table(
+            {
+                "image_id": pa.array(np.repeat(img["image_id"].to_numpy(), p), pa.string()),
+                "primitive": pa.array(np.tile(prims["primitive"].to_numpy(), n), pa.string()),
+                "logit": logits.ravel(),
+                "activation": act.ravel(),
+            },
+            schema=schema.arrow_schema("compmap_activations", partition=False),
+        ),
+        vl_model=vl_model,
+    )
 
     G = np.stack([truth_of(c) for c in y])
     seed = opts["seed"]
     train = (img["split"] == "train").to_numpy()
     from threadpoolctl import threadpool_limits
-    with threadpool_limits(1):      # see episode_scores
+
+    with threadpool_limits(1):  # see episode_scores
         rows, weights = full_shot(act, G, y, train, truth_of, seed)
     # Episodes come from the images the VL model and the full-shot models were not trained on.
     pool = ~train if (~train).any() else np.ones(n, bool)
@@ -330,35 +395,63 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         for shots in opts["shots"]:
             have = len(M.eligible_classes(yp, shots, opts["queries"]))
             if have < ways:
-                ctx.note(f"compmap {vl_model}: {ways}-way {shots}-shot skipped: {have} class(es) "
-                         f"have {shots} + {opts['queries']} test images")
+                ctx.note(
+                    f"compmap {vl_model}: {ways}-way {shots}-shot skipped: {have} class(es) "
+                    f"have {shots} + {opts['queries']} test images"
+                )
                 continue
-            rows += episode_scores(Xp, Gp, yp, truth_of, ways, shots, opts["queries"],
-                                   opts["episodes"], seed + 1000 * ways + shots, ctx.progress)
+            rows += episode_scores(
+                Xp,
+                Gp,
+                yp,
+                truth_of,
+                ways,
+                shots,
+                opts["queries"],
+                opts["episodes"],
+                seed + 1000 * ways + shots,
+                ctx.progress,
+            )
     w_rows = []
     for name, (classes, W) in weights.items():
         for c, w in zip(classes, W):
-            w_rows += [{"model": name, "label": int(c), "primitive": pr, "weight": float(v)}
-                       for pr, v in zip(prims["primitive"], w)]
-    ctx.ws.write("compmap_weights", pa.Table.from_pylist(
-        w_rows, schema=schema.arrow_schema("compmap_weights", partition=False)), vl_model=vl_model)
-    ctx.ws.write("compmap_scores", pa.Table.from_pylist(
-        rows, schema=schema.arrow_schema("compmap_scores", partition=False)),
-        metadata={"inputs": fingerprint}, vl_model=vl_model)
+            w_rows += [
+                {"model": name, "label": int(c), "primitive": pr, "weight": float(v)}
+                for pr, v in zip(prims["primitive"], w)
+            ]
+    ctx.ws.write(
+        "compmap_weights",
+        pa.Table.from_pylist(w_rows, schema=schema.arrow_schema("compmap_weights", partition=False)),
+        vl_model=vl_model,
+    )
+    ctx.ws.write(
+        "compmap_scores",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("compmap_scores", partition=False)),
+        metadata={"inputs": fingerprint},
+        vl_model=vl_model,
+    )
     return fingerprint
 
 
 ANALYSIS = Analysis(
-    name="compmap", title="CompMap: primitive concepts of VL models, composition models, interventions",
+    name="compmap",
+    title="CompMap: primitive concepts of VL models, composition models, interventions",
     writes=("compmap_activations", "compmap_weights", "compmap_scores"),
-    units=_units, run=_run, inputs=_fingerprint, page="CompMap",
+    units=_units,
+    run=_run,
+    inputs=_fingerprint,
+    page="CompMap",
     options=(
-        Option("vl", str, None, "VL models (vl_models.vl_model_id) to analyse (default: every VL "
-                                "model whose dataset has primitives and label_primitives)",
-               multiple=True),
+        Option(
+            "vl",
+            str,
+            None,
+            "VL models (vl_models.vl_model_id) to analyse (default: every VL "
+            "model whose dataset has primitives and label_primitives)",
+            multiple=True,
+        ),
         Option("ways", int, (5, 10), "classes per few-shot episode", multiple=True, minimum=2),
-        Option("shots", int, (1, 5), "training images per class in an episode", multiple=True,
-               minimum=1),
+        Option("shots", int, (1, 5), "training images per class in an episode", multiple=True, minimum=1),
         Option("queries", int, 15, "test images per class in an episode", minimum=1),
         Option("episodes", int, 600, "episodes per (ways, shots) setting (yun2023: 600)", minimum=1),
     ),

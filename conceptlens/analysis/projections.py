@@ -1,4 +1,5 @@
 """`conceptlens analyze projections`: a 2-D UMAP of each checkpoint's features."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,12 +22,14 @@ def umap_2d(Xn: np.ndarray, seed: int, fit_max: int = 10_000) -> np.ndarray:
     import umap
 
     from ..metrics import nearest_cosine
+
     n_neighbors = max(2, min(15, len(Xn) - 1))
     # A fixed random_state makes UMAP single-threaded; say so to silence its warning.
     # 200 epochs (UMAP's own choice above 10,000 points) at every size: layouts are
     # good enough for browsing and small datasets no longer pay 500.
-    kw = dict(n_components=2, n_neighbors=n_neighbors, metric="cosine", random_state=seed,
-              n_jobs=1, n_epochs=200)
+    kw = dict(
+        n_components=2, n_neighbors=n_neighbors, metric="cosine", random_state=seed, n_jobs=1, n_epochs=200
+    )
     if len(Xn) <= fit_max:
         sims, idx = nearest_cosine(Xn, Xn, k=n_neighbors, normalized=True)
         knn = (idx, np.maximum(0.0, 1.0 - sims).astype(np.float32))
@@ -46,16 +49,36 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> None:
     cid = unit.partition["checkpoint_id"]
     ids, Xn = ctx.normalized(cid)
     xy = umap_2d(Xn, opts["seed"], opts["umap_fit_max"])
-    ctx.ws.write("projections", pa.table({
-        "image_id": pa.array(list(ids), pa.string()),
-        "x": xy[:, 0].astype(np.float64), "y": xy[:, 1].astype(np.float64)},
-        schema=schema.arrow_schema("projections", partition=False)), checkpoint_id=cid, method="umap")
+    ctx.ws.write(
+        "projections",
+        pa.table(
+            {
+                "image_id": pa.array(list(ids), pa.string()),
+                "x": xy[:, 0].astype(np.float64),
+                "y": xy[:, 1].astype(np.float64),
+            },
+            schema=schema.arrow_schema("projections", partition=False),
+        ),
+        checkpoint_id=cid,
+        method="umap",
+    )
 
 
 ANALYSIS = Analysis(
-    name="projections", title="2-D UMAP of each checkpoint's features",
-    writes=("projections",), units=_units, run=_run, page="Clusters",
-    options=(Option("umap_fit_max", int, 10_000, "above this many images UMAP is fitted on a "
-                                                 "seeded sample", minimum=100),),
+    name="projections",
+    title="2-D UMAP of each checkpoint's features",
+    writes=("projections",),
+    units=_units,
+    run=_run,
+    page="Clusters",
+    options=(
+        Option(
+            "umap_fit_max",
+            int,
+            10_000,
+            "above this many images UMAP is fitted on a seeded sample",
+            minimum=100,
+        ),
+    ),
     doc=__doc__.splitlines()[0],
 )

@@ -9,12 +9,14 @@ file it writes last exists and, for analyses of derived tables, was computed fro
 input files as they are now (their fingerprint is stored in the file's metadata).
 Each finished unit is logged in the append-only `analysis_runs` table.
 """
+
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow as pa
 
@@ -24,11 +26,11 @@ from .common import Context, partition_label, progress
 
 @dataclass(frozen=True)
 class Option:
-    name: str                 # Python name; the command line flag is --name-with-dashes
+    name: str  # Python name; the command line flag is --name-with-dashes
     type: type
     default: Any
     help: str
-    multiple: bool = False    # a list of values (nargs="+")
+    multiple: bool = False  # a list of values (nargs="+")
     minimum: float | None = None
 
     @property
@@ -40,7 +42,7 @@ class Option:
     def check(self, value):
         if value is None or self.minimum is None:
             return value
-        for v in (value if self.multiple else [value]):
+        for v in value if self.multiple else [value]:
             if v < self.minimum:
                 raise ValueError(f"{self.flag} must be at least {self.minimum:g}, got {v}")
         return value
@@ -52,6 +54,7 @@ SEED = Option("seed", int, 0, "random seed of every random choice (random_state)
 @dataclass(frozen=True)
 class Unit:
     """One piece of work: the partition it writes (e.g. checkpoint_id and k)."""
+
     partition: dict
     checkpoint_id: str | None = None
 
@@ -64,9 +67,9 @@ class Unit:
 class Analysis:
     name: str
     title: str
-    writes: tuple[str, ...]                              # tables; the last one is written last
-    units: Callable[[Context, dict], list[Unit]]         # every unit, given the inputs present
-    run: Callable[[Context, Unit, dict], str | None]    # computes one unit; returns its inputs' fingerprint
+    writes: tuple[str, ...]  # tables; the last one is written last
+    units: Callable[[Context, dict], list[Unit]]  # every unit, given the inputs present
+    run: Callable[[Context, Unit, dict], str | None]  # computes one unit; returns its inputs' fingerprint
     options: tuple[Option, ...] = ()
     depends: tuple[str, ...] = ()
     page: str | None = None
@@ -89,13 +92,22 @@ class Analysis:
     @staticmethod
     def _partition_of(table: str, unit: Unit) -> dict:
         from ..schema import TABLES_BY_NAME
+
         return {c: unit.partition[c] for c in TABLES_BY_NAME[table].partition}
 
 
 def _analyses() -> tuple[Analysis, ...]:
     from . import cluster_captions, cluster_metrics, clustering, comparisons, compmap, projections, similarity
-    return (clustering.ANALYSIS, cluster_metrics.ANALYSIS, cluster_captions.ANALYSIS,
-            projections.ANALYSIS, comparisons.ANALYSIS, compmap.ANALYSIS, similarity.ANALYSIS)
+
+    return (
+        clustering.ANALYSIS,
+        cluster_metrics.ANALYSIS,
+        cluster_captions.ANALYSIS,
+        projections.ANALYSIS,
+        comparisons.ANALYSIS,
+        compmap.ANALYSIS,
+        similarity.ANALYSIS,
+    )
 
 
 def __getattr__(name: str):
@@ -129,6 +141,7 @@ def in_order(names) -> list[Analysis]:
             visit(d, stack + (name,))
         if a not in out:
             out.append(a)
+
     for n in names:
         visit(n)
     return out
@@ -145,8 +158,15 @@ def all_options() -> dict[str, Option]:
     return out
 
 
-def run(root, names, options: dict | None = None, checkpoint: str | None = None,
-        force: bool = False, progress_bars: bool = True, with_dependencies: bool = True) -> Context:
+def run(
+    root,
+    names,
+    options: dict | None = None,
+    checkpoint: str | None = None,
+    force: bool = False,
+    progress_bars: bool = True,
+    with_dependencies: bool = True,
+) -> Context:
     """Run the analyses `names` (or "all") on the workspace at `root`; returns the run's context.
 
     `checkpoint` restricts per-checkpoint units to that checkpoint (dataset-level units
@@ -159,25 +179,31 @@ def run(root, names, options: dict | None = None, checkpoint: str | None = None,
         names = [names]
     if names == ["all"]:
         names = [a.name for a in _registered()["ANALYSES"]]
-    todo = in_order(names) if with_dependencies else in_order(names)[-len(names):]
+    todo = in_order(names) if with_dependencies else in_order(names)[-len(names) :]
     if checkpoint is not None:
-        ctx.checkpoint_row(checkpoint)          # an unknown id is an error, not an empty run
+        ctx.checkpoint_row(checkpoint)  # an unknown id is an error, not an empty run
     given = {k: v for k, v in (options or {}).items() if v is not None}
     known = all_options()
     unknown = set(given) - set(known)
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}")
     for a in todo:
-        opts = {**a.option_defaults(),
-                **{k: known[k].check(v) for k, v in given.items() if k in a.option_defaults()}}
+        opts = {
+            **a.option_defaults(),
+            **{k: known[k].check(v) for k, v in given.items() if k in a.option_defaults()},
+        }
         opts["_checkpoint"] = checkpoint
-        opts["_force"] = force      # an analysis may reuse work within a unit unless forced
+        opts["_force"] = force  # an analysis may reuse work within a unit unless forced
         if not with_dependencies:
             for d in in_order(a.depends):
-                if any(not d.is_done(ctx, u) for u in d.units(ctx, {**d.option_defaults(),
-                                                                    "_checkpoint": checkpoint})):
-                    ctx.note(f"{a.name}: `{d.name}` is not done everywhere; its missing units are "
-                             f"skipped here (`conceptlens analyze all` computes everything)")
+                if any(
+                    not d.is_done(ctx, u)
+                    for u in d.units(ctx, {**d.option_defaults(), "_checkpoint": checkpoint})
+                ):
+                    ctx.note(
+                        f"{a.name}: `{d.name}` is not done everywhere; its missing units are "
+                        f"skipped here (`conceptlens analyze all` computes everything)"
+                    )
                     break
         units = a.units(ctx, opts)
         pending = [u for u in units if force or not a.is_done(ctx, u)]
@@ -193,18 +219,30 @@ def run(root, names, options: dict | None = None, checkpoint: str | None = None,
 
 def _now_us() -> str:
     import datetime as dt
+
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
-def _log_run(ws: Workspace, a: Analysis, unit: Unit, opts: dict, inputs, started: str,
-             seconds: float) -> None:
+def _log_run(
+    ws: Workspace, a: Analysis, unit: Unit, opts: dict, inputs, started: str, seconds: float
+) -> None:
     from .. import __version__
+
     public = {k: v for k, v in opts.items() if not k.startswith("_")}
-    ws.append("analysis_runs", pa.table({
-        "unit": [unit.label], "inputs": pa.array([inputs], pa.string()),
-        "options": [json.dumps(public, sort_keys=True, default=str)],
-        "version": [__version__], "started": [started], "seconds": [float(seconds)]}),
-        analysis=a.name)
+    ws.append(
+        "analysis_runs",
+        pa.table(
+            {
+                "unit": [unit.label],
+                "inputs": pa.array([inputs], pa.string()),
+                "options": [json.dumps(public, sort_keys=True, default=str)],
+                "version": [__version__],
+                "started": [started],
+                "seconds": [float(seconds)],
+            }
+        ),
+        analysis=a.name,
+    )
 
 
 def missing(root, names="all") -> dict[str, list[str]]:
@@ -226,29 +264,52 @@ def missing(root, names="all") -> dict[str, list[str]]:
 def _add_options(p, options) -> None:
     for o in options:
         if o.type is bool:
-            p.add_argument(o.flag, dest=o.name, action="store_false" if o.default else "store_true",
-                           default=None, help=o.help)
+            p.add_argument(
+                o.flag,
+                dest=o.name,
+                action="store_false" if o.default else "store_true",
+                default=None,
+                help=o.help,
+            )
         else:
-            p.add_argument(o.flag, dest=o.name, type=o.type, nargs="+" if o.multiple else None,
-                           default=None, help=f"{o.help} (default: {o.default})")
+            p.add_argument(
+                o.flag,
+                dest=o.name,
+                type=o.type,
+                nargs="+" if o.multiple else None,
+                default=None,
+                help=f"{o.help} (default: {o.default})",
+            )
 
 
 def _handler(name: str):
     def handle(args) -> int:
         opts = {o: getattr(args, o, None) for o in all_options()}
-        ctx = run(args.workspace, name, opts, checkpoint=args.checkpoint, force=args.force,
-                  progress_bars=not args.quiet, with_dependencies=name == "all")
-        print(f"{name}: analyses written to {args.workspace}"
-              + (f" ({len(ctx.notes)} note(s) above)" if ctx.notes else ""))
+        ctx = run(
+            args.workspace,
+            name,
+            opts,
+            checkpoint=args.checkpoint,
+            force=args.force,
+            progress_bars=not args.quiet,
+            with_dependencies=name == "all",
+        )
+        print(
+            f"{name}: analyses written to {args.workspace}"
+            + (f" ({len(ctx.notes)} note(s) above)" if ctx.notes else "")
+        )
         return 0
+
     return handle
 
 
 def register(sub, parents) -> None:
     """`conceptlens analyze NAME|all`, with each analysis' options from the registry."""
-    p = sub.add_parser("analyze", help="compute analyses into a workspace",
-                       description="Compute analyses; `all` runs every analysis not done yet, "
-                                   "in dependency order.")
+    p = sub.add_parser(
+        "analyze",
+        help="compute analyses into a workspace",
+        description="Compute analyses; `all` runs every analysis not done yet, in dependency order.",
+    )
     asub = p.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
     common = [*parents]
     for a in _registered()["ANALYSES"]:

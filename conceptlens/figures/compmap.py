@@ -1,5 +1,6 @@
 """CompMap figures (yun2023): composition weights next to the ground truth, one class's top
 weights (the paper's Figure 3), accuracy by setting, and Delta per VL model."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,14 +23,20 @@ def _empty(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def weights_heatmap(long: pd.DataFrame, learned_title: str = "learned weights",
-                    title: str | None = None) -> go.Figure:
+def weights_heatmap(
+    long: pd.DataFrame, learned_title: str = "learned weights", title: str | None = None
+) -> go.Figure:
     """Classes (rows, in `row` order) x primitives (columns grouped by attribute group, in
     `position` order): a full-shot model's weights (diverging, 0 white) above the ground
     truth (share of the class showing the primitive), on one primitive axis so a column
     reads down both. `long` is `views.compmap.weights`."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
-                        subplot_titles=(learned_title, "ground truth"))
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.1,
+        subplot_titles=(learned_title, "ground truth"),
+    )
     fig.update_annotations(font=dict(size=12))
     if long.empty:
         return _empty(fig, "no weights")
@@ -44,21 +51,60 @@ def weights_heatmap(long: pd.DataFrame, learned_title: str = "learned weights",
     y = rows["label_name"].tolist()
     lim = float(np.nanmax(np.abs(W.to_numpy()))) or 1.0
     hover = "%{y}<br>%{x}<br>%{z:.3f}<extra>%{fullData.name}</extra>"
-    fig.add_trace(go.Heatmap(z=W.to_numpy(), x=x, y=y, name="weight", colorscale="RdBu_r", zmid=0,
-                             zmin=-lim, zmax=lim, hovertemplate=hover,
-                             colorbar=dict(title=dict(text="weight", font=dict(size=10)), thickness=10,
-                                           len=0.45, y=0.78, tickfont=dict(size=9))), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=T.to_numpy(), x=x, y=y, name="ground truth", colorscale="Blues",
-                             zmin=0, zmax=1, hovertemplate=hover,
-                             colorbar=dict(title=dict(text="share", font=dict(size=10)), thickness=10,
-                                           len=0.45, y=0.22, tickfont=dict(size=9))), row=2, col=1)
+    fig.add_trace(
+        go.Heatmap(
+            z=W.to_numpy(),
+            x=x,
+            y=y,
+            name="weight",
+            colorscale="RdBu_r",
+            zmid=0,
+            zmin=-lim,
+            zmax=lim,
+            hovertemplate=hover,
+            colorbar=dict(
+                title=dict(text="weight", font=dict(size=10)),
+                thickness=10,
+                len=0.45,
+                y=0.78,
+                tickfont=dict(size=9),
+            ),
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Heatmap(
+            z=T.to_numpy(),
+            x=x,
+            y=y,
+            name="ground truth",
+            colorscale="Blues",
+            zmin=0,
+            zmax=1,
+            hovertemplate=hover,
+            colorbar=dict(
+                title=dict(text="share", font=dict(size=10)),
+                thickness=10,
+                len=0.45,
+                y=0.22,
+                tickfont=dict(size=9),
+            ),
+        ),
+        row=2,
+        col=1,
+    )
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=9))
     fig.update_xaxes(tickfont=dict(size=8), tickangle=-90)
     # Screens: rows of up to 16 px, the whole figure at most ~1800 px tall.
     per_row = max(3, min(16, 800 // max(1, len(rows))))
-    fig.update_layout(title=title, template="plotly_white", font=FONT,
-                      height=2 * per_row * len(rows) + 220,
-                      margin=dict(l=10, r=10, t=60 if title else 30, b=10))
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        font=FONT,
+        height=2 * per_row * len(rows) + 220,
+        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+    )
     return fig
 
 
@@ -70,24 +116,42 @@ def top_weights_bar(weights: pd.DataFrame, n: int = 15, title: str | None = None
     if top.empty:
         return _empty(fig, "no weights for this class")
     names = [f"{v} ({g})" for g, v in zip(top["group"], top["value"])]
-    for is_gt, name, colour in ((True, "ground-truth primitive", GT_COLOUR),
-                                (False, "other primitive", OTHER_COLOUR)):
+    for is_gt, name, colour in (
+        (True, "ground-truth primitive", GT_COLOUR),
+        (False, "other primitive", OTHER_COLOUR),
+    ):
         m = (top["gt"] == is_gt).to_numpy()
-        fig.add_trace(go.Bar(x=[nm for nm, k in zip(names, m) if k], y=top.loc[m, "weight"], name=name,
-                             marker_color=colour,
-                             hovertemplate="%{x}<br>weight %{y:.3f}<extra>%{fullData.name}</extra>"))
-    fig.update_layout(title=title, template="plotly_white", font=FONT, barmode="overlay",
-                      xaxis=dict(categoryorder="array", categoryarray=names, tickangle=-45,
-                                 tickfont=dict(size=9)),
-                      yaxis_title="weight", legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0,
-                                                        font=dict(size=9)),
-                      margin=dict(l=50, r=10, t=60 if title else 30, b=10))
+        fig.add_trace(
+            go.Bar(
+                x=[nm for nm, k in zip(names, m) if k],
+                y=top.loc[m, "weight"],
+                name=name,
+                marker_color=colour,
+                hovertemplate="%{x}<br>weight %{y:.3f}<extra>%{fullData.name}</extra>",
+            )
+        )
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        font=FONT,
+        barmode="overlay",
+        xaxis=dict(categoryorder="array", categoryarray=names, tickangle=-45, tickfont=dict(size=9)),
+        yaxis_title="weight",
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=9)),
+        margin=dict(l=50, r=10, t=60 if title else 30, b=10),
+    )
     return fig
 
 
 def _error(df: pd.DataFrame) -> dict:
-    return dict(type="data", symmetric=False, array=(df["hi"] - df["value"]).clip(lower=0),
-                arrayminus=(df["value"] - df["lo"]).clip(lower=0), thickness=1, width=3)
+    return dict(
+        type="data",
+        symmetric=False,
+        array=(df["hi"] - df["value"]).clip(lower=0),
+        arrayminus=(df["value"] - df["lo"]).clip(lower=0),
+        thickness=1,
+        width=3,
+    )
 
 
 def accuracy_by_setting(acc: pd.DataFrame, title: str | None = None) -> go.Figure:
@@ -101,19 +165,33 @@ def accuracy_by_setting(acc: pd.DataFrame, title: str | None = None) -> go.Figur
         if d.empty:
             continue
         # Markers side by side within a setting, no lines: the settings are not a continuum.
-        fig.add_trace(go.Scatter(
-            x=d["setting_label"], y=d["value"], name=name, mode="markers", offsetgroup=name,
-            marker=dict(symbol=symbol, size=9, color=colour), error_y=dict(_error(d), color=colour),
-            customdata=np.column_stack([d["lo"], d["hi"], d["episodes"]]),
-            hovertemplate=(f"{name}<br>%{{x}}: %{{y:.3f}} [%{{customdata[0]:.3f}}, %{{customdata[1]:.3f}}]"
-                           "<br>%{customdata[2]} episode(s)<extra></extra>")))
-    fig.update_layout(title=title, template="plotly_white", font=FONT, scattermode="group",
-                      scattergap=0.5,
-                      xaxis=dict(categoryorder="array", categoryarray=order, title=None),
-                      yaxis=dict(title="accuracy", range=[0, 1.05]),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=9),
-                                  itemwidth=30),
-                      margin=dict(l=55, r=10, t=60 if title else 30, b=40))
+        fig.add_trace(
+            go.Scatter(
+                x=d["setting_label"],
+                y=d["value"],
+                name=name,
+                mode="markers",
+                offsetgroup=name,
+                marker=dict(symbol=symbol, size=9, color=colour),
+                error_y=dict(_error(d), color=colour),
+                customdata=np.column_stack([d["lo"], d["hi"], d["episodes"]]),
+                hovertemplate=(
+                    f"{name}<br>%{{x}}: %{{y:.3f}} [%{{customdata[0]:.3f}}, %{{customdata[1]:.3f}}]"
+                    "<br>%{customdata[2]} episode(s)<extra></extra>"
+                ),
+            )
+        )
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        font=FONT,
+        scattermode="group",
+        scattergap=0.5,
+        xaxis=dict(categoryorder="array", categoryarray=order, title=None),
+        yaxis=dict(title="accuracy", range=[0, 1.05]),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, font=dict(size=9), itemwidth=30),
+        margin=dict(l=55, r=10, t=60 if title else 30, b=40),
+    )
     if acc.empty:
         _empty(fig, "no accuracy scores")
     return fig
@@ -130,14 +208,26 @@ def delta_by_model(delta: pd.DataFrame, setting_label: str = "", title: str | No
     lower means the learned composition is closer to the ground truth."""
     fig = go.Figure()
     if not delta.empty:
-        fig.add_trace(go.Bar(x=delta["vl_model"], y=delta["value"], marker_color="#9467bd",
-                             error_y=dict(_error(delta), color="black"), width=0.5,
-                             hovertemplate="%{x}: Δ = %{y:.3f}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=delta["vl_model"],
+                y=delta["value"],
+                marker_color="#9467bd",
+                error_y=dict(_error(delta), color="black"),
+                width=0.5,
+                hovertemplate="%{x}: Δ = %{y:.3f}<extra></extra>",
+            )
+        )
     fig.add_hline(y=0, line=dict(color="gray", width=1))
-    fig.update_layout(title=title, template="plotly_white", font=FONT, showlegend=False,
-                      xaxis_title=f"VL model{' · ' + setting_label if setting_label else ''}",
-                      yaxis=dict(title="Δ = Oracle-Prim − Interv(Full)", range=_delta_range(delta)),
-                      margin=dict(l=60, r=10, t=50 if title else 20, b=50))
+    fig.update_layout(
+        title=title,
+        template="plotly_white",
+        font=FONT,
+        showlegend=False,
+        xaxis_title=f"VL model{' · ' + setting_label if setting_label else ''}",
+        yaxis=dict(title="Δ = Oracle-Prim − Interv(Full)", range=_delta_range(delta)),
+        margin=dict(l=60, r=10, t=50 if title else 20, b=50),
+    )
     if delta.empty:
         _empty(fig, "no Delta at this setting")
     return fig

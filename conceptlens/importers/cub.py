@@ -18,6 +18,7 @@ keeps every image's present attributes; `label_primitives` the share of a class'
 images showing each attribute (the class-level truth is a majority, as Koh et al. 2020).
 A malformed line is an error naming its file and line, raised before anything is written.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,10 +35,10 @@ PROMPT = "a photo of bird whose {group} is {value}"
 @dataclass
 class Cub:
     listing: Listing
-    cub_ids: list[int]              # CUB image id of each item
+    cub_ids: list[int]  # CUB image id of each item
     attributes: list[tuple[int, str]]
-    present: dict[int, set[int]]    # CUB image id -> attribute ids present
-    annotated: set[int]             # image ids with any attribute row
+    present: dict[int, set[int]]  # CUB image id -> attribute ids present
+    annotated: set[int]  # image ids with any attribute row
 
 
 def _words(s: str) -> str:
@@ -54,8 +55,9 @@ def group_value(name: str, where: str) -> tuple[str, str]:
     return _words(group), _words(value)
 
 
-def _pairs(path: Path, layout: str, value_int: bool = True, lo: int | None = None,
-           hi: int | None = None) -> dict[int, object]:
+def _pairs(
+    path: Path, layout: str, value_int: bool = True, lo: int | None = None, hi: int | None = None
+) -> dict[int, object]:
     out: dict[int, object] = {}
     first, second = (c.strip("<>") for c in layout.split())
     for n, (a, b) in rows(path, (2,), layout):
@@ -85,8 +87,9 @@ def read(source) -> Cub:
     if unknown:
         raise ImportInputError(f"{labels_path}: class_id {unknown[0]} is not in {classes_path}")
 
-    attr_path = find(root, ("attributes.txt", "attributes/attributes.txt", "../attributes.txt"),
-                     "attributes.txt")
+    attr_path = find(
+        root, ("attributes.txt", "attributes/attributes.txt", "../attributes.txt"), "attributes.txt"
+    )
     attributes = []
     for n, (a, name) in rows(attr_path, (2,), "<attribute_id> <group>::<value>"):
         attributes.append((integer(attr_path, n, a, "attribute_id", lo=1), name))
@@ -94,8 +97,11 @@ def read(source) -> Cub:
     if len({a for a, _ in attributes}) != len(attributes):
         raise ImportInputError(f"{attr_path}: an attribute_id is listed twice")
     known = {a for a, _ in attributes}
-    lab_path = find(root, ("attributes/image_attribute_labels.txt", "image_attribute_labels.txt"),
-                    "image_attribute_labels.txt")
+    lab_path = find(
+        root,
+        ("attributes/image_attribute_labels.txt", "image_attribute_labels.txt"),
+        "image_attribute_labels.txt",
+    )
     present: dict[int, set[int]] = {}
     annotated: set[int] = set()
     layout = "<image_id> <attribute_id> <is_present> <certainty_id> <time>"
@@ -117,9 +123,16 @@ def read(source) -> Cub:
     for iid in sorted(images):
         rel = str(images[iid])
         cls = labels[iid]
-        items.append(Item(key=rel, where=f"{root / 'images.txt'} image_id {iid}", path=img_root / rel,
-                          label=cls - 1, label_name=_words(str(classes[cls]).split(".", 1)[-1]),
-                          split="train" if split[iid] else "test"))
+        items.append(
+            Item(
+                key=rel,
+                where=f"{root / 'images.txt'} image_id {iid}",
+                path=img_root / rel,
+                label=cls - 1,
+                label_name=_words(str(classes[cls]).split(".", 1)[-1]),
+                split="train" if split[iid] else "test",
+            )
+        )
         cub_ids.append(iid)
     notes = []
     if len(annotated) < len(images):
@@ -133,9 +146,16 @@ def tables(cub: Cub, dataset: str, kept_ids: set[str]) -> tuple[list, list, list
     prims = []
     for pos, (_, name) in enumerate(cub.attributes):
         g, v = group_value(name, "attributes.txt")
-        prims.append({"primitive": name, "group": g, "value": v,
-                      "prompt": PROMPT.format(group=g, value=v), "position": pos,
-                      "normalize": "softmax"})
+        prims.append(
+            {
+                "primitive": name,
+                "group": g,
+                "value": v,
+                "prompt": PROMPT.format(group=g, value=v),
+                "position": pos,
+                "normalize": "softmax",
+            }
+        )
     # Groups contiguous in `position` (they are in the release's order already).
     order = list(dict.fromkeys(p["group"] for p in prims))
     prims.sort(key=lambda p: (order.index(p["group"]), p["position"]))
@@ -158,9 +178,16 @@ def tables(cub: Cub, dataset: str, kept_ids: set[str]) -> tuple[list, list, list
     label_rows = []
     for lab in sorted(counts):
         share = counts[lab] / sizes[lab]
-        label_rows += [{"label": int(lab), "label_name": label_name[lab], "primitive": name_of[aid],
-                        "value": float(share[j])} for j, (aid, _) in enumerate(cub.attributes)
-                       if share[j] > 0]
+        label_rows += [
+            {
+                "label": int(lab),
+                "label_name": label_name[lab],
+                "primitive": name_of[aid],
+                "value": float(share[j]),
+            }
+            for j, (aid, _) in enumerate(cub.attributes)
+            if share[j] > 0
+        ]
     return prims, label_rows, image_rows
 
 
@@ -170,6 +197,7 @@ def import_cub(workspace, source, dataset: str = "cub", **image_options):
     from ..workspace import Workspace
     from .images import import_images
     from .primitives import kept_ids, write_tables
+
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     cub = read(source)
     result = import_images(ws, dataset, cub.listing, **image_options)

@@ -13,6 +13,7 @@ An id is an image id of the dataset, or a path (or its end, extension optional) 
 its images, e.g. `cat/001.jpg` or `ILSVRC2012_val_00000001`. Every image of the dataset
 needs exactly one vector; all is checked before anything is written.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,6 +45,7 @@ def read_ids(path: Path) -> list[str]:
         return _strings(arr.ravel().tolist())
     if path.suffix == ".csv":
         import pandas as pd
+
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
         return df["image_id" if "image_id" in df.columns else df.columns[0]].tolist()
     return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -63,8 +65,9 @@ def _pick(arrays: dict, given: str | None, names, what: str, path: Path, flag: s
 def _only_matrix(arrays: dict, path: Path, flag: str):
     mats = [k for k, v in arrays.items() if getattr(v, "ndim", 0) == 2]
     if len(mats) != 1:
-        raise ImportInputError(f"{path}: cannot tell which array holds the vectors ({', '.join(arrays)}); "
-                               f"pass {flag}")
+        raise ImportInputError(
+            f"{path}: cannot tell which array holds the vectors ({', '.join(arrays)}); pass {flag}"
+        )
     return arrays[mats[0]]
 
 
@@ -103,8 +106,9 @@ def read_vectors(path, ids_file=None, key=None, ids_key=None) -> tuple[list[str]
         ids = read_ids(Path(ids_file).expanduser())
     X = np.asarray(X)
     if X.ndim != 2 or not np.issubdtype(X.dtype, np.number) or X.shape[1] == 0:
-        raise ImportInputError(f"{path}: the vectors must be a numeric N x D array, got shape "
-                               f"{X.shape} of {X.dtype}")
+        raise ImportInputError(
+            f"{path}: the vectors must be a numeric N x D array, got shape {X.shape} of {X.dtype}"
+        )
     return ids, X.astype(np.float32, copy=False)
 
 
@@ -112,22 +116,27 @@ def _read_h5(path: Path) -> dict:
     try:
         import h5py
     except ImportError:
-        raise ImportInputError("reading HDF5 needs the `h5py` package: pip install h5py "
-                               "(or the `pipeline` extra)") from None
+        raise ImportInputError(
+            "reading HDF5 needs the `h5py` package: pip install h5py (or the `pipeline` extra)"
+        ) from None
     out = {}
     with h5py.File(path, "r") as f:
-        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset)
-                     else None)
+        f.visititems(
+            lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None
+        )
     return out
 
 
 def _read_torch(path: Path, key, ids_key):
     import torch
+
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)   # never runs pickled code
+        obj = torch.load(path, map_location="cpu", weights_only=True)  # never runs pickled code
     except Exception as e:  # torch raises several types for a foreign or unsafe file
-        raise ImportInputError(f"{path}: not a tensor or dict of tensors torch.load can read safely "
-                               f"({str(e).splitlines()[0][:200]})") from None
+        raise ImportInputError(
+            f"{path}: not a tensor or dict of tensors torch.load can read safely "
+            f"({str(e).splitlines()[0][:200]})"
+        ) from None
     if isinstance(obj, torch.Tensor):
         return obj.float().numpy(), None
     if not isinstance(obj, dict):
@@ -142,14 +151,20 @@ def _read_parquet(path: Path, key, id_col):
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+
     t = pq.read_table(path)
     if id_col not in t.column_names:
-        raise ImportInputError(f"{path}: no column {id_col!r} (--ids-key); columns: "
-                               f"{', '.join(t.column_names[:10])}")
+        raise ImportInputError(
+            f"{path}: no column {id_col!r} (--ids-key); columns: {', '.join(t.column_names[:10])}"
+        )
     ids = t[id_col].cast(pa.string()).to_pylist()
-    lists = [n for n in t.column_names if pa.types.is_list(t.schema.field(n).type)
-             or pa.types.is_large_list(t.schema.field(n).type)
-             or pa.types.is_fixed_size_list(t.schema.field(n).type)]
+    lists = [
+        n
+        for n in t.column_names
+        if pa.types.is_list(t.schema.field(n).type)
+        or pa.types.is_large_list(t.schema.field(n).type)
+        or pa.types.is_fixed_size_list(t.schema.field(n).type)
+    ]
     col = key or ("embedding" if "embedding" in lists else (lists[0] if len(lists) == 1 else None))
     if col is not None:
         if col not in t.column_names:
@@ -158,19 +173,24 @@ def _read_parquet(path: Path, key, id_col):
         lens = pc.list_value_length(c).to_numpy(zero_copy_only=False)
         if len(lens) and (lens != lens[0]).any():
             row = int(np.flatnonzero(lens != lens[0])[0])
-            raise ImportInputError(f"{path} row {row + 1}: column {col} has {lens[row]} values, "
-                                   f"row 1 has {lens[0]}")
+            raise ImportInputError(
+                f"{path} row {row + 1}: column {col} has {lens[row]} values, row 1 has {lens[0]}"
+            )
         flat = pc.list_flatten(c).to_numpy(zero_copy_only=False)
         return flat.reshape(len(ids), -1 if len(ids) else 0), ids
-    nums = [n for n in t.column_names if n != id_col and (pa.types.is_floating(t.schema.field(n).type)
-                                                         or pa.types.is_integer(t.schema.field(n).type))]
+    nums = [
+        n
+        for n in t.column_names
+        if n != id_col
+        and (pa.types.is_floating(t.schema.field(n).type) or pa.types.is_integer(t.schema.field(n).type))
+    ]
     if not nums:
         raise ImportInputError(f"{path}: no list column and no numeric columns hold vectors")
     return np.column_stack([t[n].to_numpy(zero_copy_only=False) for n in nums]), ids
 
 
 # ---- matching ids to the workspace's images -----------------------------------------
-_SHARED = object()   # a path ending that several images share
+_SHARED = object()  # a path ending that several images share
 
 
 def _path_keys(p: str):
@@ -205,6 +225,7 @@ def match_ids(images, keys: list[str], where) -> tuple[list[str | None], list[st
 
 def dataset_rows(ws: Workspace, dataset: str | None) -> list[dict]:
     import pyarrow.parquet as pq
+
     path = ws.table_path("images")
     if not path.exists():
         raise WorkspaceError(f"{path}: no images yet; run `conceptlens import images` first")
@@ -216,8 +237,9 @@ def dataset_rows(ws: Workspace, dataset: str | None) -> list[dict]:
     rows = [r for r in rows if r["dataset"] == dataset]
     if not rows:
         known = sorted({r["dataset"] for r in pq.read_table(path, columns=["dataset"]).to_pylist()})
-        raise WorkspaceError(f"{path}: no images of dataset {dataset!r}; "
-                             f"datasets: {', '.join(known) or 'none'}")
+        raise WorkspaceError(
+            f"{path}: no images of dataset {dataset!r}; datasets: {', '.join(known) or 'none'}"
+        )
     return rows
 
 
@@ -227,14 +249,27 @@ def _fail(reasons: list[str]) -> None:
         raise ImportInputError("; ".join(reasons[:3]) + more)
 
 
-def import_features(workspace, dataset: str, checkpoint_id: str, file, *, ids=None, key=None,
-                    ids_key=None, model=None, method=None, epoch=None, run=None,
-                    replace=False) -> tuple[str, int, int]:
+def import_features(
+    workspace,
+    dataset: str,
+    checkpoint_id: str,
+    file,
+    *,
+    ids=None,
+    key=None,
+    ids_key=None,
+    model=None,
+    method=None,
+    epoch=None,
+    run=None,
+    replace=False,
+) -> tuple[str, int, int]:
     """Check `file`'s vectors against the dataset's images, then write the checkpoint.
 
     Returns (checkpoint_id, number of images, feature_dim). Nothing is written on error.
     """
     from ..extract import _features_table, _upsert_checkpoint
+
     ws = open_workspace(workspace)
     cid = check_id(checkpoint_id, "--checkpoint")
     if epoch is not None and epoch < 0:
@@ -248,7 +283,7 @@ def import_features(workspace, dataset: str, checkpoint_id: str, file, *, ids=No
     src = Path(ids).expanduser() if ids is not None else path
     if len(keys) != len(X):
         raise ImportInputError(f"{src}: {len(keys)} ids but {path} has {len(X)} vectors")
-    where = (lambda i: f"{src} row {i + 1}")
+    where = lambda i: f"{src} row {i + 1}"
     matched, why = match_ids(images, keys, where)
     _fail(why)
     first: dict[str, int] = {}
@@ -259,26 +294,40 @@ def import_features(workspace, dataset: str, checkpoint_id: str, file, *, ids=No
     _fail(why)
     bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
     if len(bad):
-        raise ImportInputError(f"{path} row {bad[0] + 1} ({keys[bad[0]]!r}): NaN or infinite values "
-                               f"({len(bad)} row(s) in all)")
+        raise ImportInputError(
+            f"{path} row {bad[0] + 1} ({keys[bad[0]]!r}): NaN or infinite values ({len(bad)} row(s) in all)"
+        )
     order = [r["image_id"] for r in images]
     lacking = [iid for iid in order if iid not in first]
     if lacking:
-        raise ImportInputError(f"{path}: no vector for {len(lacking)} of the {len(order)} images of "
-                               f"dataset {dataset!r}, e.g. {lacking[:3]}")
+        raise ImportInputError(
+            f"{path}: no vector for {len(lacking)} of the {len(order)} images of "
+            f"dataset {dataset!r}, e.g. {lacking[:3]}"
+        )
     X = X[[first[iid] for iid in order]]
     ws.write("features", _features_table(order, X), checkpoint_id=cid)
-    row = {"checkpoint_id": cid, "dataset": dataset, "model": model or path.stem,
-           "method": method or "imported", "epoch": epoch, "feature_dim": int(X.shape[1]),
-           "source": f"import:{path.name}", "run": run, "layer": None, "weights": None,
-           "weights_sha256": None, "preprocessing": None,
-           "created": now_iso()}
+    row = {
+        "checkpoint_id": cid,
+        "dataset": dataset,
+        "model": model or path.stem,
+        "method": method or "imported",
+        "epoch": epoch,
+        "feature_dim": int(X.shape[1]),
+        "source": f"import:{path.name}",
+        "run": run,
+        "layer": None,
+        "weights": None,
+        "weights_sha256": None,
+        "preprocessing": None,
+        "created": now_iso(),
+    }
     _upsert_checkpoint(ws, row)
     return cid, len(order), int(X.shape[1])
 
 
 def _checkpoint_free(ws: Workspace, cid: str, dataset: str, replace: bool) -> None:
     import pyarrow.parquet as pq
+
     path = ws.table_path("checkpoints")
     if not path.exists():
         return
@@ -286,8 +335,10 @@ def _checkpoint_free(ws: Workspace, cid: str, dataset: str, replace: bool) -> No
         if r["checkpoint_id"] != cid:
             continue
         if r["dataset"] != dataset:
-            raise ImportInputError(f"{path}: checkpoint {cid!r} exists for dataset {r['dataset']!r}; "
-                                   "choose another --checkpoint")
+            raise ImportInputError(
+                f"{path}: checkpoint {cid!r} exists for dataset {r['dataset']!r}; choose another --checkpoint"
+            )
         if not replace:
-            raise ImportInputError(f"{path}: checkpoint {cid!r} exists; pass --replace to replace "
-                                   "its features")
+            raise ImportInputError(
+                f"{path}: checkpoint {cid!r} exists; pass --replace to replace its features"
+            )

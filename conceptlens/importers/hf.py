@@ -9,6 +9,7 @@ DatasetDict: train, validation (-> val), test. Every other column of plain value
 a factor column. An image stored as bytes in the dataset has no file to extract from:
 its bytes are saved unchanged under `sources/DATASET/` in the workspace.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,8 +21,10 @@ def _datasets():
     try:
         import datasets
     except ImportError:
-        raise ImportInputError("importing a Hugging Face dataset needs the `datasets` package: "
-                               "pip install datasets (or the `pipeline` extra)") from None
+        raise ImportInputError(
+            "importing a Hugging Face dataset needs the `datasets` package: "
+            "pip install datasets (or the `pipeline` extra)"
+        ) from None
     return datasets
 
 
@@ -32,8 +35,9 @@ def _pick(features, kind, given: str | None, what: str, where: str) -> str | Non
         return given
     found = [n for n, f in features.items() if isinstance(f, kind)]
     if len(found) > 1:
-        raise ImportInputError(f"{where}: several {kind.__name__} columns ({', '.join(found)}); "
-                               f"pass --{what}")
+        raise ImportInputError(
+            f"{where}: several {kind.__name__} columns ({', '.join(found)}); pass --{what}"
+        )
     return found[0] if found else None
 
 
@@ -66,8 +70,10 @@ def scan(source, image_column=None, label_column=None, unlabeled=False, split=No
         plain = [n for n, f in feats.items() if n not in (img, lab) and isinstance(f, ds_mod.Value)]
         kept = [n for n in plain if n not in CORE]
         if len(kept) < len(plain):
-            notes.append(f"{where}: column(s) {', '.join(sorted(set(plain) - set(kept)))} not kept "
-                         "(their names are set by the import)")
+            notes.append(
+                f"{where}: column(s) {', '.join(sorted(set(plain) - set(kept)))} not kept "
+                "(their names are set by the import)"
+            )
         cols = [c for c in (lab, *kept) if c]
         df = ds.select_columns(cols).to_pandas() if cols else None
         n = len(ds)
@@ -76,14 +82,23 @@ def scan(source, image_column=None, label_column=None, unlabeled=False, split=No
         width = max(6, len(str(n)))
         for i in range(n):
             key = f"{name}/{i:0{width}d}" if name else f"{i:0{width}d}"
-            items.append(Item(key=key, where=f"{where} row {i}", hf=(str(folder), name, i, img),
-                              label=labels[i], label_name=label_names[i], split=split_name,
-                              factors={k: _plain(v) for k, v in factors[i].items()}))
+            items.append(
+                Item(
+                    key=key,
+                    where=f"{where} row {i}",
+                    hf=(str(folder), name, i, img),
+                    label=labels[i],
+                    label_name=label_names[i],
+                    split=split_name,
+                    factors={k: _plain(v) for k, v in factors[i].items()},
+                )
+            )
     return Listing(items, str(folder), "hf", notes)
 
 
 def _plain(v):
     import pandas as pd
+
     if v is None or pd.isna(v):
         return None
     return v.item() if hasattr(v, "item") else v
@@ -103,5 +118,7 @@ def _labels(df, n, col, feature, ds_mod, where):
             raise ImportInputError(f"{where} row {bad}: column {col}: {values[bad]} is not a label >= 0")
         return values, [None if v is None else str(v) for v in values]
     order = {s: i for i, s in enumerate(sorted({str(v) for v in values if v is not None}))}
-    return ([None if v is None else order[str(v)] for v in values],
-            [None if v is None else str(v) for v in values])
+    return (
+        [None if v is None else order[str(v)] for v in values],
+        [None if v is None else str(v) for v in values],
+    )

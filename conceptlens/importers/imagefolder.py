@@ -8,6 +8,7 @@ Labels are 0..K-1 over the class folder names in sorted order (torchvision's Ima
 convention), taken across every split; images in deeper subfolders of a class belong to
 it. Files that are not images by extension, and hidden files, are ignored.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,9 +40,11 @@ def scan(source) -> Listing:
     if split_dirs:
         other = [p.name for p in top if p not in split_dirs]
         if other:
-            raise ImportInputError(f"{root}: mixes split folders ({', '.join(p.name for p in split_dirs)}) "
-                                   f"with other folders ({', '.join(other[:5])}); put every class "
-                                   "folder inside a split folder")
+            raise ImportInputError(
+                f"{root}: mixes split folders ({', '.join(p.name for p in split_dirs)}) "
+                f"with other folders ({', '.join(other[:5])}); put every class "
+                "folder inside a split folder"
+            )
         splits = [(p, SPLIT_NAMES[p.name.lower()]) for p in split_dirs]
     else:
         splits = [(root, None)]
@@ -57,6 +60,8 @@ def scan(source) -> Listing:
             found += [(f, cls.name, split) for f in files]
     classes = sorted({c for _, c, _ in found})
     label = {c: i for i, c in enumerate(classes)}
-    items = [Item(key=f.relative_to(root).as_posix(), where=str(f), path=f, label=label[c],
-                  label_name=c, split=s) for f, c, s in found]
+    items = [
+        Item(key=f.relative_to(root).as_posix(), where=str(f), path=f, label=label[c], label_name=c, split=s)
+        for f, c, s in found
+    ]
     return Listing(items, str(root), "imagefolder", notes)

@@ -18,6 +18,7 @@ torchvision's and timm's ImageNet models. `label_name` is the synset's first lem
 its WordNet id when two synsets share one, e.g. `crane (n02012849)`); the WordNet id is
 kept as the factor column `wnid`. Every image is in split `val`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -38,13 +39,14 @@ def read_synsets(path: Path) -> tuple[dict[str, str], dict[int, str] | None]:
     """(wnid -> words, ILSVRC2012_ID -> wnid or None) from meta.mat or a synset list."""
     if path.suffix == ".mat":
         from scipy.io import loadmat
+
         try:
             syn = loadmat(str(path), squeeze_me=True)["synsets"]
         except (OSError, ValueError, KeyError) as e:
             raise ImportInputError(f"{path}: not the devkit's meta.mat ({e})") from None
         words, ids = {}, {}
         for s in syn.ravel():
-            if int(s["num_children"]) == 0:   # the 1000 leaf classes; the rest are their ancestors
+            if int(s["num_children"]) == 0:  # the 1000 leaf classes; the rest are their ancestors
                 words[str(s["WNID"])] = str(s["words"])
                 ids[int(s["ILSVRC2012_ID"])] = str(s["WNID"])
         return words, ids
@@ -75,27 +77,34 @@ def read_ground_truth(path: Path, words: dict, ids: dict | None, synsets: Path) 
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             if not {"ImageId", "PredictionString"} <= set(reader.fieldnames or ()):
-                raise ImportInputError(f"{path}: expected columns ImageId,PredictionString "
-                                       f"(LOC_val_solution.csv), got {reader.fieldnames}")
+                raise ImportInputError(
+                    f"{path}: expected columns ImageId,PredictionString "
+                    f"(LOC_val_solution.csv), got {reader.fieldnames}"
+                )
             for n, r in enumerate(reader, start=2):
                 wnid = (r["PredictionString"] or "").split()[:1]
                 if not wnid or wnid[0] not in words:
-                    raise ImportInputError(f"{path} line {n}: column PredictionString: "
-                                           f"{(wnid or [''])[0]!r} is not a synset of {synsets}")
+                    raise ImportInputError(
+                        f"{path} line {n}: column PredictionString: "
+                        f"{(wnid or [''])[0]!r} is not a synset of {synsets}"
+                    )
                 out[r["ImageId"].strip()] = wnid[0]
         return out
     if ids is None:
-        raise ImportInputError(f"{path}: the devkit's ground truth numbers classes by ILSVRC2012_ID, "
-                               f"which only the devkit's meta.mat maps to synsets; {synsets} does not "
-                               "(pass --synsets .../data/meta.mat or --devkit)")
+        raise ImportInputError(
+            f"{path}: the devkit's ground truth numbers classes by ILSVRC2012_ID, "
+            f"which only the devkit's meta.mat maps to synsets; {synsets} does not "
+            "(pass --synsets .../data/meta.mat or --devkit)"
+        )
     for n, line in enumerate(_lines(path), start=1):
         if not line.strip():
             continue
         try:
             wnid = ids[int(line)]
         except (ValueError, KeyError):
-            raise ImportInputError(f"{path} line {n}: {line.strip()!r} is not an ILSVRC2012_ID "
-                                   f"of {synsets}") from None
+            raise ImportInputError(
+                f"{path} line {n}: {line.strip()!r} is not an ILSVRC2012_ID of {synsets}"
+            ) from None
         out[f"ILSVRC2012_val_{n:08d}"] = wnid
     return out
 
@@ -119,8 +128,10 @@ def _images_dir(source: Path) -> Path:
         d = source / rel
         if d.is_dir() and any(VAL_NAME.match(p.name) or WNID.fullmatch(p.name) for p in d.iterdir()):
             return d
-    raise ImportInputError(f"{source}: no ILSVRC2012_val_*.JPEG images (nor WordNet id folders) "
-                           f"here or in {', '.join(IMAGE_DIRS[1:])}")
+    raise ImportInputError(
+        f"{source}: no ILSVRC2012_val_*.JPEG images (nor WordNet id folders) "
+        f"here or in {', '.join(IMAGE_DIRS[1:])}"
+    )
 
 
 def scan(source, devkit=None, ground_truth=None, synsets=None) -> Listing:
@@ -138,14 +149,18 @@ def scan(source, devkit=None, ground_truth=None, synsets=None) -> Listing:
     if ground_truth is None and not by_folder:
         ground_truth = _look_for(source, GROUND_TRUTH)
         if ground_truth is None:
-            raise ImportInputError(f"{source}: no ground truth found; pass --devkit DIR or "
-                                   "--ground-truth FILE (LOC_val_solution.csv or the devkit's "
-                                   "ILSVRC2012_validation_ground_truth.txt)")
+            raise ImportInputError(
+                f"{source}: no ground truth found; pass --devkit DIR or "
+                "--ground-truth FILE (LOC_val_solution.csv or the devkit's "
+                "ILSVRC2012_validation_ground_truth.txt)"
+            )
     if synsets is None:
         synsets = _look_for(source, SYNSETS)
         if synsets is None:
-            raise ImportInputError(f"{source}: no synset list found; pass --synsets FILE "
-                                   "(LOC_synset_mapping.txt, synset_words.txt or the devkit's meta.mat)")
+            raise ImportInputError(
+                f"{source}: no synset list found; pass --synsets FILE "
+                "(LOC_synset_mapping.txt, synset_words.txt or the devkit's meta.mat)"
+            )
     for what, p in (("--ground-truth", ground_truth), ("--synsets", synsets)):
         if p is not None and not Path(p).is_file():
             raise ImportInputError(f"{what} {p}: file not found")
@@ -155,7 +170,7 @@ def scan(source, devkit=None, ground_truth=None, synsets=None) -> Listing:
     names = readable_names(words)
     notes = [f"synsets from {synsets}"]
 
-    found: list[tuple[Path, str, str]] = []   # (file, wnid, where)
+    found: list[tuple[Path, str, str]] = []  # (file, wnid, where)
     if ground_truth is not None:
         ground_truth = Path(ground_truth)
         truth = read_ground_truth(ground_truth, words, ids, synsets)
@@ -172,8 +187,19 @@ def scan(source, devkit=None, ground_truth=None, synsets=None) -> Listing:
         for d in by_folder:
             if d.name not in words:
                 raise ImportInputError(f"{d}: {d.name} is not a synset of {synsets}")
-            found += [(f, d.name, str(f)) for f in sorted(d.iterdir())
-                      if f.is_file() and is_image_file(f.name)]
-    items = [Item(key=f.name, where=w, path=f, label=label[wnid], label_name=names[wnid],
-                  split="val", factors={"wnid": wnid}) for f, wnid, w in found]
+            found += [
+                (f, d.name, str(f)) for f in sorted(d.iterdir()) if f.is_file() and is_image_file(f.name)
+            ]
+    items = [
+        Item(
+            key=f.name,
+            where=w,
+            path=f,
+            label=label[wnid],
+            label_name=names[wnid],
+            split="val",
+            factors={"wnid": wnid},
+        )
+        for f, wnid, w in found
+    ]
     return Listing(items, str(source), "imagenet", notes)

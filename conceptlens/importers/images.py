@@ -10,6 +10,7 @@ the workspace as it was when anything fails:
    rerun of an interrupted or failed import skips the images already done;
 3. one atomic upsert of `images.parquet`, then the import's provenance in workspace.json.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,15 @@ from ..workspace import Workspace, WorkspaceError, atomic_write_bytes, atomic_wr
 
 # What torchvision's ImageFolder reads, plus GIF; other files in a source folder are ignored.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".bmp", ".tif", ".tiff", ".webp", ".gif")
-SPLIT_NAMES = {"train": "train", "training": "train", "val": "val", "valid": "val",
-               "validation": "val", "test": "test", "testing": "test"}
+SPLIT_NAMES = {
+    "train": "train",
+    "training": "train",
+    "val": "val",
+    "valid": "val",
+    "validation": "val",
+    "test": "test",
+    "testing": "test",
+}
 CORE = tuple(c.name for c in schema.TABLES_BY_NAME["images"].columns)
 THUMB_FORMATS = {"jpeg": ".jpg", "webp": ".webp"}
 # Thumbnail records are saved every this many images: what an interruption can lose.
@@ -47,36 +55,39 @@ class ImportInputError(ConceptLensError):
 @dataclass
 class Item:
     """One image as a source lists it."""
-    key: str                      # its path relative to the source: the image id is made from it
-    where: str                    # how messages name it: a file, or "FILE row N"
-    path: Path | None = None      # the original image file
-    hf: tuple | None = None       # or (dataset folder, split, row, image column) of a HF dataset
+
+    key: str  # its path relative to the source: the image id is made from it
+    where: str  # how messages name it: a file, or "FILE row N"
+    path: Path | None = None  # the original image file
+    hf: tuple | None = None  # or (dataset folder, split, row, image column) of a HF dataset
     label: int | None = None
     label_name: str | None = None
-    split: str | None = None      # None: --split or --test-fraction decide
+    split: str | None = None  # None: --split or --test-fraction decide
     factors: dict = field(default_factory=dict)
-    image_id: str | None = None   # given by the source (a manifest's image_id column)
+    image_id: str | None = None  # given by the source (a manifest's image_id column)
 
 
 @dataclass
 class Listing:
     """What a source module returns."""
+
     items: list[Item]
-    source: str                   # the SOURCE argument, for messages and provenance
+    source: str  # the SOURCE argument, for messages and provenance
     format: str
     notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Thumbs:
-    size: int = 128               # longest side in pixels (smaller images are not enlarged)
+    size: int = 128  # longest side in pixels (smaller images are not enlarged)
     format: str = "jpeg"
     quality: int = 85
 
     def check(self) -> Thumbs:
         if self.format not in THUMB_FORMATS:
-            raise ValueError(f"--thumbnail-format must be one of {', '.join(THUMB_FORMATS)}, "
-                             f"got {self.format!r}")
+            raise ValueError(
+                f"--thumbnail-format must be one of {', '.join(THUMB_FORMATS)}, got {self.format!r}"
+            )
         if not 16 <= self.size <= 1024:
             raise ValueError(f"--thumbnail-size must be in [16, 1024], got {self.size}")
         if not 1 <= self.quality <= 100:
@@ -88,8 +99,8 @@ class Thumbs:
 class Result:
     dataset: str
     n_images: int
-    made: int                     # thumbnails written by this run
-    reused: int                   # thumbnails a previous run had written
+    made: int  # thumbnails written by this run
+    reused: int  # thumbnails a previous run had written
     skipped: list[tuple[str, str]]  # (where, why) of every image that does not decode
     notes: list[str]
     seconds: float
@@ -99,8 +110,9 @@ def open_workspace(workspace) -> Workspace:
     """The workspace to import into; a missing one says how to make it."""
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     if not ws.meta_path.exists():
-        raise WorkspaceError(f"{ws.meta_path}: not found; create the workspace first: "
-                             f"conceptlens init {ws.root}")
+        raise WorkspaceError(
+            f"{ws.meta_path}: not found; create the workspace first: conceptlens init {ws.root}"
+        )
     ws.meta()
     return ws
 
@@ -113,8 +125,7 @@ def split_of(value, where: str) -> str:
     """A split name as the workspace knows it (`valid`, `validation` -> `val`)."""
     s = SPLIT_NAMES.get(str(value).strip().lower()) if value is not None else None
     if s is None:
-        raise ImportInputError(f"{where}: split {value!r} is not one of "
-                               f"{', '.join(sorted(SPLIT_NAMES))}")
+        raise ImportInputError(f"{where}: split {value!r} is not one of {', '.join(sorted(SPLIT_NAMES))}")
     return s
 
 
@@ -164,26 +175,30 @@ def check_items(items: list[Item], ids: list[str]) -> None:
             raise ImportInputError(f"{it.where}: label {it.label} without a label_name")
         old = name_of.setdefault(it.label, (it.label_name, it.where))
         if old[0] != it.label_name:
-            raise ImportInputError(f"{it.where}: label {it.label} is named {it.label_name!r} here but "
-                                   f"{old[0]!r} in {old[1]}")
+            raise ImportInputError(
+                f"{it.where}: label {it.label} is named {it.label_name!r} here but {old[0]!r} in {old[1]}"
+            )
         old = label_of.setdefault(it.label_name, (it.label, it.where))
         if old[0] != it.label:
-            raise ImportInputError(f"{it.where}: label_name {it.label_name!r} has label {it.label} here "
-                                   f"but {old[0]} in {old[1]}")
+            raise ImportInputError(
+                f"{it.where}: label_name {it.label_name!r} has label {it.label} here but {old[0]} in {old[1]}"
+            )
     for it in items:
         bad = sorted(set(it.factors) & set(CORE))
         if bad:
-            raise ImportInputError(f"{it.where}: column(s) {', '.join(bad)} are set by the import; "
-                                   "rename them to keep them as factors")
+            raise ImportInputError(
+                f"{it.where}: column(s) {', '.join(bad)} are set by the import; "
+                "rename them to keep them as factors"
+            )
 
 
-def assign_splits(items: list[Item], split: str | None, test_fraction: float | None,
-                  seed: int) -> list[str]:
+def assign_splits(items: list[Item], split: str | None, test_fraction: float | None, seed: int) -> list[str]:
     """The source's splits; else `split` for all; else a seeded per-label test share."""
     given = [it for it in items if it.split is not None]
     if given and (split is not None or test_fraction is not None):
-        raise ImportInputError(f"{given[0].where}: the source already gives splits; drop --split "
-                               "and --test-fraction")
+        raise ImportInputError(
+            f"{given[0].where}: the source already gives splits; drop --split and --test-fraction"
+        )
     if split is not None and test_fraction is not None:
         raise ValueError("give --split or --test-fraction, not both")
     if test_fraction is None:
@@ -192,12 +207,13 @@ def assign_splits(items: list[Item], split: str | None, test_fraction: float | N
     if not 0 < test_fraction < 1:
         raise ValueError(f"--test-fraction must be in (0, 1), got {test_fraction}")
     import numpy as np
+
     rng = np.random.default_rng(seed)
     out = ["train"] * len(items)
     groups: dict = {}
     for i, it in enumerate(items):
         groups.setdefault(it.label_name if it.label is not None else "", []).append(i)
-    for name in sorted(groups):   # stratified, so small classes get test images too
+    for name in sorted(groups):  # stratified, so small classes get test images too
         rows = groups[name]
         for j in rng.permutation(len(rows))[: int(round(len(rows) * test_fraction))]:
             out[rows[j]] = "test"
@@ -213,6 +229,7 @@ def _hf_image(folder: str, split: str | None, row: int, column: str) -> dict:
     key = (folder, split, column)
     if key not in _HF:
         import datasets
+
         d = datasets.load_from_disk(folder)
         d = d[split] if split is not None else d
         _HF[key] = d.cast_column(column, datasets.Image(decode=False))
@@ -232,6 +249,7 @@ def thumbnail_job(job: tuple) -> tuple:
     """
     path, hf, thumb, source_base, size, fmt, quality = job
     from PIL import Image
+
     try:
         source = None
         if hf is not None:
@@ -246,8 +264,8 @@ def thumbnail_job(job: tuple) -> tuple:
                 source = source_base + _source_ext(im.format)
             elif hf is not None:
                 source = path
-            im.draft("RGB", (size, size))   # JPEG decodes at 1/2..1/8 scale: most of the speed
-            rgb = im.convert("RGB")         # no EXIF rotation: the thumbnail shows what models see
+            im.draft("RGB", (size, size))  # JPEG decodes at 1/2..1/8 scale: most of the speed
+            rgb = im.convert("RGB")  # no EXIF rotation: the thumbnail shows what models see
         rgb.thumbnail((size, size))
         buf = io.BytesIO()
         rgb.save(buf, format=fmt.upper(), quality=quality)
@@ -273,14 +291,16 @@ def source_path_of(ws: Workspace, path: Path) -> str:
 def _read_records(ws: Workspace, dataset: str, partial: Path, thumbs: Thumbs) -> dict:
     """image_id -> record of every thumbnail an earlier run made with these settings."""
     import pyarrow.parquet as pq
+
     recs: dict = {}
     stamp = {"thumbnails": asdict(thumbs)}
     prov = ws.meta().get("provenance", {}).get("imports", {}).get(dataset, {})
     if prov.get("thumbnails") == stamp["thumbnails"] and ws.table_path("images").exists():
         t = pq.read_table(ws.table_path("images"))
         if "source_path" in t.column_names:
-            for r in t.select(["image_id", "dataset", "thumbnail", "width", "height",
-                               "source_path"]).to_pylist():
+            for r in t.select(
+                ["image_id", "dataset", "thumbnail", "width", "height", "source_path"]
+            ).to_pylist():
                 if r["dataset"] == dataset:
                     recs[r["image_id"]] = r
     if partial.exists():
@@ -316,6 +336,7 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
     """Make the missing thumbnails -> ({image_id: record}, skipped, made, reused)."""
     import pyarrow as pa
     from tqdm import tqdm
+
     recs = _read_records(ws, dataset, partial, thumbs)
     ext = THUMB_FORMATS[thumbs.format]
     done, todo = {}, []
@@ -330,9 +351,18 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
     (ws.root / "thumbnails" / dataset).mkdir(parents=True, exist_ok=True)
     if any(it.hf is not None for _, it, _, _ in todo):
         (ws.root / "sources" / dataset).mkdir(parents=True, exist_ok=True)
-    jobs = ((None if it.path is None else str(it.path), it.hf, str(ws.root / thumb),
-             str(ws.root / "sources" / dataset / iid), thumbs.size, thumbs.format, thumbs.quality)
-            for iid, it, thumb, _ in todo)
+    jobs = (
+        (
+            None if it.path is None else str(it.path),
+            it.hf,
+            str(ws.root / thumb),
+            str(ws.root / "sources" / dataset / iid),
+            thumbs.size,
+            thumbs.format,
+            thumbs.quality,
+        )
+        for iid, it, thumb, _ in todo
+    )
     skipped, pending = [], []
     next_part = len(list(partial.glob("part-*.parquet")))
 
@@ -343,12 +373,19 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
             next_part += 1
             pending.clear()
 
-    bar = tqdm(total=len(items), initial=reused, desc=f"import {dataset}", unit="img",
-               disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        total=len(items),
+        initial=reused,
+        desc=f"import {dataset}",
+        unit="img",
+        disable=not progress,
+        file=sys.stderr,
+    )
     pool = None
     try:
         if workers > 1 and len(todo) >= PARALLEL_MIN:
             import multiprocessing
+
             # spawn, not fork: the parent holds Arrow's threads, which a fork would copy half-locked
             pool = multiprocessing.get_context("spawn").Pool(workers)
             results = pool.imap(thumbnail_job, jobs, chunksize=16)
@@ -371,12 +408,13 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
         if pool is not None:
             pool.terminate()
             pool.join()
-        flush()   # also on an interruption: a rerun resumes from here
+        flush()  # also on an interruption: a rerun resumes from here
     return done, skipped, len(done) - reused, reused
 
 
 def _table(dataset, items, ids, splits, done):
     import pyarrow as pa
+
     factor_names: list[str] = []
     for it in items:
         factor_names += [k for k in it.factors if k not in factor_names]
@@ -405,26 +443,32 @@ def _fit_to(ws: Workspace, table):
     """Cast the new rows to the types images.parquet already has (e.g. int32 widths)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     path = ws.table_path("images")
     if not path.exists():
         return table
     old = pq.read_schema(path)
-    fields = [pa.field(f.name, old.field(f.name).type if f.name in old.names else f.type)
-              for f in table.schema]
+    fields = [
+        pa.field(f.name, old.field(f.name).type if f.name in old.names else f.type) for f in table.schema
+    ]
     for f, want in zip(table.schema, fields):
         if f.type != want.type:
             try:
-                table = table.set_column(table.schema.get_field_index(f.name), want,
-                                         table[f.name].cast(want.type))
+                table = table.set_column(
+                    table.schema.get_field_index(f.name), want, table[f.name].cast(want.type)
+                )
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise ImportInputError(f"{path}: column {f.name!r} holds {want.type} there, but this "
-                                       f"import's values are {f.type}; rename the column") from None
+                raise ImportInputError(
+                    f"{path}: column {f.name!r} holds {want.type} there, but this "
+                    f"import's values are {f.type}; rename the column"
+                ) from None
     return table
 
 
 def _existing(ws: Workspace, dataset: str):
     """(rows of `dataset`, every other dataset's image ids) of images.parquet as it is."""
     import pyarrow.parquet as pq
+
     path = ws.table_path("images")
     if not path.exists():
         return 0, {}
@@ -437,6 +481,7 @@ def _existing(ws: Workspace, dataset: str):
 def _features_kept(ws: Workspace, dataset: str, keep: set, notes: list[str]) -> None:
     """A re-import must not drop images that a checkpoint has features of."""
     import pyarrow.parquet as pq
+
     if not ws.table_path("checkpoints").exists():
         return
     ck = pq.read_table(ws.table_path("checkpoints"), columns=["checkpoint_id", "dataset"]).to_pylist()
@@ -449,46 +494,70 @@ def _features_kept(ws: Workspace, dataset: str, keep: set, notes: list[str]) -> 
         if lost:
             raise ImportInputError(
                 f"checkpoint {r['checkpoint_id']} has features of {len(lost)} image(s) this import no "
-                f"longer has (e.g. {lost[0]!r}); import them too, or remove the checkpoint first")
+                f"longer has (e.g. {lost[0]!r}); import them too, or remove the checkpoint first"
+            )
         if keep - have:
-            notes.append(f"checkpoint {r['checkpoint_id']} has no features of {len(keep - have)} new "
-                         "image(s): run `conceptlens extract` for it again")
+            notes.append(
+                f"checkpoint {r['checkpoint_id']} has no features of {len(keep - have)} new "
+                "image(s): run `conceptlens extract` for it again"
+            )
 
 
-def import_images(workspace, dataset: str, listing: Listing, *, split: str | None = None,
-                  test_fraction: float | None = None, seed: int = 0, thumbs: Thumbs = Thumbs(),
-                  workers: int = 2, strict: bool = False, replace: bool = False,
-                  progress: bool = True) -> Result:
+def import_images(
+    workspace,
+    dataset: str,
+    listing: Listing,
+    *,
+    split: str | None = None,
+    test_fraction: float | None = None,
+    seed: int = 0,
+    thumbs: Thumbs = Thumbs(),
+    workers: int = 2,
+    strict: bool = False,
+    replace: bool = False,
+    progress: bool = True,
+) -> Result:
     """Add `listing`'s images to the workspace as dataset `dataset` (see the module doc)."""
     import pyarrow.compute as pc
+
     t0 = time.perf_counter()
     ws = open_workspace(workspace)
     check_id(dataset, "--dataset")
     thumbs.check()
     items = listing.items
     if not items:
-        raise ImportInputError(f"{listing.source}: no images found ({listing.format} layout)"
-                               + "".join(f"; {n}" for n in listing.notes))
+        raise ImportInputError(
+            f"{listing.source}: no images found ({listing.format} layout)"
+            + "".join(f"; {n}" for n in listing.notes)
+        )
     mine, others = _existing(ws, dataset)
     if mine and not replace:
-        raise ImportInputError(f"{ws.table_path('images')}: dataset {dataset!r} already has {mine} "
-                               "image(s); pass --replace to import it again (its thumbnails are reused)")
+        raise ImportInputError(
+            f"{ws.table_path('images')}: dataset {dataset!r} already has {mine} "
+            "image(s); pass --replace to import it again (its thumbnails are reused)"
+        )
     ids = make_ids(dataset, items)
     check_items(items, ids)
     clash = next(((iid, it) for iid, it in zip(ids, items) if iid in others), None)
     if clash:
-        raise ImportInputError(f"{clash[1].where}: image id {clash[0]!r} is already used by dataset "
-                               f"{others[clash[0]]!r}; choose another --dataset name")
+        raise ImportInputError(
+            f"{clash[1].where}: image id {clash[0]!r} is already used by dataset "
+            f"{others[clash[0]]!r}; choose another --dataset name"
+        )
     splits = assign_splits(items, split, test_fraction, seed)
 
     partial = ws.root / ".partial" / "import" / dataset
     done, skipped, made, reused = _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial)
     if skipped and strict:
-        raise ImportInputError(f"{len(skipped)} image(s) do not decode (--strict), e.g. "
-                               f"{skipped[0][0]}: {skipped[0][1]}; nothing was written to images.parquet")
+        raise ImportInputError(
+            f"{len(skipped)} image(s) do not decode (--strict), e.g. "
+            f"{skipped[0][0]}: {skipped[0][1]}; nothing was written to images.parquet"
+        )
     if not done:
-        raise ImportInputError(f"{listing.source}: none of the {len(items)} image(s) decodes, e.g. "
-                               f"{skipped[0][0]}: {skipped[0][1]}")
+        raise ImportInputError(
+            f"{listing.source}: none of the {len(items)} image(s) decodes, e.g. "
+            f"{skipped[0][0]}: {skipped[0][1]}"
+        )
     table = _fit_to(ws, _table(dataset, items, ids, splits, done))
     notes = list(listing.notes)
     if mine:
@@ -497,11 +566,16 @@ def import_images(workspace, dataset: str, listing: Listing, *, split: str | Non
     meta = ws.meta()
     prov = meta.setdefault("provenance", {})
     prov.setdefault("imports", {})[dataset] = {
-        "format": listing.format, "source": os.path.abspath(listing.source), "images": table.num_rows,
-        "skipped": len(skipped), "thumbnails": asdict(thumbs), "imported": now_iso()}
+        "format": listing.format,
+        "source": os.path.abspath(listing.source),
+        "images": table.num_rows,
+        "skipped": len(skipped),
+        "thumbnails": asdict(thumbs),
+        "imported": now_iso(),
+    }
     ws.write_meta(meta)
     shutil.rmtree(partial, ignore_errors=True)
-    for d in (partial.parent, partial.parent.parent):   # .partial/import, .partial when empty
+    for d in (partial.parent, partial.parent.parent):  # .partial/import, .partial when empty
         try:
             d.rmdir()
         except OSError:

@@ -8,6 +8,7 @@ from the path). Every other column becomes a factor column of images.parquet.
 With only `label_name`, labels are 0..K-1 over the names in sorted order; with only
 `label`, its name is the number.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,6 +21,7 @@ KNOWN = ("path", "label", "label_name", "split", "image_id")
 def read_table(path: Path):
     """A CSV/TSV/Parquet file as a DataFrame, and how to name its row i in messages."""
     import pandas as pd
+
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
@@ -36,6 +38,7 @@ def read_table(path: Path):
 def _value(v):
     """A plain Python value (numpy scalars become int/float/str; NaN and NA become None)."""
     import pandas as pd
+
     if v is None or (not isinstance(v, (list, tuple, dict)) and pd.isna(v)):
         return None
     return v.item() if hasattr(v, "item") else v
@@ -52,8 +55,10 @@ def scan(source, root=None, unlabeled: bool = False) -> Listing:
         raise ImportInputError(f"{path}: no `path` column (columns: {', '.join(map(str, cols))})")
     has_label, has_name = "label" in cols, "label_name" in cols
     if not (has_label or has_name or unlabeled):
-        raise ImportInputError(f"{path}: no `label` or `label_name` column (columns: "
-                               f"{', '.join(map(str, cols))}); pass --unlabeled to import without labels")
+        raise ImportInputError(
+            f"{path}: no `label` or `label_name` column (columns: "
+            f"{', '.join(map(str, cols))}); pass --unlabeled to import without labels"
+        )
     clash = [c for c in cols if c in CORE and c not in KNOWN]
     if clash:
         raise ImportInputError(f"{path}: column(s) {', '.join(clash)} are set by the import; rename them")
@@ -61,7 +66,7 @@ def scan(source, root=None, unlabeled: bool = False) -> Listing:
 
     rows = df.to_dict("records")
     names = {}
-    if has_name and not has_label:   # labels from the sorted names
+    if has_name and not has_label:  # labels from the sorted names
         present = sorted({str(_value(r["label_name"])) for r in rows if _value(r["label_name"]) is not None})
         names = {n: i for i, n in enumerate(present)}
     items, missing = [], []
@@ -83,7 +88,7 @@ def scan(source, root=None, unlabeled: bool = False) -> Listing:
         if has_label and _value(r["label"]) is not None:
             v = _value(r["label"])
             if isinstance(v, float) and v.is_integer():
-                v = int(v)   # a column with empty cells is read as floats
+                v = int(v)  # a column with empty cells is read as floats
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ImportInputError(f"{w}: column label: {v!r} is not an integer >= 0")
             label = v
@@ -91,13 +96,16 @@ def scan(source, root=None, unlabeled: bool = False) -> Listing:
             name = str(label) if name is None else str(name)
         elif has_name and _value(r["label_name"]) is not None:
             if has_label:
-                raise ImportInputError(f"{w}: column label is empty but label_name is "
-                                       f"{_value(r['label_name'])!r}")
+                raise ImportInputError(
+                    f"{w}: column label is empty but label_name is {_value(r['label_name'])!r}"
+                )
             name = str(_value(r["label_name"]))
             label = names[name]
         elif not unlabeled:
-            raise ImportInputError(f"{w}: no label (columns label/label_name are empty); "
-                                   "pass --unlabeled to import images without labels")
+            raise ImportInputError(
+                f"{w}: no label (columns label/label_name are empty); "
+                "pass --unlabeled to import images without labels"
+            )
         split = None
         if "split" in cols:
             s = _value(r["split"])
@@ -107,14 +115,25 @@ def scan(source, root=None, unlabeled: bool = False) -> Listing:
         iid = _value(r["image_id"]) if "image_id" in cols else None
         if "image_id" in cols and iid is None:
             raise ImportInputError(f"{w}: column image_id is empty")
-        items.append(Item(key=key, where=w, path=f, label=label, label_name=name, split=split,
-                          factors={c: _value(r[c]) for c in factors},
-                          image_id=None if iid is None else str(iid)))
+        items.append(
+            Item(
+                key=key,
+                where=w,
+                path=f,
+                label=label,
+                label_name=name,
+                split=split,
+                factors={c: _value(r[c]) for c in factors},
+                image_id=None if iid is None else str(iid),
+            )
+        )
     if missing:
         more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
-        raise ImportInputError("; ".join(missing[:3]) + more
-                               + ("" if root else "; relative paths are read from the manifest's "
-                                  "folder (--root to change it)"))
+        raise ImportInputError(
+            "; ".join(missing[:3])
+            + more
+            + ("" if root else "; relative paths are read from the manifest's folder (--root to change it)")
+        )
     _no_duplicate_paths(items)
     return Listing(items, str(path), "manifest")
 

@@ -14,6 +14,7 @@ is that of the first split file listing its pair (train, then val, then test): t
 split's own per-image assignment ships in a Torch file this importer does not read.
 Folders of pairs no split lists are skipped, with a note.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,13 +32,13 @@ def read_pairs(root: Path) -> dict[str, list[tuple[str, str]]]:
     """{split: [(attribute, object)]} from the three files, in file order."""
     out = {}
     for s in SPLITS:
-        path = find(root, tuple(os.path.join(d, f"{s}_pairs.txt") for d in SPLIT_DIRS),
-                    f"{s}_pairs.txt")
+        path = find(root, tuple(os.path.join(d, f"{s}_pairs.txt") for d in SPLIT_DIRS), f"{s}_pairs.txt")
         seen, pairs = {}, []
         for n, (attr, obj) in rows(path, (2,), "attribute object"):
             if (attr, obj) in seen:
-                raise ImportInputError(f"{path} line {n}: pair '{attr} {obj}' is also on line "
-                                       f"{seen[attr, obj]}")
+                raise ImportInputError(
+                    f"{path} line {n}: pair '{attr} {obj}' is also on line {seen[attr, obj]}"
+                )
             seen[attr, obj] = n
             pairs.append((attr, obj))
         if not pairs:
@@ -69,11 +70,21 @@ def read(source) -> tuple[dict, Listing | None]:
             continue
         for f in sorted(folder.iterdir()):
             if f.is_file() and is_image_file(f.name):
-                items.append(Item(key=f"{folder.name}/{f.name}", where=str(f), path=f,
-                                  label=labels[pair], label_name=" ".join(pair),
-                                  split=split_of[pair]))
-    notes = [f"skipped {len(unlisted)} image folder(s) of pairs no split lists, e.g. {unlisted[0]!r}"
-             ] if unlisted else []
+                items.append(
+                    Item(
+                        key=f"{folder.name}/{f.name}",
+                        where=str(f),
+                        path=f,
+                        label=labels[pair],
+                        label_name=" ".join(pair),
+                        split=split_of[pair],
+                    )
+                )
+    notes = (
+        [f"skipped {len(unlisted)} image folder(s) of pairs no split lists, e.g. {unlisted[0]!r}"]
+        if unlisted
+        else []
+    )
     return pairs, Listing(items, str(root), "mit-states", notes)
 
 
@@ -81,15 +92,27 @@ def tables(pairs: dict) -> tuple[list, list]:
     """(primitives, label_primitives) rows."""
     every = sorted({p for ps in pairs.values() for p in ps})
     prims = []
-    for group, prefix, values in (("attribute", "attr", sorted({a for a, _ in every})),
-                                  ("object", "obj", sorted({o for _, o in every}))):
+    for group, prefix, values in (
+        ("attribute", "attr", sorted({a for a, _ in every})),
+        ("object", "obj", sorted({o for _, o in every})),
+    ):
         for v in values:
-            prims.append({"primitive": f"{prefix}:{v}", "group": group, "value": v,
-                          "prompt": f"this is {v}", "position": len(prims), "normalize": "raw"})
+            prims.append(
+                {
+                    "primitive": f"{prefix}:{v}",
+                    "group": group,
+                    "value": v,
+                    "prompt": f"this is {v}",
+                    "position": len(prims),
+                    "normalize": "raw",
+                }
+            )
     label_rows = []
     for i, (a, o) in enumerate(every):
-        label_rows += [{"label": i, "label_name": f"{a} {o}", "primitive": p, "value": 1.0}
-                       for p in (f"attr:{a}", f"obj:{o}")]
+        label_rows += [
+            {"label": i, "label_name": f"{a} {o}", "primitive": p, "value": 1.0}
+            for p in (f"attr:{a}", f"obj:{o}")
+        ]
     return prims, label_rows
 
 
@@ -99,6 +122,7 @@ def import_mit_states(workspace, source, dataset: str = "mit-states", **image_op
     from ..workspace import Workspace, check_id
     from .images import import_images
     from .primitives import write_tables
+
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()
     check_id(dataset, "--dataset")

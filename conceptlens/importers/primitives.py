@@ -1,6 +1,7 @@
 """What the CompMap importers (CUB, MIT-States) share: reading whitespace-separated text
 files with errors that name the file and line, and writing a dataset's `primitives`,
 `label_primitives` and `image_primitives` partitions."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,8 +41,7 @@ def rows(path: Path, fields: tuple[int, ...], layout: str):
             raise ImportInputError(f"{path}: not UTF-8 text ({e})") from None
 
 
-def integer(path: Path, n: int, value: str, column: str, lo: int | None = None,
-            hi: int | None = None) -> int:
+def integer(path: Path, n: int, value: str, column: str, lo: int | None = None, hi: int | None = None) -> int:
     try:
         v = int(value)
     except ValueError:
@@ -58,8 +58,13 @@ def kept_ids(ws: Workspace, dataset: str) -> set[str]:
     return set(t.loc[t["dataset"] == dataset, "image_id"])
 
 
-def write_tables(ws: Workspace, dataset: str, primitives: list[dict], label_primitives: list[dict],
-                 image_primitives: list[dict] | None) -> None:
+def write_tables(
+    ws: Workspace,
+    dataset: str,
+    primitives: list[dict],
+    label_primitives: list[dict],
+    image_primitives: list[dict] | None,
+) -> None:
     """Replace the dataset's partitions (no image_primitives: any old partition is removed)."""
     tables = [("primitives", primitives), ("label_primitives", label_primitives)]
     if image_primitives is not None:
@@ -67,5 +72,8 @@ def write_tables(ws: Workspace, dataset: str, primitives: list[dict], label_prim
     else:
         ws.remove_partition("image_primitives", dataset=dataset)
     for name, data in tables:
-        ws.write(name, pa.Table.from_pylist(data, schema=schema.arrow_schema(name, partition=False)),
-                 dataset=dataset)
+        ws.write(
+            name,
+            pa.Table.from_pylist(data, schema=schema.arrow_schema(name, partition=False)),
+            dataset=dataset,
+        )

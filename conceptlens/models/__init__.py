@@ -8,14 +8,14 @@ Families (one module each):
 - `torchvision:NAME[@WEIGHTS_ENUM|@random]`, `torchvision:NAME` + `--weights FILE`
 - `torch:package.module:ClassName` (+ `--weights FILE`, see `plain.py`)
 """
+
 from __future__ import annotations
 
 import importlib
 import os
 from pathlib import Path
 
-from .base import (Adapter, LayerError, LayerProbe, ModelLoadError,  # noqa: F401
-                   offline, pool)
+from .base import Adapter, LayerError, LayerProbe, ModelLoadError, offline, pool  # noqa: F401
 
 FAMILIES = {
     "open_clip": "openclip",
@@ -29,12 +29,15 @@ FAMILIES = {
 def parse_spec(spec: str) -> tuple[str, str]:
     """'family:name' -> (family, name); the name may itself contain ':'."""
     if not isinstance(spec, str) or ":" not in spec:
-        raise ModelLoadError(f"model spec {spec!r} must look like family:name, with family one of "
-                             f"{', '.join(FAMILIES)} (e.g. open_clip:ViT-B-32@openai, timm:resnet50)")
+        raise ModelLoadError(
+            f"model spec {spec!r} must look like family:name, with family one of "
+            f"{', '.join(FAMILIES)} (e.g. open_clip:ViT-B-32@openai, timm:resnet50)"
+        )
     family, name = spec.split(":", 1)
     if family not in FAMILIES:
-        raise ModelLoadError(f"model spec {spec!r}: unknown family {family!r}; "
-                             f"choose from {', '.join(FAMILIES)}")
+        raise ModelLoadError(
+            f"model spec {spec!r}: unknown family {family!r}; choose from {', '.join(FAMILIES)}"
+        )
     if not name:
         raise ModelLoadError(f"model spec {spec!r}: empty model name after {family}:")
     return family, name
@@ -50,8 +53,12 @@ def resolve_path(p: str, root: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
-def load_adapter(spec: str, weights: str | os.PathLike | None = None, device: str = "cpu",
-                 root: str | os.PathLike | None = None) -> Adapter:
+def load_adapter(
+    spec: str,
+    weights: str | os.PathLike | None = None,
+    device: str = "cpu",
+    root: str | os.PathLike | None = None,
+) -> Adapter:
     """Build the adapter for `spec`; `root` (a workspace) also resolves relative paths."""
     family, name = parse_spec(spec)
     if weights is not None:

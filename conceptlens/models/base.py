@@ -1,4 +1,5 @@
 """The one interface every model family implements, and the helpers they share."""
+
 from __future__ import annotations
 
 import difflib
@@ -21,13 +22,16 @@ class LayerError(ModelLoadError):
 
 def offline() -> bool:
     """True when the user asked the hub libraries not to touch the network."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def hf_cache_dir() -> str:
     try:
         from huggingface_hub import constants
+
         return str(constants.HF_HUB_CACHE)
     except Exception:  # very old huggingface_hub
         return os.path.expanduser("~/.cache/huggingface/hub")
@@ -35,6 +39,7 @@ def hf_cache_dir() -> str:
 
 def torch_hub_dir() -> str:
     import torch.hub
+
     return str(Path(torch.hub.get_dir()) / "checkpoints")
 
 
@@ -45,7 +50,8 @@ def missing_weights(what: str, where: str, cause: Exception | str, flag_hint: st
     return ModelLoadError(
         f"cannot load weights for {what}: {mode}. Looked in {where}. "
         f"Copy the files there (e.g. from a machine with internet), or {hint}. "
-        f"Cause: {str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__}")
+        f"Cause: {str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__}"
+    )
 
 
 class Adapter:
@@ -62,8 +68,8 @@ class Adapter:
         self.model = model
         self.preprocess = preprocess
         self._preprocessing = dict(preprocessing)
-        self.name = name            # goes to checkpoints.model
-        self.method = method        # default checkpoints.method
+        self.name = name  # goes to checkpoints.model
+        self.method = method  # default checkpoints.method
         self.model.eval()
 
     def embed(self, batch):
@@ -81,6 +87,7 @@ class Adapter:
 def first_tensor(out):
     """Modules return tensors, tuples or ModelOutput objects; take the first tensor."""
     import torch
+
     if isinstance(out, torch.Tensor):
         return out
     if hasattr(out, "to_tuple"):  # transformers ModelOutput
@@ -129,7 +136,8 @@ class LayerProbe:
                 f"--layer {layer!r} is not a module of {adapter.name}. "
                 f"{'Did you mean' if close else 'Some valid names'}: {', '.join(listing)}"
                 f" ({len(names)} modules in all; list them with "
-                f"`dict(model.named_modules())`)")
+                f"`dict(model.named_modules())`)"
+            )
         self.adapter, self.layer, self.module = adapter, layer, modules[layer]
         self._out = None
 
@@ -147,14 +155,17 @@ class LayerProbe:
         finally:
             h.remove()
         if self._out is None:
-            raise LayerError(f"--layer {self.layer!r} did not run when embedding images "
-                             f"(is it part of the image tower of {self.adapter.name}?)")
+            raise LayerError(
+                f"--layer {self.layer!r} did not run when embedding images "
+                f"(is it part of the image tower of {self.adapter.name}?)"
+            )
         return pool(self._out)
 
 
 def load_state_dict_file(path: str | os.PathLike) -> dict:
     """torch.load a weights file safely (tensors and plain containers only)."""
     import torch
+
     p = Path(path)
     if not p.is_file():
         raise ModelLoadError(f"--weights {str(p)!r}: file not found")
@@ -163,8 +174,10 @@ def load_state_dict_file(path: str | os.PathLike) -> dict:
     except Exception as e:
         raise ModelLoadError(f"--weights {str(p)!r}: cannot be read by torch.load ({e})") from None
     if not isinstance(obj, dict):
-        raise ModelLoadError(f"--weights {str(p)!r}: expected a state dict or a dict with "
-                             f"'state_dict', got {type(obj).__name__}")
+        raise ModelLoadError(
+            f"--weights {str(p)!r}: expected a state dict or a dict with "
+            f"'state_dict', got {type(obj).__name__}"
+        )
     return obj
 
 
@@ -175,7 +188,7 @@ def unwrap_state_dict(obj: dict) -> dict:
             obj = obj[k]
             break
     if obj and all(isinstance(k, str) and k.startswith("module.") for k in obj):
-        obj = {k[len("module."):]: v for k, v in obj.items()}
+        obj = {k[len("module.") :]: v for k, v in obj.items()}
     return obj
 
 
@@ -184,8 +197,10 @@ def load_into(model, state: dict, path, ignore_missing=()) -> None:
     try:
         res = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # shape mismatches
-        raise ModelLoadError(f"--weights {str(path)!r} does not fit {type(model).__name__}: "
-                             f"{str(e).strip().splitlines()[-1].strip()}") from None
+        raise ModelLoadError(
+            f"--weights {str(path)!r} does not fit {type(model).__name__}: "
+            f"{str(e).strip().splitlines()[-1].strip()}"
+        ) from None
     missing = [k for k in res.missing_keys if not k.startswith(tuple(ignore_missing))]
     if missing or res.unexpected_keys:
         parts = []
@@ -193,18 +208,27 @@ def load_into(model, state: dict, path, ignore_missing=()) -> None:
             parts.append(f"{len(missing)} missing key(s), e.g. {missing[:3]}")
         if res.unexpected_keys:
             parts.append(f"{len(res.unexpected_keys)} unexpected key(s), e.g. {res.unexpected_keys[:3]}")
-        raise ModelLoadError(f"--weights {str(path)!r} does not fit {type(model).__name__}: "
-                             + "; ".join(parts))
+        raise ModelLoadError(
+            f"--weights {str(path)!r} does not fit {type(model).__name__}: " + "; ".join(parts)
+        )
 
 
 def resize_transform(size: int, mean=IMAGENET_MEAN, std=IMAGENET_STD):
     """Square resize + normalise: the default for models without their own transform."""
     from torchvision import transforms as T
-    return T.Compose([T.Resize((size, size), antialias=True), T.ToTensor(),
-                      T.Normalize(list(mean), list(std))])
+
+    return T.Compose(
+        [T.Resize((size, size), antialias=True), T.ToTensor(), T.Normalize(list(mean), list(std))]
+    )
 
 
 def resize_description(size: int, mean=IMAGENET_MEAN, std=IMAGENET_STD, source="default") -> dict:
-    return {"resize": [int(size), int(size)], "crop": None, "interpolation": "bilinear",
-            "mean": [float(m) for m in mean], "std": [float(s) for s in std], "mode": "RGB",
-            "source": source}
+    return {
+        "resize": [int(size), int(size)],
+        "crop": None,
+        "interpolation": "bilinear",
+        "mean": [float(m) for m in mean],
+        "std": [float(s) for s in std],
+        "mode": "RGB",
+        "source": source,
+    }

@@ -7,20 +7,43 @@ the name is a local directory). The default embedding is, in order of preference
 `last_hidden_state` over tokens / spatial positions. A directory without a saved image
 processor gets a square resize to `config.image_size` (default 224) + ImageNet mean/std.
 """
+
 from __future__ import annotations
 
-from .base import (IMAGENET_MEAN, IMAGENET_STD, Adapter, ModelLoadError, first_tensor,
-                   hf_cache_dir, missing_weights, offline, pool, resize_description,
-                   resize_transform)
+from .base import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Adapter,
+    ModelLoadError,
+    first_tensor,
+    hf_cache_dir,
+    missing_weights,
+    offline,
+    pool,
+    resize_description,
+    resize_transform,
+)
 
-_DESCRIBE_KEYS = ("image_processor_type", "do_resize", "size", "resample", "do_center_crop",
-                  "crop_size", "do_rescale", "rescale_factor", "do_normalize", "image_mean",
-                  "image_std", "do_convert_rgb")
+_DESCRIBE_KEYS = (
+    "image_processor_type",
+    "do_resize",
+    "size",
+    "resample",
+    "do_center_crop",
+    "crop_size",
+    "do_rescale",
+    "rescale_factor",
+    "do_normalize",
+    "image_mean",
+    "image_std",
+    "do_convert_rgb",
+)
 
 
 def _dtype_kwargs():
     import torch
     import transformers
+
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
     # transformers >= 4.56 renamed torch_dtype to dtype (v5 defaults to "auto": force fp32).
     return {"dtype": torch.float32} if (major, minor) >= (4, 56) else {"torch_dtype": torch.float32}
@@ -31,9 +54,15 @@ class HFAdapter(Adapter):
         m = self.model
         if hasattr(m, "get_image_features"):
             out = m.get_image_features(pixel_values=batch)
-            t = out if hasattr(out, "dim") else (getattr(out, "pooler_output", None)
-                                                  if getattr(out, "pooler_output", None) is not None
-                                                  else first_tensor(out))
+            t = (
+                out
+                if hasattr(out, "dim")
+                else (
+                    getattr(out, "pooler_output", None)
+                    if getattr(out, "pooler_output", None) is not None
+                    else first_tensor(out)
+                )
+            )
             return pool(t)
         out = m(pixel_values=batch)
         for key in ("image_embeds", "pooler_output"):
@@ -47,6 +76,7 @@ class HFAdapter(Adapter):
 def _processor_fn(proc):
     def preprocess(img):
         return proc(images=img, return_tensors="pt")["pixel_values"][0]
+
     return preprocess
 
 
@@ -61,13 +91,15 @@ def load(name: str, weights=None, root=None) -> Adapter:
     from transformers import AutoImageProcessor, AutoModel
 
     from . import resolve_path
+
     if weights is not None:
-        raise ModelLoadError(f"hf:{name}: --weights is not used for transformers models; "
-                             "save the model with save_pretrained and pass its directory as hf:DIR")
+        raise ModelLoadError(
+            f"hf:{name}: --weights is not used for transformers models; "
+            "save the model with save_pretrained and pass its directory as hf:DIR"
+        )
     local = resolve_path(name, root)
     if local is not None and not local.is_dir():
-        raise ModelLoadError(f"hf:{name}: {local} is a file; pass the directory written by "
-                             "save_pretrained")
+        raise ModelLoadError(f"hf:{name}: {local} is a file; pass the directory written by save_pretrained")
     src = str(local) if local is not None else name
     local_only = local is not None or offline()
     where = str(local) if local is not None else f"the Hugging Face cache {hf_cache_dir()}"
@@ -75,10 +107,13 @@ def load(name: str, weights=None, root=None) -> Adapter:
         model = AutoModel.from_pretrained(src, local_files_only=local_only, **_dtype_kwargs())
     except OSError as e:
         if local is not None:
-            raise ModelLoadError(f"hf:{name}: {local} holds no loadable model "
-                                 f"(config.json + weights from save_pretrained): {e}") from None
-        raise missing_weights(f"hf:{name}", where, e,
-                              "pass a local directory written by save_pretrained as hf:DIR") from None
+            raise ModelLoadError(
+                f"hf:{name}: {local} holds no loadable model "
+                f"(config.json + weights from save_pretrained): {e}"
+            ) from None
+        raise missing_weights(
+            f"hf:{name}", where, e, "pass a local directory written by save_pretrained as hf:DIR"
+        ) from None
     except (ValueError, KeyError) as e:
         raise ModelLoadError(f"hf:{name}: not a model AutoModel can load ({e})") from None
     try:

@@ -7,6 +7,7 @@ own `model_configs/`; it is registered with `open_clip.add_model_config` under i
 and open_clip's own `hf-hub:ORG/REPO` / `local-dir:PATH` names. `ARCH` alone is random init.
 The embedding is `encode_image` (not normalised).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,6 +30,7 @@ def arch_from_config(path: Path) -> str:
     import json
 
     import open_clip
+
     try:
         cfg = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
@@ -45,16 +47,20 @@ def create(name: str, weights=None, root=None, device: str = "cpu"):
     import open_clip
 
     from . import resolve_path
+
     arch, tag = _split_tag(name)
     if arch.endswith(".json"):
         p = resolve_path(arch, root)
         if p is None:
-            raise ModelLoadError(f"open_clip config {arch!r} not found (relative paths are tried "
-                                 f"from the current directory{' and the workspace' if root else ''})")
+            raise ModelLoadError(
+                f"open_clip config {arch!r} not found (relative paths are tried "
+                f"from the current directory{' and the workspace' if root else ''})"
+            )
         arch = arch_from_config(p)
     if weights is not None and tag is not None:
-        raise ModelLoadError(f"open_clip:{name}: give either a pretrained tag (@{tag}) or --weights, "
-                             "not both")
+        raise ModelLoadError(
+            f"open_clip:{name}: give either a pretrained tag (@{tag}) or --weights, not both"
+        )
     pretrained = str(weights) if weights is not None else tag
     if tag and offline():
         # URL-only tags would be fetched with urllib, which ignores HF_HUB_OFFLINE.
@@ -62,29 +68,36 @@ def create(name: str, weights=None, root=None, device: str = "cpu"):
         if cfg.get("url") and not cfg.get("hf_hub"):
             cached = Path(os.path.expanduser("~/.cache/clip")) / os.path.basename(cfg["url"])
             if not cached.is_file():
-                raise missing_weights(f"open_clip:{name}", f"open_clip's URL cache {cached}",
-                                      "file not cached")
+                raise missing_weights(
+                    f"open_clip:{name}", f"open_clip's URL cache {cached}", "file not cached"
+                )
     if pretrained is None and arch.startswith(("hf-hub:", "local-dir:")):
         pretrained = None
     try:
         model, _, preprocess = open_clip.create_model_and_transforms(
-            arch, pretrained=pretrained, device=device)
+            arch, pretrained=pretrained, device=device
+        )
     except RuntimeError as e:
         msg = str(e)
         if "Failed to download" in msg:
             raise missing_weights(
                 f"open_clip:{name}",
                 f"the Hugging Face cache {hf_cache_dir()} and open_clip's URL cache "
-                f"{os.path.expanduser('~/.cache/clip')}", e,
-                "pass a local open_clip checkpoint with --weights PATH (spec open_clip:ARCH)") from None
+                f"{os.path.expanduser('~/.cache/clip')}",
+                e,
+                "pass a local open_clip checkpoint with --weights PATH (spec open_clip:ARCH)",
+            ) from None
         if "not a known tag" in msg:
             tags = open_clip.list_pretrained_tags_by_model(arch)
-            raise ModelLoadError(f"open_clip:{name}: unknown pretrained tag {tag!r} for {arch}; "
-                                 f"known tags: {', '.join(tags) or 'none'}") from None
+            raise ModelLoadError(
+                f"open_clip:{name}: unknown pretrained tag {tag!r} for {arch}; "
+                f"known tags: {', '.join(tags) or 'none'}"
+            ) from None
         if "not found" in msg and "config" in msg.lower():
-            raise ModelLoadError(f"open_clip:{name}: unknown architecture {arch!r}; give a config "
-                                 f"JSON path or one of e.g. {', '.join(open_clip.list_models()[:8])}, ..."
-                                 ) from None
+            raise ModelLoadError(
+                f"open_clip:{name}: unknown architecture {arch!r}; give a config "
+                f"JSON path or one of e.g. {', '.join(open_clip.list_models()[:8])}, ..."
+            ) from None
         raise ModelLoadError(f"open_clip:{name}: cannot create the model ({msg.splitlines()[0]})") from None
     except OSError as e:  # hf-hub: names offline
         raise missing_weights(f"open_clip:{name}", f"the Hugging Face cache {hf_cache_dir()}", e) from None

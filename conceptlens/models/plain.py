@@ -16,13 +16,22 @@ normalised with `mean`/`std`. Without `preprocess`: 224 px and ImageNet mean/std
 Without `--weights` the model keeps its random initialisation (method `random`).
 The file is read with `torch.load(weights_only=True)`: tensors and plain containers only.
 """
+
 from __future__ import annotations
 
 import importlib
 
-from .base import (IMAGENET_MEAN, IMAGENET_STD, Adapter, ModelLoadError, load_into,
-                   load_state_dict_file, resize_description, resize_transform,
-                   unwrap_state_dict)
+from .base import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Adapter,
+    ModelLoadError,
+    load_into,
+    load_state_dict_file,
+    resize_description,
+    resize_transform,
+    unwrap_state_dict,
+)
 
 DEFAULT_SIZE = 224
 
@@ -34,8 +43,9 @@ def import_class(name: str):
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as e:
-        raise ModelLoadError(f"torch:{name}: cannot import module {mod_name!r} ({e}); "
-                             "is it installed or on PYTHONPATH?") from None
+        raise ModelLoadError(
+            f"torch:{name}: cannot import module {mod_name!r} ({e}); is it installed or on PYTHONPATH?"
+        ) from None
     try:
         return getattr(mod, cls_name)
     except AttributeError:
@@ -51,14 +61,17 @@ def load(name: str, weights=None, root=None) -> Adapter:
     if not isinstance(init_kwargs, dict):
         raise ModelLoadError(f"--weights {str(weights)!r}: 'init_kwargs' must be a dict")
     if not isinstance(pp, dict):
-        raise ModelLoadError(f"--weights {str(weights)!r}: 'preprocess' must be a dict "
-                             "{'size': int, 'mean': [..], 'std': [..]}")
+        raise ModelLoadError(
+            f"--weights {str(weights)!r}: 'preprocess' must be a dict "
+            "{'size': int, 'mean': [..], 'std': [..]}"
+        )
     try:
         model = cls(**init_kwargs)
     except TypeError as e:
-        raise ModelLoadError(f"torch:{name}: cannot construct {cls.__name__}(**{init_kwargs!r}) ({e}); "
-                             "store the constructor arguments as 'init_kwargs' in the weights file"
-                             ) from None
+        raise ModelLoadError(
+            f"torch:{name}: cannot construct {cls.__name__}(**{init_kwargs!r}) ({e}); "
+            "store the constructor arguments as 'init_kwargs' in the weights file"
+        ) from None
     if weights is not None:
         load_into(model, unwrap_state_dict(blob), weights)
     size = int(pp.get("size", DEFAULT_SIZE))
@@ -67,5 +80,10 @@ def load(name: str, weights=None, root=None) -> Adapter:
     if len(mean) != 3 or len(std) != 3:
         raise ModelLoadError(f"--weights {str(weights)!r}: preprocess mean/std need 3 values (RGB)")
     desc = resize_description(size, mean, std, source="weights file" if pp else "default")
-    return Adapter(model, resize_transform(size, mean, std), desc, cls.__name__,
-                   "custom" if weights is not None else "random")
+    return Adapter(
+        model,
+        resize_transform(size, mean, std),
+        desc,
+        cls.__name__,
+        "custom" if weights is not None else "random",
+    )

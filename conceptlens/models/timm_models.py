@@ -5,10 +5,19 @@ The classifier is removed (`reset_classifier(0)`), so the forward output is the 
 pre-logits feature; classifier keys in a weights file are ignored. Preprocessing is timm's
 `resolve_data_config` + `create_transform` (eval mode).
 """
+
 from __future__ import annotations
 
-from .base import (Adapter, ModelLoadError, hf_cache_dir, load_into, load_state_dict_file,
-                   missing_weights, torch_hub_dir, unwrap_state_dict)
+from .base import (
+    Adapter,
+    ModelLoadError,
+    hf_cache_dir,
+    load_into,
+    load_state_dict_file,
+    missing_weights,
+    torch_hub_dir,
+    unwrap_state_dict,
+)
 
 
 def load(name: str, weights=None, root=None) -> Adapter:
@@ -17,21 +26,27 @@ def load(name: str, weights=None, root=None) -> Adapter:
 
     arch, sep, tag = name.partition("@")
     if sep and tag != "random":
-        raise ModelLoadError(f"timm:{name}: the only @tag is @random; timm pretrained tags use a dot "
-                             "(e.g. timm:vit_base_patch16_224.augreg_in21k)")
+        raise ModelLoadError(
+            f"timm:{name}: the only @tag is @random; timm pretrained tags use a dot "
+            "(e.g. timm:vit_base_patch16_224.augreg_in21k)"
+        )
     if not timm.is_model(arch):
         close = timm.list_models(f"*{arch.split('.')[0][:12]}*")[:8]
-        raise ModelLoadError(f"timm:{name}: unknown timm model {arch!r}"
-                             + (f"; similar: {', '.join(close)}" if close else ""))
+        raise ModelLoadError(
+            f"timm:{name}: unknown timm model {arch!r}" + (f"; similar: {', '.join(close)}" if close else "")
+        )
     pretrained = weights is None and tag != "random"
     try:
         model = timm.create_model(arch, pretrained=pretrained)
     except Exception as e:  # hub/URL errors differ by timm version: all mean "not available"
         if not pretrained:
             raise ModelLoadError(f"timm:{name}: cannot create the model ({e})") from None
-        raise missing_weights(f"timm:{name}", f"the Hugging Face cache {hf_cache_dir()} and the torch "
-                              f"hub cache {torch_hub_dir()}", e,
-                              "pass a state dict with --weights PATH, or use timm:NAME@random") from None
+        raise missing_weights(
+            f"timm:{name}",
+            f"the Hugging Face cache {hf_cache_dir()} and the torch hub cache {torch_hub_dir()}",
+            e,
+            "pass a state dict with --weights PATH, or use timm:NAME@random",
+        ) from None
     clf = (getattr(model, "pretrained_cfg", None) or {}).get("classifier")
     model.reset_classifier(0)
     if weights is not None:

@@ -7,17 +7,28 @@ replaced by `nn.Identity`, so the forward output is the penultimate feature; its
 weights file are ignored. Preprocessing: the weights' own `transforms()` when pretrained,
 else a 224 px square resize + ImageNet mean/std.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from .base import (Adapter, ModelLoadError, load_into, load_state_dict_file, missing_weights,
-                   offline, resize_description, resize_transform, torch_hub_dir,
-                   unwrap_state_dict)
+from .base import (
+    Adapter,
+    ModelLoadError,
+    load_into,
+    load_state_dict_file,
+    missing_weights,
+    offline,
+    resize_description,
+    resize_transform,
+    torch_hub_dir,
+    unwrap_state_dict,
+)
 
 
 def _drop_classifier(model) -> str | None:
     import torch.nn as nn
+
     last = None
     for n, m in model.named_modules():
         if isinstance(m, nn.Linear):
@@ -35,8 +46,9 @@ def load(name: str, weights=None, root=None) -> Adapter:
 
     arch, sep, tag = name.partition("@")
     if arch not in models.list_models():
-        raise ModelLoadError(f"torchvision:{name}: unknown model {arch!r}; e.g. "
-                             f"{', '.join(models.list_models()[:10])}, ...")
+        raise ModelLoadError(
+            f"torchvision:{name}: unknown model {arch!r}; e.g. {', '.join(models.list_models()[:10])}, ..."
+        )
     if weights is not None and sep and tag != "random":
         raise ModelLoadError(f"torchvision:{name}: give either @{tag} or --weights, not both")
     wenum = None
@@ -45,23 +57,31 @@ def load(name: str, weights=None, root=None) -> Adapter:
             wenum = models.get_model_weights(arch)[tag or "DEFAULT"]
         except KeyError:
             names = [w.name for w in models.get_model_weights(arch)]
-            raise ModelLoadError(f"torchvision:{name}: unknown weights {tag!r}; choose from "
-                                 f"{', '.join(names + ['DEFAULT', 'random'])}") from None
+            raise ModelLoadError(
+                f"torchvision:{name}: unknown weights {tag!r}; choose from "
+                f"{', '.join(names + ['DEFAULT', 'random'])}"
+            ) from None
     if wenum is not None and offline():
         # torchvision downloads by URL, which ignores HF_HUB_OFFLINE: check the cache ourselves.
         cached = Path(torch_hub_dir()) / wenum.url.rsplit("/", 1)[-1]
         if not cached.is_file():
-            raise missing_weights(f"torchvision:{name}", f"the torch hub cache {cached}",
-                                  "file not cached",
-                                  "pass a state dict with --weights PATH, or use @random")
+            raise missing_weights(
+                f"torchvision:{name}",
+                f"the torch hub cache {cached}",
+                "file not cached",
+                "pass a state dict with --weights PATH, or use @random",
+            )
     try:
         model = models.get_model(arch, weights=wenum)
     except Exception as e:  # download errors (URLError, OSError, RuntimeError ...)
         if wenum is None:
             raise ModelLoadError(f"torchvision:{name}: cannot create the model ({e})") from None
-        raise missing_weights(f"torchvision:{name}", f"the torch hub cache {torch_hub_dir()} "
-                              f"(file {wenum.url.rsplit('/', 1)[-1]})", e,
-                              "pass a state dict with --weights PATH, or use @random") from None
+        raise missing_weights(
+            f"torchvision:{name}",
+            f"the torch hub cache {torch_hub_dir()} (file {wenum.url.rsplit('/', 1)[-1]})",
+            e,
+            "pass a state dict with --weights PATH, or use @random",
+        ) from None
     clf = _drop_classifier(model)
     if weights is not None:
         state = unwrap_state_dict(load_state_dict_file(weights))
@@ -70,8 +90,11 @@ def load(name: str, weights=None, root=None) -> Adapter:
         load_into(model, state, weights)
     if wenum is not None:
         preprocess = wenum.transforms()
-        desc = {k: getattr(preprocess, k) for k in ("resize_size", "crop_size", "mean", "std")
-                if hasattr(preprocess, k)}
+        desc = {
+            k: getattr(preprocess, k)
+            for k in ("resize_size", "crop_size", "mean", "std")
+            if hasattr(preprocess, k)
+        }
         desc["interpolation"] = str(getattr(preprocess, "interpolation", "")).rsplit(".", 1)[-1].lower()
         desc["source"] = f"torchvision {wenum}"
     else:

@@ -13,6 +13,7 @@ only renders and a script makes the same figures without it:
 
 Nothing here imports Streamlit.
 """
+
 from . import checkpoints, clusters, home
 
 __all__ = ["checkpoints", "clusters", "home"]

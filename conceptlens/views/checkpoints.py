@@ -3,6 +3,7 @@
 Comparisons between checkpoints are read from the tables `conceptlens analyze comparisons`
 stores (`clid_scores`, `clustering_similarity`, `cluster_links`), never recomputed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,16 +12,21 @@ import pandas as pd
 from ..analysis import compare
 
 # Which link kinds (see `compare.classify_links`) each choice of the page draws.
-FLOWS = {"significant flows": ("one-to-one", "split", "merge", "split+merge", "partial"),
-         "splits and merges only": ("split", "merge", "split+merge"),
-         "all flows": compare.LINK_KINDS}
+FLOWS = {
+    "significant flows": ("one-to-one", "split", "merge", "split+merge", "partial"),
+    "splits and merges only": ("split", "merge", "split+merge"),
+    "all flows": compare.LINK_KINDS,
+}
 
 
 def ks(db, dataset: str) -> pd.DataFrame:
     """The k at which some checkpoint of `dataset` has checkpoint metrics."""
-    return db.query("""
+    return db.query(
+        """
         SELECT DISTINCT m.k FROM checkpoint_metrics m JOIN checkpoints c USING (checkpoint_id)
-        WHERE c.dataset = $ds ORDER BY m.k""", {"ds": dataset})
+        WHERE c.dataset = $ds ORDER BY m.k""",
+        {"ds": dataset},
+    )
 
 
 _CLID_JOIN = """
@@ -33,7 +39,8 @@ def summary(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
     its `checkpoint_metrics`, its CLID and W-CLID (with `clid` and the table present) and
     its clusters' count, mean purity and mean coherence (random, hard)."""
     with_clid = clid and db.has("clid_scores")
-    return db.query(f"""
+    return db.query(
+        f"""
         SELECT c.*, m.* EXCLUDE (checkpoint_id, k) {", s.clid, s.wclid" if with_clid else ""},
                a.clusters, a.mean_purity, a.mean_coherence, a.mean_coherence_hard
         FROM checkpoints c
@@ -45,18 +52,20 @@ def summary(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
                    FROM cluster_metrics WHERE k = $k GROUP BY checkpoint_id) a
                ON a.checkpoint_id = c.checkpoint_id
         WHERE c.dataset = $ds
-        ORDER BY c.checkpoint_id""", {"ds": dataset, "k": int(k)})
+        ORDER BY c.checkpoint_id""",
+        {"ds": dataset, "k": int(k)},
+    )
 
 
 def names(db, dataset: str, k: int) -> pd.DataFrame:
     """`checkpoint_id`, `name`: the id, with run and epoch for stages of a training run."""
     s = summary(db, dataset, k, clid=False)
     stages = compare.runs_with_stages(s)
-    run_of = dict(zip(stages["checkpoint_id"],
-                      stages["run"] + " · epoch " + stages["epoch"].astype(str)))
+    run_of = dict(zip(stages["checkpoint_id"], stages["run"] + " · epoch " + stages["epoch"].astype(str)))
     ids = s["checkpoint_id"].astype(str)
-    return pd.DataFrame({"checkpoint_id": ids,
-                         "name": [f"{c} ({run_of[c]})" if c in run_of else c for c in ids]})
+    return pd.DataFrame(
+        {"checkpoint_id": ids, "name": [f"{c} ({run_of[c]})" if c in run_of else c for c in ids]}
+    )
 
 
 def training(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
@@ -69,10 +78,12 @@ def training(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
 
 
 def predictor_correlations(db, dataset: str, k: int) -> pd.DataFrame:
-    return db.query("""
+    return db.query(
+        """
         SELECT predictor, pearson, pearson_p, kendall, kendall_p, n_checkpoints
         FROM predictor_correlations WHERE dataset = $ds AND k = $k ORDER BY predictor""",
-                    {"ds": dataset, "k": int(k)})
+        {"ds": dataset, "k": int(k)},
+    )
 
 
 def anmi_matrix(db, dataset: str, k: int) -> pd.DataFrame:
@@ -80,9 +91,12 @@ def anmi_matrix(db, dataset: str, k: int) -> pd.DataFrame:
     of `dataset` at k (rows and columns: the checkpoints of `summary`, diagonal 1; NaN
     where a pair was not compared)."""
     ids = list(summary(db, dataset, k, clid=False)["checkpoint_id"])
-    pairs = db.query("""
+    pairs = db.query(
+        """
         SELECT checkpoint_a, checkpoint_b, anmi FROM clustering_similarity
-        WHERE dataset = $ds AND k = $k""", {"ds": dataset, "k": int(k)})
+        WHERE dataset = $ds AND k = $k""",
+        {"ds": dataset, "k": int(k)},
+    )
     m = pd.DataFrame(np.nan, index=pd.Index(ids, name="checkpoint_id"), columns=ids)
     for a, b, v in pairs.itertuples(index=False):
         if a in m.index and b in m.index:
@@ -96,32 +110,36 @@ def _stored_links(db, dataset: str, k: int, a: str, b: str) -> pd.DataFrame:
     """The contingency of A and B as stored (once per unordered pair, checkpoint_a <
     checkpoint_b), its columns swapped when A is the stored second one."""
     lo, hi = sorted((a, b))
-    links = db.query("""
+    links = db.query(
+        """
         SELECT a, b, count, size_a, size_b FROM cluster_links
         WHERE dataset = $ds AND k = $k AND checkpoint_a = $lo AND checkpoint_b = $hi""",
-                     {"ds": dataset, "k": int(k), "lo": lo, "hi": hi})
+        {"ds": dataset, "k": int(k), "lo": lo, "hi": hi},
+    )
     if a == lo:
         return links
     return links.rename(columns={"a": "b", "b": "a", "size_a": "size_b", "size_b": "size_a"})
 
 
-def cluster_links(db, dataset: str, k: int, a: str, b: str, min_share: float = 0.2,
-                  flows: str = "all flows") -> pd.DataFrame:
+def cluster_links(
+    db, dataset: str, k: int, a: str, b: str, min_share: float = 0.2, flows: str = "all flows"
+) -> pd.DataFrame:
     """Links from A's clusters to B's, classified (`compare.classify_links`), restricted to
     the kinds of `flows` (a key of FLOWS)."""
     links = compare.classify_links(_stored_links(db, dataset, k, a, b), min_share)
     return links[links["kind"].isin(FLOWS[flows])].reset_index(drop=True)
 
 
-def cluster_changes(db, dataset: str, k: int, a: str, b: str, min_share: float = 0.2
-                    ) -> pd.DataFrame:
+def cluster_changes(db, dataset: str, k: int, a: str, b: str, min_share: float = 0.2) -> pd.DataFrame:
     """One row: A clusters that split, B clusters that are merges, one-to-one links and the
     stored aNMI of A and B (NaN when not computed)."""
     changes = compare.cluster_changes(cluster_links(db, dataset, k, a, b, min_share))
     lo, hi = sorted((a, b))
-    anmi = db.query("""
+    anmi = db.query(
+        """
         SELECT anmi FROM clustering_similarity
         WHERE dataset = $ds AND k = $k AND checkpoint_a = $lo AND checkpoint_b = $hi""",
-                    {"ds": dataset, "k": int(k), "lo": lo, "hi": hi})["anmi"]
+        {"ds": dataset, "k": int(k), "lo": lo, "hi": hi},
+    )["anmi"]
     value = anmi.iloc[0] if len(anmi) else np.nan
     return pd.DataFrame([{**changes, "anmi": float(value) if pd.notna(value) else np.nan}])

@@ -1,4 +1,5 @@
 """The Home page: the workspace's datasets, checkpoints, images and analyses."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -35,24 +36,27 @@ def factors(db, dataset: str) -> pd.DataFrame:
     if not [c for c in db.columns("images") if c not in CORE_IMAGE_COLUMNS]:
         return pd.DataFrame({"column": pd.Series(dtype=str), "images": pd.Series(dtype="int64")})
     # COLUMNS() picks the columns inside DuckDB: no column name is ever spliced into SQL.
-    counts = db.query("""
+    counts = db.query(
+        """
         UNPIVOT (SELECT count(COLUMNS(lambda c: NOT list_contains($core, c)))
                  FROM images WHERE dataset = $ds)
         ON COLUMNS(*) INTO NAME "column" VALUE images""",
-                      {"core": list(CORE_IMAGE_COLUMNS), "ds": dataset})
+        {"core": list(CORE_IMAGE_COLUMNS), "ds": dataset},
+    )
     return counts[counts["images"] > 0].reset_index(drop=True)
 
 
 def sample_images(db, dataset: str, n: int = 40, seed: str = "home") -> pd.DataFrame:
     """A fixed pseudo-random sample: the same images on every rerun and for every user."""
-    return db.query("""
+    return db.query(
+        """
         SELECT image_id, label_name, thumbnail FROM images
         WHERE dataset = $ds ORDER BY hash(image_id || $seed), image_id LIMIT $n""",
-                    {"ds": dataset, "seed": seed, "n": int(n)})
+        {"ds": dataset, "seed": seed, "n": int(n)},
+    )
 
 
-def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ...] = ()
-             ) -> pd.DataFrame:
+def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ...] = ()) -> pd.DataFrame:
     """Every analysis of `conceptlens.analyses` with its `status`: `present`, `missing` or
     `broken` (one of its tables is in `broken`: the caller validated them), the `command`
     that computes it and the dashboard `page` that shows it."""
@@ -66,6 +70,14 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
             status = "missing"
         else:
             status = "present"
-        rows.append({"name": a.name, "title": a.title, "page": a.page, "status": status,
-                     "tables": list(a.tables), "command": command_for(a, workspace, dataset)})
+        rows.append(
+            {
+                "name": a.name,
+                "title": a.title,
+                "page": a.page,
+                "status": status,
+                "tables": list(a.tables),
+                "command": command_for(a, workspace, dataset),
+            }
+        )
     return pd.DataFrame(rows, columns=["name", "title", "page", "status", "tables", "command"])
