@@ -98,6 +98,34 @@ def hf_models(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def factory_template(tmp_path_factory) -> Path:
+    """A tiny workspace with every table (tests/factory.py), shared by a session's tests."""
+    from tests.factory import make_workspace
+    root = tmp_path_factory.mktemp("factory") / "ws"
+    make_workspace(root, derived=True)
+    return root
+
+
+def copy_ws(src, dst):
+    """A copy with hard-linked files: tests.malformed replaces files, never writes into them."""
+
+    def link(a, b):
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dst, copy_function=link, symlinks=True)
+    return dst
+
+
+@pytest.fixture
+def factory_copy(tmp_path, factory_template) -> Path:
+    """A private copy of `factory_template` for a test that breaks it."""
+    return copy_ws(factory_template, tmp_path / "ws")
+
+
+@pytest.fixture(scope="session")
 def browser():
     """Headless Debian Chromium through Playwright; never downloads a browser."""
     from playwright.sync_api import sync_playwright

@@ -7,7 +7,6 @@ Streamlit's legacy `pages/` mode would run outside app.py (components/frame.py).
 import ast
 import os
 import re
-import shutil
 import sys
 
 import pyarrow as pa
@@ -22,36 +21,9 @@ from conceptlens.db import WorkspaceDB
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
 from tests.conftest import ROOT
-from tests.factory import make_workspace
 from tests.malformed import MALFORMATIONS
 
 PAGES = [p.path for p in nav.PAGES]
-
-
-# Named apart from their fixtures, so other modules import them without shadowing warnings.
-@pytest.fixture(scope="session", name="factory_template")
-def _factory_template(tmp_path_factory):
-    root = tmp_path_factory.mktemp("factory") / "ws"
-    make_workspace(root, derived=True)
-    return root
-
-
-def copy_ws(src, dst):
-    """A copy with hard-linked files: tests.malformed replaces files, never writes into them."""
-
-    def link(a, b):
-        try:
-            os.link(a, b)
-        except OSError:
-            shutil.copy2(a, b)
-
-    shutil.copytree(src, dst, copy_function=link, symlinks=True)
-    return dst
-
-
-@pytest.fixture(name="factory_copy")
-def _factory_copy(tmp_path, factory_template):
-    return copy_ws(factory_template, tmp_path / "ws")
 
 
 def open_app(monkeypatch, workspace, page="pages/home.py", query=None) -> AppTest:

@@ -13,13 +13,7 @@ from conceptlens.analysis import compare
 from conceptlens.workspace import Workspace
 from tests.factory import COLORS
 from tests.malformed import MALFORMATIONS
-from tests.test_app import (  # noqa: F401  (the fixtures)
-    _factory_copy,
-    _factory_template,
-    assert_clean,
-    open_app,
-    plain,
-)
+from tests.test_app import assert_clean, open_app, plain
 
 CLUSTERS, CHECKPOINTS = "pages/clusters.py", "pages/checkpoints.py"
 COMPARISONS = ("clid_scores", "predictor_correlations", "clustering_similarity", "cluster_links")

@@ -4,7 +4,6 @@ a table row, a box selection on the UMAP, the Sankey's flows, the export popover
 import pytest
 
 from tests.browser import main_text, open_page, query_of, screenshot, select_grid_row, serve, wait_for_script
-from tests.test_app import _factory_template  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.browser
 

@@ -19,7 +19,6 @@ from conceptlens.importers.images import ImportInputError
 from conceptlens.metrics import compmap as M
 from conceptlens.validate import format_problems, validate
 from conceptlens.workspace import Workspace
-from tests.test_app import factory_copy, factory_template  # noqa: F401  (fixtures)
 
 # ---- metrics ---------------------------------------------------------------------------------
 
@@ -673,7 +672,7 @@ def _selected(at) -> dict:
     return {s.label: s.value for s in at.selectbox}
 
 
-def test_page_on_the_factory_workspace(monkeypatch, factory_template):  # noqa: F811
+def test_page_on_the_factory_workspace(monkeypatch, factory_template):
     """The factory's vl-toy sees green as blue in images 1, 13, 25, 37 (tests/compmap_factory.py):
     the page says so for class 1 and shows the stored weights and scores."""
     from tests.test_app import assert_clean, open_app, plain
@@ -731,7 +730,7 @@ def test_page_deep_link_on_the_demo(monkeypatch, demo_ws):
     assert len(at.get("image")) == 1  # one grid of the class's images
 
 
-def test_page_says_how_to_compute_a_missing_analysis(monkeypatch, factory_copy):  # noqa: F811
+def test_page_says_how_to_compute_a_missing_analysis(monkeypatch, factory_copy):
     from tests.test_app import assert_clean, open_app, plain
 
     shutil.rmtree(factory_copy / "compmap_scores")
