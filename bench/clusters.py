@@ -109,8 +109,15 @@ def main() -> None:
     timed("knn_acc (weighted 20-NN, train -> test)", M.knn_accuracy, Xn[train], y[train], Xn[test], y[test])
     timed("knn1_acc (1-NN, train -> test)", M.knn_accuracy, Xn[train], y[train], Xn[test], y[test], 1)
     timed("CL prequential (10 chunks, 3 orders)", M.cluster_learnability, Xn, labels, 10, 3, args.seed)
-    timed("CL held-out (k-means on train)", M.cluster_learnability_heldout, Xn[train], Xn[test], k, args.n_init,
-          args.seed)
+    timed(
+        "CL held-out (k-means on train)",
+        M.cluster_learnability_heldout,
+        Xn[train],
+        Xn[test],
+        k,
+        args.n_init,
+        args.seed,
+    )
     timed("TwoNN (ours, exact)", M.twonn, Xn)
 
     def eq4():

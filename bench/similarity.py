@@ -11,6 +11,7 @@ similarities (Spearman, on a sample of 1,000 stimuli) are printed and written as
 
     nice .venv/bin/python bench/similarity.py --size seed [--size full] [--screen-members 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ def build(root: Path, n: int, m: int, seed: int = 0) -> np.ndarray:
     import io
 
     from PIL import Image
+
     rng = np.random.default_rng(seed)
     ws = Workspace.create(root, name="bench-similarity", created="2026-01-01T00:00:00+00:00")
     buf = io.BytesIO()
@@ -48,10 +50,21 @@ def build(root: Path, n: int, m: int, seed: int = 0) -> np.ndarray:
     centres = rng.normal(0, 0.25, (CLASSES, DIM))
     Z = centres[label] + rng.normal(0, 0.05, (n, DIM))
     ids = [f"b-{i:06d}" for i in range(n)]
-    ws.write("images", pa.table({
-        "image_id": ids, "dataset": ["bench"] * n, "label": label.astype(np.int64),
-        "label_name": [f"class {c}" for c in label], "split": ["train"] * n,
-        "thumbnail": ["thumbnails/x.png"] * n, "width": np.full(n, 8), "height": np.full(n, 8)}))
+    ws.write(
+        "images",
+        pa.table(
+            {
+                "image_id": ids,
+                "dataset": ["bench"] * n,
+                "label": label.astype(np.int64),
+                "label_name": [f"class {c}" for c in label],
+                "split": ["train"] * n,
+                "thumbnail": ["thumbnails/x.png"] * n,
+                "width": np.full(n, 8),
+                "height": np.full(n, 8),
+            }
+        ),
+    )
     members = [np.flatnonzero(label == c) for c in range(CLASSES)]
     q = rng.integers(0, n, m)
     refs = np.empty((m, 8), np.int64)
@@ -60,34 +73,68 @@ def build(root: Path, n: int, m: int, seed: int = 0) -> np.ndarray:
         near = near[near != q[t]]
         a = rng.choice(near, min(2, len(near)), replace=False)
         b = rng.choice(n, 8 - len(a) + 4, replace=False)
-        b = [x for x in b if x != q[t] and x not in a][:8 - len(a)]
+        b = [x for x in b if x != q[t] and x not in a][: 8 - len(a)]
         refs[t] = np.concatenate([a, b])
     stim = S.sample_choices(Z, q, refs, 2, 10.0, rng)
     names = np.asarray(ids, dtype=object)
     split = np.where(rng.random(m) < 0.1, "test", "train")
-    ws.append("similarity_trials", pa.table({
-        "trial_id": [f"t{t:07d}" for t in range(m)], "agent_id": [f"a{t % 500}" for t in range(m)],
-        "query": names[stim[:, 0]].tolist(), "references": [list(names[r]) for r in refs],
-        "chosen": [list(names[r]) for r in stim[:, 1:3]], "n_select": np.full(m, 2),
-        "kind": ["8rank2"] * m, "weight": np.ones(m), "rt_ms": np.full(m, 8000.0),
-        "split": split.tolist(), "is_catch": np.zeros(m, bool)},
-        schema=schema.arrow_schema("similarity_trials", partition=False)), dataset="bench")
+    ws.append(
+        "similarity_trials",
+        pa.table(
+            {
+                "trial_id": [f"t{t:07d}" for t in range(m)],
+                "agent_id": [f"a{t % 500}" for t in range(m)],
+                "query": names[stim[:, 0]].tolist(),
+                "references": [list(names[r]) for r in refs],
+                "chosen": [list(names[r]) for r in stim[:, 1:3]],
+                "n_select": np.full(m, 2),
+                "kind": ["8rank2"] * m,
+                "weight": np.ones(m),
+                "rt_ms": np.full(m, 8000.0),
+                "split": split.tolist(),
+                "is_catch": np.zeros(m, bool),
+            },
+            schema=schema.arrow_schema("similarity_trials", partition=False),
+        ),
+        dataset="bench",
+    )
     ck = []
     proj = rng.normal(size=(DIM, FEATURE_DIM))
-    for cid, X in (("bench-aligned", Z @ proj + rng.normal(0, 0.5, (n, FEATURE_DIM))),
-                   ("bench-noise", rng.normal(size=(n, FEATURE_DIM)))):
-        ws.write("features", pa.table({"image_id": ids, "embedding": pa.array(
-            list(X.astype(np.float32)), pa.list_(pa.float32()))}), checkpoint_id=cid)
-        ck.append({"checkpoint_id": cid, "dataset": "bench", "model": "synthetic", "method": "bench",
-                   "epoch": None, "feature_dim": FEATURE_DIM, "source": "bench"})
-    ws.write("checkpoints", pa.Table.from_pylist(ck, schema=pa.schema(
-        [f for f in schema.arrow_schema("checkpoints") if f.name in ck[0]])))
+    for cid, X in (
+        ("bench-aligned", Z @ proj + rng.normal(0, 0.5, (n, FEATURE_DIM))),
+        ("bench-noise", rng.normal(size=(n, FEATURE_DIM))),
+    ):
+        ws.write(
+            "features",
+            pa.table(
+                {"image_id": ids, "embedding": pa.array(list(X.astype(np.float32)), pa.list_(pa.float32()))}
+            ),
+            checkpoint_id=cid,
+        )
+        ck.append(
+            {
+                "checkpoint_id": cid,
+                "dataset": "bench",
+                "model": "synthetic",
+                "method": "bench",
+                "epoch": None,
+                "feature_dim": FEATURE_DIM,
+                "source": "bench",
+            }
+        )
+    ws.write(
+        "checkpoints",
+        pa.Table.from_pylist(
+            ck, schema=pa.schema([f for f in schema.arrow_schema("checkpoints") if f.name in ck[0]])
+        ),
+    )
     return Z
 
 
 def run(size: str, options: dict, keep: Path | None) -> dict:
     from conceptlens.analysis import registry
     from conceptlens.embedding.psych import ensemble_similarity, read_embedding
+
     n, m = SIZES[size]
     root = Path(keep) / size if keep else Path(tempfile.mkdtemp(prefix=f"bench-sim-{size}-")) / "ws"
     t0 = time.perf_counter()
@@ -110,14 +157,24 @@ def run(size: str, options: dict, keep: Path | None) -> dict:
     got = ensemble_similarity([(mu[sample], s[sample]) for mu, s in members])
     h = ws.read("human_alignment", dataset="bench").to_pandas()
     overall = h[h["label"].isna() & (h["distance"] == "cosine")]
-    out = {"size": size, "stimuli": n, "trials": m, "options": options, "wall_seconds": round(wall, 1),
-           "cpu_seconds": round(cpu, 1), "fit_seconds": round(float(fit["seconds"].sum()), 1),
-           "fits": len(fit), "epochs": fit["epochs"].tolist(), "selected_dim": int(kept["dim"].iloc[0]),
-           "heldout_loglik": round(float(kept["heldout_loglik"].mean()), 4),
-           "heldout_accuracy": round(float(kept["heldout_accuracy"].mean()), 4),
-           "recovery_spearman": round(S.rsa(got, truth), 4),
-           "agreement": {f"{r.checkpoint_id}/{r.metric}": round(r.value, 4) for r in overall.itertuples()},
-           "load_average": os.getloadavg(), "cpus": os.cpu_count()}
+    out = {
+        "size": size,
+        "stimuli": n,
+        "trials": m,
+        "options": options,
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "fit_seconds": round(float(fit["seconds"].sum()), 1),
+        "fits": len(fit),
+        "epochs": fit["epochs"].tolist(),
+        "selected_dim": int(kept["dim"].iloc[0]),
+        "heldout_loglik": round(float(kept["heldout_loglik"].mean()), 4),
+        "heldout_accuracy": round(float(kept["heldout_accuracy"].mean()), 4),
+        "recovery_spearman": round(S.rsa(got, truth), 4),
+        "agreement": {f"{r.checkpoint_id}/{r.metric}": round(r.value, 4) for r in overall.itertuples()},
+        "load_average": os.getloadavg(),
+        "cpus": os.cpu_count(),
+    }
     print(json.dumps(out, indent=1), flush=True)
     return out
 
@@ -125,8 +182,12 @@ def run(size: str, options: dict, keep: Path | None) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", action="append", choices=list(SIZES), help="seed and/or full (default seed)")
-    ap.add_argument("--screen-members", type=int, default=0,
-                    help="members fitted at every candidate dimensionality (0 = all, the default)")
+    ap.add_argument(
+        "--screen-members",
+        type=int,
+        default=0,
+        help="members fitted at every candidate dimensionality (0 = all, the default)",
+    )
     ap.add_argument("--dims", type=int, nargs="+", help="candidate dimensionalities (default: the analysis')")
     ap.add_argument("--keep", help="write the workspaces under this folder (default: a temporary one)")
     ap.add_argument("--out", default=None, help="append the results as JSON lines to this file")

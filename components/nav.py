@@ -5,6 +5,7 @@ tests open every page from them.
 are validated before it renders, so a page shows the problems of its own tables and is
 not stopped by those of others.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ META = "workspace.json"
 
 @dataclass(frozen=True)
 class PageSpec:
-    name: str       # URL path: /clusters
-    path: str       # script, relative to app.py
+    name: str  # URL path: /clusters
+    path: str  # script, relative to app.py
     title: str
     icon: str
     tables: tuple[str, ...]
@@ -33,21 +34,61 @@ class PageSpec:
 
 PAGES = (
     # Home shows workspace.json and reports every analysis as present, missing or broken.
-    PageSpec("home", "pages/home.py", "Home", ":material/home:",
-             BASE_TABLES + (META,)
-             + tuple(sorted({t for a in ANALYSES for t in a.tables} - set(BASE_TABLES))),
-             default=True),
-    PageSpec("clusters", "pages/clusters.py", "Clusters", ":material/bubble_chart:",
-             BASE_TABLES + ("clusters", "cluster_metrics", "checkpoint_metrics", "cluster_captions",
-                            "projections")),
-    PageSpec("checkpoints", "pages/checkpoints.py", "Checkpoints", ":material/compare_arrows:",
-             BASE_TABLES + ("checkpoint_metrics", "cluster_metrics", "cluster_captions", "clid_scores",
-                            "predictor_correlations", "clustering_similarity", "cluster_links")),
-    PageSpec("compmap", "pages/compmap.py", "CompMap", ":material/join_inner:",
-             BASE_TABLES + ("vl_models", "primitives", "label_primitives", "image_primitives",
-                            "compmap_activations", "compmap_weights", "compmap_scores")),
-    PageSpec("similarity", "pages/similarity.py", "Similarity", ":material/groups:",
-             BASE_TABLES + ("similarity_trials", "psych_embedding", "similarity_fit", "human_alignment",
-                            "projections")),
+    PageSpec(
+        "home",
+        "pages/home.py",
+        "Home",
+        ":material/home:",
+        BASE_TABLES + (META,) + tuple(sorted({t for a in ANALYSES for t in a.tables} - set(BASE_TABLES))),
+        default=True,
+    ),
+    PageSpec(
+        "clusters",
+        "pages/clusters.py",
+        "Clusters",
+        ":material/bubble_chart:",
+        BASE_TABLES
+        + ("clusters", "cluster_metrics", "checkpoint_metrics", "cluster_captions", "projections"),
+    ),
+    PageSpec(
+        "checkpoints",
+        "pages/checkpoints.py",
+        "Checkpoints",
+        ":material/compare_arrows:",
+        BASE_TABLES
+        + (
+            "checkpoint_metrics",
+            "cluster_metrics",
+            "cluster_captions",
+            "clid_scores",
+            "predictor_correlations",
+            "clustering_similarity",
+            "cluster_links",
+        ),
+    ),
+    PageSpec(
+        "compmap",
+        "pages/compmap.py",
+        "CompMap",
+        ":material/join_inner:",
+        BASE_TABLES
+        + (
+            "vl_models",
+            "primitives",
+            "label_primitives",
+            "image_primitives",
+            "compmap_activations",
+            "compmap_weights",
+            "compmap_scores",
+        ),
+    ),
+    PageSpec(
+        "similarity",
+        "pages/similarity.py",
+        "Similarity",
+        ":material/groups:",
+        BASE_TABLES
+        + ("similarity_trials", "psych_embedding", "similarity_fit", "human_alignment", "projections"),
+    ),
 )
 BY_NAME = {p.name: p for p in PAGES}

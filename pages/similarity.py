@@ -4,6 +4,7 @@ checkpoint agrees with people (roads2021).
 URL: ?ds=DATASET&color=COLUMN&thumbs=N&img=IMAGE&ckpt=CHECKPOINT&dist=l1|l2|cosine
 &metric=triplet_accuracy|rsa&trial=I&catch=0|1
 """
+
 import pandas as pd
 import streamlit as st
 
@@ -26,26 +27,31 @@ from conceptlens.figures.similarity import (
 )
 from conceptlens.views import similarity as V
 
-MAX_POINTS = 20_000     # map points drawn (a fixed sample above this)
+MAX_POINTS = 20_000  # map points drawn (a fixed sample above this)
 NEIGHBOURS = 8
-THUMBS = {"none": 0, "some": 8, "many": 14}       # grid cells per side that get a thumbnail
+THUMBS = {"none": 0, "some": 8, "many": 14}  # grid cells per side that get a thumbnail
 
 ws = data.open_page("similarity")
 
 st.title("Similarity")
-st.caption("Which images do people find similar, and which models agree? In each trial a person saw "
-           "a query image and 8 references and chose, in order, the two most similar (8-rank-2, "
-           "roads2021). A psychological embedding is inferred from the choices; each checkpoint is "
-           "scored by how often it ranks the trials' pairs as people did (triplet accuracy) and by "
-           "the rank correlation of its similarities with the embedding's (RSA).")
+st.caption(
+    "Which images do people find similar, and which models agree? In each trial a person saw "
+    "a query image and 8 references and chose, in order, the two most similar (8-rank-2, "
+    "roads2021). A psychological embedding is inferred from the choices; each checkpoint is "
+    "scored by how often it ranks the trials' pairs as people did (triplet accuracy) and by "
+    "the rank correlation of its similarities with the embedding's (RSA)."
+)
 
 datasets = ws.view(V.datasets)
 if datasets.empty:
     if ws.problems(("similarity_trials",)):
         data.show_problems(ws, ws.problems(("similarity_trials",)), "similarity_trials has problems")
     else:
-        st.info("This workspace has no similarity judgments. Import some (the ImageNet-HSJ release or "
-                "psiz HDF5 observations, docs/similarity.md) with:", icon=":material/pending:")
+        st.info(
+            "This workspace has no similarity judgments. Import some (the ImageNet-HSJ release or "
+            "psiz HDF5 observations, docs/similarity.md) with:",
+            icon=":material/pending:",
+        )
         st.code(f"conceptlens import hsj {ws.label} SOURCE --dataset DATASET", language="bash")
     st.stop()
 
@@ -54,37 +60,72 @@ ds = url_selectbox("Dataset", list(datasets["dataset"]), key="sim_ds", param="ds
 summary = ws.view(V.trial_summary, dataset=ds).iloc[0]
 if summary["simulated"]:
     note = ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note")
-    st.warning("**Simulated people.** " + (literal(note) if note else
-               "These judgments were not collected from anyone (every agent id starts with "
-               "`simulated-`)."), icon=":material/smart_toy:")
+    st.warning(
+        "**Simulated people.** "
+        + (
+            literal(note)
+            if note
+            else "These judgments were not collected from anyone (every agent id starts with `simulated-`)."
+        ),
+        icon=":material/smart_toy:",
+    )
 cols = st.columns(6)
-for col, (name, value) in zip(cols, [
-        ("trials", summary["trials"]), ("people", summary["people"]), ("images", summary["images"]),
-        ("fitted (train)", summary["train"]), ("scored (test)", summary["test"]),
-        ("catch trials", summary["catch"])]):
+for col, (name, value) in zip(
+    cols,
+    [
+        ("trials", summary["trials"]),
+        ("people", summary["people"]),
+        ("images", summary["images"]),
+        ("fitted (train)", summary["train"]),
+        ("scored (test)", summary["test"]),
+        ("catch trials", summary["catch"]),
+    ],
+):
     col.metric(name, f"{int(value):,}")
-st.caption(f"Trial kinds: {literal(summary['kinds'])} · mean weight {summary['mean_weight']:.2f} (the "
-           "session's catch-trial grade)"
-           + ("" if pd.isna(summary["median_seconds"]) else
-              f" · median response time {summary['median_seconds']:.1f} s"))
+st.caption(
+    f"Trial kinds: {literal(summary['kinds'])} · mean weight {summary['mean_weight']:.2f} (the "
+    "session's catch-trial grade)"
+    + (
+        ""
+        if pd.isna(summary["median_seconds"])
+        else f" · median response time {summary['median_seconds']:.1f} s"
+    )
+)
 prov = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds}
-analysed = available(ws, "similarity", ds)       # says what is missing or broken if not
+analysed = available(ws, "similarity", ds)  # says what is missing or broken if not
 computed = analysed and bool(datasets.set_index("dataset").loc[ds, "embedded"])
 ckpts = list(ws.view(V.checkpoints, dataset=ds)["checkpoint_id"]) if computed else []
-ckpt = url_selectbox("Checkpoint (neighbours, trial choices, per label)", ckpts, key="sim_ckpt",
-                     param="ckpt", container=c_ck) if ckpts else None
+ckpt = (
+    url_selectbox(
+        "Checkpoint (neighbours, trial choices, per label)",
+        ckpts,
+        key="sim_ckpt",
+        param="ckpt",
+        container=c_ck,
+    )
+    if ckpts
+    else None
+)
 
 # ---- the map of the psychological embedding ------------------------------------------------
 if computed:
     st.header("People's similarity map")
-    st.caption("A 2-D UMAP of the psychological embedding: nearby images are ones people judge "
-               "similar. Thumbnails show what is where; hover a point for its image id and label, "
-               "click it to compare its nearest images for people and for the checkpoint.")
+    st.caption(
+        "A 2-D UMAP of the psychological embedding: nearby images are ones people judge "
+        "similar. Thumbnails show what is where; hover a point for its image id and label, "
+        "click it to compare its nearest images for people and for the checkpoint."
+    )
     m1, m2, _ = st.columns([1, 1, 2])
-    colour = url_selectbox("Colour by", list(ws.view(V.colour_options, dataset=ds)["column"]),
-                           key="sim_color", param="color", container=m1)
-    thumbs = url_selectbox("Thumbnails", list(THUMBS), key="sim_thumbs", param="thumbs", container=m2,
-                           default_index=1)
+    colour = url_selectbox(
+        "Colour by",
+        list(ws.view(V.colour_options, dataset=ds)["column"]),
+        key="sim_color",
+        param="color",
+        container=m1,
+    )
+    thumbs = url_selectbox(
+        "Thumbnails", list(THUMBS), key="sim_thumbs", param="thumbs", container=m2, default_index=1
+    )
     points = ws.view(V.embedding_points, dataset=ds, limit=MAX_POINTS)
     images = ws.view(V.embedded_images, dataset=ds)
     ids = list(images["image_id"])
@@ -92,41 +133,58 @@ if computed:
 
     # A click on the map picks the image (applied once per new click, before the selectbox).
     event = st.session_state.get("sim_map")
-    clicked = [p["customdata"][0] for p in (event or {}).get("selection", {}).get("points", [])
-               if p.get("customdata")]
+    clicked = [
+        p["customdata"][0]
+        for p in (event or {}).get("selection", {}).get("points", [])
+        if p.get("customdata")
+    ]
     if clicked and clicked[0] in ids and st.session_state.get("_sim_clicked") != clicked[0]:
         st.session_state["_sim_clicked"] = clicked[0]
         st.session_state["sim_img"] = clicked[0]
     selected = st.session_state.get("sim_img") or st.query_params.get("img")
-    near = ws.view(V.neighbours, dataset=ds, image_id=selected, checkpoint=ckpt, k=NEIGHBOURS) \
-        if selected in ids else None
+    near = (
+        ws.view(V.neighbours, dataset=ds, image_id=selected, checkpoint=ckpt, k=NEIGHBOURS)
+        if selected in ids
+        else None
+    )
     people_near = list(near.loc[near["who"] == "people", "image_id"]) if near is not None else []
     shown = thumbnail_sample(points, THUMBS[thumbs])
-    uris = thumbnail_uris({i: str(ws.path(t)) for i, t in
-                           zip(points["image_id"], points["thumbnail"]) if i in set(shown)})
+    uris = thumbnail_uris(
+        {i: str(ws.path(t)) for i, t in zip(points["image_id"], points["thumbnail"]) if i in set(shown)}
+    )
     fig = embedding_map(points, colour, uris, selected if selected in ids else None, people_near)
-    show_figure(fig, f"similarity-map-{ds}", {**prov, "figure": "psych_umap", "color": colour},
-                key="sim_map", on_select="rerun", selection_mode=("points",))
-    img = url_selectbox("Image", ids, key="sim_img", param="img",
-                        format_func=lambda i: f"{i} · {label_of.get(i) or ''}")
+    show_figure(
+        fig,
+        f"similarity-map-{ds}",
+        {**prov, "figure": "psych_umap", "color": colour},
+        key="sim_map",
+        on_select="rerun",
+        selection_mode=("points",),
+    )
+    img = url_selectbox(
+        "Image", ids, key="sim_img", param="img", format_func=lambda i: f"{i} · {label_of.get(i) or ''}"
+    )
     near = ws.view(V.neighbours, dataset=ds, image_id=img, checkpoint=ckpt, k=NEIGHBOURS)
     left, mid, right = st.columns([1, 3, 3], gap="medium")
     with left:
         st.markdown("**Selected**")
         image_grid(ws, images[images["image_id"] == img], width=110)
-    for col, who, heading in ((mid, "people", "Nearest for people"),
-                              (right, ckpt, f"Nearest for {ckpt}")):
+    for col, who, heading in ((mid, "people", "Nearest for people"), (right, ckpt, f"Nearest for {ckpt}")):
         with col:
             st.markdown(f"**{literal(heading)}**")
             rows = near[near["who"] == who].assign(
-                caption=lambda d: d["label_name"].fillna("") + " · " + d["similarity"].map("{:.2f}".format))
+                caption=lambda d: d["label_name"].fillna("") + " · " + d["similarity"].map("{:.2f}".format)
+            )
             image_grid(ws, rows, caption_col="caption", width=72)
     if ckpt is not None:
-        both = set(near.loc[near["who"] == "people", "image_id"]) & set(near.loc[near["who"] == ckpt,
-                                                                                   "image_id"])
-        st.caption(f"{len(both)} of the {NEIGHBOURS} nearest images are the same for people and "
-                   f"{literal(ckpt)}. People's similarity: the ensemble's mean exp(-10 · distance); the "
-                   "checkpoint's: cosine similarity of its features, among the embedded images.")
+        both = set(near.loc[near["who"] == "people", "image_id"]) & set(
+            near.loc[near["who"] == ckpt, "image_id"]
+        )
+        st.caption(
+            f"{len(both)} of the {NEIGHBOURS} nearest images are the same for people and "
+            f"{literal(ckpt)}. People's similarity: the ensemble's mean exp(-10 · distance); the "
+            "checkpoint's: cosine similarity of its features, among the embedded images."
+        )
 
 # ---- agreement with people -----------------------------------------------------------------
 if computed:
@@ -136,41 +194,78 @@ if computed:
         st.info(f"No checkpoint of {literal(ds)} has features to score yet.")
     else:
         d1, _ = st.columns([1, 3])
-        dist = url_selectbox("Distance", list(DISTANCE_NAMES), key="sim_dist", param="dist",
-                             format_func=DISTANCE_NAMES.get, container=d1, default_index=2)
+        dist = url_selectbox(
+            "Distance",
+            list(DISTANCE_NAMES),
+            key="sim_dist",
+            param="dist",
+            format_func=DISTANCE_NAMES.get,
+            container=d1,
+            default_index=2,
+        )
         ref = ws.view(V.people_reference, dataset=ds)
         reference = float(ref["value"].iloc[0]) if len(ref) and ref["value"].notna().all() else None
-        show_figure(agreement_bars(alignment, dist, reference), f"similarity-agreement-{ds}-{dist}",
-                    {**prov, "figure": "agreement", "distance": dist}, key="sim_bars")
-        st.caption("Bars: 95% percentile bootstrap intervals (resampling trials for triplet accuracy, "
-                   "images for RSA). Dotted: chance (0.5; 0). Dashed: the psychological embedding's own "
-                   "triplet accuracy on trials held out of its fit"
-                   + (f" ({reference:.3f})." if reference is not None else "."))
-        metric_table(ws.view(V.alignment_wide, dataset=ds, distance=dist), key="sim_align_table",
-                     formats={c: "%.3f" for c in ("triplet_accuracy", "triplet_accuracy_lo",
-                                                  "triplet_accuracy_hi", "rsa", "rsa_lo", "rsa_hi")})
+        show_figure(
+            agreement_bars(alignment, dist, reference),
+            f"similarity-agreement-{ds}-{dist}",
+            {**prov, "figure": "agreement", "distance": dist},
+            key="sim_bars",
+        )
+        st.caption(
+            "Bars: 95% percentile bootstrap intervals (resampling trials for triplet accuracy, "
+            "images for RSA). Dotted: chance (0.5; 0). Dashed: the psychological embedding's own "
+            "triplet accuracy on trials held out of its fit"
+            + (f" ({reference:.3f})." if reference is not None else ".")
+        )
+        metric_table(
+            ws.view(V.alignment_wide, dataset=ds, distance=dist),
+            key="sim_align_table",
+            formats={
+                c: "%.3f"
+                for c in (
+                    "triplet_accuracy",
+                    "triplet_accuracy_lo",
+                    "triplet_accuracy_hi",
+                    "rsa",
+                    "rsa_lo",
+                    "rsa_hi",
+                )
+            },
+        )
 
         st.subheader("Per label")
         l1, _ = st.columns([1, 3])
-        metric = url_selectbox("Score", list(METRICS), key="sim_metric", param="metric",
-                               format_func=METRICS.get, container=l1)
+        metric = url_selectbox(
+            "Score", list(METRICS), key="sim_metric", param="metric", format_func=METRICS.get, container=l1
+        )
         per_label = ws.view(V.by_label, dataset=ds, metric=metric, distance=dist)
-        st.caption("Which concepts a checkpoint sees as people do: its score on the trials whose query "
-                   "has the label (triplet accuracy), or on the pairs with an image of the label (RSA).")
-        show_figure(label_heatmap(per_label, metric, dist), f"similarity-labels-{ds}-{metric}-{dist}",
-                    {**prov, "figure": "by_label", "metric": metric, "distance": dist}, key="sim_heat")
+        st.caption(
+            "Which concepts a checkpoint sees as people do: its score on the trials whose query "
+            "has the label (triplet accuracy), or on the pairs with an image of the label (RSA)."
+        )
+        show_figure(
+            label_heatmap(per_label, metric, dist),
+            f"similarity-labels-{ds}-{metric}-{dist}",
+            {**prov, "figure": "by_label", "metric": metric, "distance": dist},
+            key="sim_heat",
+        )
         if ckpt is not None:
             mine = per_label[per_label["checkpoint_id"] == ckpt].sort_values("value", ascending=False)
             st.markdown(f"**{literal(ckpt)}**, best agreeing labels first")
-            metric_table(mine[["label_name", "value", "lo", "hi", "n"]], key="sim_label_table",
-                         formats={"value": "%.3f", "lo": "%.3f", "hi": "%.3f"})
+            metric_table(
+                mine[["label_name", "value", "lo", "hi", "n"]],
+                key="sim_label_table",
+                formats={"value": "%.3f", "lo": "%.3f", "hi": "%.3f"},
+            )
 
 # ---- the trials ----------------------------------------------------------------------------
 st.header("Trials")
 t1, t2, _ = st.columns([1, 1, 2])
 kinds = {"0": "judged trials", "1": "catch trials"}
-catch = url_selectbox("Show", list(kinds), key="sim_catch", param="catch", format_func=kinds.get,
-                      container=t1) == "1"
+catch = (
+    url_selectbox("Show", list(kinds), key="sim_catch", param="catch", format_func=kinds.get, container=t1)
+    == "1"
+)
 n = int(ws.view(V.trial_count, dataset=ds, catch=catch)["n"].iloc[0])
 if n == 0:
     st.info(f"No {kinds['1' if catch else '0']} in {literal(ds)}.")
@@ -179,14 +274,15 @@ else:
     if "sim_trial" not in st.session_state:
         st.session_state["sim_trial"] = int(raw) if raw and raw.isdigit() and int(raw) < n else 0
     st.session_state["sim_trial"] = min(int(st.session_state["sim_trial"]), n - 1)
-    index = t2.number_input(f"Trial (0 – {n - 1:,})", min_value=0, max_value=n - 1, step=1,
-                            key="sim_trial")
+    index = t2.number_input(f"Trial (0 – {n - 1:,})", min_value=0, max_value=n - 1, step=1, key="sim_trial")
     set_param("trial", int(index))
     rows = ws.view(V.trial, dataset=ds, index=int(index), catch=catch)
     r = rows.iloc[0]
-    st.caption(f"Trial {literal(r['trial_id'])} ({literal(r['kind'])}, split {literal(r['split'])}) by "
-               f"{literal(r['agent_id'])} · weight {r['weight']:.2f}"
-               + ("" if pd.isna(r["rt_ms"]) else f" · {r['rt_ms'] / 1000:.1f} s"))
+    st.caption(
+        f"Trial {literal(r['trial_id'])} ({literal(r['kind'])}, split {literal(r['split'])}) by "
+        f"{literal(r['agent_id'])} · weight {r['weight']:.2f}"
+        + ("" if pd.isna(r["rt_ms"]) else f" · {r['rt_ms'] / 1000:.1f} s")
+    )
     ranks = {}
     if ckpt is not None:
         picks = ws.view(V.model_choices, trial_rows=rows, checkpoint=ckpt)
@@ -201,32 +297,54 @@ else:
         if row["image_id"] in ranks and ranks[row["image_id"]] <= 2:
             text += f" · model #{ranks[row['image_id']]}"
         return text
+
     rows = rows.assign(caption=rows.apply(caption, axis=1))
     q, refs = st.columns([1, 4], gap="medium")
     with q:
         image_grid(ws, rows[rows["role"] == "query"], caption_col="caption", width=120)
     with refs:
         image_grid(ws, rows[rows["role"] == "reference"], caption_col="caption", width=80)
-    st.caption("The person's choices in order"
-               + (f"; `model #1`, `#2`: the two references {literal(ckpt)} finds most similar to the "
-                  "query (cosine)." if ckpt else "."))
+    st.caption(
+        "The person's choices in order"
+        + (
+            f"; `model #1`, `#2`: the two references {literal(ckpt)} finds most similar to the "
+            "query (cosine)."
+            if ckpt
+            else "."
+        )
+    )
 
 # ---- the fit -------------------------------------------------------------------------------
 if computed:
     st.header("Fit diagnostics")
     fit = ws.view(V.fit, dataset=ds)
     kept = fit[fit["selected"]]
-    st.caption(f"An ensemble of {fit['member'].nunique()} variational embeddings per dimensionality, each "
-               "fitted without its own held-out share of the trials; the dimensionality with the best "
-               f"mean held-out log-likelihood ({int(kept['dim'].iloc[0]) if len(kept) else '–'}) is kept "
-               "(shaded). Accuracy: the chosen pair, in order, is the embedding's most probable outcome. "
-               "Agreement: Spearman correlation of a member's similarities with the other members'.")
+    st.caption(
+        f"An ensemble of {fit['member'].nunique()} variational embeddings per dimensionality, each "
+        "fitted without its own held-out share of the trials; the dimensionality with the best "
+        f"mean held-out log-likelihood ({int(kept['dim'].iloc[0]) if len(kept) else '–'}) is kept "
+        "(shaded). Accuracy: the chosen pair, in order, is the embedding's most probable outcome. "
+        "Agreement: Spearman correlation of a member's similarities with the other members'."
+    )
     show_figure(fit_diagnostics(fit), f"similarity-fit-{ds}", {**prov, "figure": "fit"}, key="sim_fit")
-    fours = ("heldout_loglik", "heldout_accuracy", "heldout_triplet_accuracy", "test_loglik",
-             "test_accuracy", "agreement", "prior_scale")
-    metric_table(fit.drop(columns=["dataset", "chance_accuracy"]), key="sim_fit_table",
-                 formats={c: "%.4f" for c in fours} | {"seconds": "%.1f"})
+    fours = (
+        "heldout_loglik",
+        "heldout_accuracy",
+        "heldout_triplet_accuracy",
+        "test_loglik",
+        "test_accuracy",
+        "agreement",
+        "prior_scale",
+    )
+    metric_table(
+        fit.drop(columns=["dataset", "chance_accuracy"]),
+        key="sim_fit_table",
+        formats={c: "%.4f" for c in fours} | {"seconds": "%.1f"},
+    )
 elif analysed:
-    st.info(f"No psychological embedding of {literal(ds)} yet: the map, the agreement scores and the "
-            "fit appear once the analysis has run:", icon=":material/pending:")
+    st.info(
+        f"No psychological embedding of {literal(ds)} yet: the map, the agreement scores and the "
+        "fit appear once the analysis has run:",
+        icon=":material/pending:",
+    )
     st.code(command(ws, "similarity", ds), language="bash")

@@ -101,6 +101,7 @@ def hf_models(tmp_path_factory):
 def factory_template(tmp_path_factory) -> Path:
     """A tiny workspace with every table (tests/factory.py), shared by a session's tests."""
     from tests.factory import make_workspace
+
     root = tmp_path_factory.mktemp("factory") / "ws"
     make_workspace(root, derived=True)
     return root

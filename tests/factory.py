@@ -6,6 +6,7 @@ writes every analysis table by hand, with values consistent with each other, so
 validation and page tests do not depend on the analysis pipeline. Tests of the
 pipeline run the real analyses on the base workspace instead (`analyzed_workspace`).
 """
+
 from __future__ import annotations
 
 import io
@@ -25,6 +26,7 @@ RGB = {"red": (220, 30, 30), "green": (30, 200, 30), "blue": (30, 30, 220)}
 
 def _png(color: str, shape: str, side: int = 8) -> bytes:
     from PIL import Image
+
     img = np.full((side, side, 3), 255, np.uint8)
     if shape == "square":
         img[2:6, 2:6] = RGB[color]
@@ -38,33 +40,60 @@ def _png(color: str, shape: str, side: int = 8) -> bytes:
 
 def write_features(ws: Workspace, cid: str, ids, emb: np.ndarray) -> None:
     arr = pa.array(list(np.asarray(emb, np.float32)), type=pa.list_(pa.float32()))
-    ws.write("features", pa.table({"image_id": pa.array(list(ids), pa.string()), "embedding": arr}),
-             checkpoint_id=cid)
+    ws.write(
+        "features",
+        pa.table({"image_id": pa.array(list(ids), pa.string()), "embedding": arr}),
+        checkpoint_id=cid,
+    )
 
 
-def make_workspace(root: Path, n_images: int = 48, n_checkpoints: int = 3, dim: int = 8,
-                   derived: bool = False, ks: tuple[int, ...] = (4,), seed: int = 0) -> Workspace:
+def make_workspace(
+    root: Path,
+    n_images: int = 48,
+    n_checkpoints: int = 3,
+    dim: int = 8,
+    derived: bool = False,
+    ks: tuple[int, ...] = (4,),
+    seed: int = 0,
+) -> Workspace:
     """A tiny workspace of one dataset `toy`: labels = colour (3), factor `shape` (2).
 
     Checkpoint `ck0` separates the colours well, later ones less and less (noise grows),
     so metrics differ between checkpoints in a known direction.
     """
     rng = np.random.default_rng(seed)
-    ws = Workspace.create(root, name="tiny", description="factory workspace",
-                          provenance={"generator": "tests.factory", "seed": seed},
-                          created="2026-01-01T00:00:00+00:00")
+    ws = Workspace.create(
+        root,
+        name="tiny",
+        description="factory workspace",
+        provenance={"generator": "tests.factory", "seed": seed},
+        created="2026-01-01T00:00:00+00:00",
+    )
     rows, caps = [], []
     for i in range(n_images):
         color, shape = COLORS[i % 3], SHAPES[(i // 3) % 2]
         rel = f"thumbnails/toy/{i:04d}.png"
         atomic_write_bytes(ws.root / rel, _png(color, shape), fsync=False)
-        rows.append({"image_id": f"toy-{i:04d}", "dataset": "toy", "label": i % 3,
-                     "label_name": color, "split": "test" if i % 4 == 3 else "train",
-                     "thumbnail": rel, "width": 8, "height": 8, "shape": shape})
-        caps.append({"image_id": f"toy-{i:04d}", "captioner": "groundtruth",
-                     "text": f"a {color} {shape}"})
-    ws.write("images", pa.Table.from_pylist(rows, schema=pa.schema(
-        list(schema.arrow_schema("images")) + [pa.field("shape", pa.string())])))
+        rows.append(
+            {
+                "image_id": f"toy-{i:04d}",
+                "dataset": "toy",
+                "label": i % 3,
+                "label_name": color,
+                "split": "test" if i % 4 == 3 else "train",
+                "thumbnail": rel,
+                "width": 8,
+                "height": 8,
+                "shape": shape,
+            }
+        )
+        caps.append({"image_id": f"toy-{i:04d}", "captioner": "groundtruth", "text": f"a {color} {shape}"})
+    ws.write(
+        "images",
+        pa.Table.from_pylist(
+            rows, schema=pa.schema(list(schema.arrow_schema("images")) + [pa.field("shape", pa.string())])
+        ),
+    )
     ws.write("captions", pa.Table.from_pylist(caps, schema=schema.arrow_schema("captions")))
     ids = [r["image_id"] for r in rows]
     labels = np.array([r["label"] for r in rows])
@@ -74,11 +103,24 @@ def make_workspace(root: Path, n_images: int = 48, n_checkpoints: int = 3, dim: 
         noise = 0.3 + 1.5 * c
         emb = centers[labels] + noise * rng.standard_normal((n_images, dim))
         write_features(ws, f"ck{c}", ids, emb)
-        ck.append({"checkpoint_id": f"ck{c}", "dataset": "toy", "model": "toy-net",
-                   "method": "simclr", "epoch": n_checkpoints - c, "feature_dim": dim,
-                   "source": "plain:toy", "run": "toy-run"})
-    ws.write("checkpoints", pa.Table.from_pylist(ck, schema=pa.schema(
-        [f for f in schema.arrow_schema("checkpoints") if f.name in ck[0]])))
+        ck.append(
+            {
+                "checkpoint_id": f"ck{c}",
+                "dataset": "toy",
+                "model": "toy-net",
+                "method": "simclr",
+                "epoch": n_checkpoints - c,
+                "feature_dim": dim,
+                "source": "plain:toy",
+                "run": "toy-run",
+            }
+        )
+    ws.write(
+        "checkpoints",
+        pa.Table.from_pylist(
+            ck, schema=pa.schema([f for f in schema.arrow_schema("checkpoints") if f.name in ck[0]])
+        ),
+    )
     if derived:
         write_derived(ws, ids, labels, [r["checkpoint_id"] for r in ck], ks, seed)
     return ws
@@ -92,76 +134,164 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
     for cid in cids:
         for k in ks:
             cl = (labels + rng.integers(0, 2, n) * (int(cid[2:]) > 0)) % k
-            cl[:k] = np.arange(k)           # every cluster non-empty
+            cl[:k] = np.arange(k)  # every cluster non-empty
             assign[cid, k] = cl
-            ws.write("clusters", pa.table({
-                "image_id": list(ids), "cluster": cl.astype(np.int64),
-                "distance": rng.uniform(0, 1, n)}), checkpoint_id=cid, k=k)
+            ws.write(
+                "clusters",
+                pa.table(
+                    {"image_id": list(ids), "cluster": cl.astype(np.int64), "distance": rng.uniform(0, 1, n)}
+                ),
+                checkpoint_id=cid,
+                k=k,
+            )
             sizes = np.bincount(cl, minlength=k)
             pur = rng.uniform(0.2, 1.0, k)
             coh = rng.uniform(0.5, 1.0, k)
-            ws.write("cluster_metrics", pa.table({
-                "cluster": np.arange(k, dtype=np.int64), "size": sizes.astype(np.int64),
-                "purity": pur, "top_label": np.arange(k, dtype=np.int64) % 3,
-                "top_label_share": rng.uniform(0.4, 1.0, k),
-                "coherence_random": coh, "coherence_random_lo": coh - 0.2,
-                "coherence_random_hi": np.minimum(1.0, coh + 0.1),
-                "coherence_hard": coh - 0.1, "coherence_hard_lo": coh - 0.3,
-                "coherence_hard_hi": coh,
-                "hard_negative": (np.arange(k, dtype=np.int64) + 1) % k,
-                "annotator": ["factors"] * k, "coherence_trials": np.full(k, 20, np.int64),
-            }, schema=schema.arrow_schema("cluster_metrics", partition=False)),
-                checkpoint_id=cid, k=k)
-            ws.write("cluster_captions", pa.table({
-                "cluster": np.arange(k, dtype=np.int64),
-                "caption": [f"a {COLORS[c % 3]} shape" for c in range(k)],
-                "caption_score": rng.uniform(0, 1, k),
-                "caption_source": ["groundtruth"] * k,
-                "caption_noneg": [f"a {COLORS[c % 3]} circle" for c in range(k)],
-                "caption_noneg_score": rng.uniform(0, 1, k),
-                "describability_hits": np.full(k, 3, np.int64),
-                "describability_top1": [True] * k, "describability_top5": [True] * k,
-                "describability_binary": rng.uniform(0.5, 1, k),
-            }, schema=schema.arrow_schema("cluster_captions", optional=False, partition=False)),
-                checkpoint_id=cid, k=k)
-            ws.write("checkpoint_metrics", pa.table({
-                "anmi": [0.5], "knn_acc": [0.9 - 0.1 * int(cid[2:])],
-                "knn1_acc": [0.85 - 0.1 * int(cid[2:])], "cl": [0.8],
-                "id": [5.0 + int(cid[2:])], "cl_heldout": [0.7],
-                "n_images": [n], "n_duplicates": [0]},
-                schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
-                checkpoint_id=cid, k=k)
+            ws.write(
+                "cluster_metrics",
+                pa.table(
+                    {
+                        "cluster": np.arange(k, dtype=np.int64),
+                        "size": sizes.astype(np.int64),
+                        "purity": pur,
+                        "top_label": np.arange(k, dtype=np.int64) % 3,
+                        "top_label_share": rng.uniform(0.4, 1.0, k),
+                        "coherence_random": coh,
+                        "coherence_random_lo": coh - 0.2,
+                        "coherence_random_hi": np.minimum(1.0, coh + 0.1),
+                        "coherence_hard": coh - 0.1,
+                        "coherence_hard_lo": coh - 0.3,
+                        "coherence_hard_hi": coh,
+                        "hard_negative": (np.arange(k, dtype=np.int64) + 1) % k,
+                        "annotator": ["factors"] * k,
+                        "coherence_trials": np.full(k, 20, np.int64),
+                    },
+                    schema=schema.arrow_schema("cluster_metrics", partition=False),
+                ),
+                checkpoint_id=cid,
+                k=k,
+            )
+            ws.write(
+                "cluster_captions",
+                pa.table(
+                    {
+                        "cluster": np.arange(k, dtype=np.int64),
+                        "caption": [f"a {COLORS[c % 3]} shape" for c in range(k)],
+                        "caption_score": rng.uniform(0, 1, k),
+                        "caption_source": ["groundtruth"] * k,
+                        "caption_noneg": [f"a {COLORS[c % 3]} circle" for c in range(k)],
+                        "caption_noneg_score": rng.uniform(0, 1, k),
+                        "describability_hits": np.full(k, 3, np.int64),
+                        "describability_top1": [True] * k,
+                        "describability_top5": [True] * k,
+                        "describability_binary": rng.uniform(0.5, 1, k),
+                    },
+                    schema=schema.arrow_schema("cluster_captions", optional=False, partition=False),
+                ),
+                checkpoint_id=cid,
+                k=k,
+            )
+            ws.write(
+                "checkpoint_metrics",
+                pa.table(
+                    {
+                        "anmi": [0.5],
+                        "knn_acc": [0.9 - 0.1 * int(cid[2:])],
+                        "knn1_acc": [0.85 - 0.1 * int(cid[2:])],
+                        "cl": [0.8],
+                        "id": [5.0 + int(cid[2:])],
+                        "cl_heldout": [0.7],
+                        "n_images": [n],
+                        "n_duplicates": [0],
+                    },
+                    schema=schema.arrow_schema("checkpoint_metrics", partition=False),
+                ),
+                checkpoint_id=cid,
+                k=k,
+            )
         xy = rng.standard_normal((n, 2))
-        ws.write("projections", pa.table({"image_id": list(ids), "x": xy[:, 0], "y": xy[:, 1]}),
-                 checkpoint_id=cid, method="umap")
+        ws.write(
+            "projections",
+            pa.table({"image_id": list(ids), "x": xy[:, 0], "y": xy[:, 1]}),
+            checkpoint_id=cid,
+            method="umap",
+        )
     from conceptlens.analysis.compare import anmi, contingency
+
     clid, corr, sim, links = [], [], [], []
     for k in ks:
         for j, cid in enumerate(cids):
             clid.append({"k": k, "checkpoint_id": cid, "clid": float(j) - 1, "wclid": 0.5})
         for p in ("cl", "cl_heldout", "id", "clid", "wclid"):
-            corr.append({"k": k, "predictor": p, "pearson": 0.5, "pearson_p": 0.2,
-                         "kendall": 0.3, "kendall_p": 0.4, "n_checkpoints": len(cids)})
+            corr.append(
+                {
+                    "k": k,
+                    "predictor": p,
+                    "pearson": 0.5,
+                    "pearson_p": 0.2,
+                    "kendall": 0.3,
+                    "kendall_p": 0.4,
+                    "n_checkpoints": len(cids),
+                }
+            )
         for i, a in enumerate(cids):
-            for b in cids[i + 1:]:
-                sim.append({"k": k, "checkpoint_a": a, "checkpoint_b": b,
-                            "anmi": anmi(assign[a, k], assign[b, k]), "n_shared": n})
+            for b in cids[i + 1 :]:
+                sim.append(
+                    {
+                        "k": k,
+                        "checkpoint_a": a,
+                        "checkpoint_b": b,
+                        "anmi": anmi(assign[a, k], assign[b, k]),
+                        "n_shared": n,
+                    }
+                )
                 import pandas as pd
-                t = contingency(pd.DataFrame({"image_id": ids, "cluster": assign[a, k]}),
-                                pd.DataFrame({"image_id": ids, "cluster": assign[b, k]}))
+
+                t = contingency(
+                    pd.DataFrame({"image_id": ids, "cluster": assign[a, k]}),
+                    pd.DataFrame({"image_id": ids, "cluster": assign[b, k]}),
+                )
                 for r in t.itertuples(index=False):
-                    links.append({"k": k, "checkpoint_a": a, "checkpoint_b": b, "a": r.a, "b": r.b,
-                                  "count": r.count, "size_a": r.size_a, "size_b": r.size_b})
-    for name, rows in (("clid_scores", clid), ("predictor_correlations", corr),
-                       ("clustering_similarity", sim), ("cluster_links", links)):
-        ws.write(name, pa.Table.from_pylist(
-            rows, schema=schema.arrow_schema(name, partition=False)), dataset="toy")
-    ws.append("analysis_runs", pa.table({
-        "unit": ["dataset=toy"], "inputs": pa.array([None], pa.string()),
-        "options": [json.dumps({"seed": seed})], "version": ["test"],
-        "started": ["2026-01-01T00:00:00+00:00"], "seconds": [0.1]}), analysis="comparisons")
+                    links.append(
+                        {
+                            "k": k,
+                            "checkpoint_a": a,
+                            "checkpoint_b": b,
+                            "a": r.a,
+                            "b": r.b,
+                            "count": r.count,
+                            "size_a": r.size_a,
+                            "size_b": r.size_b,
+                        }
+                    )
+    for name, rows in (
+        ("clid_scores", clid),
+        ("predictor_correlations", corr),
+        ("clustering_similarity", sim),
+        ("cluster_links", links),
+    ):
+        ws.write(
+            name, pa.Table.from_pylist(rows, schema=schema.arrow_schema(name, partition=False)), dataset="toy"
+        )
+    ws.append(
+        "analysis_runs",
+        pa.table(
+            {
+                "unit": ["dataset=toy"],
+                "inputs": pa.array([None], pa.string()),
+                "options": [json.dumps({"seed": seed})],
+                "version": ["test"],
+                "started": ["2026-01-01T00:00:00+00:00"],
+                "seconds": [0.1],
+            }
+        ),
+        analysis="comparisons",
+    )
     from tests.compmap_factory import write_compmap
+    from tests.similarity_factory import write_similarity
+
     write_compmap(ws, seed)
+    write_similarity(ws, seed)
 
 
 def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: int = 0) -> Workspace:
@@ -169,6 +299,7 @@ def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: 
     captions, for tests that run real models; one random checkpoint `rand{i}` per entry of
     `dims`."""
     from conceptlens.demo.build import build_shapes, images_table
+
     ws = Workspace.create(root, name="shapes", created="2026-01-01T00:00:00+00:00")
     rows, caps = build_shapes(ws, seed=seed, n=n, progress=False)
     ws.write("images", images_table(rows))
@@ -178,9 +309,20 @@ def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: 
     ck = []
     for i, d in enumerate(dims):
         write_features(ws, f"rand{i}", ids, rng.standard_normal((n, d)))
-        ck.append({"checkpoint_id": f"rand{i}", "dataset": "shapes", "model": "none", "method": "random",
-                   "epoch": None, "feature_dim": d, "source": "test"})
-    ws.write("checkpoints", pa.Table.from_pylist(ck, schema=schema.arrow_schema("checkpoints", optional=False)))
+        ck.append(
+            {
+                "checkpoint_id": f"rand{i}",
+                "dataset": "shapes",
+                "model": "none",
+                "method": "random",
+                "epoch": None,
+                "feature_dim": d,
+                "source": "test",
+            }
+        )
+    ws.write(
+        "checkpoints", pa.Table.from_pylist(ck, schema=schema.arrow_schema("checkpoints", optional=False))
+    )
     return ws
 
 
@@ -188,6 +330,7 @@ def snapshot(root: Path) -> dict[str, object]:
     """Every entry under `root`: file bytes, symlink targets (not followed), folders; to
     prove a command changed nothing."""
     import os
+
     out: dict[str, object] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
@@ -205,13 +348,12 @@ def snapshot(root: Path) -> dict[str, object]:
 FACTOR_SHAPES, FACTOR_COLORS = ("circle", "square", "star"), ("red", "green", "blue", "yellow")
 
 
-
-
 def factor_workspace(root, n: int = 240, seed: int = 0) -> Workspace:
     """Images with factor columns (shape, colour, size) and label = shape x colour (12 labels),
     plus 3 checkpoints whose features cluster by label with growing noise (0.05, 0.3, 1.5):
     analyses must rank them in that order."""
     from PIL import Image
+
     rng = np.random.default_rng(seed)
     ws = Workspace.create(root, name="synthetic")
     (ws.root / "thumbs").mkdir()
@@ -221,27 +363,59 @@ def factor_workspace(root, n: int = 240, seed: int = 0) -> Workspace:
     size = rng.uniform(0, 1, n)
     label = shape * 4 + color
     ids = [f"img-{i:04d}" for i in range(n)]
-    ws.write("images", pa.table({
-        "image_id": ids, "dataset": ["toy"] * n, "label": label.astype(np.int64),
-        "label_name": [f"{FACTOR_COLORS[c]} {FACTOR_SHAPES[s]}" for s, c in zip(shape, color)],
-        "split": np.where(rng.random(n) < 0.25, "test", "train"),
-        "thumbnail": ["thumbs/x.png"] * n, "width": np.full(n, 4, np.int32),
-        "height": np.full(n, 4, np.int32),
-        "shape": [FACTOR_SHAPES[s] for s in shape], "color": [FACTOR_COLORS[c] for c in color], "size": size,
-    }))
-    ws.write("captions", pa.table({
-        "image_id": ids, "captioner": ["groundtruth"] * n,
-        "text": [f"a {'big' if z > 0.5 else 'small'} {FACTOR_COLORS[c]} {FACTOR_SHAPES[s]}"
-                 for s, c, z in zip(shape, color, size)]}))
+    ws.write(
+        "images",
+        pa.table(
+            {
+                "image_id": ids,
+                "dataset": ["toy"] * n,
+                "label": label.astype(np.int64),
+                "label_name": [f"{FACTOR_COLORS[c]} {FACTOR_SHAPES[s]}" for s, c in zip(shape, color)],
+                "split": np.where(rng.random(n) < 0.25, "test", "train"),
+                "thumbnail": ["thumbs/x.png"] * n,
+                "width": np.full(n, 4, np.int32),
+                "height": np.full(n, 4, np.int32),
+                "shape": [FACTOR_SHAPES[s] for s in shape],
+                "color": [FACTOR_COLORS[c] for c in color],
+                "size": size,
+            }
+        ),
+    )
+    ws.write(
+        "captions",
+        pa.table(
+            {
+                "image_id": ids,
+                "captioner": ["groundtruth"] * n,
+                "text": [
+                    f"a {'big' if z > 0.5 else 'small'} {FACTOR_COLORS[c]} {FACTOR_SHAPES[s]}"
+                    for s, c, z in zip(shape, color, size)
+                ],
+            }
+        ),
+    )
     rows = []
     for j, noise in enumerate((0.05, 0.3, 1.5)):
         cid = f"toy-ckpt{j}"
         centres = rng.normal(size=(12, 16))
         X = (centres[label] + noise * rng.normal(size=(n, 16))).astype(np.float32)
-        ws.write("features", pa.table({"image_id": ids, "embedding": pa.array(
-            list(X), type=pa.list_(pa.float32()))}), checkpoint_id=cid)
-        rows.append({"checkpoint_id": cid, "dataset": "toy", "model": "mlp", "method": "synthetic",
-                     "epoch": j, "feature_dim": 16, "source": "synthetic:noise"})
-    ws.write("checkpoints", pa.Table.from_pylist(rows, schema=schema.arrow_schema("checkpoints",
-                                                                                 optional=False)))
+        ws.write(
+            "features",
+            pa.table({"image_id": ids, "embedding": pa.array(list(X), type=pa.list_(pa.float32()))}),
+            checkpoint_id=cid,
+        )
+        rows.append(
+            {
+                "checkpoint_id": cid,
+                "dataset": "toy",
+                "model": "mlp",
+                "method": "synthetic",
+                "epoch": j,
+                "feature_dim": 16,
+                "source": "synthetic:noise",
+            }
+        )
+    ws.write(
+        "checkpoints", pa.Table.from_pylist(rows, schema=schema.arrow_schema("checkpoints", optional=False))
+    )
     return ws

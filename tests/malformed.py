@@ -9,6 +9,7 @@ Corruptions replace files instead of writing into them, so a copy made with hard
 links never changes the original. A few write next to the workspace (a folder or
 file outside it, for symlinks that lead out), never inside anything else.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,12 +29,12 @@ from conceptlens.workspace import Workspace
 @dataclass(frozen=True)
 class Malformation:
     name: str
-    table: str            # table the problem names ("workspace.json" for the metadata)
-    column: str | None    # None only for problems about a whole file or folder
-    file: str             # file or folder the problem names, relative to the workspace
-    words: str            # part of the problem's message
+    table: str  # table the problem names ("workspace.json" for the metadata)
+    column: str | None  # None only for problems about a whole file or folder
+    file: str  # file or folder the problem names, relative to the workspace
+    words: str  # part of the problem's message
     apply: Callable[[Workspace], None]
-    deep_only: bool = False   # found only by `validate(deep=True)` (embeddings, image decoding)
+    deep_only: bool = False  # found only by `validate(deep=True)` (embeddings, image decoding)
 
 
 # Files of the factory workspace.
@@ -68,6 +69,7 @@ def _edit(rel: str, fn: Callable[[pa.Table], pa.Table]) -> Callable[[Workspace],
     def apply(ws: Workspace) -> None:
         p = ws.root / rel
         _write_table(p, fn(pq.read_table(p)))
+
     return apply
 
 
@@ -81,10 +83,12 @@ def _put(t: pa.Table, column: str, values, typ=None) -> pa.Table:
 
 def _set(rel: str, column: str, row: int, value, typ=None) -> Callable[[Workspace], None]:
     """Put `value` into one cell."""
+
     def fn(t):
         vals = t[column].to_pylist()
         vals[row] = value
         return _put(t, column, vals, typ)
+
     return _edit(rel, fn)
 
 
@@ -93,6 +97,7 @@ def _meta(fn: Callable[[dict], object]) -> Callable[[Workspace], None]:
         meta = json.loads(ws.meta_path.read_text())
         fn(meta)
         _write_bytes(ws.meta_path, json.dumps(meta).encode())
+
     return apply
 
 
@@ -116,6 +121,7 @@ def _move(src: str, dst: str):
     def apply(ws: Workspace) -> None:
         (ws.root / dst).parent.mkdir(parents=True, exist_ok=True)
         os.replace(ws.root / src, ws.root / dst)
+
     return apply
 
 
@@ -126,6 +132,7 @@ def _copy(src: str, dst: str):
             shutil.copytree(ws.root / src, ws.root / dst)
         else:
             shutil.copyfile(ws.root / src, ws.root / dst)
+
     return apply
 
 
@@ -140,6 +147,7 @@ def _then(*steps):
     def apply(ws: Workspace) -> None:
         for step in steps:
             step(ws)
+
     return apply
 
 
@@ -157,6 +165,7 @@ def _truncate(rel: str):
     def apply(ws: Workspace) -> None:
         data = (ws.root / rel).read_bytes()
         _write_bytes(ws.root / rel, data[: len(data) // 2])
+
     return apply
 
 
@@ -164,6 +173,7 @@ def _folder_as_file(rel: str):
     def apply(ws: Workspace) -> None:
         shutil.rmtree(ws.root / rel)
         _write_bytes(ws.root / rel, b"not a folder")
+
     return apply
 
 
@@ -171,15 +181,18 @@ def _file_as_folder(rel: str):
     def apply(ws: Workspace) -> None:
         (ws.root / rel).unlink()
         (ws.root / rel).mkdir()
+
     return apply
 
 
 def _embeddings(rel: str, fn):
     """Rewrite the embeddings of one features file through fn(list of lists)."""
+
     def edit(t):
         emb = t["embedding"].to_pylist()
         fn(emb)
         return _put(t, "embedding", emb, pa.list_(pa.float32()))
+
     return _edit(rel, edit)
 
 
@@ -199,26 +212,112 @@ def _symlink_folder_outside(ws: Workspace) -> None:
 
 def _vl_models(config: str):
     def apply(ws: Workspace) -> None:
-        _write_table(ws.root / "vl_models.parquet", pa.table({
-            "vl_model_id": ["vl0"], "dataset": ["toy"], "spec": ["open_clip:toy"],
-            "config": [config], "weights": pa.array([None], pa.string()),
-            "weights_sha256": pa.array([None], pa.string())}))
+        _write_table(
+            ws.root / "vl_models.parquet",
+            pa.table(
+                {
+                    "vl_model_id": ["vl0"],
+                    "dataset": ["toy"],
+                    "spec": ["open_clip:toy"],
+                    "config": [config],
+                    "weights": pa.array([None], pa.string()),
+                    "weights_sha256": pa.array([None], pa.string()),
+                }
+            ),
+        )
+
     return apply
 
 
 def _compmap(table: str, row: dict, **partition):
     """Replace one partition of a CompMap table by a single, broken row."""
+
     def apply(ws: Workspace) -> None:
         from conceptlens import schema
-        ws.write(table, pa.Table.from_pylist([row], schema=schema.arrow_schema(table, partition=False)),
-                 **partition)
+
+        ws.write(
+            table,
+            pa.Table.from_pylist([row], schema=schema.arrow_schema(table, partition=False)),
+            **partition,
+        )
+
     return apply
 
 
-_PRIM = {"primitive": "color:red", "group": "color", "value": "red", "prompt": "a red", "position": 0,
-         "normalize": "softmax"}
-_SCORE = {"model": "prim", "ways": 5, "shots": 1, "metric": "accuracy", "value": 0.5, "lo": 0.4,
-          "hi": 0.6, "episodes": 10, "n": 75}
+def _similarity(table: str, row: dict, name: str = "part-0.parquet"):
+    """Add (append-only tables) or replace (others) a partition file of dataset toy holding one
+    broken row."""
+
+    def apply(ws: Workspace) -> None:
+        from conceptlens import schema
+        from conceptlens.workspace import atomic_write_table
+
+        t = pa.Table.from_pylist([row], schema=schema.arrow_schema(table, partition=False))
+        atomic_write_table(ws.partition_dir(table, dataset="toy") / name, t)
+
+    return apply
+
+
+_TRIAL = {
+    "trial_id": "t999",
+    "agent_id": "a0",
+    "query": "toy-0000",
+    "references": [f"toy-{i:04d}" for i in range(1, 9)],
+    "chosen": ["toy-0001", "toy-0002"],
+    "n_select": 2,
+    "kind": "8rank2",
+    "weight": 1.0,
+    "rt_ms": 900.0,
+    "split": "train",
+    "is_catch": False,
+}
+_FIT = {
+    "dim": 2,
+    "member": 0,
+    "selected": True,
+    "n_train": 32,
+    "n_heldout": 8,
+    "heldout_loglik": -1.0,
+    "heldout_accuracy": 0.6,
+    "heldout_triplet_accuracy": 0.7,
+    "test_loglik": -1.0,
+    "test_accuracy": 0.5,
+    "agreement": 0.8,
+    "prior_scale": 0.5,
+    "epochs": 5,
+    "seconds": 0.1,
+}
+_ALIGN = {
+    "checkpoint_id": "ck0",
+    "metric": "rsa",
+    "distance": "cosine",
+    "label": None,
+    "label_name": None,
+    "value": 0.5,
+    "lo": 0.4,
+    "hi": 0.6,
+    "n": 10,
+    "n_units": 10,
+}
+_PRIM = {
+    "primitive": "color:red",
+    "group": "color",
+    "value": "red",
+    "prompt": "a red",
+    "position": 0,
+    "normalize": "softmax",
+}
+_SCORE = {
+    "model": "prim",
+    "ways": 5,
+    "shots": 1,
+    "metric": "accuracy",
+    "value": 0.5,
+    "lo": 0.4,
+    "hi": 0.6,
+    "episodes": 10,
+    "n": 75,
+}
 
 
 def _swap_pair(rel: str):
@@ -226,34 +325,41 @@ def _swap_pair(rel: str):
         a, b = t["checkpoint_a"].to_pylist(), t["checkpoint_b"].to_pylist()
         a[0], b[0] = b[0], a[0]
         return _put(_put(t, "checkpoint_a", a), "checkpoint_b", b)
+
     return _edit(rel, fn)
 
 
 def _double(rel: str):
     """Repeat every row of a file (a duplicated key within one partition)."""
+
     def fn(t):
         return pa.concat_tables([t, t.slice(0, 1)])
+
     return _edit(rel, fn)
 
 
 def _lo_above(rel: str):
     """A lower confidence bound above its value (both still in [0, 1])."""
+
     def fn(t):
         lo = t["coherence_random_lo"].to_pylist()
-        lo[1] = (t["coherence_random"][1].as_py() + 1.0) / 2     # the factory's values are < 1
+        lo[1] = (t["coherence_random"][1].as_py() + 1.0) / 2  # the factory's values are < 1
         return _put(t, "coherence_random_lo", lo)
+
     return _edit(rel, fn)
 
 
 def _count_above_size(rel: str):
     def fn(t):
         return _put(t, "count", [c + 100 if i == 2 else c for i, c in enumerate(t["count"].to_pylist())])
+
     return _edit(rel, fn)
 
 
 def _sizes_off(rel: str):
     def fn(t):
         return _put(t, "size", [s + 1 if i == 0 else s for i, s in enumerate(t["size"].to_pylist())])
+
     return _edit(rel, fn)
 
 
@@ -261,213 +367,764 @@ def _sizes_off(rel: str):
 _M = Malformation
 NAN, INF = float("nan"), float("inf")
 
-MALFORMATIONS: dict[str, Malformation] = {m.name: m for m in [
-    # workspace.json
-    _M("meta_missing", "workspace.json", None, "workspace.json", "not found",
-       _unlink("workspace.json")),
-    _M("meta_invalid_json", "workspace.json", None, "workspace.json", "invalid JSON",
-       _raw_meta("{not json")),
-    _M("meta_not_an_object", "workspace.json", None, "workspace.json", "JSON object", _raw_meta("[1, 2]")),
-    _M("meta_without_name", "workspace.json", "name", "workspace.json", "required field is missing",
-       _drop("name")),
-    _M("meta_without_description", "workspace.json", "description", "workspace.json",
-       "required field is missing", _drop("description")),
-    _M("meta_without_created", "workspace.json", "created", "workspace.json",
-       "required field is missing", _drop("created")),
-    _M("meta_without_provenance", "workspace.json", "provenance", "workspace.json",
-       "required field is missing", _drop("provenance")),
-    _M("meta_without_version", "workspace.json", "schema_version", "workspace.json",
-       "required field is missing", _drop("schema_version")),
-    _M("meta_provenance_not_object", "workspace.json", "provenance", "workspace.json", "JSON object",
-       _with("provenance", "by hand")),
-    _M("meta_created_not_a_time", "workspace.json", "created", "workspace.json", "ISO-8601",
-       _with("created", "yesterday")),
-    _M("meta_format_1", "workspace.json", "schema_version", "workspace.json", "conceptlens migrate",
-       _with("schema_version", "1.0")),
-    _M("meta_format_9", "workspace.json", "schema_version", "workspace.json", "not readable",
-       _with("schema_version", "9.0")),
-    _M("meta_version_garbage", "workspace.json", "schema_version", "workspace.json", "unreadable version",
-       _with("schema_version", 2)),
-    # whole files and folders
-    _M("images_missing", "images", None, IMAGES, "required table is missing", _unlink(IMAGES)),
-    _M("checkpoints_random_bytes", "checkpoints", None, CKPTS, "cannot be read as Parquet",
-       _random_bytes(CKPTS)),
-    _M("captions_truncated", "captions", None, CAPTIONS, "cannot be read as Parquet", _truncate(CAPTIONS)),
-    _M("clusters_partition_random_bytes", "clusters", None, CL0, "cannot be read as Parquet",
-       _random_bytes(CL0)),
-    _M("images_is_a_folder", "images", None, IMAGES, "is a folder", _file_as_folder(IMAGES)),
-    _M("clusters_is_a_file", "clusters", None, "clusters", "is a file", _folder_as_file("clusters")),
-    # columns and types
-    _M("images_without_image_id", "images", "image_id", IMAGES, "required column is missing",
-       _edit(IMAGES, lambda t: t.drop_columns(["image_id"]))),
-    _M("checkpoints_without_feature_dim", "checkpoints", "feature_dim", CKPTS, "required column is missing",
-       _edit(CKPTS, lambda t: t.drop_columns(["feature_dim"]))),
-    _M("images_width_as_text", "images", "width", IMAGES, "expected int",
-       _edit(IMAGES, lambda t: _put(t, "width", [str(w) for w in t["width"].to_pylist()], pa.string()))),
-    _M("cluster_metrics_purity_as_text", "cluster_metrics", "purity", CM0, "expected float",
-       _edit(CM0, lambda t: _put(t, "purity", [str(v) for v in t["purity"].to_pylist()], pa.string()))),
-    _M("features_embedding_float64", "features", "embedding", F0, "expected list<float32>",
-       _edit(F0, lambda t: _put(t, "embedding", t["embedding"].to_pylist(), pa.list_(pa.float64())))),
-    _M("images_null_dataset", "images", "dataset", IMAGES, "null value(s) in a non-nullable column",
-       _set(IMAGES, "dataset", 3, None)),
-    _M("clusters_null_image_id", "clusters", "image_id", CL0, "null value(s) in a non-nullable column",
-       _set(CL0, "image_id", 2, None)),
-    # keys
-    _M("images_duplicate_id", "images", "image_id", IMAGES, "not unique",
-       _set(IMAGES, "image_id", 5, "toy-0004")),
-    _M("features_duplicate_image_id", "features", "image_id", F0, "not unique", _double(F0)),
-    _M("cluster_metrics_second_part_file", "cluster_metrics", "cluster", CM0, "not unique",
-       _copy(CM0, CM0.replace("part-0", "part-1"))),
-    _M("analysis_runs_duplicate_run", "analysis_runs", "unit,started", RUNS, "not unique",
-       _then(_fixed_runs_name, _copy(RUNS, RUNS.replace("part-0", "part-1")))),
-    # references
-    _M("features_unknown_image", "features", "image_id", F0, "not found in images.image_id",
-       _set(F0, "image_id", 0, "no-such-image")),
-    _M("checkpoints_unknown_dataset", "checkpoints", "dataset", CKPTS, "not found in images.dataset",
-       _set(CKPTS, "dataset", 1, "nope")),
-    _M("similarity_unknown_checkpoint", "clustering_similarity", "checkpoint_b", SIM,
-       "not found in checkpoints.checkpoint_id", _set(SIM, "checkpoint_b", 0, "ck9")),
-    _M("features_without_checkpoint", "features", "checkpoint_id", "features/checkpoint_id=ghost",
-       "no row in checkpoints", _copy("features/checkpoint_id=ck0", "features/checkpoint_id=ghost")),
-    _M("checkpoint_without_features", "features", "checkpoint_id", "features/checkpoint_id=ck2",
-       "no features partition", _unlink("features/checkpoint_id=ck2/part-0.parquet")),
-    _M("cluster_metrics_unknown_checkpoint", "cluster_metrics", "checkpoint_id",
-       "cluster_metrics/checkpoint_id=gone", "no row in checkpoints",
-       _move("cluster_metrics/checkpoint_id=ck2", "cluster_metrics/checkpoint_id=gone")),
-    _M("checkpoint_metrics_unknown_checkpoint", "checkpoint_metrics", "checkpoint_id",
-       "checkpoint_metrics/checkpoint_id=gone", "no row in checkpoints",
-       _move("checkpoint_metrics/checkpoint_id=ck1", "checkpoint_metrics/checkpoint_id=gone")),
-    _M("clid_scores_unknown_dataset", "clid_scores", "dataset", "clid_scores/dataset=other",
-       "no row in images", _move("clid_scores/dataset=toy", "clid_scores/dataset=other")),
-    # partition folders
-    _M("clusters_k_not_a_number", "clusters", "k", "clusters/checkpoint_id=ck0/k=abc", "does not parse",
-       _move("clusters/checkpoint_id=ck0/k=4", "clusters/checkpoint_id=ck0/k=abc")),
-    _M("clusters_k_not_canonical", "clusters", "k", "clusters/checkpoint_id=ck0/k=04", "k=4",
-       _move("clusters/checkpoint_id=ck0/k=4", "clusters/checkpoint_id=ck0/k=04")),
-    _M("clusters_foreign_folder", "clusters", "k", "clusters/checkpoint_id=ck0/foo=1", "does not parse",
-       _move("clusters/checkpoint_id=ck0/k=4", "clusters/checkpoint_id=ck0/foo=1")),
-    _M("features_unsafe_id", "features", "checkpoint_id", "features/checkpoint_id=ck 0", "does not parse",
-       _copy("features/checkpoint_id=ck0", "features/checkpoint_id=ck 0")),
-    _M("features_1_0_layout_file", "features", "checkpoint_id", "features/ck0.parquet",
-       "partition folder", _copy(F0, "features/ck0.parquet")),
-    _M("projections_missing_level", "projections", "method", "projections/checkpoint_id=ck0/part-0.parquet",
-       "partition folder", _move(PJ0, "projections/checkpoint_id=ck0/part-0.parquet")),
-    _M("features_extra_level", "features", None, "features/checkpoint_id=ck0/extra", "unexpected folder",
-       _move(F0, "features/checkpoint_id=ck0/extra/part-0.parquet")),
-    _M("clusters_leftover_temporary", "clusters", None,
-       "clusters/checkpoint_id=ck0/k=4/.part-0.parquet.x1y2.tmp", "stray file",
-       _copy(CL0, "clusters/checkpoint_id=ck0/k=4/.part-0.parquet.x1y2.tmp")),
-    _M("clusters_partition_column_in_file", "clusters", "checkpoint_id", CL0, "also stored inside",
-       _edit(CL0, lambda t: _put(t, "checkpoint_id", ["ck1"] * t.num_rows, pa.string()))),
-    # values
-    _M("purity_above_one", "cluster_metrics", "purity", CM0, "outside [0, 1]", _set(CM0, "purity", 1, 1.5)),
-    _M("top_label_share_negative", "cluster_metrics", "top_label_share", CM0, "outside [0, 1]",
-       _set(CM0, "top_label_share", 0, -0.2)),
-    _M("coherence_hard_nan", "cluster_metrics", "coherence_hard", CM0, "outside [0, 1]",
-       _set(CM0, "coherence_hard", 2, NAN)),
-    _M("coherence_lo_above_value", "cluster_metrics", "coherence_random_lo", CM0,
-       "greater than coherence_random", _lo_above(CM0)),
-    _M("hard_negative_is_cluster", "cluster_metrics", "hard_negative", CM0, "equal to cluster",
-       _set(CM0, "hard_negative", 2, 2)),
-    _M("hard_negative_beyond_k", "cluster_metrics", "hard_negative", CM0, "not < k",
-       _set(CM0, "hard_negative", 0, 4)),
-    _M("cluster_size_zero", "cluster_metrics", "size", CM0, "not > 0", _set(CM0, "size", 3, 0)),
-    _M("cluster_sizes_do_not_add_up", "cluster_metrics", "size", CM0, "sum to", _sizes_off(CM0)),
-    _M("clusters_cluster_equals_k", "clusters", "cluster", CL0, "not < k", _set(CL0, "cluster", 7, 4)),
-    _M("clusters_negative_cluster", "clusters", "cluster", CL0, "not >= 0", _set(CL0, "cluster", 6, -1)),
-    _M("clusters_negative_distance", "clusters", "distance", CL0, "not >= 0",
-       _set(CL0, "distance", 5, -0.5)),
-    _M("clusters_infinite_distance", "clusters", "distance", CL0, "NaN or infinite",
-       _set(CL0, "distance", 5, INF)),
-    _M("captions_cluster_beyond_k", "cluster_captions", "cluster", CC0, "not < k",
-       _set(CC0, "cluster", 3, 9)),
-    _M("describability_above_one", "cluster_captions", "describability_binary", CC0, "outside [0, 1]",
-       _set(CC0, "describability_binary", 0, 2.0)),
-    _M("anmi_below_minus_one", "checkpoint_metrics", "anmi", KM0, "outside [-1, 1]",
-       _set(KM0, "anmi", 0, -1.5)),
-    _M("knn_acc_above_one", "checkpoint_metrics", "knn_acc", KM0, "outside [0, 1]",
-       _set(KM0, "knn_acc", 0, 1.2)),
-    _M("cl_heldout_negative", "checkpoint_metrics", "cl_heldout", KM0, "outside [0, 1]",
-       _set(KM0, "cl_heldout", 0, -0.1)),
-    _M("intrinsic_dimension_infinite", "checkpoint_metrics", "id", KM0, "NaN or infinite",
-       _set(KM0, "id", 0, INF)),
-    _M("intrinsic_dimension_zero", "checkpoint_metrics", "id", KM0, "not > 0", _set(KM0, "id", 0, 0.0)),
-    _M("n_images_zero", "checkpoint_metrics", "n_images", KM0, "not > 0", _set(KM0, "n_images", 0, 0)),
-    _M("n_duplicates_negative", "checkpoint_metrics", "n_duplicates", KM0, "not >= 0",
-       _set(KM0, "n_duplicates", 0, -1)),
-    _M("images_unknown_split", "images", "split", IMAGES, "not one of", _set(IMAGES, "split", 4, "holdout")),
-    _M("images_negative_label", "images", "label", IMAGES, "not >= 0", _set(IMAGES, "label", 8, -1)),
-    _M("images_label_without_name", "images", "label_name", IMAGES, "null where label is not null",
-       _set(IMAGES, "label_name", 9, None)),
-    _M("images_zero_width", "images", "width", IMAGES, "not > 0", _set(IMAGES, "width", 10, 0)),
-    _M("checkpoints_zero_feature_dim", "checkpoints", "feature_dim", CKPTS, "not > 0",
-       _set(CKPTS, "feature_dim", 0, 0)),
-    _M("checkpoints_negative_epoch", "checkpoints", "epoch", CKPTS, "not >= 0", _set(CKPTS, "epoch", 1, -3)),
-    _M("projection_nan", "projections", "x", PJ0, "NaN or infinite", _set(PJ0, "x", 11, NAN)),
-    _M("pearson_above_one", "predictor_correlations", "pearson", PCORR, "outside [-1, 1]",
-       _set(PCORR, "pearson", 0, 1.5)),
-    _M("kendall_p_negative", "predictor_correlations", "kendall_p", PCORR, "outside [0, 1]",
-       _set(PCORR, "kendall_p", 1, -0.1)),
-    _M("unknown_predictor", "predictor_correlations", "predictor", PCORR, "not one of",
-       _set(PCORR, "predictor", 2, "vibes")),
-    _M("similarity_pair_unordered", "clustering_similarity", "checkpoint_a", SIM, "not < checkpoint_b",
-       _swap_pair(SIM)),
-    _M("links_zero_count", "cluster_links", "count", LINKS, "not > 0", _set(LINKS, "count", 0, 0)),
-    _M("links_count_above_size", "cluster_links", "count", LINKS, "greater than size_a",
-       _count_above_size(LINKS)),
-    _M("analysis_runs_negative_seconds", "analysis_runs", "seconds", RUNS, "not >= 0",
-       _then(_fixed_runs_name, _set(RUNS, "seconds", 0, -1.0))),
-    # embeddings (deep)
-    _M("embedding_wrong_length", "features", "embedding", F0, "feature_dim=8",
-       _embeddings(F0, lambda e: e.__setitem__(2, e[2][:7])), deep_only=True),
-    _M("embedding_nan", "features", "embedding", F0, "NaN or infinity",
-       _embeddings(F0, lambda e: e[6].__setitem__(1, NAN)), deep_only=True),
-    _M("embedding_null", "features", "embedding", F0, "null embedding",
-       _embeddings(F0, lambda e: e.__setitem__(4, None)), deep_only=True),
-    # files named by tables
-    _M("thumbnail_missing", "images", "thumbnail", IMAGES, "do not exist",
-       _unlink("thumbnails/toy/0007.png")),
-    _M("thumbnail_absolute", "images", "thumbnail", IMAGES, "not relative",
-       _set(IMAGES, "thumbnail", 1, "/etc/passwd")),
-    _M("thumbnail_leaves_workspace", "images", "thumbnail", IMAGES, "leave the workspace",
-       _set(IMAGES, "thumbnail", 1, "thumbnails/../../outside.png")),
-    _M("thumbnail_is_a_folder", "images", "thumbnail", IMAGES, "not files",
-       _set(IMAGES, "thumbnail", 2, "thumbnails/toy")),
-    _M("thumbnail_symlink_outside", "images", "thumbnail", IMAGES, "symlinks leading outside",
-       _symlink_thumbnail_outside),
-    _M("thumbnail_folder_symlink_outside", "images", "thumbnail", IMAGES, "leave the workspace",
-       _symlink_folder_outside),
-    _M("thumbnail_not_an_image", "images", "thumbnail", IMAGES, "does not decode",
-       lambda ws: _write_bytes(ws.root / "thumbnails/toy/0003.png", b"not a png"), deep_only=True),
-    _M("vl_model_config_missing", "vl_models", "config", "vl_models.parquet", "do not exist",
-       _vl_models("models/toy.json")),
-    _M("checkpoint_weights_outside", "checkpoints", "weights", CKPTS, "leave the workspace",
-       _edit(CKPTS, lambda t: _put(t, "weights", ["../w.pt", None, None], pa.string()))),
-    # CompMap tables, added broken
-    _M("primitives_unknown_normalize", "primitives", "normalize", "primitives/dataset=toy/part-0.parquet",
-       "not one of softmax, raw", _compmap("primitives", {**_PRIM, "normalize": "sigmoid"}, dataset="toy")),
-    _M("label_primitives_value_above_1", "label_primitives", "value",
-       "label_primitives/dataset=toy/part-0.parquet", "outside [0, 1]",
-       _compmap("label_primitives", {"label": 0, "label_name": "red", "primitive": "color:red",
-                                     "value": 1.5}, dataset="toy")),
-    _M("image_primitives_unknown_image", "image_primitives", "image_id",
-       "image_primitives/dataset=toy/part-0.parquet", "not found in images.image_id",
-       _compmap("image_primitives", {"image_id": "toy-9999", "primitive": "color:red", "value": 1.0},
-                dataset="toy")),
-    _M("compmap_activations_nan", "compmap_activations", "activation",
-       "compmap_activations/vl_model=vl-toy/part-0.parquet", "NaN or infinite",
-       _compmap("compmap_activations", {"image_id": "toy-0000", "primitive": "color:red", "logit": 20.0,
-                                        "activation": NAN}, vl_model="vl-toy")),
-    _M("compmap_weights_unknown_model", "compmap_weights", "model",
-       "compmap_weights/vl_model=vl-toy/part-0.parquet", "not one of prim, oracle",
-       _compmap("compmap_weights", {"model": "clip", "label": 0, "primitive": "color:red", "weight": 0.3},
-                vl_model="vl-toy")),
-    _M("compmap_scores_lo_above_value", "compmap_scores", "lo",
-       "compmap_scores/vl_model=vl-toy/part-0.parquet", "greater than value",
-       _compmap("compmap_scores", {**_SCORE, "lo": 0.55}, vl_model="vl-toy")),
-]}
+MALFORMATIONS: dict[str, Malformation] = {
+    m.name: m
+    for m in [
+        # workspace.json
+        _M("meta_missing", "workspace.json", None, "workspace.json", "not found", _unlink("workspace.json")),
+        _M(
+            "meta_invalid_json",
+            "workspace.json",
+            None,
+            "workspace.json",
+            "invalid JSON",
+            _raw_meta("{not json"),
+        ),
+        _M(
+            "meta_not_an_object", "workspace.json", None, "workspace.json", "JSON object", _raw_meta("[1, 2]")
+        ),
+        _M(
+            "meta_without_name",
+            "workspace.json",
+            "name",
+            "workspace.json",
+            "required field is missing",
+            _drop("name"),
+        ),
+        _M(
+            "meta_without_description",
+            "workspace.json",
+            "description",
+            "workspace.json",
+            "required field is missing",
+            _drop("description"),
+        ),
+        _M(
+            "meta_without_created",
+            "workspace.json",
+            "created",
+            "workspace.json",
+            "required field is missing",
+            _drop("created"),
+        ),
+        _M(
+            "meta_without_provenance",
+            "workspace.json",
+            "provenance",
+            "workspace.json",
+            "required field is missing",
+            _drop("provenance"),
+        ),
+        _M(
+            "meta_without_version",
+            "workspace.json",
+            "schema_version",
+            "workspace.json",
+            "required field is missing",
+            _drop("schema_version"),
+        ),
+        _M(
+            "meta_provenance_not_object",
+            "workspace.json",
+            "provenance",
+            "workspace.json",
+            "JSON object",
+            _with("provenance", "by hand"),
+        ),
+        _M(
+            "meta_created_not_a_time",
+            "workspace.json",
+            "created",
+            "workspace.json",
+            "ISO-8601",
+            _with("created", "yesterday"),
+        ),
+        _M(
+            "meta_format_1",
+            "workspace.json",
+            "schema_version",
+            "workspace.json",
+            "conceptlens migrate",
+            _with("schema_version", "1.0"),
+        ),
+        _M(
+            "meta_format_9",
+            "workspace.json",
+            "schema_version",
+            "workspace.json",
+            "not readable",
+            _with("schema_version", "9.0"),
+        ),
+        _M(
+            "meta_version_garbage",
+            "workspace.json",
+            "schema_version",
+            "workspace.json",
+            "unreadable version",
+            _with("schema_version", 2),
+        ),
+        # whole files and folders
+        _M("images_missing", "images", None, IMAGES, "required table is missing", _unlink(IMAGES)),
+        _M(
+            "checkpoints_random_bytes",
+            "checkpoints",
+            None,
+            CKPTS,
+            "cannot be read as Parquet",
+            _random_bytes(CKPTS),
+        ),
+        _M(
+            "captions_truncated", "captions", None, CAPTIONS, "cannot be read as Parquet", _truncate(CAPTIONS)
+        ),
+        _M(
+            "clusters_partition_random_bytes",
+            "clusters",
+            None,
+            CL0,
+            "cannot be read as Parquet",
+            _random_bytes(CL0),
+        ),
+        _M("images_is_a_folder", "images", None, IMAGES, "is a folder", _file_as_folder(IMAGES)),
+        _M("clusters_is_a_file", "clusters", None, "clusters", "is a file", _folder_as_file("clusters")),
+        # columns and types
+        _M(
+            "images_without_image_id",
+            "images",
+            "image_id",
+            IMAGES,
+            "required column is missing",
+            _edit(IMAGES, lambda t: t.drop_columns(["image_id"])),
+        ),
+        _M(
+            "checkpoints_without_feature_dim",
+            "checkpoints",
+            "feature_dim",
+            CKPTS,
+            "required column is missing",
+            _edit(CKPTS, lambda t: t.drop_columns(["feature_dim"])),
+        ),
+        _M(
+            "images_width_as_text",
+            "images",
+            "width",
+            IMAGES,
+            "expected int",
+            _edit(IMAGES, lambda t: _put(t, "width", [str(w) for w in t["width"].to_pylist()], pa.string())),
+        ),
+        _M(
+            "cluster_metrics_purity_as_text",
+            "cluster_metrics",
+            "purity",
+            CM0,
+            "expected float",
+            _edit(CM0, lambda t: _put(t, "purity", [str(v) for v in t["purity"].to_pylist()], pa.string())),
+        ),
+        _M(
+            "features_embedding_float64",
+            "features",
+            "embedding",
+            F0,
+            "expected list<float32>",
+            _edit(F0, lambda t: _put(t, "embedding", t["embedding"].to_pylist(), pa.list_(pa.float64()))),
+        ),
+        _M(
+            "images_null_dataset",
+            "images",
+            "dataset",
+            IMAGES,
+            "null value(s) in a non-nullable column",
+            _set(IMAGES, "dataset", 3, None),
+        ),
+        _M(
+            "clusters_null_image_id",
+            "clusters",
+            "image_id",
+            CL0,
+            "null value(s) in a non-nullable column",
+            _set(CL0, "image_id", 2, None),
+        ),
+        # keys
+        _M(
+            "images_duplicate_id",
+            "images",
+            "image_id",
+            IMAGES,
+            "not unique",
+            _set(IMAGES, "image_id", 5, "toy-0004"),
+        ),
+        _M("features_duplicate_image_id", "features", "image_id", F0, "not unique", _double(F0)),
+        _M(
+            "cluster_metrics_second_part_file",
+            "cluster_metrics",
+            "cluster",
+            CM0,
+            "not unique",
+            _copy(CM0, CM0.replace("part-0", "part-1")),
+        ),
+        _M(
+            "analysis_runs_duplicate_run",
+            "analysis_runs",
+            "unit,started",
+            RUNS,
+            "not unique",
+            _then(_fixed_runs_name, _copy(RUNS, RUNS.replace("part-0", "part-1"))),
+        ),
+        # references
+        _M(
+            "features_unknown_image",
+            "features",
+            "image_id",
+            F0,
+            "not found in images.image_id",
+            _set(F0, "image_id", 0, "no-such-image"),
+        ),
+        _M(
+            "checkpoints_unknown_dataset",
+            "checkpoints",
+            "dataset",
+            CKPTS,
+            "not found in images.dataset",
+            _set(CKPTS, "dataset", 1, "nope"),
+        ),
+        _M(
+            "similarity_unknown_checkpoint",
+            "clustering_similarity",
+            "checkpoint_b",
+            SIM,
+            "not found in checkpoints.checkpoint_id",
+            _set(SIM, "checkpoint_b", 0, "ck9"),
+        ),
+        _M(
+            "features_without_checkpoint",
+            "features",
+            "checkpoint_id",
+            "features/checkpoint_id=ghost",
+            "no row in checkpoints",
+            _copy("features/checkpoint_id=ck0", "features/checkpoint_id=ghost"),
+        ),
+        _M(
+            "checkpoint_without_features",
+            "features",
+            "checkpoint_id",
+            "features/checkpoint_id=ck2",
+            "no features partition",
+            _unlink("features/checkpoint_id=ck2/part-0.parquet"),
+        ),
+        _M(
+            "cluster_metrics_unknown_checkpoint",
+            "cluster_metrics",
+            "checkpoint_id",
+            "cluster_metrics/checkpoint_id=gone",
+            "no row in checkpoints",
+            _move("cluster_metrics/checkpoint_id=ck2", "cluster_metrics/checkpoint_id=gone"),
+        ),
+        _M(
+            "checkpoint_metrics_unknown_checkpoint",
+            "checkpoint_metrics",
+            "checkpoint_id",
+            "checkpoint_metrics/checkpoint_id=gone",
+            "no row in checkpoints",
+            _move("checkpoint_metrics/checkpoint_id=ck1", "checkpoint_metrics/checkpoint_id=gone"),
+        ),
+        _M(
+            "clid_scores_unknown_dataset",
+            "clid_scores",
+            "dataset",
+            "clid_scores/dataset=other",
+            "no row in images",
+            _move("clid_scores/dataset=toy", "clid_scores/dataset=other"),
+        ),
+        # partition folders
+        _M(
+            "clusters_k_not_a_number",
+            "clusters",
+            "k",
+            "clusters/checkpoint_id=ck0/k=abc",
+            "does not parse",
+            _move("clusters/checkpoint_id=ck0/k=4", "clusters/checkpoint_id=ck0/k=abc"),
+        ),
+        _M(
+            "clusters_k_not_canonical",
+            "clusters",
+            "k",
+            "clusters/checkpoint_id=ck0/k=04",
+            "k=4",
+            _move("clusters/checkpoint_id=ck0/k=4", "clusters/checkpoint_id=ck0/k=04"),
+        ),
+        _M(
+            "clusters_foreign_folder",
+            "clusters",
+            "k",
+            "clusters/checkpoint_id=ck0/foo=1",
+            "does not parse",
+            _move("clusters/checkpoint_id=ck0/k=4", "clusters/checkpoint_id=ck0/foo=1"),
+        ),
+        _M(
+            "features_unsafe_id",
+            "features",
+            "checkpoint_id",
+            "features/checkpoint_id=ck 0",
+            "does not parse",
+            _copy("features/checkpoint_id=ck0", "features/checkpoint_id=ck 0"),
+        ),
+        _M(
+            "features_1_0_layout_file",
+            "features",
+            "checkpoint_id",
+            "features/ck0.parquet",
+            "partition folder",
+            _copy(F0, "features/ck0.parquet"),
+        ),
+        _M(
+            "projections_missing_level",
+            "projections",
+            "method",
+            "projections/checkpoint_id=ck0/part-0.parquet",
+            "partition folder",
+            _move(PJ0, "projections/checkpoint_id=ck0/part-0.parquet"),
+        ),
+        _M(
+            "features_extra_level",
+            "features",
+            None,
+            "features/checkpoint_id=ck0/extra",
+            "unexpected folder",
+            _move(F0, "features/checkpoint_id=ck0/extra/part-0.parquet"),
+        ),
+        _M(
+            "clusters_leftover_temporary",
+            "clusters",
+            None,
+            "clusters/checkpoint_id=ck0/k=4/.part-0.parquet.x1y2.tmp",
+            "stray file",
+            _copy(CL0, "clusters/checkpoint_id=ck0/k=4/.part-0.parquet.x1y2.tmp"),
+        ),
+        _M(
+            "clusters_partition_column_in_file",
+            "clusters",
+            "checkpoint_id",
+            CL0,
+            "also stored inside",
+            _edit(CL0, lambda t: _put(t, "checkpoint_id", ["ck1"] * t.num_rows, pa.string())),
+        ),
+        # values
+        _M(
+            "purity_above_one",
+            "cluster_metrics",
+            "purity",
+            CM0,
+            "outside [0, 1]",
+            _set(CM0, "purity", 1, 1.5),
+        ),
+        _M(
+            "top_label_share_negative",
+            "cluster_metrics",
+            "top_label_share",
+            CM0,
+            "outside [0, 1]",
+            _set(CM0, "top_label_share", 0, -0.2),
+        ),
+        _M(
+            "coherence_hard_nan",
+            "cluster_metrics",
+            "coherence_hard",
+            CM0,
+            "outside [0, 1]",
+            _set(CM0, "coherence_hard", 2, NAN),
+        ),
+        _M(
+            "coherence_lo_above_value",
+            "cluster_metrics",
+            "coherence_random_lo",
+            CM0,
+            "greater than coherence_random",
+            _lo_above(CM0),
+        ),
+        _M(
+            "hard_negative_is_cluster",
+            "cluster_metrics",
+            "hard_negative",
+            CM0,
+            "equal to cluster",
+            _set(CM0, "hard_negative", 2, 2),
+        ),
+        _M(
+            "hard_negative_beyond_k",
+            "cluster_metrics",
+            "hard_negative",
+            CM0,
+            "not < k",
+            _set(CM0, "hard_negative", 0, 4),
+        ),
+        _M("cluster_size_zero", "cluster_metrics", "size", CM0, "not > 0", _set(CM0, "size", 3, 0)),
+        _M("cluster_sizes_do_not_add_up", "cluster_metrics", "size", CM0, "sum to", _sizes_off(CM0)),
+        _M("clusters_cluster_equals_k", "clusters", "cluster", CL0, "not < k", _set(CL0, "cluster", 7, 4)),
+        _M("clusters_negative_cluster", "clusters", "cluster", CL0, "not >= 0", _set(CL0, "cluster", 6, -1)),
+        _M(
+            "clusters_negative_distance",
+            "clusters",
+            "distance",
+            CL0,
+            "not >= 0",
+            _set(CL0, "distance", 5, -0.5),
+        ),
+        _M(
+            "clusters_infinite_distance",
+            "clusters",
+            "distance",
+            CL0,
+            "NaN or infinite",
+            _set(CL0, "distance", 5, INF),
+        ),
+        _M(
+            "captions_cluster_beyond_k",
+            "cluster_captions",
+            "cluster",
+            CC0,
+            "not < k",
+            _set(CC0, "cluster", 3, 9),
+        ),
+        _M(
+            "describability_above_one",
+            "cluster_captions",
+            "describability_binary",
+            CC0,
+            "outside [0, 1]",
+            _set(CC0, "describability_binary", 0, 2.0),
+        ),
+        _M(
+            "anmi_below_minus_one",
+            "checkpoint_metrics",
+            "anmi",
+            KM0,
+            "outside [-1, 1]",
+            _set(KM0, "anmi", 0, -1.5),
+        ),
+        _M(
+            "knn_acc_above_one",
+            "checkpoint_metrics",
+            "knn_acc",
+            KM0,
+            "outside [0, 1]",
+            _set(KM0, "knn_acc", 0, 1.2),
+        ),
+        _M(
+            "cl_heldout_negative",
+            "checkpoint_metrics",
+            "cl_heldout",
+            KM0,
+            "outside [0, 1]",
+            _set(KM0, "cl_heldout", 0, -0.1),
+        ),
+        _M(
+            "intrinsic_dimension_infinite",
+            "checkpoint_metrics",
+            "id",
+            KM0,
+            "NaN or infinite",
+            _set(KM0, "id", 0, INF),
+        ),
+        _M("intrinsic_dimension_zero", "checkpoint_metrics", "id", KM0, "not > 0", _set(KM0, "id", 0, 0.0)),
+        _M("n_images_zero", "checkpoint_metrics", "n_images", KM0, "not > 0", _set(KM0, "n_images", 0, 0)),
+        _M(
+            "n_duplicates_negative",
+            "checkpoint_metrics",
+            "n_duplicates",
+            KM0,
+            "not >= 0",
+            _set(KM0, "n_duplicates", 0, -1),
+        ),
+        _M(
+            "images_unknown_split",
+            "images",
+            "split",
+            IMAGES,
+            "not one of",
+            _set(IMAGES, "split", 4, "holdout"),
+        ),
+        _M("images_negative_label", "images", "label", IMAGES, "not >= 0", _set(IMAGES, "label", 8, -1)),
+        _M(
+            "images_label_without_name",
+            "images",
+            "label_name",
+            IMAGES,
+            "null where label is not null",
+            _set(IMAGES, "label_name", 9, None),
+        ),
+        _M("images_zero_width", "images", "width", IMAGES, "not > 0", _set(IMAGES, "width", 10, 0)),
+        _M(
+            "checkpoints_zero_feature_dim",
+            "checkpoints",
+            "feature_dim",
+            CKPTS,
+            "not > 0",
+            _set(CKPTS, "feature_dim", 0, 0),
+        ),
+        _M(
+            "checkpoints_negative_epoch",
+            "checkpoints",
+            "epoch",
+            CKPTS,
+            "not >= 0",
+            _set(CKPTS, "epoch", 1, -3),
+        ),
+        _M("projection_nan", "projections", "x", PJ0, "NaN or infinite", _set(PJ0, "x", 11, NAN)),
+        _M(
+            "pearson_above_one",
+            "predictor_correlations",
+            "pearson",
+            PCORR,
+            "outside [-1, 1]",
+            _set(PCORR, "pearson", 0, 1.5),
+        ),
+        _M(
+            "kendall_p_negative",
+            "predictor_correlations",
+            "kendall_p",
+            PCORR,
+            "outside [0, 1]",
+            _set(PCORR, "kendall_p", 1, -0.1),
+        ),
+        _M(
+            "unknown_predictor",
+            "predictor_correlations",
+            "predictor",
+            PCORR,
+            "not one of",
+            _set(PCORR, "predictor", 2, "vibes"),
+        ),
+        _M(
+            "similarity_pair_unordered",
+            "clustering_similarity",
+            "checkpoint_a",
+            SIM,
+            "not < checkpoint_b",
+            _swap_pair(SIM),
+        ),
+        _M("links_zero_count", "cluster_links", "count", LINKS, "not > 0", _set(LINKS, "count", 0, 0)),
+        _M(
+            "links_count_above_size",
+            "cluster_links",
+            "count",
+            LINKS,
+            "greater than size_a",
+            _count_above_size(LINKS),
+        ),
+        _M(
+            "analysis_runs_negative_seconds",
+            "analysis_runs",
+            "seconds",
+            RUNS,
+            "not >= 0",
+            _then(_fixed_runs_name, _set(RUNS, "seconds", 0, -1.0)),
+        ),
+        # embeddings (deep)
+        _M(
+            "embedding_wrong_length",
+            "features",
+            "embedding",
+            F0,
+            "feature_dim=8",
+            _embeddings(F0, lambda e: e.__setitem__(2, e[2][:7])),
+            deep_only=True,
+        ),
+        _M(
+            "embedding_nan",
+            "features",
+            "embedding",
+            F0,
+            "NaN or infinity",
+            _embeddings(F0, lambda e: e[6].__setitem__(1, NAN)),
+            deep_only=True,
+        ),
+        _M(
+            "embedding_null",
+            "features",
+            "embedding",
+            F0,
+            "null embedding",
+            _embeddings(F0, lambda e: e.__setitem__(4, None)),
+            deep_only=True,
+        ),
+        # files named by tables
+        _M(
+            "thumbnail_missing",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "do not exist",
+            _unlink("thumbnails/toy/0007.png"),
+        ),
+        _M(
+            "thumbnail_absolute",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "not relative",
+            _set(IMAGES, "thumbnail", 1, "/etc/passwd"),
+        ),
+        _M(
+            "thumbnail_leaves_workspace",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "leave the workspace",
+            _set(IMAGES, "thumbnail", 1, "thumbnails/../../outside.png"),
+        ),
+        _M(
+            "thumbnail_is_a_folder",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "not files",
+            _set(IMAGES, "thumbnail", 2, "thumbnails/toy"),
+        ),
+        _M(
+            "thumbnail_symlink_outside",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "symlinks leading outside",
+            _symlink_thumbnail_outside,
+        ),
+        _M(
+            "thumbnail_folder_symlink_outside",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "leave the workspace",
+            _symlink_folder_outside,
+        ),
+        _M(
+            "thumbnail_not_an_image",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "does not decode",
+            lambda ws: _write_bytes(ws.root / "thumbnails/toy/0003.png", b"not a png"),
+            deep_only=True,
+        ),
+        _M(
+            "vl_model_config_missing",
+            "vl_models",
+            "config",
+            "vl_models.parquet",
+            "do not exist",
+            _vl_models("models/toy.json"),
+        ),
+        _M(
+            "checkpoint_weights_outside",
+            "checkpoints",
+            "weights",
+            CKPTS,
+            "leave the workspace",
+            _edit(CKPTS, lambda t: _put(t, "weights", ["../w.pt", None, None], pa.string())),
+        ),
+        # CompMap tables, added broken
+        _M(
+            "primitives_unknown_normalize",
+            "primitives",
+            "normalize",
+            "primitives/dataset=toy/part-0.parquet",
+            "not one of softmax, raw",
+            _compmap("primitives", {**_PRIM, "normalize": "sigmoid"}, dataset="toy"),
+        ),
+        _M(
+            "label_primitives_value_above_1",
+            "label_primitives",
+            "value",
+            "label_primitives/dataset=toy/part-0.parquet",
+            "outside [0, 1]",
+            _compmap(
+                "label_primitives",
+                {"label": 0, "label_name": "red", "primitive": "color:red", "value": 1.5},
+                dataset="toy",
+            ),
+        ),
+        _M(
+            "image_primitives_unknown_image",
+            "image_primitives",
+            "image_id",
+            "image_primitives/dataset=toy/part-0.parquet",
+            "not found in images.image_id",
+            _compmap(
+                "image_primitives",
+                {"image_id": "toy-9999", "primitive": "color:red", "value": 1.0},
+                dataset="toy",
+            ),
+        ),
+        _M(
+            "compmap_activations_nan",
+            "compmap_activations",
+            "activation",
+            "compmap_activations/vl_model=vl-toy/part-0.parquet",
+            "NaN or infinite",
+            _compmap(
+                "compmap_activations",
+                {"image_id": "toy-0000", "primitive": "color:red", "logit": 20.0, "activation": NAN},
+                vl_model="vl-toy",
+            ),
+        ),
+        _M(
+            "compmap_weights_unknown_model",
+            "compmap_weights",
+            "model",
+            "compmap_weights/vl_model=vl-toy/part-0.parquet",
+            "not one of prim, oracle",
+            _compmap(
+                "compmap_weights",
+                {"model": "clip", "label": 0, "primitive": "color:red", "weight": 0.3},
+                vl_model="vl-toy",
+            ),
+        ),
+        _M(
+            "compmap_scores_lo_above_value",
+            "compmap_scores",
+            "lo",
+            "compmap_scores/vl_model=vl-toy/part-0.parquet",
+            "greater than value",
+            _compmap("compmap_scores", {**_SCORE, "lo": 0.55}, vl_model="vl-toy"),
+        ),
+        # Similarity tables, added broken
+        _M(
+            "similarity_trial_unknown_query",
+            "similarity_trials",
+            "query",
+            "similarity_trials/dataset=toy/part-broken.parquet",
+            "not found in images.image_id",
+            _similarity("similarity_trials", {**_TRIAL, "query": "toy-9999"}, "part-broken.parquet"),
+        ),
+        _M(
+            "psych_embedding_negative_member",
+            "psych_embedding",
+            "member",
+            "psych_embedding/dataset=toy/part-0.parquet",
+            "not >= 0",
+            _similarity(
+                "psych_embedding",
+                {"member": -1, "image_id": "toy-0000", "mu": [0.0, 1.0], "sigma": [0.1, 0.1]},
+            ),
+        ),
+        _M(
+            "similarity_fit_accuracy_above_1",
+            "similarity_fit",
+            "heldout_accuracy",
+            "similarity_fit/dataset=toy/part-0.parquet",
+            "outside [0, 1]",
+            _similarity("similarity_fit", {**_FIT, "heldout_accuracy": 1.5}),
+        ),
+        _M(
+            "human_alignment_unknown_metric",
+            "human_alignment",
+            "metric",
+            "human_alignment/dataset=toy/part-0.parquet",
+            "not one of triplet_accuracy, rsa",
+            _similarity("human_alignment", {**_ALIGN, "metric": "auc"}),
+        ),
+    ]
+}
 
 
-if __name__ == "__main__":   # list the registry
+if __name__ == "__main__":  # list the registry
     for m in MALFORMATIONS.values():
         print(f"{m.name:40} {m.table}.{m.column or '*'}  {m.file}", file=sys.stdout)

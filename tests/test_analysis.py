@@ -1,5 +1,6 @@
 """The cluster analyses (clustering, cluster_metrics, cluster_captions, projections,
 comparisons) through the registry, on a small synthetic workspace."""
+
 from __future__ import annotations
 
 import os
@@ -22,6 +23,7 @@ from tests.factory import factor_workspace as make_workspace
 N = 240  # images of the default factor workspace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 
 def table(ws, name):
     """A whole table through DuckDB (what the dashboard sees), sorted by its key."""
@@ -74,6 +76,7 @@ def test_analysis_writes_valid_tables(analysed):
 def test_comparisons_match_a_direct_computation(analysed):
     """clustering_similarity and cluster_links agree with the clusterings they compare."""
     from conceptlens.analysis.compare import anmi, match_clusters
+
     ws, _ = analysed
     cl = table(ws, "clusters")
     sim = table(ws, "clustering_similarity")
@@ -87,15 +90,18 @@ def test_comparisons_match_a_direct_computation(analysed):
     links = table(ws, "cluster_links")
     links = links[(links.checkpoint_a == "toy-ckpt0") & (links.checkpoint_b == "toy-ckpt2")]
     direct = match_clusters(a, b).sort_values(["a", "b"]).reset_index(drop=True)
-    assert links[["a", "b", "count", "size_a", "size_b"]].to_numpy().tolist() == \
-        direct[["a", "b", "count", "size_a", "size_b"]].to_numpy().tolist()
+    assert (
+        links[["a", "b", "count", "size_a", "size_b"]].to_numpy().tolist()
+        == direct[["a", "b", "count", "size_a", "size_b"]].to_numpy().tolist()
+    )
     assert links["count"].sum() == N
 
 
 def test_cluster_metrics_content(analysed):
     ws, _ = analysed
-    m = table(ws, "cluster_metrics").merge(table(ws, "cluster_captions"),
-                                           on=["checkpoint_id", "k", "cluster"])
+    m = table(ws, "cluster_metrics").merge(
+        table(ws, "cluster_captions"), on=["checkpoint_id", "k", "cluster"]
+    )
     clean = m[m["checkpoint_id"] == "toy-ckpt0"]
     assert len(clean) == 12 and clean["size"].sum() == N
     assert clean["purity"].mean() > 0.9
@@ -116,7 +122,9 @@ def test_cluster_metrics_content(analysed):
 
 def test_resume_skips_done_and_force_recomputes(analysed):
     ws, _ = analysed
-    files = {p: p.stat().st_mtime_ns for p in ws.root.rglob("*.parquet") if "analysis_runs" not in p.parts[-3]}
+    files = {
+        p: p.stat().st_mtime_ns for p in ws.root.rglob("*.parquet") if "analysis_runs" not in p.parts[-3]
+    }
     analyse(ws, k=[12])
     assert {p: p.stat().st_mtime_ns for p in files} == files, "a rerun must not rewrite done units"
     analyse(ws, ["clustering", "cluster_metrics"], checkpoint="toy-ckpt1", k=[5])
@@ -124,7 +132,11 @@ def test_resume_skips_done_and_force_recomputes(analysed):
     analyse(ws, "comparisons")
     cm = table(ws, "checkpoint_metrics")
     assert set(zip(cm["checkpoint_id"], cm["k"])) == {
-        ("toy-ckpt0", 12), ("toy-ckpt1", 12), ("toy-ckpt2", 12), ("toy-ckpt1", 5)}
+        ("toy-ckpt0", 12),
+        ("toy-ckpt1", 12),
+        ("toy-ckpt2", 12),
+        ("toy-ckpt1", 5),
+    }
     # A lone checkpoint at k=5 has nothing to be compared with.
     cs = table(ws, "clid_scores")
     assert cs.loc[cs["k"] == 5, "clid"].isna().all()
@@ -161,16 +173,38 @@ def test_adding_a_checkpoint_reads_and_writes_only_its_own_files(tmp_path):
     garbage = {p: p.read_bytes() for p in others}
     rng = np.random.default_rng(5)
     ids = ws.read("images").to_pandas()["image_id"].tolist()
-    ws.write("features", pa.table({"image_id": ids, "embedding": pa.array(
-        list(rng.normal(size=(80, 16)).astype(np.float32)), type=pa.list_(pa.float32()))}),
-        checkpoint_id="new")
+    ws.write(
+        "features",
+        pa.table(
+            {
+                "image_id": ids,
+                "embedding": pa.array(
+                    list(rng.normal(size=(80, 16)).astype(np.float32)), type=pa.list_(pa.float32())
+                ),
+            }
+        ),
+        checkpoint_id="new",
+    )
     ck = ws.read("checkpoints").to_pandas()
-    ck.loc[len(ck)] = {"checkpoint_id": "new", "dataset": "toy", "model": "mlp", "method": "random",
-                       "epoch": 0, "feature_dim": 16, "source": "synthetic"}
-    ws.write("checkpoints", pa.Table.from_pandas(ck, schema=ws.read("checkpoints").schema,
-                                                 preserve_index=False))
-    analyse(ws, ["cluster_metrics", "cluster_captions", "projections"], checkpoint="new", k=[5],
-            describability=False)
+    ck.loc[len(ck)] = {
+        "checkpoint_id": "new",
+        "dataset": "toy",
+        "model": "mlp",
+        "method": "random",
+        "epoch": 0,
+        "feature_dim": 16,
+        "source": "synthetic",
+    }
+    ws.write(
+        "checkpoints", pa.Table.from_pandas(ck, schema=ws.read("checkpoints").schema, preserve_index=False)
+    )
+    analyse(
+        ws,
+        ["cluster_metrics", "cluster_captions", "projections"],
+        checkpoint="new",
+        k=[5],
+        describability=False,
+    )
     assert {p: p.read_bytes() for p in others} == garbage
     for name in ("clusters", "cluster_metrics", "cluster_captions", "checkpoint_metrics"):
         assert ws.has(name, checkpoint_id="new", k=5), name
@@ -181,8 +215,7 @@ def test_checkpoint_annotator_and_errors(tmp_path):
     ws = make_workspace(tmp_path / "w", n=120)
     ctx = analyse(ws, ["cluster_metrics"], k=[6], annotator="checkpoint:toy-ckpt0")
     m = table(ws, "cluster_metrics")
-    assert set(m.loc[m["checkpoint_id"] != "toy-ckpt0", "annotator"].dropna()) == \
-        {"checkpoint:toy-ckpt0"}
+    assert set(m.loc[m["checkpoint_id"] != "toy-ckpt0", "annotator"].dropna()) == {"checkpoint:toy-ckpt0"}
     assert m.loc[m["checkpoint_id"] == "toy-ckpt0", "coherence_random"].isna().all()
     assert any("coherence skipped" in n for n in ctx.notes)
     with pytest.raises(WorkspaceError, match="not in checkpoints.parquet"):
@@ -193,7 +226,10 @@ def test_checkpoint_annotator_and_errors(tmp_path):
         analyse(ws, "clustering", n_clusters=5)
     ws.remove_partition("features", checkpoint_id="toy-ckpt2")
     # A checkpoint without features has nothing to cluster (validate reports the gap).
-    assert registry.BY_NAME["clustering"].units(registry.Context(ws), {"k": [7], "_checkpoint": "toy-ckpt2"}) == []
+    assert (
+        registry.BY_NAME["clustering"].units(registry.Context(ws), {"k": [7], "_checkpoint": "toy-ckpt2"})
+        == []
+    )
 
 
 def test_dependency_order_and_unknown_analysis():
@@ -202,20 +238,27 @@ def test_dependency_order_and_unknown_analysis():
     assert [a.name for a in registry.in_order(["cluster_captions"])] == ["clustering", "cluster_captions"]
     with pytest.raises(ValueError, match="unknown analysis 'nope'"):
         registry.in_order(["nope"])
-    # Every table an analysis writes is in the schema, and no two analyses write the same one.
+    # Every table an analysis writes is in the schema. Two analyses share a table only when it
+    # is partitioned, so their units write different files (similarity's UMAP of people's
+    # embedding is its own `projections` partition, checkpoint_id=psych@DATASET).
     written = [t for a in registry.ANALYSES for t in a.writes]
-    assert len(written) == len(set(written)) and set(written) <= set(schema.TABLES_BY_NAME)
+    assert set(written) <= set(schema.TABLES_BY_NAME)
+    shared = {t for t in written if written.count(t) > 1}
+    assert shared <= {"projections"}, shared
+    assert all(schema.TABLES_BY_NAME[t].partitioned for t in shared)
 
 
 def test_describability_with_a_vl_model(tmp_path, monkeypatch):
     """A stand-in VL model that sees colour and shape: captions retrieve their clusters."""
     import sys
     import types
+
     ws = make_workspace(tmp_path / "w", n=160)
     img = ws.read("images").to_pandas()
     # One thumbnail per image so the stand-in can tell them apart.
-    ws.write("images", pa.Table.from_pandas(img.assign(thumbnail=["thumbs/x.png?" + i for i in
-                                                                  img["image_id"]])))
+    ws.write(
+        "images", pa.Table.from_pandas(img.assign(thumbnail=["thumbs/x.png?" + i for i in img["image_id"]]))
+    )
     words = list(SHAPES) + list(COLORS)
     by_path = {}
 
@@ -240,13 +283,23 @@ def test_describability_with_a_vl_model(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "conceptlens.vl", types.SimpleNamespace(VLModel=FakeVL))
     monkeypatch.setattr(Workspace, "resolve", lambda self, rel: rel)
-    ws.write("vl_models", pa.table({"vl_model_id": ["fake"], "dataset": ["toy"], "spec": ["fake"],
-                                    "config": pa.array([None], pa.string()),
-                                    "weights": pa.array([None], pa.string()),
-                                    "weights_sha256": pa.array([None], pa.string())}))
-    analyse(ws, ["cluster_metrics", "cluster_captions"], checkpoint="toy-ckpt0", k=[12],
-            rouge_ablation=False)
-    m = table(ws, "cluster_metrics").merge(table(ws, "cluster_captions"), on=["checkpoint_id", "k", "cluster"])
+    ws.write(
+        "vl_models",
+        pa.table(
+            {
+                "vl_model_id": ["fake"],
+                "dataset": ["toy"],
+                "spec": ["fake"],
+                "config": pa.array([None], pa.string()),
+                "weights": pa.array([None], pa.string()),
+                "weights_sha256": pa.array([None], pa.string()),
+            }
+        ),
+    )
+    analyse(ws, ["cluster_metrics", "cluster_captions"], checkpoint="toy-ckpt0", k=[12], rouge_ablation=False)
+    m = table(ws, "cluster_metrics").merge(
+        table(ws, "cluster_captions"), on=["checkpoint_id", "k", "cluster"]
+    )
     pure = m[m["purity"] > 0.99]
     assert len(pure) >= 6
     # The caption retrieves images of the cluster's label, a few from a twin cluster of it.
@@ -257,8 +310,17 @@ def test_describability_with_a_vl_model(tmp_path, monkeypatch):
 
 def test_factor_matrix():
     import pandas as pd
-    df = pd.DataFrame({"image_id": ["a", "b", "c"], "dataset": "d", "label": [0, 1, 1],
-                       "shape": ["x", "y", "x"], "size": [1.0, 2.0, 3.0], "empty": [None] * 3})
+
+    df = pd.DataFrame(
+        {
+            "image_id": ["a", "b", "c"],
+            "dataset": "d",
+            "label": [0, 1, 1],
+            "shape": ["x", "y", "x"],
+            "size": [1.0, 2.0, 3.0],
+            "empty": [None] * 3,
+        }
+    )
     A, cols = factor_matrix(df)
     assert cols == ["label", "shape", "size"] and A.shape == (3, 2 + 2 + 1)
 
@@ -269,16 +331,20 @@ def test_analysis_runs_log_every_unit(analysed):
     units = runs[runs["analysis"] == "clustering"]["unit"]
     assert {"checkpoint_id=toy-ckpt0/k=12", "checkpoint_id=toy-ckpt2/k=12"} <= set(units)
     import json
+
     assert json.loads(runs.iloc[0]["options"])["seed"] == 0
 
 
 def test_cli_runs(tmp_path, capsys):
     from conceptlens.cli import main
+
     ws = make_workspace(tmp_path / "w", n=100)
     assert main(["analyze", "cluster_metrics", "--workspace", str(ws.root), "--quiet"]) == 0
-    assert "not done everywhere" in capsys.readouterr().err   # clustering has not run yet
-    assert main(["analyze", "all", "--workspace", str(ws.root), "--k", "4", "--no-describability",
-                 "--quiet"]) == 0
+    assert "not done everywhere" in capsys.readouterr().err  # clustering has not run yet
+    assert (
+        main(["analyze", "all", "--workspace", str(ws.root), "--k", "4", "--no-describability", "--quiet"])
+        == 0
+    )
     assert ws.has("predictor_correlations", dataset="toy")
     capsys.readouterr()
     assert main(["analyze", "all", "--workspace", str(ws.root), "--checkpoint", "zz"]) == 1
@@ -290,10 +356,11 @@ def test_cli_runs(tmp_path, capsys):
 
 def test_demo_analysis_stage(tmp_path):
     from conceptlens.demo.analysis import build_analysis
+
     ws = make_workspace(tmp_path / "w", n=100)
     build_analysis(ws, seed=0, progress=False)
     cm = table(ws, "checkpoint_metrics")
-    assert len(cm) == 3 and set(cm["k"]) == {10}      # round(sqrt(100))
+    assert len(cm) == 3 and set(cm["k"]) == {10}  # round(sqrt(100))
     assert validate(ws.root) == []
 
 
@@ -303,17 +370,27 @@ def test_demo_numbers_are_what_the_code_computes(demo_copy):
     ws = Workspace(demo_copy)
     cid = "digits-pca"
     k = next(p["k"] for p in ws.partitions("clusters") if p["checkpoint_id"] == cid)
-    before = {name: ws.read(name, checkpoint_id=cid, k=k).to_pandas()
-              for name in ("clusters", "cluster_metrics", "checkpoint_metrics")}
-    registry.run(ws.root, ["clustering", "cluster_metrics"], {"k": [k]}, checkpoint=cid, force=True,
-                 progress_bars=False, with_dependencies=False)
+    before = {
+        name: ws.read(name, checkpoint_id=cid, k=k).to_pandas()
+        for name in ("clusters", "cluster_metrics", "checkpoint_metrics")
+    }
+    registry.run(
+        ws.root,
+        ["clustering", "cluster_metrics"],
+        {"k": [k]},
+        checkpoint=cid,
+        force=True,
+        progress_bars=False,
+        with_dependencies=False,
+    )
     for name, old in before.items():
         new = ws.read(name, checkpoint_id=cid, k=k).to_pandas()
         assert new.columns.tolist() == old.columns.tolist(), name
         for c in old.columns:
             a, b = old[c], new[c]
             if a.dtype.kind == "f":
-                np.testing.assert_allclose(b.to_numpy(float), a.to_numpy(float), rtol=1e-9, atol=1e-12,
-                                           err_msg=f"{name}.{c}")
+                np.testing.assert_allclose(
+                    b.to_numpy(float), a.to_numpy(float), rtol=1e-9, atol=1e-12, err_msg=f"{name}.{c}"
+                )
             else:
                 assert a.fillna(-1).tolist() == b.fillna(-1).tolist(), f"{name}.{c}"

@@ -20,7 +20,7 @@ from conceptlens import schema, views
 from conceptlens.db import WorkspaceDB
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_ws
 from tests.malformed import MALFORMATIONS
 
 PAGES = [p.path for p in nav.PAGES]

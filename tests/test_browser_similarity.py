@@ -1,6 +1,7 @@
 """The Similarity page in a real browser on a tiny analysed workspace: a deep link, a click on
 the map (the image and its nearest images for people and a checkpoint), the trial browser,
 the export popover."""
+
 import pytest
 
 from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
@@ -11,6 +12,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     from tests.hsj_fixtures import similarity_workspace
+
     ws = similarity_workspace(tmp_path_factory.mktemp("simb") / "ws")
     with serve(ws.root) as url:
         yield url
@@ -22,11 +24,19 @@ def combobox(page, name) -> str:
 
 def test_deep_link_shows_every_section(browser, app_url):
     q = {"ds": "toy", "ckpt": "ck2", "img": "toy-0004", "dist": "l2", "metric": "rsa", "trial": "3"}
-    page = open_page(browser, f"{app_url}/similarity?" + "&".join(f"{k}={v}" for k, v in q.items()),
-                     "similarity-deep-link")
+    page = open_page(
+        browser, f"{app_url}/similarity?" + "&".join(f"{k}={v}" for k, v in q.items()), "similarity-deep-link"
+    )
     text = main_text(page)
-    for heading in ("People's similarity map", "Agreement with people", "Per label", "Trials",
-                    "Fit diagnostics", "Nearest for people", "Nearest for ck2"):
+    for heading in (
+        "People's similarity map",
+        "Agreement with people",
+        "Per label",
+        "Trials",
+        "Fit diagnostics",
+        "Nearest for people",
+        "Nearest for ck2",
+    ):
         assert heading in text
     assert {k: query_of(page)[k] for k in q} == q
     assert combobox(page, "Distance") == "L2" and combobox(page, "Score") == "RSA (Spearman)"
@@ -38,18 +48,23 @@ def test_deep_link_shows_every_section(browser, app_url):
 
 
 def test_clicking_a_point_shows_its_neighbours(browser, app_url):
-    page = open_page(browser, f"{app_url}/similarity?ds=toy&ckpt=ck0&img=toy-0000",
-                     "similarity-before-click", viewport={"width": 1400, "height": 1200})
+    page = open_page(
+        browser,
+        f"{app_url}/similarity?ds=toy&ckpt=ck0&img=toy-0000",
+        "similarity-before-click",
+        viewport={"width": 1400, "height": 1200},
+    )
     chart = page.get_by_test_id("stPlotlyChart").first
     chart.scroll_into_view_if_needed()
     points = chart.locator(".scatterlayer .trace .points path")
     assert points.count() >= 40
     before = query_of(page)["img"]
-    for k in range(points.count()):      # the first point that is not the selected image
+    for k in range(points.count()):  # the first point that is not the selected image
         points.nth(k).click(force=True)
         try:
-            page.wait_for_function(f"() => new URL(location.href).searchParams.get('img') !== '{before}'",
-                                   timeout=15_000)
+            page.wait_for_function(
+                f"() => new URL(location.href).searchParams.get('img') !== '{before}'", timeout=15_000
+            )
             break
         except Exception:
             continue
@@ -63,8 +78,12 @@ def test_clicking_a_point_shows_its_neighbours(browser, app_url):
 
 
 def test_trial_browser_and_export(browser, app_url):
-    page = open_page(browser, f"{app_url}/similarity?ds=toy&trial=0&catch=1", "similarity-catch-trial",
-                     viewport={"width": 1400, "height": 1400})
+    page = open_page(
+        browser,
+        f"{app_url}/similarity?ds=toy&trial=0&catch=1",
+        "similarity-catch-trial",
+        viewport={"width": 1400, "height": 1400},
+    )
     text = main_text(page)
     assert "catch trials" in combobox(page, "Show") or combobox(page, "Show") == "catch trials"
     assert "1st choice" in text
@@ -72,6 +91,8 @@ def test_trial_browser_and_export(browser, app_url):
     imgs = page.locator('[data-testid="stImage"] img')
     assert imgs.count() >= 9
     page.get_by_role("button", name="Export figure").first.click()
-    assert page.get_by_role("button", name="Download PDF").count() + \
-        page.get_by_text("Download PDF").count() >= 1
+    assert (
+        page.get_by_role("button", name="Download PDF").count() + page.get_by_text("Download PDF").count()
+        >= 1
+    )
     page.close()

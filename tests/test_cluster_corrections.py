@@ -1,6 +1,7 @@
 """Issue 8 corrections, end to end through the registry on tiny workspaces whose right
 answer is known by construction: purity's K, kNN accuracies, held-out CL, CLID's
 comparable checkpoints and the describability flags."""
+
 from __future__ import annotations
 
 import math
@@ -24,25 +25,54 @@ def make_ws(root, labels, splits, features: dict, subsets: dict | None = None):
     """Dataset `toy` with the given labels and splits; checkpoint -> features (rows of all
     images, or of `subsets[cid]` only)."""
     from PIL import Image
+
     ws = Workspace.create(root, name="corrections")
     (ws.root / "thumbs").mkdir()
     Image.new("RGB", (4, 4)).save(ws.root / "thumbs" / "x.png")
     n = len(labels)
     ids = np.array([f"img-{i:04d}" for i in range(n)])
-    ws.write("images", pa.table({
-        "image_id": ids, "dataset": ["toy"] * n, "label": np.asarray(labels, np.int64),
-        "label_name": [f"class {y}" for y in labels], "split": list(splits),
-        "thumbnail": ["thumbs/x.png"] * n, "width": np.full(n, 4, np.int32),
-        "height": np.full(n, 4, np.int32)}))
+    ws.write(
+        "images",
+        pa.table(
+            {
+                "image_id": ids,
+                "dataset": ["toy"] * n,
+                "label": np.asarray(labels, np.int64),
+                "label_name": [f"class {y}" for y in labels],
+                "split": list(splits),
+                "thumbnail": ["thumbs/x.png"] * n,
+                "width": np.full(n, 4, np.int32),
+                "height": np.full(n, 4, np.int32),
+            }
+        ),
+    )
     rows = []
     for cid, X in features.items():
         keep = (subsets or {}).get(cid, np.arange(n))
-        ws.write("features", pa.table({"image_id": ids[keep], "embedding": pa.array(
-            list(np.asarray(X, np.float32)), type=pa.list_(pa.float32()))}), checkpoint_id=cid)
-        rows.append({"checkpoint_id": cid, "dataset": "toy", "model": "m", "method": "synthetic",
-                     "epoch": 0, "feature_dim": int(np.shape(X)[1]), "source": "synthetic"})
-    ws.write("checkpoints", pa.Table.from_pylist(rows, schema=schema.arrow_schema("checkpoints",
-                                                                                 optional=False)))
+        ws.write(
+            "features",
+            pa.table(
+                {
+                    "image_id": ids[keep],
+                    "embedding": pa.array(list(np.asarray(X, np.float32)), type=pa.list_(pa.float32())),
+                }
+            ),
+            checkpoint_id=cid,
+        )
+        rows.append(
+            {
+                "checkpoint_id": cid,
+                "dataset": "toy",
+                "model": "m",
+                "method": "synthetic",
+                "epoch": 0,
+                "feature_dim": int(np.shape(X)[1]),
+                "source": "synthetic",
+            }
+        )
+    ws.write(
+        "checkpoints", pa.Table.from_pylist(rows, schema=schema.arrow_schema("checkpoints", optional=False))
+    )
     return ws
 
 
@@ -62,7 +92,7 @@ def test_purity_k_counts_the_labels_of_the_whole_dataset(tmp_path):
     labels = np.repeat([0, 1, 2, 3], 40)
     splits = np.where(np.arange(160) % 5 == 0, "test", "train")
     sub = np.flatnonzero(labels < 2)
-    blob = np.arange(len(sub)) % 2                      # independent of the label
+    blob = np.arange(len(sub)) % 2  # independent of the label
     X = np.eye(4)[blob] + 0.01 * rng.normal(size=(len(sub), 4))
     ws = make_ws(tmp_path / "w", labels, splits, {"sub": X}, {"sub": sub})
     analyse(ws, ["cluster_metrics"], k=[2])
@@ -107,7 +137,7 @@ def test_knn_acc_is_weighted_20nn_and_knn1_acc_is_1nn(tmp_path):
     Xn, tr, te = M.l2_normalize(X), splits == "train", splits == "test"
     assert m["knn_acc"] == pytest.approx(M.knn_accuracy(Xn[tr], labels[tr], Xn[te], labels[te], k=20))
     assert m["knn1_acc"] == pytest.approx(M.knn_accuracy(Xn[tr], labels[tr], Xn[te], labels[te], k=1))
-    assert m["knn_acc"] != m["knn1_acc"]      # the data are noisy enough to tell them apart
+    assert m["knn_acc"] != m["knn1_acc"]  # the data are noisy enough to tell them apart
 
 
 def test_clid_leaves_out_a_checkpoint_embedded_on_other_images(tmp_path):
@@ -115,8 +145,9 @@ def test_clid_leaves_out_a_checkpoint_embedded_on_other_images(tmp_path):
     labels = np.repeat(np.arange(4), 30)
     splits = np.where(np.arange(120) % 4 == 0, "test", "train")
     centres = rng.normal(size=(4, 6))
-    feats = {f"ck{j}": centres[labels] + s * rng.normal(size=(120, 6))
-             for j, s in enumerate((0.2, 0.5, 0.9, 1.4))}
+    feats = {
+        f"ck{j}": centres[labels] + s * rng.normal(size=(120, 6)) for j, s in enumerate((0.2, 0.5, 0.9, 1.4))
+    }
     sub = np.arange(0, 120, 2)
     feats["half"] = centres[labels[sub]] + 0.3 * rng.normal(size=(len(sub), 6))
     ws = make_ws(tmp_path / "w", labels, splits, feats, {"half": sub})
@@ -137,24 +168,37 @@ def test_clid_leaves_out_a_checkpoint_embedded_on_other_images(tmp_path):
 
 def test_describability_self_flags_the_vl_models_own_tower(tmp_path):
     from conceptlens.analysis.cluster_captions import describability_self, vl_is_checkpoint
-    vl = {"vl_model_id": "vl-toy", "spec": "open_clip:models/vl.json", "weights": "models/vl.pt",
-          "weights_sha256": "ab" * 32}
+
+    vl = {
+        "vl_model_id": "vl-toy",
+        "spec": "open_clip:models/vl.json",
+        "weights": "models/vl.pt",
+        "weights_sha256": "ab" * 32,
+    }
     assert vl_is_checkpoint({"weights_sha256": "ab" * 32}, vl)
     assert not vl_is_checkpoint({"weights_sha256": "cd" * 32, "weights": "models/vl.pt"}, vl)
-    assert vl_is_checkpoint({"source": "open_clip:models/vl.json", "weights": "models/vl.pt"},
-                            {**vl, "weights_sha256": None})
+    assert vl_is_checkpoint(
+        {"source": "open_clip:models/vl.json", "weights": "models/vl.pt"}, {**vl, "weights_sha256": None}
+    )
     assert not vl_is_checkpoint({"source": "torch:x", "weights": None}, vl)
     labels, splits, near, _ = _blobs()
     ws = make_ws(tmp_path / "w", labels, splits, {"a": near})
     ctx = Context(ws, progress=False)
-    assert describability_self(ctx, "a", "toy") is None            # no VL model at all
+    assert describability_self(ctx, "a", "toy") is None  # no VL model at all
     ck = ws.read("checkpoints").to_pandas()
-    ck.loc[len(ck)] = {**ck.iloc[0].to_dict(), "checkpoint_id": "toy-clip",
-                       "source": "open_clip:models/vl.json"}
+    ck.loc[len(ck)] = {
+        **ck.iloc[0].to_dict(),
+        "checkpoint_id": "toy-clip",
+        "source": "open_clip:models/vl.json",
+    }
     ck["weights"], ck["weights_sha256"] = [None, "models/vl.pt"], [None, "ab" * 32]
     ws.write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))
-    ws.write("vl_models", pa.Table.from_pylist([{**vl, "dataset": "toy", "config": "models/vl.json"}],
-                                               schema=schema.arrow_schema("vl_models")))
+    ws.write(
+        "vl_models",
+        pa.Table.from_pylist(
+            [{**vl, "dataset": "toy", "config": "models/vl.json"}], schema=schema.arrow_schema("vl_models")
+        ),
+    )
     ctx = Context(ws, progress=False)
     assert describability_self(ctx, "toy-clip", "toy") is True
     assert describability_self(ctx, "a", "toy") is False
@@ -166,8 +210,10 @@ def test_correlations_carry_intervals_and_loo(tmp_path):
     labels = np.repeat(np.arange(4), 30)
     splits = np.where(np.arange(120) % 4 == 0, "test", "train")
     centres = rng.normal(size=(4, 6))
-    feats = {f"ck{j}": centres[labels] + s * rng.normal(size=(120, 6))
-             for j, s in enumerate((0.2, 0.4, 0.6, 0.9, 1.2, 1.6))}
+    feats = {
+        f"ck{j}": centres[labels] + s * rng.normal(size=(120, 6))
+        for j, s in enumerate((0.2, 0.4, 0.6, 0.9, 1.2, 1.6))
+    }
     ws = make_ws(tmp_path / "w", labels, splits, feats)
     analyse(ws, ["comparisons"], k=[4])
     pc = ws.read("predictor_correlations", dataset="toy").to_pandas().set_index("predictor")

@@ -1,4 +1,5 @@
 """The demo's own encoders and vision-language model (demo.encoders / vl_train, conceptlens.vl)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -31,7 +32,7 @@ def _toy_images(n=48, side=32, seed=0):
     x = (g.random((n, 3, side, side)) * 60).astype(np.uint8)
     for i in range(n):
         r, c = g.integers(0, side - 10, 2)
-        x[i, :, r:r + 10, c:c + 10] = g.integers(120, 255, 3)[:, None, None]
+        x[i, :, r : r + 10, c : c + 10] = g.integers(120, 255, 3)[:, None, None]
     return torch.from_numpy(x)
 
 
@@ -47,6 +48,7 @@ def _sha(sd) -> str:
 @pytest.mark.parametrize("kind", ["conv", "pca"])
 def test_weights_file_roundtrip_through_plain_adapter(tmp_path, kind):
     from conceptlens.models import load_adapter
+
     px = _toy_images(40, 32)
     mean, std = E.channel_stats(px)
     x = E.normalise(px, mean, std)
@@ -68,6 +70,7 @@ def test_weights_file_roundtrip_through_plain_adapter(tmp_path, kind):
     ad = load_adapter(spec, weights=path)
     assert ad.describe_preprocessing()["mean"] == mean
     from PIL import Image
+
     im = Image.fromarray(px[0].permute(1, 2, 0).numpy())
     with torch.no_grad():
         out = ad.embed(ad.preprocess(im)[None]).numpy()
@@ -80,14 +83,13 @@ def test_pca_is_fitted_and_sign_fixed():
     p1, p2 = E.fit_pca(x, pool=2, n_components=8), E.fit_pca(x.clone(), pool=2, n_components=8)
     assert torch.equal(p1.components, p2.components)
     c = p1.components
-    assert torch.allclose(c @ c.T, torch.eye(8), atol=1e-4)   # orthonormal rows
+    assert torch.allclose(c @ c.T, torch.eye(8), atol=1e-4)  # orthonormal rows
     z = E.embed(p1, x)
-    assert np.all(np.diff(z.var(0)) <= 1e-4)                   # variance in decreasing order
+    assert np.all(np.diff(z.var(0)) <= 1e-4)  # variance in decreasing order
 
 
 # ---------------------------------------------------------------- determinism
-@pytest.mark.parametrize("method", ["simclr", "simsiam", "autoencoder", "vae", "rotation",
-                                    "supervised"])
+@pytest.mark.parametrize("method", ["simclr", "simsiam", "autoencoder", "vae", "rotation", "supervised"])
 def test_training_is_deterministic(method):
     E.set_determinism()
     try:
@@ -101,8 +103,11 @@ def test_training_is_deterministic(method):
                 train = E.train_simclr if method == "simclr" else E.train_simsiam
                 snaps = train(px.float() / 255, mean, std, batch_size=16, **kw)
             elif method in ("autoencoder", "vae", "rotation"):
-                train = {"autoencoder": E.train_autoencoder, "vae": E.train_vae,
-                         "rotation": E.train_rotation}[method]
+                train = {
+                    "autoencoder": E.train_autoencoder,
+                    "vae": E.train_vae,
+                    "rotation": E.train_rotation,
+                }[method]
                 snaps = train(x, batch_size=16, **kw)
             else:
                 y = torch.arange(48) % 3
@@ -113,7 +118,7 @@ def test_training_is_deterministic(method):
         a, b, c = run(5), run(5), run(6)
         assert a == b
         assert a != c
-        assert a[0] != a[1]           # epoch 2 differs from epoch 1
+        assert a[0] != a[1]  # epoch 2 differs from epoch 1
     finally:
         torch.use_deterministic_algorithms(False)
 
@@ -121,6 +126,7 @@ def test_training_is_deterministic(method):
 def test_demo_population_for_lu2022():
     """At least 20 trained self-supervised shapes checkpoints (methods x epochs x seeds)."""
     from conceptlens.demo.models import RUNS
+
     ids = [c for r in RUNS for c in r.checkpoint_ids()]
     assert len(ids) == len(set(ids))
     ssl = {"simclr", "simsiam", "autoencoder", "vae", "rotation"}
@@ -139,8 +145,8 @@ def test_stable_seed_is_stable():
 def _tiny_vl(tmp_path, epochs=1):
     from conceptlens.demo import vl_train as V
     from conceptlens.vl import tiny_config
-    cfg = tiny_config(image_size=32, patch_size=8, vision_layers=1, text_layers=1,
-                      context_length=16)
+
+    cfg = tiny_config(image_size=32, patch_size=8, vision_layers=1, text_layers=1, context_length=16)
     px = _toy_images(32, 32)
     caps = [f"a {'bright' if i % 2 else 'dim'} square" for i in range(32)]
     m = V.train_clip(px, caps, cfg, seed=0, epochs=epochs, batch_size=16, progress=False)
@@ -152,12 +158,14 @@ def test_vl_files_load_with_open_clip_and_encode(tmp_path):
     import open_clip
 
     from conceptlens.vl import VLModel
+
     m, cfg, px = _tiny_vl(tmp_path)
     vl = VLModel.from_files(tmp_path / "v.json", tmp_path / "v.pt")
     t = vl.encode_text(["a red star", "a bright square", "x"])
     assert t.dtype == np.float32 and t.shape == (3, 64)
     assert np.allclose(np.linalg.norm(t, axis=1), 1, atol=1e-5)
     from PIL import Image
+
     paths = []
     for i in range(3):
         p = tmp_path / f"{i}.png"
@@ -185,8 +193,7 @@ def test_retrieve_captions_picks_the_most_similar(tmp_path):
         def encode_images(self, paths, batch_size=256):
             return np.eye(3, dtype=np.float32)[[int(str(p)[-1]) for p in paths]]
 
-    got = retrieve_captions(Fake(), ["i2", "i0", "i1", "i0"], ["t0", "t1", "t2", "t1"],
-                            batch_size=2)
+    got = retrieve_captions(Fake(), ["i2", "i0", "i1", "i0"], ["t0", "t1", "t2", "t1"], batch_size=2)
     assert got == ["t2", "t0", "t1", "t0"]
     with pytest.raises(ValueError):
         retrieve_captions(Fake(), ["i0"], [])
@@ -194,6 +201,7 @@ def test_retrieve_captions_picks_the_most_similar(tmp_path):
 
 def test_from_workspace_errors(tmp_path):
     from conceptlens.vl import VLModel
+
     Workspace.create(tmp_path / "ws", name="t")
     with pytest.raises(WorkspaceError, match="vl_models"):
         VLModel.from_workspace(tmp_path / "ws", "shapes")
@@ -201,6 +209,7 @@ def test_from_workspace_errors(tmp_path):
 
 def test_drop_words_keeps_order_and_article():
     from conceptlens.demo.vl_train import drop_words
+
     g = np.random.default_rng(0)
     text = "a large yellow checkered square on a sand background, on the right"
     for _ in range(50):
@@ -216,11 +225,13 @@ def test_drop_words_keeps_order_and_article():
 def test_build_encoders_extracts_and_resumes(tmp_path):
     from conceptlens.demo.build import build_data
     from conceptlens.demo.models import Run, build_encoders, checkpoint_done
+
     ws = build_data(tmp_path / "ws", seed=0, n_shapes=120, progress=False)
-    runs = (Run("shapes", "supervised", (1,), tag="shape-size",
-                options={"factors": ("shape", "size")}),
-            Run("shapes", "pca", options={"pool": 4}),
-            Run("digits", "random"))
+    runs = (
+        Run("shapes", "supervised", (1,), tag="shape-size", options={"factors": ("shape", "size")}),
+        Run("shapes", "pca", options={"pool": 4}),
+        Run("digits", "random"),
+    )
     E.set_determinism()
     try:
         ids = build_encoders(ws, seed=0, runs=runs, progress=False)
@@ -239,6 +250,7 @@ def test_build_encoders_extracts_and_resumes(tmp_path):
     assert ck["shapes-supervised-shape-size-e01"]["epoch"] == 1
     assert ck["digits-random"]["source"] == E.ENCODER_SPEC
     from conceptlens.validate import validate
+
     assert validate(ws.root) == []
     # A rerun changes nothing (resumable, hash-checked).
     mtimes = {p: p.stat().st_mtime_ns for p in (ws.root / "models").iterdir()}
@@ -250,11 +262,13 @@ def test_build_encoders_extracts_and_resumes(tmp_path):
 def _demo_vl_workspace(tmp_path_factory):
     """data/demo when its models stage has run (or $CONCEPTLENS_DEMO_WS); else a fresh build (slow)."""
     from pathlib import Path
+
     for root in (os.environ.get("CONCEPTLENS_DEMO_WS"), DEMO):
         if root and (Path(root) / "vl_models.parquet").exists():
             return Path(root)
     from conceptlens.demo.build import build_data
     from conceptlens.demo.models import build_vl
+
     root = tmp_path_factory.mktemp("demo_vl")
     ws = build_data(root, seed=0, progress=False)
     build_vl(ws, "shapes", seed=0, progress=False)
@@ -265,6 +279,7 @@ def _demo_vl_workspace(tmp_path_factory):
 def test_demo_vl_zero_shot_beats_chance(tmp_path_factory):
     from conceptlens.demo.shapes import COLORS, SHAPES
     from conceptlens.vl import VLModel
+
     root = _demo_vl_workspace(tmp_path_factory)
     ws = Workspace(root)
     vl = VLModel.from_workspace(root, "shapes")
@@ -277,12 +292,14 @@ def test_demo_vl_zero_shot_beats_chance(tmp_path_factory):
     acc_c = float(np.mean(np.array(colors) == test["color"].to_numpy()))
     acc_s = float(np.mean(np.array(shapes) == test["shape"].to_numpy()))
     acc_z = float(np.mean(np.array(sizes) == test["size"].to_numpy()))
-    print(f"zero-shot on {len(test)} test images: colour {acc_c:.3f} (chance 0.167), "
-          f"shape {acc_s:.3f} (chance 0.200), size {acc_z:.3f} (chance 0.333)")
+    print(
+        f"zero-shot on {len(test)} test images: colour {acc_c:.3f} (chance 0.167), "
+        f"shape {acc_s:.3f} (chance 0.200), size {acc_z:.3f} (chance 0.333)"
+    )
     # Measured on the seed-0 build (100 epochs): see docs/demo.md. Chance: 0.167, 0.333, 0.2.
     assert acc_c > 0.8
     assert acc_z > 0.6
-    assert acc_s > 0.5    # shape is the hardest factor for this tiny model
+    assert acc_s > 0.5  # shape is the hardest factor for this tiny model
     # Retrieval captions are written for every image, from train-split ground truth only.
     caps = ws.read("captions").to_pandas()
     vlc = caps[caps.captioner == f"vl:{vl.vl_model_id}"]

@@ -1,4 +1,5 @@
 """Metrics against reference implementations and hand-worked cases (fast)."""
+
 from __future__ import annotations
 
 import math
@@ -63,6 +64,7 @@ def _blob_case(seed=0, n=2000, d=64, n_blob=40, gap=8e-5):
 
 def test_twonn_neighbours_exact_on_near_duplicates():
     from sklearn.neighbors import NearestNeighbors
+
     X = _blob_case()
     X64 = X.astype(np.float64)
     ref_d, ref_i = NearestNeighbors(n_neighbors=3, algorithm="brute").fit(X64).kneighbors(X64)
@@ -74,7 +76,7 @@ def test_twonn_neighbours_exact_on_near_duplicates():
     mu = np.sort(ref_d[:, 2] / ref_d[:, 1])
     n_keep = int(len(mu) * 0.9)
     x, y = np.log(mu[:n_keep]), -np.log(1 - np.arange(1, n_keep + 1) / len(mu))
-    assert M.twonn(X)[0] == pytest.approx(x @ y / (x @ x), rel=1e-6)    # the old search: 8e-4 off
+    assert M.twonn(X)[0] == pytest.approx(x @ y / (x @ x), rel=1e-6)  # the old search: 8e-4 off
 
 
 def test_nearest_euclidean_self_exact_with_large_norms():
@@ -90,14 +92,22 @@ def test_nearest_euclidean_self_exact_with_large_norms():
 
 
 # ---- Clopper-Pearson -------------------------------------------------------
-@pytest.mark.parametrize("k,n,lo,hi", [(45, 50, 0.781865, 0.966725), (7, 10, 0.347547, 0.933260),
-                                       (0, 20, 0.0, 0.168433), (20, 20, 0.831567, 1.0)])
+@pytest.mark.parametrize(
+    "k,n,lo,hi",
+    [
+        (45, 50, 0.781865, 0.966725),
+        (7, 10, 0.347547, 0.933260),
+        (0, 20, 0.0, 0.168433),
+        (20, 20, 0.831567, 1.0),
+    ],
+)
 def test_clopper_pearson_public_values(k, n, lo, hi):
     assert M.clopper_pearson(k, n) == pytest.approx((lo, hi), abs=1e-6)
 
 
 def test_clopper_pearson_matches_statsmodels():
     from statsmodels.stats.proportion import proportion_confint
+
     for n in (1, 2, 5, 20, 37, 200):
         for k in range(0, n + 1, max(1, n // 7)):
             for alpha in (0.05, 0.1):
@@ -115,6 +125,7 @@ def test_clopper_pearson_validation():
 # ---- aNMI and purity ---------------------------------------------------------
 def test_anmi_matches_sklearn():
     from sklearn.metrics import adjusted_mutual_info_score
+
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, 5, 500), rng.integers(0, 7, 500)
     assert M.anmi(a, b) == adjusted_mutual_info_score(a, b, average_method="arithmetic")
@@ -124,14 +135,14 @@ def test_anmi_matches_sklearn():
 
 def test_purity_hand_cases():
     assert M.purity([3, 3, 3, 3], 4) == (1.0, 3, 1.0)
-    p, top, share = M.purity([0, 1, 2, 3], 4)          # uniform over all K classes
+    p, top, share = M.purity([0, 1, 2, 3], 4)  # uniform over all K classes
     assert p == 0.0 and share == 0.25
-    p, top, share = M.purity([0, 0, 1, 1], 4)          # H = log 2, K = 4 -> 1 - 1/2
+    p, top, share = M.purity([0, 0, 1, 1], 4)  # H = log 2, K = 4 -> 1 - 1/2
     assert p == pytest.approx(0.5) and top == 0 and share == 0.5
-    p, top, _ = M.purity([1, 1, 1, 0], 2)              # 1 - H(3/4, 1/4) / log 2
+    p, top, _ = M.purity([1, 1, 1, 0], 2)  # 1 - H(3/4, 1/4) / log 2
     h = -(0.75 * math.log(0.75) + 0.25 * math.log(0.25))
     assert p == pytest.approx(1 - h / math.log(2)) and top == 1
-    assert math.isnan(M.purity([0, 0], 1)[0])         # K < 2 undefined
+    assert math.isnan(M.purity([0, 0], 1)[0])  # K < 2 undefined
     with pytest.raises(ValueError, match="n_classes"):
         M.purity([0, 1, 2], 2)
 
@@ -169,6 +180,7 @@ def test_chunked_neighbours_equal_brute_force():
 
 def test_one_nn_acc_matches_sklearn():
     from sklearn.neighbors import KNeighborsClassifier
+
     X, y = clustered(n=400, spread=0.8, seed=2)
     tr, te = slice(0, 300), slice(300, None)
     ref = KNeighborsClassifier(n_neighbors=1, metric="cosine").fit(X[tr], y[tr]).score(X[te], y[te])
@@ -185,8 +197,17 @@ def test_weighted_knn_hand_case():
     # Neighbours of q = e1: one of class 0 at cosine 0.9, two of class 1 at 0.87, three of
     # class 2 at 0.5. Votes exp(s / 0.07): class 0 e^12.857, class 1 2 e^12.429 (1.30x more),
     # class 2 3 e^7.14. The weighted 6-NN says 1, the 1-NN 0, a plain majority of 6 says 2.
-    train = np.array([_unit(0.9, 0), _unit(0.87, 1), _unit(0.87, 2),
-                      _unit(0.5, 3), _unit(0.5, 4), _unit(0.5, 5), _unit(-0.9, 0)])
+    train = np.array(
+        [
+            _unit(0.9, 0),
+            _unit(0.87, 1),
+            _unit(0.87, 2),
+            _unit(0.5, 3),
+            _unit(0.5, 4),
+            _unit(0.5, 5),
+            _unit(-0.9, 0),
+        ]
+    )
     y = np.array([0, 1, 1, 2, 2, 2, 0])
     q = np.array([[1.0, 0, 0]])
     assert 2 * math.exp((0.87 - 0.9) / 0.07) == pytest.approx(1.3029, abs=1e-4)
@@ -228,6 +249,7 @@ def test_cl_perfectly_separated_is_one():
 
 def test_heldout_clusters_come_from_train_only():
     from sklearn.cluster import KMeans
+
     X, _ = clustered(n=400, d=8, k=4, spread=0.3, seed=5)
     tr, te = X[:320], X[320:]
     a_tr, a_te = M.heldout_clusters(tr, te, k=4, n_init=2, random_state=1)
@@ -277,8 +299,7 @@ def test_2afc_invariants_property():
         X = rng.normal(size=(n, 5))
         hard = M.hard_negative_clusters(X, labels)
         for negative in ("random", "hard"):
-            tr = M.make_trials(labels, n_trials=20, n_refs=10, negative=negative, hard=hard,
-                               random_state=rep)
+            tr = M.make_trials(labels, n_trials=20, n_refs=10, negative=negative, hard=hard, random_state=rep)
             for c, refs, q, neg in zip(tr.cluster, tr.refs, tr.query, tr.negative):
                 assert len(set(refs)) == 10 and q not in refs
                 assert np.all(labels[refs] == c) and labels[q] == c
@@ -333,6 +354,7 @@ def test_clid_and_wclid():
 
 def test_correlation_intervals():
     from scipy.stats import bootstrap, kendalltau, pearsonr
+
     rng = np.random.default_rng(0)
     x = rng.normal(size=25)
     y = x + rng.normal(size=25)
@@ -342,14 +364,22 @@ def test_correlation_intervals():
     assert (c["pearson_lo"], c["pearson_hi"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
     assert c["pearson_lo"] < c["pearson"] < c["pearson_hi"]
     # Kendall: seeded percentile bootstrap over the pairs; scipy's agrees up to resampling noise.
-    ref = bootstrap((x, y), lambda a, b: kendalltau(a, b)[0], paired=True, vectorized=False,
-                    n_resamples=2000, method="percentile", random_state=1).confidence_interval
+    ref = bootstrap(
+        (x, y),
+        lambda a, b: kendalltau(a, b)[0],
+        paired=True,
+        vectorized=False,
+        n_resamples=2000,
+        method="percentile",
+        random_state=1,
+    ).confidence_interval
     assert c["kendall_lo"] == pytest.approx(ref.low, abs=0.05)
     assert c["kendall_hi"] == pytest.approx(ref.high, abs=0.05)
     assert c["kendall_lo"] < c["kendall"] < c["kendall_hi"]
-    assert M.correlations(x, y, random_state=3) == c              # seeded
+    assert M.correlations(x, y, random_state=3) == c  # seeded
     # A resample's repeated pairs are ties, as scipy counts them.
     from conceptlens.metrics.clid import _tau_b
+
     idx = rng.integers(0, 25, (20, 25))
     assert _tau_b(x[idx], y[idx]) == pytest.approx([kendalltau(x[i], y[i])[0] for i in idx])
     # Fisher z needs 4 pairs.
@@ -390,8 +420,8 @@ def test_eq4_negative_term_matters():
 
 def test_rouge_ablation_hand_case():
     from rouge_score import rouge_scorer
-    texts = ["a red circle", "a small red circle", "a red square",
-             "a blue square", "a big blue square"]
+
+    texts = ["a red circle", "a small red circle", "a red square", "a blue square", "a big blue square"]
     labels = np.array([0, 0, 0, 1, 1])
     out = M.class_captions_rouge(texts, labels)
     sc = rouge_scorer.RougeScorer(["rougeL"])
@@ -399,11 +429,14 @@ def test_rouge_ablation_hand_case():
     for c in (0, 1):
         inside = [i for i in range(5) if labels[i] == c]
         outside = [i for i in range(5) if labels[i] != c]
-        brute = {i: sum(d(texts[i], texts[j]) for j in inside if j != i) / len(inside)
-                 - sum(d(texts[i], texts[j]) for j in outside) / len(outside) for i in inside}
+        brute = {
+            i: sum(d(texts[i], texts[j]) for j in inside if j != i) / len(inside)
+            - sum(d(texts[i], texts[j]) for j in outside) / len(outside)
+            for i in inside
+        }
         best = min(brute, key=lambda i: (brute[i], i))
         assert out[c][0] == best and out[c][1] == pytest.approx(brute[best])
-    assert out[0][0] == 1     # "a small red circle" is the most circle-like, least square-like
+    assert out[0][0] == 1  # "a small red circle" is the most circle-like, least square-like
 
 
 def test_describability_proxy():

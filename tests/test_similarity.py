@@ -2,6 +2,7 @@
 agreement metrics against values computed another way, the importer on fixtures of both
 formats (and malformed ones), recovery of a simulated embedding, the analysis end to end
 and the Similarity page."""
+
 from __future__ import annotations
 
 import itertools
@@ -36,6 +37,7 @@ def test_likelihood_equals_psiz_oracle():
 
 def test_rank_likelihood_by_hand_and_in_torch():
     import torch
+
     rng = np.random.default_rng(0)
     Z = rng.normal(0, 0.2, (12, 3))
     # 8-rank-2 by hand: s(a)/sum_R s * s(b)/sum_{R - a} s.
@@ -73,7 +75,7 @@ def test_sampled_choices_follow_the_likelihood():
 
 # ---- triplets and agreement ----------------------------------------------------------------
 def test_an_8_rank_2_trial_gives_13_triplets():
-    stim = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 8]])      # q: a=1 > b=2 > [3..8]
+    stim = np.array([[0, 1, 2, 3, 4, 5, 6, 7, 8]])  # q: a=1 > b=2 > [3..8]
     t = S.triplets(stim, [2])
     assert len(t) == 13
     assert {(a, b) for _, _, a, b in t} == {(1, x) for x in range(2, 9)} | {(2, x) for x in range(3, 9)}
@@ -86,14 +88,19 @@ def test_an_8_rank_2_trial_gives_13_triplets():
 def test_triplet_accuracy_against_explicit_triplets():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(30, 4))
-    X[7] = X[8]                                   # a tie: counts 1/2
+    X[7] = X[8]  # a tie: counts 1/2
     stim = np.array([[0, 7, 8, 9, 10, 11], [1, 2, 3, 4, 5, 6], [12, 13, 14, 15, -1, -1]])
     sel = np.array([2, 1, 2])
     for dist in S.DISTANCES:
-        f = {"l1": lambda a, b: np.abs(a - b).sum(), "l2": lambda a, b: np.linalg.norm(a - b),
-             "cosine": lambda a, b: 1 - a @ b / np.linalg.norm(a) / np.linalg.norm(b)}[dist]
-        score = [1.0 if f(X[q], X[a]) < f(X[q], X[b]) else 0.5 if f(X[q], X[a]) == f(X[q], X[b]) else 0.0
-                 for _, q, a, b in S.triplets(stim, sel)]
+        f = {
+            "l1": lambda a, b: np.abs(a - b).sum(),
+            "l2": lambda a, b: np.linalg.norm(a - b),
+            "cosine": lambda a, b: 1 - a @ b / np.linalg.norm(a) / np.linalg.norm(b),
+        }[dist]
+        score = [
+            1.0 if f(X[q], X[a]) < f(X[q], X[b]) else 0.5 if f(X[q], X[a]) == f(X[q], X[b]) else 0.0
+            for _, q, a, b in S.triplets(stim, sel)
+        ]
         assert S.triplet_accuracy(X, stim, sel, dist) == pytest.approx(np.mean(score))
     # Weights weigh each trial's triplets.
     c, n = S.triplet_scores(S.query_distances(X, stim, "l2"), sel)
@@ -116,8 +123,7 @@ def test_rsa_and_its_bootstrap_against_scipy_and_brute_force():
     Y = X + rng.normal(size=(25, 3))
     A, B = S.similarity_matrix(X, "l2"), S.similarity_matrix(Y, "cosine")
     assert S.rsa(A, B) == pytest.approx(spearmanr(S.upper(A), S.upper(B))[0])
-    np.testing.assert_allclose(S.similarity_matrix(X, "l1"),
-                               -np.abs(X[:, None] - X[None]).sum(-1))
+    np.testing.assert_allclose(S.similarity_matrix(X, "l1"), -np.abs(X[:, None] - X[None]).sum(-1))
     group = [2, 5, 11]
     boot = S.RSABootstrap(B, {"g": group}, n_boot=20, seed=7)
     res = boot.score(A)
@@ -128,12 +134,13 @@ def test_rsa_and_its_bootstrap_against_scipy_and_brute_force():
     assert res[None][3] == 300 and res["g"][3] == touch.sum()
     # One resample by brute force: pair weights w_i * w_j, weighted Pearson of the group's ranks.
     from scipy.stats import rankdata
+
     g = dict(boot.groups)["g"]
     assert {(min(a, b), max(a, b)) for a, b in zip(g.r, g.c)} == set(zip(i[touch], j[touch]))
     w = boot.W[1]
     pw = w[g.r] * w[g.c]
     ra, rb = _c(rankdata(A[g.r, g.c])), _c(rankdata(B[g.r, g.c]))
-    sa = {k: g.sums(v) for k, v in (("a", ra), ("ab", ra * rb), ("aa", ra ** 2))}
+    sa = {k: g.sums(v) for k, v in (("a", ra), ("ab", ra * rb), ("aa", ra**2))}
     sw = g.S["one"][1]
     assert sw == pytest.approx(pw.sum())
     mx, my = sa["a"][1] / sw, g.S["b"][1] / sw
@@ -150,7 +157,8 @@ def _c(r):
 def _wcorr(x, y, w):
     mx, my = np.average(x, weights=w), np.average(y, weights=w)
     return np.average((x - mx) * (y - my), weights=w) / np.sqrt(
-        np.average((x - mx) ** 2, weights=w) * np.average((y - my) ** 2, weights=w))
+        np.average((x - mx) ** 2, weights=w) * np.average((y - my) ** 2, weights=w)
+    )
 
 
 def test_bootstrap_ratio_resamples_units():
@@ -172,15 +180,16 @@ def test_fit_recovers_a_simulated_embedding():
     refs = np.stack([rng.choice(np.setdiff1d(np.arange(n), [x]), 8, replace=False) for x in q])
     stim = S.sample_choices(Z, q, refs, 2, 10.0, rng)
     trials = P.Trials(stim, np.full(m, 2), np.ones(m))
-    ens = P.fit_ensemble(trials, n, dims=(1, 2), members=2, seed=0, progress=False, max_epochs=120,
-                         batch_size=512)
+    ens = P.fit_ensemble(
+        trials, n, dims=(1, 2), members=2, seed=0, progress=False, max_epochs=120, batch_size=512
+    )
     truth = np.exp(-10 * np.linalg.norm(Z[:, None] - Z[None], axis=-1))
     fits = ens.members()
     got = P.ensemble_similarity([(f.mu, f.sigma) for f in fits])
     assert ens.selected_dim == 2
     assert S.rsa(got, truth) >= 0.8
     rows = [r for r in ens.rows if r["selected"]]
-    assert all(r["heldout_loglik"] > np.log(1 / 56) for r in rows)      # far better than chance
+    assert all(r["heldout_loglik"] > np.log(1 / 56) for r in rows)  # far better than chance
     assert all(r["agreement"] > 0.8 for r in rows)
     # Seeded: the same fit again is the same fit.
     again = P.fit_embedding(trials, n, 2, seed=3, max_epochs=5, batch_size=512, progress=False)
@@ -257,8 +266,11 @@ def test_import_errors_name_file_and_sequence(toy, tmp_path):
     path, doc = _seq(src)
     doc["data"][0]["sequence"][3]["interactions"][2]["detail"] = F.asset(999)
     path.write_text(json.dumps(doc))
-    with pytest.raises(ImportInputError, match=rf"{path.name}: sequence 1000, position 3: stimulus 999 "
-                                               r"is not in .*stimuli.txt"):
+    with pytest.raises(
+        ImportInputError,
+        match=rf"{path.name}: sequence 1000, position 3: stimulus 999 "
+        r"is not in .*stimuli.txt",
+    ):
         import_hsj(ws.root, src)
     # Malformed JSON.
     src = fresh("malformed")
@@ -272,8 +284,11 @@ def test_import_errors_name_file_and_sequence(toy, tmp_path):
     step = doc["data"][0]["sequence"][5]
     step["interactions"] = [i for i in step["interactions"] if i["kind"] != "behavior:rank_1"]
     path.write_text(json.dumps(doc))
-    with pytest.raises(ImportInputError, match=r"sequence 1000, position 5: kind rank:8rank2 needs 2 "
-                                               r"choices .*got 1"):
+    with pytest.raises(
+        ImportInputError,
+        match=r"sequence 1000, position 5: kind rank:8rank2 needs 2 "
+        r"choices .*got 1",
+    ):
         import_hsj(ws.root, src)
     # A choice that is not a reference; a grade out of range.
     src = fresh("notref")
@@ -296,12 +311,16 @@ def test_import_errors_name_file_and_sequence(toy, tmp_path):
 
 def test_import_unmatched_stimuli_and_bad_hdf5(toy, tmp_path):
     import h5py
+
     ws, ids, rows = toy
     src = F.write_release(tmp_path / "hsj", rows, ids)
     text = (src / "stimuli.txt").read_text().replace(f"/toy/{ids[0]}.png", "/elsewhere/nobody.png")
     (src / "stimuli.txt").write_text(text)
-    with pytest.raises(ImportInputError, match=r"stimuli.txt line 2: stimulus '/elsewhere/nobody.png' "
-                                               r"matches no image of dataset 'toy' \(first used by "):
+    with pytest.raises(
+        ImportInputError,
+        match=r"stimuli.txt line 2: stimulus '/elsewhere/nobody.png' "
+        r"matches no image of dataset 'toy' \(first used by ",
+    ):
         import_hsj(ws.root, src)
     r = import_hsj(ws.root, src, skip_missing=True)
     shown = [x for x in rows if ids[0] not in (x["query"], *x["references"])]
@@ -321,6 +340,7 @@ def test_import_unmatched_stimuli_and_bad_hdf5(toy, tmp_path):
 
 def test_import_cli(toy, tmp_path, capsys):
     from conceptlens.cli import main
+
     ws, ids, rows = toy
     src = F.write_release(tmp_path / "hsj", rows, ids)
     assert main(["import", "hsj", str(ws.root), str(src), "--dataset", "toy"]) == 0
@@ -369,12 +389,24 @@ def test_triplet_accuracy_in_the_table_matches_the_metric(analysed):
     feats = ws.read("features", checkpoint_id="ck1").to_pandas()
     X = np.stack(feats["embedding"].to_numpy())
     pos = {i: k for k, i in enumerate(feats["image_id"])}
-    stim = np.array([[pos[r.query], *[pos[c] for c in r.chosen],
-                      *[pos[x] for x in r.references if x not in list(r.chosen)]] for r in t.itertuples()])
+    stim = np.array(
+        [
+            [
+                pos[r.query],
+                *[pos[c] for c in r.chosen],
+                *[pos[x] for x in r.references if x not in list(r.chosen)],
+            ]
+            for r in t.itertuples()
+        ]
+    )
     want = S.triplet_accuracy(X, stim, t["n_select"].to_numpy(), "cosine", t["weight"].to_numpy())
     h = ws.read("human_alignment", dataset="toy").to_pandas()
-    row = h[(h["checkpoint_id"] == "ck1") & (h["metric"] == "triplet_accuracy")
-            & (h["distance"] == "cosine") & h["label"].isna()]
+    row = h[
+        (h["checkpoint_id"] == "ck1")
+        & (h["metric"] == "triplet_accuracy")
+        & (h["distance"] == "cosine")
+        & h["label"].isna()
+    ]
     assert row["value"].iloc[0] == pytest.approx(want)
 
 
@@ -392,13 +424,16 @@ def test_analysis_reuses_the_fit_and_unchanged_checkpoints(analysed, tmp_path):
     registry.run(ws.root, "similarity", F.FAST, progress_bars=False)
     assert emb.stat().st_mtime_ns == before
     after = ws.read("human_alignment", dataset="toy").to_pandas()
-    same = after[after["checkpoint_id"] != "ck3"].sort_values(["checkpoint_id", "metric", "distance",
-                                                               "label"]).reset_index(drop=True)
+    same = (
+        after[after["checkpoint_id"] != "ck3"]
+        .sort_values(["checkpoint_id", "metric", "distance", "label"])
+        .reset_index(drop=True)
+    )
     old = ha.sort_values(["checkpoint_id", "metric", "distance", "label"]).reset_index(drop=True)
     assert same.equals(old)
     a = after[after["checkpoint_id"] == "ck3"].set_index(["metric", "distance", "label"])["value"]
     b = after[after["checkpoint_id"] == "ck0"].set_index(["metric", "distance", "label"])["value"]
-    np.testing.assert_allclose(a.sort_index(), b.sort_index())       # the same features
+    np.testing.assert_allclose(a.sort_index(), b.sort_index())  # the same features
     assert registry.missing(ws.root, ["similarity"])["similarity"] == []
 
 
@@ -408,8 +443,9 @@ def test_pseudo_checkpoint_of_projections_needs_its_embedding(analysed, tmp_path
     shutil.rmtree(ws.root / "psych_embedding")
     problems = validate(ws.root, tables=["projections"])
     assert len(problems) == 1 and "checkpoint_id=psych@toy" in str(problems[0])
-    assert "psych@X" in schema.TABLES_BY_NAME["projections"].column("checkpoint_id").rules()[-1] \
-        or any("psych@" in r for r in schema.TABLES_BY_NAME["projections"].column("checkpoint_id").rules())
+    assert "psych@X" in schema.TABLES_BY_NAME["projections"].column("checkpoint_id").rules()[-1] or any(
+        "psych@" in r for r in schema.TABLES_BY_NAME["projections"].column("checkpoint_id").rules()
+    )
 
 
 def test_validation_of_trial_lists(analysed, tmp_path):
@@ -417,11 +453,18 @@ def test_validation_of_trial_lists(analysed, tmp_path):
     t = ws.read("similarity_trials", dataset="toy").drop_columns("dataset").to_pylist()[:3]
     t[1]["references"] = ["toy-0001", "nobody"] + t[1]["references"][2:]
     t[1]["trial_id"] = "extra"
-    ws.append("similarity_trials", pa.Table.from_pylist(
-        t[1:2], schema=schema.arrow_schema("similarity_trials", partition=False)), dataset="toy")
+    ws.append(
+        "similarity_trials",
+        pa.Table.from_pylist(t[1:2], schema=schema.arrow_schema("similarity_trials", partition=False)),
+        dataset="toy",
+    )
     problems = [str(p) for p in validate(ws.root, tables=["similarity_trials"])]
-    assert len(problems) == 1 and "references" in problems[0] and "not found in images.image_id" \
-        in problems[0] and "extra" in problems[0]
+    assert (
+        len(problems) == 1
+        and "references" in problems[0]
+        and "not found in images.image_id" in problems[0]
+        and "extra" in problems[0]
+    )
     with pytest.raises(WorkspaceError, match="not images of dataset 'toy'"):
         registry.run(ws.root, "similarity", F.FAST, progress_bars=False, force=True)
 
@@ -439,6 +482,7 @@ def _open(monkeypatch, root, query=None):
     from streamlit.testing.v1 import AppTest
 
     from tests.conftest import ROOT
+
     monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", str(root)])
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     for k, v in (query or {}).items():
@@ -453,11 +497,18 @@ def _q(at, key):
 
 
 def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monkeypatch):
-    at = _open(monkeypatch, analysed.root, {"ds": "toy", "ckpt": "ck1", "img": "toy-0007", "dist": "l2",
-                                            "metric": "rsa", "trial": "5"})
+    at = _open(
+        monkeypatch,
+        analysed.root,
+        {"ds": "toy", "ckpt": "ck1", "img": "toy-0007", "dist": "l2", "metric": "rsa", "trial": "5"},
+    )
     assert not at.exception, at.exception
-    assert [h.value for h in at.header] == ["People's similarity map", "Agreement with people", "Trials",
-                                            "Fit diagnostics"]
+    assert [h.value for h in at.header] == [
+        "People's similarity map",
+        "Agreement with people",
+        "Trials",
+        "Fit diagnostics",
+    ]
     assert at.selectbox(key="sim_ckpt").value == "ck1" and at.selectbox(key="sim_img").value == "toy-0007"
     assert at.selectbox(key="sim_dist").value == "l2" and at.selectbox(key="sim_metric").value == "rsa"
     assert at.number_input(key="sim_trial").value == 5
@@ -491,13 +542,14 @@ def test_page_before_the_analysis_shows_the_command_and_the_trials(tmp_path, mon
 
 def test_demo_people_are_simulated_and_say_so(tmp_path):
     from conceptlens.demo.build import build_data
+
     ws = build_data(tmp_path / "demo", seed=3, n_shapes=150, progress=False)
     t = ws.read("similarity_trials", dataset="shapes").to_pandas()
     info = ws.meta()["provenance"]["similarity_trials"]
     assert info["simulated"] is True and "not collected" in info["note"]
     assert t["agent_id"].str.startswith("simulated-").all() and t["trial_id"].str.startswith("sim-").all()
     sessions = t["trial_id"].str[4:8]
-    assert (t.groupby(sessions)["is_catch"].sum() == 4).all()            # 4 catch trials a session
+    assert (t.groupby(sessions)["is_catch"].sum() == 4).all()  # 4 catch trials a session
     assert (t["weight"] >= 0.5).all() and t.groupby(sessions)["weight"].nunique().eq(1).all()
     catch = t[t["is_catch"]]
     assert all(q in refs for q, refs in zip(catch["query"], catch["references"]))

@@ -4,6 +4,7 @@ its ablations, and describability by retrieval with the dataset's vision-languag
 One unit per clustering (checkpoint, k); captions are chosen among the image captions
 of `captions.parquet` (a model captioner's when there is one, else ground truth).
 """
+
 from __future__ import annotations
 
 import math
@@ -17,12 +18,20 @@ from .cluster_metrics import clustering_fingerprint, clustering_units
 from .common import Context, pick_captioner
 from .registry import Analysis, Option, Unit
 
-CAPTION_COLUMNS = ("caption", "caption_score", "caption_source", "caption_noneg",
-                   "caption_noneg_score", "caption_rouge", "caption_rouge_score")
+CAPTION_COLUMNS = (
+    "caption",
+    "caption_score",
+    "caption_source",
+    "caption_noneg",
+    "caption_noneg_score",
+    "caption_rouge",
+    "caption_rouge_score",
+)
 
 
 def caption_columns(ctx: Context, ids, labels, k: int, opts: dict) -> dict:
     from .. import metrics as M
+
     out = {c: [None] * k for c in CAPTION_COLUMNS}
     caps = ctx.table("captions", required=False)
     if caps is not None:
@@ -53,8 +62,11 @@ def vl_is_checkpoint(ck: dict, vl: dict) -> bool:
     recorded, else the same model spec and weights file)."""
     if ck.get("weights_sha256") and vl.get("weights_sha256"):
         return ck["weights_sha256"] == vl["weights_sha256"]
-    return bool(ck.get("weights")) and ck.get("weights") == vl.get("weights") \
+    return (
+        bool(ck.get("weights"))
+        and ck.get("weights") == vl.get("weights")
         and ck.get("source") == vl.get("spec")
+    )
 
 
 def describability_self(ctx: Context, cid: str, dataset: str) -> bool | None:
@@ -70,6 +82,7 @@ def describability_self(ctx: Context, cid: str, dataset: str) -> bool | None:
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     from .. import metrics as M
+
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
     labels, _ = ctx.clusters(cid, k)
@@ -90,21 +103,34 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
                 for m in ("top1", "top5", "binary", "2afc"):
                     cols[f"describability_{m}"][c] = None if math.isnan(r[m]) else r[m]
                 cols["describability_self"][c] = own
-    ctx.ws.write("cluster_captions",
-                 pa.table(cols, schema=schema.arrow_schema("cluster_captions", partition=False)),
-                 metadata={"inputs": inputs}, checkpoint_id=cid, k=k)
+    ctx.ws.write(
+        "cluster_captions",
+        pa.table(cols, schema=schema.arrow_schema("cluster_captions", partition=False)),
+        metadata={"inputs": inputs},
+        checkpoint_id=cid,
+        k=k,
+    )
     return inputs
 
 
 ANALYSIS = Analysis(
-    name="cluster_captions", title="Class-level captions and describability of every cluster",
-    writes=("cluster_captions",), units=clustering_units, run=_run, inputs=clustering_fingerprint,
-    depends=("clustering",), page="Clusters",
+    name="cluster_captions",
+    title="Class-level captions and describability of every cluster",
+    writes=("cluster_captions",),
+    units=clustering_units,
+    run=_run,
+    inputs=clustering_fingerprint,
+    depends=("clustering",),
+    page="Clusters",
     options=(
         Option("rouge_ablation", bool, True, "skip the ROUGE-L caption ablation"),
         Option("describability", bool, True, "skip describability (VL model retrieval)"),
-        Option("sentence_model", str, None, "sentence-transformers model for Eq. 4 "
-                                            "(default: the bundled all-MiniLM-L6-v2)"),
+        Option(
+            "sentence_model",
+            str,
+            None,
+            "sentence-transformers model for Eq. 4 (default: the bundled all-MiniLM-L6-v2)",
+        ),
     ),
     doc=__doc__.splitlines()[0],
 )

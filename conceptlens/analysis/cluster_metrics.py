@@ -6,6 +6,7 @@ own `clusters` partition, and writes `cluster_metrics` then `checkpoint_metrics`
 (the latter last, with the fingerprint of the clustering it used: a re-clustered
 checkpoint is measured again). Definitions: docs/analysis.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,11 @@ N_INIT = next(o for o in CLUSTERING.options if o.name == "n_init")
 def clustering_units(ctx: Context, opts: dict) -> list[Unit]:
     """One unit per `clusters` partition present (of the checkpoint asked for, if any)."""
     wanted = opts.get("_checkpoint")
-    return [Unit(p, p["checkpoint_id"]) for p in ctx.ws.partitions("clusters")
-            if wanted is None or p["checkpoint_id"] == wanted]
+    return [
+        Unit(p, p["checkpoint_id"])
+        for p in ctx.ws.partitions("clusters")
+        if wanted is None or p["checkpoint_id"] == wanted
+    ]
 
 
 def clustering_fingerprint(ctx: Context, unit: Unit) -> str:
@@ -41,8 +45,10 @@ def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
     if spec == "factors":
         A, _ = factor_matrix(meta.reset_index(drop=True))
         if A.shape[1] == 0:
-            return None, ("images.parquet has no factor columns or labels for this dataset; "
-                          "use --annotator checkpoint:ID")
+            return None, (
+                "images.parquet has no factor columns or labels for this dataset; "
+                "use --annotator checkpoint:ID"
+            )
         return A, "factors"
     if spec.startswith("checkpoint:"):
         other = spec.split(":", 1)[1]
@@ -53,8 +59,9 @@ def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
         pos = {i: j for j, i in enumerate(oids)}
         missing = [i for i in ids if i not in pos]
         if missing:
-            raise WorkspaceError(f"features of {other} lack {len(missing)} image(s) of "
-                                 f"{cid}, e.g. {missing[0]!r}")
+            raise WorkspaceError(
+                f"features of {other} lack {len(missing)} image(s) of {cid}, e.g. {missing[0]!r}"
+            )
         return A[[pos[i] for i in ids]], spec
     raise ValueError(f"--annotator must be 'factors' or 'checkpoint:ID', got {spec!r}")
 
@@ -62,6 +69,7 @@ def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
 def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
     """kNN accuracies and ID: one value per checkpoint, shared by its k's."""
     from .. import metrics as M
+
     split = meta["split"].astype(str).to_numpy()
     train, test = split == "train", split == "test"
     has_y = ~meta["label"].isna().to_numpy()
@@ -70,7 +78,7 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
     if (train & has_y).any() and (test & has_y).any():
         a, b = train & has_y, test & has_y
         ya, yb = y[a].astype(np.int64), y[b].astype(np.int64)
-        knn = M.knn_accuracy(Xn[a], ya, Xn[b], yb)              # weighted 20-NN (lu2022)
+        knn = M.knn_accuracy(Xn[a], ya, Xn[b], yb)  # weighted 20-NN (lu2022)
         knn1 = M.knn_accuracy(Xn[a], ya, Xn[b], yb, k=1)
     else:
         ctx.note(f"{cid}: knn_acc skipped (needs labelled `train` and `test` images)")
@@ -78,12 +86,12 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
     id_, n_dup = M.twonn(Xn)
     if n_dup:
         ctx.note(f"{cid}: {n_dup} duplicate feature row(s) dropped before TwoNN")
-    return {"train": train, "test": test, "knn_acc": knn, "knn1_acc": knn1, "id": id_,
-            "n_duplicates": n_dup}
+    return {"train": train, "test": test, "knn_acc": knn, "knn1_acc": knn1, "id": id_, "n_duplicates": n_dup}
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     from .. import metrics as M
+
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
     meta = ctx.cached(cid, "meta", lambda: ctx.image_meta(ids))
@@ -109,8 +117,11 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
             cols["top_label"][c], cols["top_label_share"][c] = int(top), share
 
     # 2AFC coherence with a proxy annotator outside the checkpoint's own space.
-    A, who = ctx.cached(cid, f"annotator:{opts['annotator']}",
-                        lambda: annotator_features(ctx, cid, ids, meta, opts["annotator"]))
+    A, who = ctx.cached(
+        cid,
+        f"annotator:{opts['annotator']}",
+        lambda: annotator_features(ctx, cid, ids, meta, opts["annotator"]),
+    )
     hard = M.hard_negative_clusters(Xn, labels)
     for c, h in hard.items():
         cols["hard_negative"][c] = int(h)
@@ -126,11 +137,16 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
                 cols["coherence_trials"][c] = nt
                 cols["annotator"][c] = who
             if trials.skipped:
-                ctx.note(f"{cid} k={k}: {len(trials.skipped)} cluster(s) smaller than "
-                         f"{opts['refs'] + 1} images get no {kind} coherence")
-    ctx.ws.write("cluster_metrics",
-                 pa.table(cols, schema=schema.arrow_schema("cluster_metrics", partition=False)),
-                 checkpoint_id=cid, k=k)
+                ctx.note(
+                    f"{cid} k={k}: {len(trials.skipped)} cluster(s) smaller than "
+                    f"{opts['refs'] + 1} images get no {kind} coherence"
+                )
+    ctx.ws.write(
+        "cluster_metrics",
+        pa.table(cols, schema=schema.arrow_schema("cluster_metrics", partition=False)),
+        checkpoint_id=cid,
+        k=k,
+    )
 
     anmi = M.anmi(y[has_y].astype(np.int64), labels[has_y]) if has_y.sum() > 1 else None
     cl = M.cluster_learnability(Xn, labels, min(opts["cl_chunks"], n), opts["cl_orders"], opts["seed"])
@@ -141,22 +157,43 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         cl_held = M.cluster_learnability_heldout(Xn[tr], Xn[te], k, opts["n_init"], opts["seed"])
     else:
         ctx.note(f"{cid} k={k}: cl_heldout skipped (needs `test` images and at least k `train` images)")
-    row = {"anmi": [anmi], "knn_acc": [shared["knn_acc"]], "knn1_acc": [shared["knn1_acc"]],
-           "cl": [cl], "id": [shared["id"]], "cl_heldout": [cl_held], "n_images": [n],
-           "n_duplicates": [shared["n_duplicates"]]}
-    ctx.ws.write("checkpoint_metrics",
-                 pa.table(row, schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
-                 metadata={"inputs": inputs}, checkpoint_id=cid, k=k)
+    row = {
+        "anmi": [anmi],
+        "knn_acc": [shared["knn_acc"]],
+        "knn1_acc": [shared["knn1_acc"]],
+        "cl": [cl],
+        "id": [shared["id"]],
+        "cl_heldout": [cl_held],
+        "n_images": [n],
+        "n_duplicates": [shared["n_duplicates"]],
+    }
+    ctx.ws.write(
+        "checkpoint_metrics",
+        pa.table(row, schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
+        metadata={"inputs": inputs},
+        checkpoint_id=cid,
+        k=k,
+    )
     return inputs
 
 
 ANALYSIS = Analysis(
-    name="cluster_metrics", title="Purity, 2AFC coherence, kNN accuracy, CL and ID",
-    writes=("cluster_metrics", "checkpoint_metrics"), units=clustering_units, run=_run,
-    inputs=clustering_fingerprint, depends=("clustering",), page="Clusters",
+    name="cluster_metrics",
+    title="Purity, 2AFC coherence, kNN accuracy, CL and ID",
+    writes=("cluster_metrics", "checkpoint_metrics"),
+    units=clustering_units,
+    run=_run,
+    inputs=clustering_fingerprint,
+    depends=("clustering",),
+    page="Clusters",
     options=(
-        Option("annotator", str, None, "2AFC proxy annotator: `factors` (the dataset's factor "
-                                       "columns and label; the default) or `checkpoint:ID`"),
+        Option(
+            "annotator",
+            str,
+            None,
+            "2AFC proxy annotator: `factors` (the dataset's factor "
+            "columns and label; the default) or `checkpoint:ID`",
+        ),
         Option("trials", int, 20, "2AFC trials per cluster and negative type", minimum=20),
         Option("refs", int, 10, "reference images per 2AFC trial", minimum=1),
         Option("cl_chunks", int, 10, "chunks of the prequential CL code", minimum=2),

@@ -9,6 +9,7 @@ clusterings (`clustering_similarity`) and their contingency tables (`cluster_lin
 which the Checkpoints page turns into splits and merges). A pair whose two
 clusterings are unchanged since the last run is not compared again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,13 +50,15 @@ def _inputs_of(ctx: Context, dataset: str) -> dict[tuple[str, int], dict]:
         if p["checkpoint_id"] in cids and ctx.ws.has("clusters", **p):
             out[p["checkpoint_id"], p["k"]] = {
                 "clusters": ctx.ws.partition_files("clusters", **p),
-                "metrics": ctx.ws.partition_files("checkpoint_metrics", **p)}
+                "metrics": ctx.ws.partition_files("checkpoint_metrics", **p),
+            }
     return out
 
 
 def _fingerprint(ctx: Context, unit: Unit) -> str:
-    files = [f for v in _inputs_of(ctx, unit.partition["dataset"]).values()
-             for f in v["clusters"] + v["metrics"]]
+    files = [
+        f for v in _inputs_of(ctx, unit.partition["dataset"]).values() for f in v["clusters"] + v["metrics"]
+    ]
     return files_signature(files)
 
 
@@ -69,8 +72,9 @@ def comparable(g: pd.DataFrame) -> np.ndarray:
     """Rows of one k whose image set is the most common one (ties: more images, then the set
     of the first checkpoint id). CL, ID and kNN accuracy measured on other images are not
     comparable: a z-score across them would mix datasets."""
-    sizes = g.groupby("image_set").agg(n=("checkpoint_id", "size"), images=("n_images", "max"),
-                                       first=("checkpoint_id", "min"))
+    sizes = g.groupby("image_set").agg(
+        n=("checkpoint_id", "size"), images=("n_images", "max"), first=("checkpoint_id", "min")
+    )
     best = sizes.sort_values(["n", "images", "first"], ascending=[False, False, True]).index[0]
     return (g["image_set"] == best).to_numpy()
 
@@ -80,18 +84,24 @@ def _clid_and_correlations(metrics: pd.DataFrame, seed: int = 0) -> tuple[list, 
 
     `metrics` holds checkpoint_metrics rows with `checkpoint_id`, `k` and `image_set`."""
     from .. import metrics as M
+
     scores, corr, notes = [], [], []
     for k, g in metrics.groupby("k", sort=True):
         g = g.sort_values("checkpoint_id").reset_index(drop=True)
         same = comparable(g)
         if not same.all():
-            notes.append(f"k={k}: {', '.join(g.loc[~same, 'checkpoint_id'])} embedded other images "
-                         f"than the other {int(same.sum())} checkpoint(s): left out of CLID, W-CLID "
-                         f"and the predictor correlations")
+            notes.append(
+                f"k={k}: {', '.join(g.loc[~same, 'checkpoint_id'])} embedded other images "
+                f"than the other {int(same.sum())} checkpoint(s): left out of CLID, W-CLID "
+                f"and the predictor correlations"
+            )
         sub = g[same].reset_index(drop=True)
         cl, id_, acc = (sub[c].astype(float).to_numpy() for c in ("cl", "id", "knn_acc"))
-        sub = sub.assign(clid=M.clid(cl, id_), wclid=M.wclid(cl, id_, acc)[0],
-                         wclid_loo=M.wclid(cl, id_, acc, leave_one_out=True)[0])
+        sub = sub.assign(
+            clid=M.clid(cl, id_),
+            wclid=M.wclid(cl, id_, acc)[0],
+            wclid_loo=M.wclid(cl, id_, acc, leave_one_out=True)[0],
+        )
         values = sub.set_index("checkpoint_id")[["clid", "wclid", "wclid_loo"]]
         for cid in g["checkpoint_id"]:
             row = {"k": int(k), "checkpoint_id": cid}
@@ -102,18 +112,28 @@ def _clid_and_correlations(metrics: pd.DataFrame, seed: int = 0) -> tuple[list, 
         for p in PREDICTORS:
             r = M.correlations(sub[p].astype(float).to_numpy(), acc, random_state=seed)
             # A correlation that cannot be computed is missing (null), not a number.
-            corr.append({"k": int(k), "predictor": p,
-                         **{n: None if isinstance(v, float) and math.isnan(v) else v for n, v in r.items()}})
+            corr.append(
+                {
+                    "k": int(k),
+                    "predictor": p,
+                    **{n: None if isinstance(v, float) and math.isnan(v) else v for n, v in r.items()},
+                }
+            )
     return scores, corr, notes
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     from .compare import anmi, contingency
+
     ds = unit.partition["dataset"]
     inputs = _inputs_of(ctx, ds)
     fingerprint = _fingerprint(ctx, unit)
-    rows = [ctx.ws.read("checkpoint_metrics", checkpoint_id=c, k=k).to_pandas()
-            .assign(checkpoint_id=c, k=k, image_set=_image_set(ctx, c, k)) for c, k in sorted(inputs)]
+    rows = [
+        ctx.ws.read("checkpoint_metrics", checkpoint_id=c, k=k)
+        .to_pandas()
+        .assign(checkpoint_id=c, k=k, image_set=_image_set(ctx, c, k))
+        for c, k in sorted(inputs)
+    ]
     metrics = pd.concat(rows, ignore_index=True)
     scores, corr, notes = _clid_and_correlations(metrics, opts["seed"])
     for n in notes:
@@ -123,12 +143,20 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     # joins: at 28 checkpoints the stored links have millions of rows).
     sig = {f"{c}/{k}": files_signature(v["clusters"]) for (c, k), v in inputs.items()}
     old_sig = ctx.ws.read_metadata("cluster_links", dataset=ds).get("clusterings", {})
-    pairs = pd.DataFrame([(k, a, b) for k in sorted({k for _, k in inputs})
-                          for a in sorted(c for c, kk in inputs if kk == k)
-                          for b in sorted(c for c, kk in inputs if kk == k) if a < b],
-                         columns=["k", "checkpoint_a", "checkpoint_b"])
-    unchanged = [all(old_sig.get(f"{c}/{k}") == sig[f"{c}/{k}"] for c in (a, b))
-                 for k, a, b in pairs.itertuples(index=False)]
+    pairs = pd.DataFrame(
+        [
+            (k, a, b)
+            for k in sorted({k for _, k in inputs})
+            for a in sorted(c for c, kk in inputs if kk == k)
+            for b in sorted(c for c, kk in inputs if kk == k)
+            if a < b
+        ],
+        columns=["k", "checkpoint_a", "checkpoint_b"],
+    )
+    unchanged = [
+        all(old_sig.get(f"{c}/{k}") == sig[f"{c}/{k}"] for c in (a, b))
+        for k, a, b in pairs.itertuples(index=False)
+    ]
     keep = pairs[unchanged] if len(pairs) else pairs
     sims, links = [], []
     stored = ctx.ws.has("clustering_similarity", dataset=ds) and ctx.ws.has("cluster_links", dataset=ds)
@@ -136,8 +164,11 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         old_sim = ctx.ws.read("clustering_similarity", dataset=ds).to_pandas().drop(columns="dataset")
         sims.append(old_sim.merge(keep, on=["k", "checkpoint_a", "checkpoint_b"]))
         old_links = ctx.ws.read("cluster_links", dataset=ds).to_pandas().drop(columns="dataset")
-        links.append(old_links.merge(sims[0][["k", "checkpoint_a", "checkpoint_b"]],
-                                     on=["k", "checkpoint_a", "checkpoint_b"]))
+        links.append(
+            old_links.merge(
+                sims[0][["k", "checkpoint_a", "checkpoint_b"]], on=["k", "checkpoint_a", "checkpoint_b"]
+            )
+        )
     done = set(map(tuple, sims[0][["k", "checkpoint_a", "checkpoint_b"]].to_numpy())) if sims else set()
     assign: dict = {}
     for k, a, b in pairs.itertuples(index=False):
@@ -145,17 +176,22 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
             continue
         for c in (a, b):
             if (c, k) not in assign:
-                assign[c, k] = ctx.ws.read("clusters", columns=["image_id", "cluster"],
-                                           checkpoint_id=c, k=k).to_pandas()
+                assign[c, k] = ctx.ws.read(
+                    "clusters", columns=["image_id", "cluster"], checkpoint_id=c, k=k
+                ).to_pandas()
         j = assign[a, k].merge(assign[b, k], on="image_id", suffixes=("_a", "_b"))
         value = anmi(j["cluster_a"], j["cluster_b"]) if len(j) >= 2 else None
-        sims.append(pd.DataFrame([{"k": k, "checkpoint_a": a, "checkpoint_b": b, "anmi": value,
-                                   "n_shared": len(j)}]))
+        sims.append(
+            pd.DataFrame([{"k": k, "checkpoint_a": a, "checkpoint_b": b, "anmi": value, "n_shared": len(j)}])
+        )
         links.append(contingency(assign[a, k], assign[b, k]).assign(k=k, checkpoint_a=a, checkpoint_b=b))
     frames = {"clustering_similarity": sims, "cluster_links": links}
-    write = [("clid_scores", scores, None), ("clustering_similarity", sims, None),
-             ("cluster_links", links, {"clusterings": sig}),
-             ("predictor_correlations", corr, {"inputs": fingerprint})]   # last: marks the unit done
+    write = [
+        ("clid_scores", scores, None),
+        ("clustering_similarity", sims, None),
+        ("cluster_links", links, {"clusterings": sig}),
+        ("predictor_correlations", corr, {"inputs": fingerprint}),
+    ]  # last: marks the unit done
     for name, data, md in write:
         want = schema.arrow_schema(name, partition=False)
         if name in frames:
@@ -169,8 +205,13 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
 
 
 ANALYSIS = Analysis(
-    name="comparisons", title="Checkpoints compared: CLID, predictor correlations, aNMI, cluster matching",
+    name="comparisons",
+    title="Checkpoints compared: CLID, predictor correlations, aNMI, cluster matching",
     writes=("clid_scores", "clustering_similarity", "cluster_links", "predictor_correlations"),
-    units=_units, run=_run, inputs=_fingerprint, depends=("cluster_metrics",), page="Checkpoints",
+    units=_units,
+    run=_run,
+    inputs=_fingerprint,
+    depends=("cluster_metrics",),
+    page="Checkpoints",
     doc=__doc__.splitlines()[0],
 )

@@ -12,6 +12,7 @@ fit is then redone only when the trials or the fit's options changed (always wit
 `--force`); a checkpoint is scored again only when its features, the fit or the scoring
 options changed, so adding a checkpoint costs its own scoring alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,7 @@ from ..workspace import WorkspaceError, files_signature
 from .common import Context
 from .registry import Analysis, Option, Unit
 
-FIT_OPTIONS = ("seed", "dims", "members", "screen_members", "holdout", "beta", "max_epochs",
-               "batch_trials")
+FIT_OPTIONS = ("seed", "dims", "members", "screen_members", "holdout", "beta", "max_epochs", "batch_trials")
 SCORE_OPTIONS = ("seed", "n_boot", "rsa_max", "beta")
 
 
@@ -48,6 +48,7 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
 def _stat_signature(paths) -> str:
     """Features are large: their files are known by path, size and modification time."""
     import hashlib
+
     h = hashlib.sha1()
     for p in sorted(paths):
         st = p.stat()
@@ -57,20 +58,26 @@ def _stat_signature(paths) -> str:
 
 def _checkpoints_of(ctx: Context, dataset: str) -> list[str]:
     ck = ctx.checkpoints
-    return sorted(c for c in ck.loc[ck["dataset"] == dataset, "checkpoint_id"]
-                  if ctx.ws.has("features", checkpoint_id=c))
+    return sorted(
+        c
+        for c in ck.loc[ck["dataset"] == dataset, "checkpoint_id"]
+        if ctx.ws.has("features", checkpoint_id=c)
+    )
 
 
 def _fingerprint(ctx: Context, unit: Unit) -> str:
     ds = unit.partition["dataset"]
     trials = files_signature(ctx.ws.partition_files("similarity_trials", dataset=ds))
-    feats = {c: _stat_signature(ctx.ws.partition_files("features", checkpoint_id=c))
-             for c in _checkpoints_of(ctx, ds)}
+    feats = {
+        c: _stat_signature(ctx.ws.partition_files("features", checkpoint_id=c))
+        for c in _checkpoints_of(ctx, ds)
+    }
     return _hash(json.dumps({"trials": trials, "features": feats}, sort_keys=True))
 
 
 def _hash(text: str) -> str:
     import hashlib
+
     return hashlib.sha1(text.encode()).hexdigest()
 
 
@@ -81,15 +88,18 @@ def read_trials(ctx: Context, dataset: str) -> pd.DataFrame:
     for r in t.itertuples(index=False):
         refs, chosen = list(r.references), list(r.chosen)
         if len(chosen) != r.n_select or not set(chosen) <= set(refs) or len(set(chosen)) != len(chosen):
-            raise WorkspaceError(f"{where}: trial {r.trial_id!r}: `chosen` must be n_select="
-                                 f"{r.n_select} distinct references, got {chosen}")
+            raise WorkspaceError(
+                f"{where}: trial {r.trial_id!r}: `chosen` must be n_select="
+                f"{r.n_select} distinct references, got {chosen}"
+            )
     images = ctx.images
     known = set(images.loc[images["dataset"] == dataset, "image_id"])
     used = set(t["query"]) | {i for refs in t["references"] for i in refs}
     unknown = sorted(used - known)
     if unknown:
-        raise WorkspaceError(f"{where}: {len(unknown)} image(s) are not images of dataset "
-                             f"{dataset!r}, e.g. {unknown[0]!r}")
+        raise WorkspaceError(
+            f"{where}: {len(unknown)} image(s) are not images of dataset {dataset!r}, e.g. {unknown[0]!r}"
+        )
     return t
 
 
@@ -107,7 +117,7 @@ def encode(trials: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.
         ids = [index.get(i, -1) for i in row]
         if min(ids) < 0:
             missing[t] = True
-        out[t, :len(ids)] = ids
+        out[t, : len(ids)] = ids
     out[missing, 0] = -2
     return out, trials["n_select"].to_numpy(np.int64)
 
@@ -115,10 +125,13 @@ def encode(trials: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.
 # ---- the psychological embedding -----------------------------------------------------------
 def _fit(ctx: Context, ds: str, trials: pd.DataFrame, opts: dict, trial_sig: str) -> None:
     from ..embedding import psych as P
+
     fitted = trials[~trials["is_catch"] & (trials["split"] == "train")]
     if fitted.empty:
-        raise WorkspaceError(f"{ctx.ws.partition_dir('similarity_trials', dataset=ds)}: no "
-                             "non-catch trial of split `train` to fit")
+        raise WorkspaceError(
+            f"{ctx.ws.partition_dir('similarity_trials', dataset=ds)}: no "
+            "non-catch trial of split `train` to fit"
+        )
     stimuli = sorted(set(fitted["query"]) | {i for refs in fitted["references"] for i in refs})
     index = {s: k for k, s in enumerate(stimuli)}
     stim, sel = encode(fitted, index)
@@ -129,17 +142,29 @@ def _fit(ctx: Context, ds: str, trials: pd.DataFrame, opts: dict, trial_sig: str
         tstim, tsel = encode(test, index)
         ok = tstim[:, 0] >= 0
         if (~ok).any():
-            ctx.note(f"similarity {ds}: {int((~ok).sum())} test trial(s) show images no train "
-                     "trial shows; they are not scored")
+            ctx.note(
+                f"similarity {ds}: {int((~ok).sum())} test trial(s) show images no train "
+                "trial shows; they are not scored"
+            )
         if ok.any():
             test_trials = P.Trials(tstim[ok], tsel[ok], test["weight"].to_numpy(np.float64)[ok])
     if not 0 < opts["holdout"] < 1:
         raise ValueError(f"--holdout must be in (0, 1), got {opts['holdout']}")
-    ens = P.fit_ensemble(train, len(stimuli), dims=opts["dims"], members=opts["members"],
-                         holdout=opts["holdout"], test=test_trials, beta=opts["beta"],
-                         seed=opts["seed"], progress=ctx.progress, label=f"similarity {ds}",
-                         screen=opts["screen_members"], max_epochs=opts["max_epochs"],
-                         batch_size=opts["batch_trials"])
+    ens = P.fit_ensemble(
+        train,
+        len(stimuli),
+        dims=opts["dims"],
+        members=opts["members"],
+        holdout=opts["holdout"],
+        test=test_trials,
+        beta=opts["beta"],
+        seed=opts["seed"],
+        progress=ctx.progress,
+        label=f"similarity {ds}",
+        screen=opts["screen_members"],
+        max_epochs=opts["max_epochs"],
+        batch_size=opts["batch_trials"],
+    )
     rows, fits = ens.rows, ens.members()
     # A stimulus none of a member's trials shows keeps its prior: mean 0, sd = the prior's.
     for m, f in enumerate(fits):
@@ -150,23 +175,47 @@ def _fit(ctx: Context, ds: str, trials: pd.DataFrame, opts: dict, trial_sig: str
         f.mu[~seen] = 0.0
         f.sigma[~seen] = f.prior_scale
     ids = pa.array(stimuli, pa.string())
-    emb = pa.concat_tables([pa.table({
-        "member": pa.array(np.full(len(stimuli), m, np.int64)), "image_id": ids,
-        "mu": _lists(f.mu), "sigma": _lists(f.sigma)},
-        schema=schema.arrow_schema("psych_embedding", partition=False)) for m, f in enumerate(fits)])
+    emb = pa.concat_tables(
+        [
+            pa.table(
+                {
+                    "member": pa.array(np.full(len(stimuli), m, np.int64)),
+                    "image_id": ids,
+                    "mu": _lists(f.mu),
+                    "sigma": _lists(f.sigma),
+                },
+                schema=schema.arrow_schema("psych_embedding", partition=False),
+            )
+            for m, f in enumerate(fits)
+        ]
+    )
     ctx.ws.write("psych_embedding", emb, dataset=ds)
     xy = umap_euclidean(np.hstack([f.mu for f in fits]) / np.sqrt(len(fits)), opts["seed"])
-    ctx.ws.write("projections", pa.table({
-        "image_id": ids, "x": xy[:, 0].astype(np.float64), "y": xy[:, 1].astype(np.float64)},
-        schema=schema.arrow_schema("projections", partition=False)),
-        checkpoint_id=psych_id(ds), method="umap")
-    fit_md = {"trials": trial_sig, "options": {k: opts[k] for k in FIT_OPTIONS},
-              "selected_dim": ens.selected_dim}
-    ctx.ws.write("similarity_fit", pa.Table.from_pylist(
-        rows, schema=schema.arrow_schema("similarity_fit", partition=False)), metadata=fit_md, dataset=ds)
-    ctx.note(f"similarity {ds}: {len(stimuli)} images, {len(train)} trials fitted; dimensionality "
-             f"{ens.selected_dim} kept (mean held-out log-likelihood per trial "
-             f"{np.mean([r['heldout_loglik'] for r in rows if r['selected']]):.3f})")
+    ctx.ws.write(
+        "projections",
+        pa.table(
+            {"image_id": ids, "x": xy[:, 0].astype(np.float64), "y": xy[:, 1].astype(np.float64)},
+            schema=schema.arrow_schema("projections", partition=False),
+        ),
+        checkpoint_id=psych_id(ds),
+        method="umap",
+    )
+    fit_md = {
+        "trials": trial_sig,
+        "options": {k: opts[k] for k in FIT_OPTIONS},
+        "selected_dim": ens.selected_dim,
+    }
+    ctx.ws.write(
+        "similarity_fit",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("similarity_fit", partition=False)),
+        metadata=fit_md,
+        dataset=ds,
+    )
+    ctx.note(
+        f"similarity {ds}: {len(stimuli)} images, {len(train)} trials fitted; dimensionality "
+        f"{ens.selected_dim} kept (mean held-out log-likelihood per trial "
+        f"{np.mean([r['heldout_loglik'] for r in rows if r['selected']]):.3f})"
+    )
 
 
 def _lists(M: np.ndarray) -> pa.Array:
@@ -182,12 +231,20 @@ def umap_euclidean(X: np.ndarray, seed: int) -> np.ndarray:
 
     import umap
     from sklearn.neighbors import NearestNeighbors
+
     if len(X) < 4:
         return np.zeros((len(X), 2)) if len(X) < 2 else np.column_stack([X[:, 0], np.zeros(len(X))])
     k = max(2, min(15, len(X) - 1))
     dist, idx = NearestNeighbors(n_neighbors=k).fit(X).kneighbors(X)
-    kw = dict(n_components=2, n_neighbors=k, metric="euclidean", random_state=seed, n_jobs=1,
-              n_epochs=200, init="spectral" if len(X) > k + 1 else "random")
+    kw = dict(
+        n_components=2,
+        n_neighbors=k,
+        metric="euclidean",
+        random_state=seed,
+        n_jobs=1,
+        n_epochs=200,
+        init="spectral" if len(X) > k + 1 else "random",
+    )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*knn_search_index.*")
         warnings.filterwarnings("ignore", message=".*n_jobs value.*")
@@ -200,6 +257,7 @@ class _Scorer:
 
     def __init__(self, ctx: Context, ds: str, trials: pd.DataFrame, opts: dict):
         from ..embedding import psych as P
+
         self.opts = opts
         scored = trials[~trials["is_catch"]].reset_index(drop=True)
         images = ctx.images.set_index("image_id")
@@ -208,8 +266,13 @@ class _Scorer:
         self.stim, self.sel = encode(scored, self.index)
         self.weight = scored["weight"].to_numpy(np.float64)
         self.label_of = images["label"].reindex(self.universe)
-        self.names = images.loc[images["dataset"] == ds].dropna(subset=["label"]) \
-            .groupby("label")["label_name"].first().to_dict()
+        self.names = (
+            images.loc[images["dataset"] == ds]
+            .dropna(subset=["label"])
+            .groupby("label")["label_name"]
+            .first()
+            .to_dict()
+        )
         self.query_label = self.label_of.to_numpy()[self.stim[:, 0]]
         ids, members = read_embedding(ctx.ws, ds)
         self.emb_ids = ids
@@ -224,11 +287,11 @@ class _Scorer:
         if key not in self._rsa:
             pos = {s: k for k, s in enumerate(self.emb_ids)}
             rows = [pos[i] for i in items]
-            ref = self.P.ensemble_similarity([(m[rows], s[rows]) for m, s in self.members],
-                                             self.opts["beta"], seed=self.opts["seed"])
+            ref = self.P.ensemble_similarity(
+                [(m[rows], s[rows]) for m, s in self.members], self.opts["beta"], seed=self.opts["seed"]
+            )
             labels = self.label_of.reindex(items).to_numpy()
-            groups = {int(lab): np.flatnonzero(labels == lab)
-                      for lab in np.unique(labels[~pd.isna(labels)])}
+            groups = {int(lab): np.flatnonzero(labels == lab) for lab in np.unique(labels[~pd.isna(labels)])}
             self._rsa = {key: S.RSABootstrap(ref, groups, self.opts["n_boot"], self.opts["seed"])}
         return self._rsa[key]
 
@@ -250,7 +313,8 @@ class _Scorer:
         items = [s for s in self.emb_ids if s in pos]
         if len(items) > self.opts["rsa_max"]:
             pick = np.random.default_rng([self.opts["seed"], 5]).choice(
-                len(items), self.opts["rsa_max"], replace=False)
+                len(items), self.opts["rsa_max"], replace=False
+            )
             items = [items[k] for k in np.sort(pick)]
         if len(items) >= 3:
             boot = self._rsa_for(items)
@@ -261,32 +325,46 @@ class _Scorer:
                         rows.append(self._row("rsa", dist, lab, v, lo, hi, n, len(items)))
         return rows
 
-    def _triplet_rows(self, num: np.ndarray, den: np.ndarray, n_triplets: np.ndarray,
-                      labels: np.ndarray) -> list[dict]:
+    def _triplet_rows(
+        self, num: np.ndarray, den: np.ndarray, n_triplets: np.ndarray, labels: np.ndarray
+    ) -> list[dict]:
         """Weighted triplet accuracy per distance (columns of num), overall and per label of
         the query; the bootstrap resamples trials (within the label for a label)."""
         out = []
         groups = [(None, np.arange(len(den)))]
-        groups += [(int(lab), np.flatnonzero(labels == lab))
-                   for lab in np.unique(labels[~pd.isna(labels)])]
+        groups += [(int(lab), np.flatnonzero(labels == lab)) for lab in np.unique(labels[~pd.isna(labels)])]
         for lab, idx in groups:
             if den[idx].sum() <= 0:
                 continue
             value = num[idx].sum(axis=0) / den[idx].sum()
             seed = [self.opts["seed"], 3, 0 if lab is None else lab + 1]
-            boot = S.bootstrap_ratio(num[idx], den[idx], self.opts["n_boot"],
-                                     int(np.random.SeedSequence(seed).generate_state(1)[0]))
+            boot = S.bootstrap_ratio(
+                num[idx],
+                den[idx],
+                self.opts["n_boot"],
+                int(np.random.SeedSequence(seed).generate_state(1)[0]),
+            )
             for k, dist in enumerate(S.DISTANCES):
                 lo, hi = S.percentile_interval(boot[:, k])
-                out.append(self._row("triplet_accuracy", dist, lab, value[k], lo, hi,
-                                     int(n_triplets[idx].sum()), len(idx)))
+                out.append(
+                    self._row(
+                        "triplet_accuracy", dist, lab, value[k], lo, hi, int(n_triplets[idx].sum()), len(idx)
+                    )
+                )
         return out
 
     def _row(self, metric, dist, lab, v, lo, hi, n, units) -> dict:
-        return {"metric": metric, "distance": dist, "label": None if lab is None else int(lab),
-                "label_name": None if lab is None else self.names.get(lab),
-                "value": float(v), "lo": None if np.isnan(lo) else float(lo),
-                "hi": None if np.isnan(hi) else float(hi), "n": int(n), "n_units": int(units)}
+        return {
+            "metric": metric,
+            "distance": dist,
+            "label": None if lab is None else int(lab),
+            "label_name": None if lab is None else self.names.get(lab),
+            "value": float(v),
+            "lo": None if np.isnan(lo) else float(lo),
+            "hi": None if np.isnan(hi) else float(hi),
+            "n": int(n),
+            "n_units": int(units),
+        }
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
@@ -295,9 +373,12 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     trial_sig = files_signature(ctx.ws.partition_files("similarity_trials", dataset=ds))
     trials = read_trials(ctx, ds)
     fit_md = ctx.ws.read_metadata("similarity_fit", dataset=ds)
-    refit = (opts.get("_force") or fit_md.get("trials") != trial_sig
-             or fit_md.get("options") != json.loads(json.dumps({k: opts[k] for k in FIT_OPTIONS}))
-             or not ctx.ws.has("psych_embedding", dataset=ds))
+    refit = (
+        opts.get("_force")
+        or fit_md.get("trials") != trial_sig
+        or fit_md.get("options") != json.loads(json.dumps({k: opts[k] for k in FIT_OPTIONS}))
+        or not ctx.ws.has("psych_embedding", dataset=ds)
+    )
     if refit:
         _fit(ctx, ds, trials, opts, trial_sig)
         fit_md = ctx.ws.read_metadata("similarity_fit", dataset=ds)
@@ -307,10 +388,14 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     # Checkpoints whose features, the fit and the options are unchanged keep their rows.
     old_md = ctx.ws.read_metadata("human_alignment", dataset=ds)
     old = None
-    if ctx.ws.has("human_alignment", dataset=ds) and old_md.get("fit") == fit_sig \
-            and old_md.get("options") == score_opts and not opts.get("_force"):
+    if (
+        ctx.ws.has("human_alignment", dataset=ds)
+        and old_md.get("fit") == fit_sig
+        and old_md.get("options") == score_opts
+        and not opts.get("_force")
+    ):
         old = ctx.ws.read("human_alignment", dataset=ds).to_pandas()
-        old = old.astype(object).where(old.notna(), None)     # nulls stay nulls, not NaN
+        old = old.astype(object).where(old.notna(), None)  # nulls stay nulls, not NaN
     scorer = None
     rows, sigs = [], {}
     for cid in _checkpoints_of(ctx, ds):
@@ -322,8 +407,12 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         ids, X = ctx.features(cid)
         rows += [{"checkpoint_id": cid, **r} for r in scorer.score(ids, X)]
     md = {"inputs": fingerprint, "fit": fit_sig, "options": score_opts, "features": sigs}
-    ctx.ws.write("human_alignment", pa.Table.from_pylist(
-        rows, schema=schema.arrow_schema("human_alignment", partition=False)), metadata=md, dataset=ds)
+    ctx.ws.write(
+        "human_alignment",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("human_alignment", partition=False)),
+        metadata=md,
+        dataset=ds,
+    )
     return fingerprint
 
 
@@ -331,24 +420,34 @@ ANALYSIS = Analysis(
     name="similarity",
     title="Psychological embedding of similarity judgments and each checkpoint's agreement with people",
     writes=("psych_embedding", "projections", "similarity_fit", "human_alignment"),
-    units=_units, run=_run, inputs=_fingerprint, page="Similarity",
+    units=_units,
+    run=_run,
+    inputs=_fingerprint,
+    page="Similarity",
     options=(
-        Option("dims", int, (2, 4, 8, 16), "candidate dimensionalities of the psychological "
-               "embedding (the best on held-out trials is kept)", multiple=True, minimum=1),
-        Option("members", int, 3, "ensemble members (each its own seed and held-out trials)",
-               minimum=1),
-        Option("screen_members", int, 0, "members fitted at every candidate dimensionality; the "
-               "others only at the chosen one (0 = all: the slowest, the fullest diagnostics)",
-               minimum=0),
-        Option("holdout", float, 0.1, "share of the train trials each member holds out",
-               minimum=0.01),
+        Option(
+            "dims",
+            int,
+            (2, 4, 8, 16),
+            "candidate dimensionalities of the psychological embedding (the best on held-out trials is kept)",
+            multiple=True,
+            minimum=1,
+        ),
+        Option("members", int, 3, "ensemble members (each its own seed and held-out trials)", minimum=1),
+        Option(
+            "screen_members",
+            int,
+            0,
+            "members fitted at every candidate dimensionality; the "
+            "others only at the chosen one (0 = all: the slowest, the fullest diagnostics)",
+            minimum=0,
+        ),
+        Option("holdout", float, 0.1, "share of the train trials each member holds out", minimum=0.01),
         Option("beta", float, 10.0, "beta of the similarity exp(-beta * distance)", minimum=0.0),
-        Option("max_epochs", int, 300, "most epochs of a fit (it stops earlier at a plateau)",
-               minimum=1),
+        Option("max_epochs", int, 300, "most epochs of a fit (it stops earlier at a plateau)", minimum=1),
         Option("batch_trials", int, 8192, "trials per optimisation step", minimum=1),
         Option("n_boot", int, 500, "bootstrap resamples of the agreement intervals", minimum=0),
-        Option("rsa_max", int, 1000, "RSA uses at most this many images (a seeded sample)",
-               minimum=3),
+        Option("rsa_max", int, 1000, "RSA uses at most this many images (a seeded sample)", minimum=3),
     ),
     doc=__doc__.splitlines()[0],
 )

@@ -1,4 +1,5 @@
 """The `analysis` stage of `conceptlens demo build`: every analysis of the registry."""
+
 from __future__ import annotations
 
 from ..analysis import registry

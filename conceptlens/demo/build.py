@@ -1,4 +1,5 @@
 """`conceptlens demo build`: write the bundled demo workspace deterministically from a seed."""
+
 from __future__ import annotations
 
 import io
@@ -23,6 +24,7 @@ CREATED = "2026-11-22T00:00:00+00:00"
 
 def _png(arr: np.ndarray) -> bytes:
     from PIL import Image
+
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, format="PNG", optimize=False)
     return buf.getvalue()
@@ -50,13 +52,26 @@ def build_shapes(ws: Workspace, seed: int, n: int = N_SHAPES, progress: bool = T
         _write_png(ws.root / rel, img)
         label, name = sh.label_of(f)
         iid = f"shapes-{i:05d}"
-        rows.append({
-            "image_id": iid, "dataset": "shapes", "label": label, "label_name": name,
-            "split": splits[i], "thumbnail": rel, "width": SHAPES_SIDE, "height": SHAPES_SIDE,
-            "shape": f.shape, "color": f.color, "size": f.size, "pos_x": f.pos_x,
-            "pos_y": f.pos_y, "orientation": f.orientation, "pattern": f.pattern,
-            "background": f.background,
-        })
+        rows.append(
+            {
+                "image_id": iid,
+                "dataset": "shapes",
+                "label": label,
+                "label_name": name,
+                "split": splits[i],
+                "thumbnail": rel,
+                "width": SHAPES_SIDE,
+                "height": SHAPES_SIDE,
+                "shape": f.shape,
+                "color": f.color,
+                "size": f.size,
+                "pos_x": f.pos_x,
+                "pos_y": f.pos_y,
+                "orientation": f.orientation,
+                "pattern": f.pattern,
+                "background": f.background,
+            }
+        )
         caps.append({"image_id": iid, "captioner": "groundtruth", "text": sh.caption(f)})
     return rows, caps
 
@@ -71,18 +86,28 @@ def build_digits(ws: Workspace, seed: int, progress: bool = True):
     slant_t = float(np.quantile(np.abs(slant), 0.5))
     splits = _splits(len(imgs), rng)
     rows, caps = [], []
-    for i, (im, y, a) in enumerate(tqdm(list(zip(imgs, labels, attrs)), desc="digits: thumbnails",
-                                        disable=not progress)):
+    for i, (im, y, a) in enumerate(
+        tqdm(list(zip(imgs, labels, attrs)), desc="digits: thumbnails", disable=not progress)
+    ):
         rel = f"thumbnails/digits/{i:04d}.png"
         _write_png(ws.root / rel, dg.thumbnail(im, DIGITS_SIDE))
         iid = f"digits-{i:04d}"
-        rows.append({
-            "image_id": iid, "dataset": "digits", "label": int(y), "label_name": dg.NAMES[y],
-            "split": splits[i], "thumbnail": rel, "width": DIGITS_SIDE, "height": DIGITS_SIDE,
-            **a,
-        })
-        caps.append({"image_id": iid, "captioner": "groundtruth",
-                     "text": dg.describe(int(y), a, mass_q, slant_t)})
+        rows.append(
+            {
+                "image_id": iid,
+                "dataset": "digits",
+                "label": int(y),
+                "label_name": dg.NAMES[y],
+                "split": splits[i],
+                "thumbnail": rel,
+                "width": DIGITS_SIDE,
+                "height": DIGITS_SIDE,
+                **a,
+            }
+        )
+        caps.append(
+            {"image_id": iid, "captioner": "groundtruth", "text": dg.describe(int(y), a, mass_q, slant_t)}
+        )
     return rows, caps
 
 
@@ -102,28 +127,40 @@ def images_table(rows: list[dict]) -> pa.Table:
     return t.cast(pa.schema([pa.field(n, types.get(n, t.schema.field(n).type)) for n in t.column_names]))
 
 
-def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progress: bool = True
-               ) -> Workspace:
+def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progress: bool = True) -> Workspace:
     """Write images, captions and thumbnails of both demo datasets (the data stage)."""
     ws = Workspace.create(
-        out, name="ConceptLens demo",
+        out,
+        name="ConceptLens demo",
         description="Two small datasets with known factors (procedural shapes, scikit-learn's "
-                    "handwritten digits) and the checkpoints ConceptLens trains on them.",
-        provenance={"generator": "conceptlens demo build", "seed": seed,
-                    "datasets": {"shapes": {"n": n_shapes, "side": SHAPES_SIDE},
-                                 "digits": {"source": "sklearn.datasets.load_digits",
-                                            "side": DIGITS_SIDE}}},
-        created=CREATED)
+        "handwritten digits) and the checkpoints ConceptLens trains on them.",
+        provenance={
+            "generator": "conceptlens demo build",
+            "seed": seed,
+            "datasets": {
+                "shapes": {"n": n_shapes, "side": SHAPES_SIDE},
+                "digits": {"source": "sklearn.datasets.load_digits", "side": DIGITS_SIDE},
+            },
+        },
+        created=CREATED,
+    )
     s_rows, s_caps = build_shapes(ws, seed, n_shapes, progress)
     d_rows, d_caps = build_digits(ws, seed, progress)
     ws.write("images", images_table(s_rows + d_rows))
     from .compmap import write as write_compmap  # CompMap's primitives of the shapes world
+
     write_compmap(ws, s_rows)
-    ws.write("captions", pa.Table.from_pylist(s_caps + d_caps, schema=pa.schema(
-        [("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())])))
+    ws.write(
+        "captions",
+        pa.Table.from_pylist(
+            s_caps + d_caps,
+            schema=pa.schema([("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())]),
+        ),
+    )
     if not ws.table_path("checkpoints").exists():
         ws.write("checkpoints", schema.empty("checkpoints"))
-    from .similarity import build_similarity    # SIMULATED people's similarity judgments
+    from .similarity import build_similarity  # SIMULATED people's similarity judgments
+
     build_similarity(ws, seed, progress)
     return ws
 
@@ -131,17 +168,20 @@ def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progres
 STAGES = ("data", "models", "analysis")
 
 
-def build(out: str | Path, seed: int = 0, stages=STAGES, n_shapes: int = N_SHAPES,
-          progress: bool = True) -> Workspace:
+def build(
+    out: str | Path, seed: int = 0, stages=STAGES, n_shapes: int = N_SHAPES, progress: bool = True
+) -> Workspace:
     ws = Workspace(out)
     for stage in stages:
         if stage == "data":
             ws = build_data(out, seed, n_shapes, progress)
         elif stage == "models":
             from .models import build_models
+
             build_models(ws, seed, progress=progress)
         elif stage == "analysis":
             from .analysis import build_analysis
+
             build_analysis(ws, seed, progress=progress)
         else:
             raise ValueError(f"unknown stage {stage!r}; choose from {', '.join(STAGES)}")

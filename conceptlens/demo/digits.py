@@ -1,4 +1,5 @@
 """The 1,797 handwritten digit scans shipped with scikit-learn, with measured attributes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
 def load() -> tuple[np.ndarray, np.ndarray]:
     """Return (images 8x8 in [0, 16], labels) from scikit-learn's bundled copy (no download)."""
     from sklearn.datasets import load_digits
+
     d = load_digits()
     return d.images.astype(np.float64), d.target.astype(np.int64)
 
@@ -18,7 +20,7 @@ def attributes(img: np.ndarray) -> dict:
     ink = img / 16.0
     mass = float(ink.sum())
     rows, cols = np.mgrid[0:8, 0:8].astype(np.float64)
-    x, y_up = cols, -rows                      # y points up, so a positive slant leans right
+    x, y_up = cols, -rows  # y points up, so a positive slant leans right
     mx, my = (ink * x).sum() / mass, (ink * y_up).sum() / mass
     mu11 = (ink * (x - mx) * (y_up - my)).sum() / mass
     mu02 = (ink * (y_up - my) ** 2).sum() / mass
@@ -48,5 +50,6 @@ def describe(label: int, attrs: dict, mass_q: tuple[float, float], slant_t: floa
 def thumbnail(img: np.ndarray, side: int = 32) -> np.ndarray:
     """Dark ink on white, upscaled for display."""
     from PIL import Image
+
     g = np.clip(255 - img / 16.0 * 255, 0, 255).astype(np.uint8)
     return np.asarray(Image.fromarray(g).resize((side, side), Image.BILINEAR))

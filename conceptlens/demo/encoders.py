@@ -23,6 +23,7 @@ Regimes (all deterministic from a seed, on CPU):
 * `pca`        - principal components of (average-pooled) pixels, fitted on the
                  train split, as a fixed linear layer (`PixelPCA`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -64,15 +65,17 @@ class ConvEncoder(nn.Module):
     About 65k parameters at width 16; works for any input side divisible by 16.
     """
 
-    def __init__(self, in_size: int = 64, width: int = 16, embed_dim: int = 64,
-                 in_channels: int = 3):
+    def __init__(self, in_size: int = 64, width: int = 16, embed_dim: int = 64, in_channels: int = 3):
         super().__init__()
         self.in_size, self.width, self.embed_dim = in_size, width, embed_dim
         chans = [in_channels, width, 2 * width, 4 * width, 4 * width]
         blocks = []
         for i in range(4):
-            blocks += [nn.Conv2d(chans[i], chans[i + 1], 3, stride=2, padding=1, bias=False),
-                       nn.BatchNorm2d(chans[i + 1]), nn.ReLU(inplace=True)]
+            blocks += [
+                nn.Conv2d(chans[i], chans[i + 1], 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(chans[i + 1]),
+                nn.ReLU(inplace=True),
+            ]
         self.features = nn.Sequential(*blocks)
         self.head = nn.Linear(chans[-1], embed_dim)
         self.out_channels = chans[-1]
@@ -87,8 +90,7 @@ class ConvEncoder(nn.Module):
 class ConvDecoder(nn.Module):
     """Mirror of `ConvEncoder` for the autoencoder (training only; not saved)."""
 
-    def __init__(self, in_size: int = 64, width: int = 16, embed_dim: int = 64,
-                 out_channels: int = 3):
+    def __init__(self, in_size: int = 64, width: int = 16, embed_dim: int = 64, out_channels: int = 3):
         super().__init__()
         self.side = in_size // 16
         self.c0 = 4 * width
@@ -96,8 +98,11 @@ class ConvDecoder(nn.Module):
         chans = [4 * width, 4 * width, 2 * width, width]
         layers = []
         for i in range(3):
-            layers += [nn.ConvTranspose2d(chans[i], chans[i + 1], 4, stride=2, padding=1),
-                       nn.BatchNorm2d(chans[i + 1]), nn.ReLU(inplace=True)]
+            layers += [
+                nn.ConvTranspose2d(chans[i], chans[i + 1], 4, stride=2, padding=1),
+                nn.BatchNorm2d(chans[i + 1]),
+                nn.ReLU(inplace=True),
+            ]
         layers += [nn.ConvTranspose2d(width, out_channels, 4, stride=2, padding=1)]
         self.net = nn.Sequential(*layers)
 
@@ -112,8 +117,7 @@ class PixelPCA(nn.Module):
     `mean` and `components` are buffers filled by `fit` (or loaded from a weights file).
     """
 
-    def __init__(self, in_size: int = 64, pool: int = 4, n_components: int = 64,
-                 in_channels: int = 3):
+    def __init__(self, in_size: int = 64, pool: int = 4, n_components: int = 64, in_channels: int = 3):
         super().__init__()
         self.in_size, self.pool, self.n_components = in_size, pool, n_components
         d = in_channels * (in_size // pool) ** 2
@@ -148,8 +152,7 @@ def save_weights(path: Path, model: nn.Module, init_kwargs: dict, preprocess: di
     """Write the weights file atomically (plain-PyTorch adapter convention); return its bytes."""
     state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     buf = io.BytesIO()
-    torch.save({"state_dict": state, "init_kwargs": dict(init_kwargs),
-                "preprocess": dict(preprocess)}, buf)
+    torch.save({"state_dict": state, "init_kwargs": dict(init_kwargs), "preprocess": dict(preprocess)}, buf)
     data = buf.getvalue()
     atomic_write_bytes(Path(path), data)
     return data
@@ -169,9 +172,10 @@ def load_weights(path: Path, cls: type | None = None) -> nn.Module:
 @dataclass
 class ImageSet:
     """A dataset's images in memory as uint8 (N, 3, S, S), with their table rows."""
+
     ids: list[str]
     pixels: torch.Tensor
-    frame: object            # pandas DataFrame of the images rows, same order
+    frame: object  # pandas DataFrame of the images rows, same order
 
     @property
     def train(self) -> np.ndarray:
@@ -180,6 +184,7 @@ class ImageSet:
 
 def load_imageset(ws, dataset: str) -> ImageSet:
     from PIL import Image
+
     df = ws.read("images").to_pandas()
     df = df[df["dataset"] == dataset].sort_values("image_id").reset_index(drop=True)
     if df.empty:
@@ -205,8 +210,14 @@ def normalise(pixels: torch.Tensor, mean, std) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- augmentation
-def augment(x01: torch.Tensor, g: torch.Generator, flip: bool = True,
-            min_scale: float = 0.5, color: float = 0.4, gray_p: float = 0.2) -> torch.Tensor:
+def augment(
+    x01: torch.Tensor,
+    g: torch.Generator,
+    flip: bool = True,
+    min_scale: float = 0.5,
+    color: float = 0.4,
+    gray_p: float = 0.2,
+) -> torch.Tensor:
     """SimCLR-style views of a [0, 1] batch: random resized crop (+flip), colour jitter, grey."""
     b = x01.shape[0]
     area = min_scale + (1 - min_scale) * torch.rand(b, generator=g)
@@ -219,8 +230,10 @@ def augment(x01: torch.Tensor, g: torch.Generator, flip: bool = True,
     grid = F.affine_grid(theta, list(x01.shape), align_corners=False)
     x = F.grid_sample(x01, grid, mode="bilinear", padding_mode="border", align_corners=False)
     if color > 0:
+
         def fac():
             return (1 + (torch.rand(b, generator=g) * 2 - 1) * color).view(b, 1, 1, 1)
+
         bright, contrast, sat = fac(), fac(), fac()
         x = x * bright
         m = x.mean(dim=(1, 2, 3), keepdim=True)
@@ -246,7 +259,7 @@ def nt_xent(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.2) -> tor
 def _batches(n: int, batch_size: int, g: torch.Generator) -> Iterable[torch.Tensor]:
     perm = torch.randperm(n, generator=g)
     for i in range(0, n - batch_size + 1 if n >= batch_size else 1, batch_size):
-        yield perm[i:i + batch_size]
+        yield perm[i : i + batch_size]
 
 
 @dataclass
@@ -255,11 +268,20 @@ class Snapshot:
     model: nn.Module
 
 
-def _train(model_parts: nn.Module, encoder: nn.Module, epochs: Iterable[int], n: int,
-           batch_size: int, lr: float, g: torch.Generator,
-           step: Callable[[torch.Tensor], torch.Tensor], desc: str, progress: bool
-           ) -> list[Snapshot]:
+def _train(
+    model_parts: nn.Module,
+    encoder: nn.Module,
+    epochs: Iterable[int],
+    n: int,
+    batch_size: int,
+    lr: float,
+    g: torch.Generator,
+    step: Callable[[torch.Tensor], torch.Tensor],
+    desc: str,
+    progress: bool,
+) -> list[Snapshot]:
     from tqdm import tqdm
+
     save_at = sorted(set(int(e) for e in epochs))
     opt = torch.optim.Adam(model_parts.parameters(), lr=lr)
     snaps = []
@@ -280,10 +302,23 @@ def _train(model_parts: nn.Module, encoder: nn.Module, epochs: Iterable[int], n:
     return snaps
 
 
-def train_simclr(x01: torch.Tensor, mean, std, *, seed: int, epochs=(1, 5, 15),
-                 width: int = 16, embed_dim: int = 64, batch_size: int = 256, lr: float = 2e-3,
-                 temperature: float = 0.2, flip: bool = True, color: float = 0.4,
-                 progress: bool = True, desc: str = "simclr") -> list[Snapshot]:
+def train_simclr(
+    x01: torch.Tensor,
+    mean,
+    std,
+    *,
+    seed: int,
+    epochs=(1, 5, 15),
+    width: int = 16,
+    embed_dim: int = 64,
+    batch_size: int = 256,
+    lr: float = 2e-3,
+    temperature: float = 0.2,
+    flip: bool = True,
+    color: float = 0.4,
+    progress: bool = True,
+    desc: str = "simclr",
+) -> list[Snapshot]:
     """SimCLR on [0, 1] images `x01` (N, 3, S, S); returns encoders at the given epochs."""
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
@@ -299,22 +334,43 @@ def train_simclr(x01: torch.Tensor, mean, std, *, seed: int, epochs=(1, 5, 15),
         v2 = (augment(xb, g, flip=flip, color=color) - m) / s
         return nt_xent(proj(enc(v1)), proj(enc(v2)), temperature)
 
-    return _train(parts, enc, epochs, len(x01), min(batch_size, len(x01)), lr, g, step, desc,
-                  progress)
+    return _train(parts, enc, epochs, len(x01), min(batch_size, len(x01)), lr, g, step, desc, progress)
 
 
-def train_simsiam(x01: torch.Tensor, mean, std, *, seed: int, epochs=(1, 5), width: int = 16,
-                  embed_dim: int = 64, batch_size: int = 256, lr: float = 2e-3, flip: bool = True,
-                  color: float = 0.4, progress: bool = True, desc: str = "simsiam") -> list[Snapshot]:
+def train_simsiam(
+    x01: torch.Tensor,
+    mean,
+    std,
+    *,
+    seed: int,
+    epochs=(1, 5),
+    width: int = 16,
+    embed_dim: int = 64,
+    batch_size: int = 256,
+    lr: float = 2e-3,
+    flip: bool = True,
+    color: float = 0.4,
+    progress: bool = True,
+    desc: str = "simsiam",
+) -> list[Snapshot]:
     """SimSiam (Chen & He 2021) on [0, 1] images: symmetrised negative cosine between one
     view's prediction and the other view's projection, the latter without gradient."""
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     enc = ConvEncoder(x01.shape[-1], width, embed_dim)
-    proj = nn.Sequential(nn.Linear(embed_dim, embed_dim), nn.BatchNorm1d(embed_dim), nn.ReLU(),
-                         nn.Linear(embed_dim, embed_dim), nn.BatchNorm1d(embed_dim))
-    pred = nn.Sequential(nn.Linear(embed_dim, embed_dim // 2), nn.BatchNorm1d(embed_dim // 2),
-                         nn.ReLU(), nn.Linear(embed_dim // 2, embed_dim))
+    proj = nn.Sequential(
+        nn.Linear(embed_dim, embed_dim),
+        nn.BatchNorm1d(embed_dim),
+        nn.ReLU(),
+        nn.Linear(embed_dim, embed_dim),
+        nn.BatchNorm1d(embed_dim),
+    )
+    pred = nn.Sequential(
+        nn.Linear(embed_dim, embed_dim // 2),
+        nn.BatchNorm1d(embed_dim // 2),
+        nn.ReLU(),
+        nn.Linear(embed_dim // 2, embed_dim),
+    )
     parts = nn.ModuleList([enc, proj, pred])
     m = torch.tensor(mean).view(1, -1, 1, 1)
     s = torch.tensor(std).view(1, -1, 1, 1)
@@ -324,16 +380,26 @@ def train_simsiam(x01: torch.Tensor, mean, std, *, seed: int, epochs=(1, 5), wid
         z1 = proj(enc((augment(xb, g, flip=flip, color=color) - m) / s))
         z2 = proj(enc((augment(xb, g, flip=flip, color=color) - m) / s))
         p1, p2 = pred(z1), pred(z2)
-        return -(F.cosine_similarity(p1, z2.detach()).mean()
-                 + F.cosine_similarity(p2, z1.detach()).mean()) / 2
+        return (
+            -(F.cosine_similarity(p1, z2.detach()).mean() + F.cosine_similarity(p2, z1.detach()).mean()) / 2
+        )
 
-    return _train(parts, enc, epochs, len(x01), min(batch_size, len(x01)), lr, g, step, desc,
-                  progress)
+    return _train(parts, enc, epochs, len(x01), min(batch_size, len(x01)), lr, g, step, desc, progress)
 
 
-def train_vae(x: torch.Tensor, *, seed: int, epochs=(1, 5), width: int = 16, embed_dim: int = 64,
-              batch_size: int = 128, lr: float = 2e-3, beta: float = 1.0, progress: bool = True,
-              desc: str = "vae") -> list[Snapshot]:
+def train_vae(
+    x: torch.Tensor,
+    *,
+    seed: int,
+    epochs=(1, 5),
+    width: int = 16,
+    embed_dim: int = 64,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    beta: float = 1.0,
+    progress: bool = True,
+    desc: str = "vae",
+) -> list[Snapshot]:
     """VAE on normalised images: Gaussian posterior (mean = the encoder's output, log-variance
     from a second head on the pooled features), mirrored decoder, summed squared error +
     beta KL per image. The saved encoder gives the posterior mean."""
@@ -356,9 +422,18 @@ def train_vae(x: torch.Tensor, *, seed: int, epochs=(1, 5), width: int = 16, emb
     return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc, progress)
 
 
-def train_rotation(x: torch.Tensor, *, seed: int, epochs=(1, 5), width: int = 16,
-                   embed_dim: int = 64, batch_size: int = 128, lr: float = 2e-3,
-                   progress: bool = True, desc: str = "rotation") -> list[Snapshot]:
+def train_rotation(
+    x: torch.Tensor,
+    *,
+    seed: int,
+    epochs=(1, 5),
+    width: int = 16,
+    embed_dim: int = 64,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    progress: bool = True,
+    desc: str = "rotation",
+) -> list[Snapshot]:
     """Rotation prediction (Gidaris et al. 2018): each image of a batch is turned by a random
     multiple of 90 degrees and a linear head on the embedding names the multiple."""
     torch.manual_seed(seed)
@@ -376,9 +451,18 @@ def train_rotation(x: torch.Tensor, *, seed: int, epochs=(1, 5), width: int = 16
     return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc, progress)
 
 
-def train_autoencoder(x: torch.Tensor, *, seed: int, epochs=(2, 10), width: int = 16,
-                      embed_dim: int = 64, batch_size: int = 128, lr: float = 2e-3,
-                      progress: bool = True, desc: str = "autoencoder") -> list[Snapshot]:
+def train_autoencoder(
+    x: torch.Tensor,
+    *,
+    seed: int,
+    epochs=(2, 10),
+    width: int = 16,
+    embed_dim: int = 64,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    progress: bool = True,
+    desc: str = "autoencoder",
+) -> list[Snapshot]:
     """Autoencoder on normalised images `x`; MSE reconstruction; encoder = bottleneck."""
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
@@ -390,14 +474,22 @@ def train_autoencoder(x: torch.Tensor, *, seed: int, epochs=(2, 10), width: int 
         xb = x[idx]
         return F.mse_loss(dec(enc(xb)), xb)
 
-    return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc,
-                  progress)
+    return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc, progress)
 
 
-def train_supervised(x: torch.Tensor, targets: dict[str, torch.Tensor], *, seed: int,
-                     epochs=(1, 5), width: int = 16, embed_dim: int = 64,
-                     batch_size: int = 128, lr: float = 2e-3, progress: bool = True,
-                     desc: str = "supervised") -> list[Snapshot]:
+def train_supervised(
+    x: torch.Tensor,
+    targets: dict[str, torch.Tensor],
+    *,
+    seed: int,
+    epochs=(1, 5),
+    width: int = 16,
+    embed_dim: int = 64,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    progress: bool = True,
+    desc: str = "supervised",
+) -> list[Snapshot]:
     """Cross-entropy on each factor in `targets` (name -> int64 class index), summed."""
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
@@ -410,12 +502,10 @@ def train_supervised(x: torch.Tensor, targets: dict[str, torch.Tensor], *, seed:
         z = F.relu(enc(x[idx]))
         return sum(F.cross_entropy(heads[k](z), targets[k][idx]) for k in names)
 
-    return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc,
-                  progress)
+    return _train(parts, enc, epochs, len(x), min(batch_size, len(x)), lr, g, step, desc, progress)
 
 
-def random_encoder(in_size: int, *, seed: int, width: int = 16, embed_dim: int = 64
-                   ) -> ConvEncoder:
+def random_encoder(in_size: int, *, seed: int, width: int = 16, embed_dim: int = 64) -> ConvEncoder:
     torch.manual_seed(seed)
     return ConvEncoder(in_size, width, embed_dim).eval()
 
@@ -428,4 +518,4 @@ def fit_pca(x: torch.Tensor, *, pool: int, n_components: int = 64) -> PixelPCA:
 def embed(model: nn.Module, x: torch.Tensor, batch_size: int = 256) -> np.ndarray:
     """Quick in-memory embedding of a normalised batch (for tests and sanity checks)."""
     model.eval()
-    return torch.cat([model(x[i:i + batch_size]) for i in range(0, len(x), batch_size)]).numpy()
+    return torch.cat([model(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]).numpy()

@@ -9,6 +9,7 @@ Resumable: a checkpoint whose weights file exists with the SHA-256 recorded in
 checkpoints.parquet and whose features file exists is skipped; a weights file
 without features is extracted again without retraining.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..workspace import Workspace, sha256_file
 
-MODEL_NAME = "ConvEncoder"   # checkpoints.model of the conv encoders
+MODEL_NAME = "ConvEncoder"  # checkpoints.model of the conv encoders
 EMBED_DIM = 64
 WIDTH = 16
 
@@ -26,11 +27,12 @@ WIDTH = 16
 @dataclass(frozen=True)
 class Run:
     """One training run; `epochs` are the stages saved as checkpoints."""
+
     dataset: str
-    method: str                     # simclr | simsiam | autoencoder | vae | rotation | supervised
-                                    # | random | pca
+    method: str  # simclr | simsiam | autoencoder | vae | rotation | supervised
+    # | random | pca
     epochs: tuple[int, ...] = (0,)
-    tag: str = ""                   # extra name part: the supervised factors, a replicate (s1)...
+    tag: str = ""  # extra name part: the supervised factors, a replicate (s1)...
     options: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -46,8 +48,7 @@ class Run:
 RUNS: tuple[Run, ...] = (
     Run("shapes", "simclr", (1, 5, 20)),
     Run("shapes", "autoencoder", (1, 10)),
-    Run("shapes", "supervised", (1, 5), tag="shape-size",
-        options={"factors": ("shape", "size")}),
+    Run("shapes", "supervised", (1, 5), tag="shape-size", options={"factors": ("shape", "size")}),
     Run("shapes", "random"),
     Run("shapes", "pca", options={"pool": 4}),
     # A population of self-supervised checkpoints (methods x epochs x seeds x widths) for
@@ -74,6 +75,7 @@ VL_EPOCHS = {"shapes": 100, "digits": 30}
 def _log(progress: bool, msg: str) -> None:
     if progress:
         from tqdm import tqdm
+
         tqdm.write(msg)
 
 
@@ -88,23 +90,37 @@ def checkpoint_done(ws: Workspace, cid: str) -> bool:
     """Weights file present with the hash recorded for `cid`, and its features written."""
     row = _rows(ws, "checkpoints", "checkpoint_id").get(cid)
     w = ws.root / "models" / f"{cid}.pt"
-    return bool(row and w.exists() and ws.table_path("features", checkpoint_id=cid).exists()
-                and row.get("weights_sha256") == sha256_file(w))
+    return bool(
+        row
+        and w.exists()
+        and ws.table_path("features", checkpoint_id=cid).exists()
+        and row.get("weights_sha256") == sha256_file(w)
+    )
 
 
 def _extract(ws: Workspace, run: Run, cid: str, epoch, progress: bool) -> str:
     from ..extract import extract
     from .encoders import ENCODER_SPEC, PCA_SPEC
+
     spec = PCA_SPEC if run.method == "pca" else ENCODER_SPEC
     model = "PixelPCA" if run.method == "pca" else MODEL_NAME
     meta = {"model": model, "method": run.method, "epoch": epoch, "run": run.run}
-    return extract(ws, run.dataset, spec, weights=ws.root / "models" / f"{cid}.pt",
-                   batch_size=256, checkpoint_id=cid, metadata=meta, progress=progress)
+    return extract(
+        ws,
+        run.dataset,
+        spec,
+        weights=ws.root / "models" / f"{cid}.pt",
+        batch_size=256,
+        checkpoint_id=cid,
+        metadata=meta,
+        progress=progress,
+    )
 
 
 def _targets(images, factors) -> dict:
     import pandas as pd
     import torch
+
     out = {}
     for f in factors:
         col = images.frame[f]
@@ -116,6 +132,7 @@ def _targets(images, factors) -> dict:
 def _train_run(run: Run, images, mean, std, seed: int, progress: bool) -> dict:
     """Train `run` on the train split; return {epoch: model}."""
     from . import encoders as E
+
     tr = images.train
     px = images.pixels[tr]
     s = E.stable_seed(seed, run.run)
@@ -125,18 +142,44 @@ def _train_run(run: Run, images, mean, std, seed: int, progress: bool) -> dict:
     width = o.get("width", WIDTH)
     if run.method in ("simclr", "simsiam"):
         train = E.train_simclr if run.method == "simclr" else E.train_simsiam
-        snaps = train(px.float() / 255.0, mean, std, seed=s, epochs=run.epochs, width=width,
-                      embed_dim=EMBED_DIM, flip=o.get("flip", True), color=o.get("color", 0.4),
-                      progress=progress, desc=desc)
+        snaps = train(
+            px.float() / 255.0,
+            mean,
+            std,
+            seed=s,
+            epochs=run.epochs,
+            width=width,
+            embed_dim=EMBED_DIM,
+            flip=o.get("flip", True),
+            color=o.get("color", 0.4),
+            progress=progress,
+            desc=desc,
+        )
     elif run.method in ("autoencoder", "vae", "rotation"):
-        train = {"autoencoder": E.train_autoencoder, "vae": E.train_vae,
-                 "rotation": E.train_rotation}[run.method]
-        snaps = train(E.normalise(px, mean, std), seed=s, epochs=run.epochs, width=width,
-                      embed_dim=EMBED_DIM, progress=progress, desc=desc)
+        train = {"autoencoder": E.train_autoencoder, "vae": E.train_vae, "rotation": E.train_rotation}[
+            run.method
+        ]
+        snaps = train(
+            E.normalise(px, mean, std),
+            seed=s,
+            epochs=run.epochs,
+            width=width,
+            embed_dim=EMBED_DIM,
+            progress=progress,
+            desc=desc,
+        )
     elif run.method == "supervised":
         tg = {k: v[tr] for k, v in _targets(images, o["factors"]).items()}
-        snaps = E.train_supervised(E.normalise(px, mean, std), tg, seed=s, epochs=run.epochs,
-                                   width=WIDTH, embed_dim=EMBED_DIM, progress=progress, desc=desc)
+        snaps = E.train_supervised(
+            E.normalise(px, mean, std),
+            tg,
+            seed=s,
+            epochs=run.epochs,
+            width=WIDTH,
+            embed_dim=EMBED_DIM,
+            progress=progress,
+            desc=desc,
+        )
     elif run.method == "random":
         return {0: E.random_encoder(size, seed=s, width=WIDTH, embed_dim=EMBED_DIM)}
     elif run.method == "pca":
@@ -148,15 +191,21 @@ def _train_run(run: Run, images, mean, std, seed: int, progress: bool) -> dict:
 
 def _init_kwargs(model) -> dict:
     from .encoders import PixelPCA
+
     if isinstance(model, PixelPCA):
-        return {"in_size": model.in_size, "pool": model.pool, "n_components": model.n_components,
-                "in_channels": model.mean.numel() // (model.in_size // model.pool) ** 2}
+        return {
+            "in_size": model.in_size,
+            "pool": model.pool,
+            "n_components": model.n_components,
+            "in_channels": model.mean.numel() // (model.in_size // model.pool) ** 2,
+        }
     return {"in_size": model.in_size, "width": model.width, "embed_dim": model.embed_dim}
 
 
 def build_encoders(ws: Workspace, seed: int, runs=RUNS, progress: bool = True) -> list[str]:
     """Train (or reuse) every run's checkpoints and extract their features."""
     from . import encoders as E
+
     done_ids, cache = [], {}
     for run in runs:
         cids = run.checkpoint_ids()
@@ -174,8 +223,7 @@ def build_encoders(ws: Workspace, seed: int, runs=RUNS, progress: bool = True) -
             models = _train_run(run, imgs, mean, std, seed, progress)
             pp = {"size": int(imgs.pixels.shape[-1]), "mean": mean, "std": std}
             for cid, ep in zip(cids, epochs):
-                E.save_weights(ws.root / "models" / f"{cid}.pt", models[ep],
-                               _init_kwargs(models[ep]), pp)
+                E.save_weights(ws.root / "models" / f"{cid}.pt", models[ep], _init_kwargs(models[ep]), pp)
         for cid, ep in zip(cids, epochs):
             if not checkpoint_done(ws, cid):
                 _extract(ws, run, cid, ep, progress)
@@ -189,6 +237,7 @@ def _upsert_vl_row(ws: Workspace, row: dict) -> None:
     import pyarrow as pa
 
     from .. import schema
+
     t = pa.Table.from_pylist([row], schema=schema.arrow_schema("vl_models"))
     p = ws.table_path("vl_models")
     if p.exists():
@@ -200,16 +249,20 @@ def _upsert_vl_row(ws: Workspace, row: dict) -> None:
 def vl_done(ws: Workspace, vl_id: str) -> bool:
     row = _rows(ws, "vl_models", "vl_model_id").get(vl_id)
     w = ws.root / "models" / f"{vl_id}.pt"
-    return bool(row and w.exists() and (ws.root / "models" / f"{vl_id}.json").exists()
-                and row.get("weights_sha256") == sha256_file(w))
+    return bool(
+        row
+        and w.exists()
+        and (ws.root / "models" / f"{vl_id}.json").exists()
+        and row.get("weights_sha256") == sha256_file(w)
+    )
 
 
-def build_vl(ws: Workspace, dataset: str, seed: int, epochs: int | None = None,
-             progress: bool = True) -> str:
+def build_vl(ws: Workspace, dataset: str, seed: int, epochs: int | None = None, progress: bool = True) -> str:
     """Train (or reuse) `vl-<dataset>`, write its retrieval captions and its `clip` checkpoint."""
     from ..vl import CAPTIONER_PREFIX, VLModel, write_captions
     from . import encoders as E
     from . import vl_train as V
+
     vl_id = f"vl-{dataset}"
     cfg_rel, w_rel = f"models/{vl_id}.json", f"models/{vl_id}.pt"
     fresh = False
@@ -218,18 +271,35 @@ def build_vl(ws: Workspace, dataset: str, seed: int, epochs: int | None = None,
         imgs = E.load_imageset(ws, dataset)
         config = V.shapes_config() if dataset == "shapes" else V.digits_config()
         if imgs.pixels.shape[-1] != config["vision_cfg"]["image_size"]:
-            raise ValueError(f"{dataset}: thumbnails are {imgs.pixels.shape[-1]} px, "
-                             f"VL config expects {config['vision_cfg']['image_size']}")
+            raise ValueError(
+                f"{dataset}: thumbnails are {imgs.pixels.shape[-1]} px, "
+                f"VL config expects {config['vision_cfg']['image_size']}"
+            )
         caps = ws.read("captions").to_pandas()
         gt = dict(zip(*[caps.loc[caps.captioner == "groundtruth", c] for c in ("image_id", "text")]))
         tr = imgs.train
         texts = [gt[imgs.ids[i]] for i in tr]
-        model = V.train_clip(imgs.pixels[tr], texts, config, seed=E.stable_seed(seed, vl_id),
-                             epochs=epochs or VL_EPOCHS[dataset], progress=progress, desc=vl_id)
+        model = V.train_clip(
+            imgs.pixels[tr],
+            texts,
+            config,
+            seed=E.stable_seed(seed, vl_id),
+            epochs=epochs or VL_EPOCHS[dataset],
+            progress=progress,
+            desc=vl_id,
+        )
         V.save_clip(model, config, ws.root / cfg_rel, ws.root / w_rel)
-        _upsert_vl_row(ws, {"vl_model_id": vl_id, "dataset": dataset,
-                            "spec": f"open_clip:{cfg_rel}", "config": cfg_rel, "weights": w_rel,
-                            "weights_sha256": sha256_file(ws.root / w_rel)})
+        _upsert_vl_row(
+            ws,
+            {
+                "vl_model_id": vl_id,
+                "dataset": dataset,
+                "spec": f"open_clip:{cfg_rel}",
+                "config": cfg_rel,
+                "weights": w_rel,
+                "weights_sha256": sha256_file(ws.root / w_rel),
+            },
+        )
         fresh = True
         _log(progress, f"{vl_id}: trained in {time.time() - t0:.0f}s")
     captioner = CAPTIONER_PREFIX + vl_id
@@ -240,13 +310,23 @@ def build_vl(ws: Workspace, dataset: str, seed: int, epochs: int | None = None,
         _log(progress, f"{vl_id}: {n} retrieval captions written")
     cid = f"{dataset}-clip"
     row = _rows(ws, "checkpoints", "checkpoint_id").get(cid)
-    if fresh or not (row and ws.table_path("features", checkpoint_id=cid).exists()
-                     and row.get("weights_sha256") == sha256_file(ws.root / w_rel)):
+    if fresh or not (
+        row
+        and ws.table_path("features", checkpoint_id=cid).exists()
+        and row.get("weights_sha256") == sha256_file(ws.root / w_rel)
+    ):
         from ..extract import extract
-        extract(ws, dataset, f"open_clip:{cfg_rel}", weights=ws.root / w_rel, batch_size=256,
-                checkpoint_id=cid, progress=progress,
-                metadata={"model": vl_id, "method": "clip",
-                          "epoch": epochs or VL_EPOCHS[dataset], "run": vl_id})
+
+        extract(
+            ws,
+            dataset,
+            f"open_clip:{cfg_rel}",
+            weights=ws.root / w_rel,
+            batch_size=256,
+            checkpoint_id=cid,
+            progress=progress,
+            metadata={"model": vl_id, "method": "clip", "epoch": epochs or VL_EPOCHS[dataset], "run": vl_id},
+        )
     return vl_id
 
 
@@ -255,6 +335,7 @@ def build_models(ws: Workspace, seed: int, progress: bool = True) -> None:
     import torch
 
     from .encoders import set_determinism
+
     prev = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled())
     set_determinism()
     t0 = time.time()

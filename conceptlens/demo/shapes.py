@@ -4,6 +4,7 @@ In the spirit of dSprites and 3dshapes: every image shows one object whose
 shape, colour, size, position, orientation, surface pattern and background
 colour are drawn independently, so every factor is known exactly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,12 +13,20 @@ import numpy as np
 
 SHAPES = ("circle", "square", "triangle", "star", "cross")
 COLORS = {
-    "red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 225),
-    "yellow": (235, 205, 30), "magenta": (200, 50, 200), "cyan": (40, 200, 215),
+    "red": (220, 40, 40),
+    "green": (40, 170, 60),
+    "blue": (40, 80, 225),
+    "yellow": (235, 205, 30),
+    "magenta": (200, 50, 200),
+    "cyan": (40, 200, 215),
 }
-BACKGROUNDS = {"white": (245, 245, 245), "gray": (128, 128, 128),
-               "black": (15, 15, 15), "sand": (210, 190, 150)}
-SIZES = {"small": 0.15, "medium": 0.21, "large": 0.28}   # radius, fraction of image side
+BACKGROUNDS = {
+    "white": (245, 245, 245),
+    "gray": (128, 128, 128),
+    "black": (15, 15, 15),
+    "sand": (210, 190, 150),
+}
+SIZES = {"small": 0.15, "medium": 0.21, "large": 0.28}  # radius, fraction of image side
 PATTERNS = ("plain", "striped", "dotted", "checkered")
 # Pattern pixels are the object colour scaled by this (a darker shade of it).
 PATTERN_SHADE = 0.5
@@ -29,8 +38,8 @@ class Factors:
     shape: str
     color: str
     size: str
-    pos_x: float        # object centre, fraction of width from the left
-    pos_y: float        # object centre, fraction of height from the top
+    pos_x: float  # object centre, fraction of width from the left
+    pos_y: float  # object centre, fraction of height from the top
     orientation: float  # degrees
     pattern: str
     background: str
@@ -41,9 +50,13 @@ def sample_factors(rng: np.random.Generator) -> Factors:
     r = SIZES[size]
     lo, hi = r + 0.02, 1 - r - 0.02
     return Factors(
-        shape=str(rng.choice(SHAPES)), color=str(rng.choice(list(COLORS))), size=size,
-        pos_x=float(rng.uniform(lo, hi)), pos_y=float(rng.uniform(lo, hi)),
-        orientation=float(rng.uniform(0, 360)), pattern=str(rng.choice(PATTERNS)),
+        shape=str(rng.choice(SHAPES)),
+        color=str(rng.choice(list(COLORS))),
+        size=size,
+        pos_x=float(rng.uniform(lo, hi)),
+        pos_y=float(rng.uniform(lo, hi)),
+        orientation=float(rng.uniform(0, 360)),
+        pattern=str(rng.choice(PATTERNS)),
         background=str(rng.choice(list(BACKGROUNDS))),
     )
 
@@ -60,8 +73,8 @@ def _shape_mask(shape: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     if shape == "star":
         rho = np.hypot(x, y)
         theta = np.mod(np.arctan2(x, -y), 2 * np.pi / 5) / (2 * np.pi / 5)  # 0..1 within an arm
-        tri = np.abs(theta - 0.5) * 2           # 1 at the tips, 0 between them
-        return rho <= 0.42 + (1.0 - 0.42) * tri ** 1.6
+        tri = np.abs(theta - 0.5) * 2  # 1 at the tips, 0 between them
+        return rho <= 0.42 + (1.0 - 0.42) * tri**1.6
     if shape == "cross":
         return ((np.abs(x) <= 0.3) & (np.abs(y) <= 0.9)) | ((np.abs(y) <= 0.3) & (np.abs(x) <= 0.9))
     raise ValueError(f"unknown shape {shape!r}")

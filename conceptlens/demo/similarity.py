@@ -11,6 +11,7 @@ itself among the references), agents of varying attention (some answer at random
 grades from the catch trials, sessions graded below 0.5 dropped, weight = grade.
 The analysis never sees the generating embedding; `recovery` compares the two.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,15 +24,20 @@ from ..workspace import Workspace, atomic_write_table
 
 DATASET = "shapes"
 N_STIMULI = 1000
-N_SESSIONS = 460            # 50 trials each; those kept hold roughly 20,000 trials
+N_SESSIONS = 460  # 50 trials each; those kept hold roughly 20,000 trials
 SESSION_TRIALS, N_REFERENCES, N_SELECT = 50, 8, 2
-TEST_SESSIONS = 0.1         # share of sessions in split `test`
-NEAR_REFERENCES = 3         # references per trial drawn among the query's likely neighbours
+TEST_SESSIONS = 0.1  # share of sessions in split `test`
+NEAR_REFERENCES = 3  # references per trial drawn among the query's likely neighbours
 
 # Factor coordinates of the generating embedding and how much each factor weighs.
 HUE = {"red": 0, "yellow": 55, "green": 120, "cyan": 180, "blue": 235, "magenta": 300}
-SHAPE = {"circle": (1.0, 0.0, 0.0), "square": (0.0, 1.0, 0.0), "triangle": (0.0, 0.75, 0.55),
-         "star": (0.0, 0.3, 1.0), "cross": (0.2, 0.65, 0.75)}
+SHAPE = {
+    "circle": (1.0, 0.0, 0.0),
+    "square": (0.0, 1.0, 0.0),
+    "triangle": (0.0, 0.75, 0.55),
+    "star": (0.0, 0.3, 1.0),
+    "cross": (0.2, 0.65, 0.75),
+}
 SIZE = {"small": 0.0, "medium": 0.5, "large": 1.0}
 PATTERN = {"plain": (0.0, 0.0), "striped": (1.0, 0.0), "dotted": (0.5, 0.85), "checkered": (1.0, 0.85)}
 BACKGROUND = {"white": (1.0, 0.0), "sand": (0.8, 0.5), "gray": (0.5, 0.0), "black": (0.0, 0.0)}
@@ -77,8 +83,9 @@ def _references(query: int, factors: np.ndarray, rng) -> np.ndarray:
     return rng.permutation(np.asarray(picked, np.int64))
 
 
-def simulate(images: pd.DataFrame, seed: int, n_sessions: int | None = None,
-             n_stimuli: int = N_STIMULI) -> tuple[pa.Table, dict]:
+def simulate(
+    images: pd.DataFrame, seed: int, n_sessions: int | None = None, n_stimuli: int = N_STIMULI
+) -> tuple[pa.Table, dict]:
     """(similarity_trials rows without the partition column, a summary for provenance).
 
     By default the sessions scale with the stimuli (a small demo build gets fewer)."""
@@ -96,18 +103,21 @@ def simulate(images: pd.DataFrame, seed: int, n_sessions: int | None = None,
     rows, dropped, grades = [], 0, []
     for s in range(n_sessions):
         agent = int(rng.integers(n_agents))
-        catch = set(rng.choice(20, 2, replace=False)) | \
-            set(SESSION_TRIALS - 20 + rng.choice(20, 2, replace=False))
+        catch = set(rng.choice(20, 2, replace=False)) | set(
+            SESSION_TRIALS - 20 + rng.choice(20, 2, replace=False)
+        )
         queries = rng.integers(0, len(stim), SESSION_TRIALS)
         refs = np.stack([_references(q, factors, rng) for q in queries])
-        for t in catch:         # the query itself (mirrored, for people) among the references
+        for t in catch:  # the query itself (mirrored, for people) among the references
             refs[t, rng.integers(N_REFERENCES)] = queries[t]
         answers = sample_choices(Z, queries, refs, N_SELECT, BETA * attention[agent], rng)
-        chosen = answers[:, 1:1 + N_SELECT]
-        catch_grade = [1.0 if chosen[t, 0] == queries[t] else 0.5 if chosen[t, 1] == queries[t]
-                       else 0.0 for t in sorted(catch)]
+        chosen = answers[:, 1 : 1 + N_SELECT]
+        catch_grade = [
+            1.0 if chosen[t, 0] == queries[t] else 0.5 if chosen[t, 1] == queries[t] else 0.0
+            for t in sorted(catch)
+        ]
         grade = float(np.mean(catch_grade))
-        if grade < 0.5:      # unsatisfactory sessions are dropped, as in roads2021 4.1
+        if grade < 0.5:  # unsatisfactory sessions are dropped, as in roads2021 4.1
             dropped += 1
             continue
         grades.append(grade)
@@ -115,18 +125,34 @@ def simulate(images: pd.DataFrame, seed: int, n_sessions: int | None = None,
         slow = attention[agent] > 0
         rt = rng.lognormal(np.log(8000 if slow else 2500), 0.45, SESSION_TRIALS)
         for t in range(SESSION_TRIALS):
-            rows.append({
-                "trial_id": f"sim-{s:04d}-{t:02d}", "agent_id": f"simulated-{agent:03d}",
-                "query": ids[queries[t]], "references": list(ids[refs[t]]),
-                "chosen": list(ids[chosen[t]]), "n_select": N_SELECT,
-                "kind": f"{N_REFERENCES}rank{N_SELECT}", "weight": grade,
-                "rt_ms": float(round(rt[t])), "split": split, "is_catch": t in catch})
+            rows.append(
+                {
+                    "trial_id": f"sim-{s:04d}-{t:02d}",
+                    "agent_id": f"simulated-{agent:03d}",
+                    "query": ids[queries[t]],
+                    "references": list(ids[refs[t]]),
+                    "chosen": list(ids[chosen[t]]),
+                    "n_select": N_SELECT,
+                    "kind": f"{N_REFERENCES}rank{N_SELECT}",
+                    "weight": grade,
+                    "rt_ms": float(round(rt[t])),
+                    "split": split,
+                    "is_catch": t in catch,
+                }
+            )
     table = pa.Table.from_pylist(rows, schema=schema.arrow_schema("similarity_trials", partition=False))
-    info = {"simulated": True, "dataset": DATASET, "stimuli": len(stim), "sessions": n_sessions,
-            "sessions_dropped": dropped, "trials": len(rows),
-            "mean_grade": float(np.mean(grades)) if grades else None, "beta": BETA,
-            "note": "Simulated people: answers drawn from a generating embedding of the images' "
-                    "factors (conceptlens/demo/similarity.py), not collected from anyone."}
+    info = {
+        "simulated": True,
+        "dataset": DATASET,
+        "stimuli": len(stim),
+        "sessions": n_sessions,
+        "sessions_dropped": dropped,
+        "trials": len(rows),
+        "mean_grade": float(np.mean(grades)) if grades else None,
+        "beta": BETA,
+        "note": "Simulated people: answers drawn from a generating embedding of the images' "
+        "factors (conceptlens/demo/similarity.py), not collected from anyone.",
+    }
     return table, info
 
 
@@ -138,14 +164,17 @@ def build_similarity(ws: Workspace, seed: int, progress: bool = True) -> dict:
     # simulation is not people's: a rebuild replaces its one file, under a fixed name so
     # that the same seed gives the same bytes.
     ws.remove_partition("similarity_trials", dataset=DATASET)
-    atomic_write_table(ws.partition_dir("similarity_trials", dataset=DATASET) / "part-simulated.parquet",
-                       table)
+    atomic_write_table(
+        ws.partition_dir("similarity_trials", dataset=DATASET) / "part-simulated.parquet", table
+    )
     meta = ws.meta()
     meta.setdefault("provenance", {})["similarity_trials"] = info
     ws.write_meta(meta)
     if progress:
-        print(f"similarity: {info['trials']} simulated trials ({info['sessions_dropped']} of "
-              f"{info['sessions']} sessions dropped by their catch trials)")
+        print(
+            f"similarity: {info['trials']} simulated trials ({info['sessions_dropped']} of "
+            f"{info['sessions']} sessions dropped by their catch trials)"
+        )
     return info
 
 
@@ -154,6 +183,7 @@ def recovery(ws: Workspace, seed: int = 0) -> float:
     psychological embedding (ensemble expected similarity), over the embedded images."""
     from ..embedding.psych import ensemble_similarity, read_embedding
     from ..metrics.similarity import rsa
+
     ids, members = read_embedding(ws, DATASET)
     images = ws.read("images").to_pandas().set_index("image_id").loc[ids].reset_index()
     Z = generating_embedding(stimuli(ws.read("images").to_pandas(), seed), seed)

@@ -8,6 +8,7 @@ So short prompts land near all the images they describe, and the image tower mus
 learn each factor (shape as well as colour) to match them.
 Deterministic from the seed (CPU, fixed threads, seeded data order).
 """
+
 from __future__ import annotations
 
 import io
@@ -63,13 +64,26 @@ def preprocess_pixels(pixels_uint8: torch.Tensor) -> torch.Tensor:
     return (x - m) / s
 
 
-def train_clip(pixels_uint8: torch.Tensor, captions: list[str], config: dict, *, seed: int,
-               epochs: int = 12, batch_size: int = 128, lr: float = 2e-3,
-               weight_decay: float = 0.05, drop_p: float | None = None, drop_frac: float = 0.6,
-               progress: bool = True, desc: str = "vl", on_epoch=None):
+def train_clip(
+    pixels_uint8: torch.Tensor,
+    captions: list[str],
+    config: dict,
+    *,
+    seed: int,
+    epochs: int = 12,
+    batch_size: int = 128,
+    lr: float = 2e-3,
+    weight_decay: float = 0.05,
+    drop_p: float | None = None,
+    drop_frac: float = 0.6,
+    progress: bool = True,
+    desc: str = "vl",
+    on_epoch=None,
+):
     """Train a CLIP from `config` on (image, caption) pairs; returns the open_clip model."""
     from open_clip.tokenizer import SimpleTokenizer
     from tqdm import tqdm
+
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -82,29 +96,35 @@ def train_clip(pixels_uint8: torch.Tensor, captions: list[str], config: dict, *,
     total = steps_per_epoch * epochs
     decay = [p for nme, p in model.named_parameters() if p.ndim >= 2 and "embedding" not in nme]
     no_decay = [p for nme, p in model.named_parameters() if not (p.ndim >= 2 and "embedding" not in nme)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=lr
+    )
     warm = max(total // 20, 1)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + np.cos(np.pi * min(s, total) / total)))
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + np.cos(np.pi * min(s, total) / total))
+    )
     bar = tqdm(total=total, desc=desc, disable=not progress, leave=False)
     model.train()
     for epoch in range(epochs):
         perm = torch.randperm(n, generator=g)
         for i in range(steps_per_epoch):
-            idx = perm[i * bs:(i + 1) * bs]
-            texts = [drop_words(captions[j], rng, drop_p) if rng.random() < drop_frac
-                     else captions[j] for j in idx.tolist()]
+            idx = perm[i * bs : (i + 1) * bs]
+            texts = [
+                drop_words(captions[j], rng, drop_p) if rng.random() < drop_frac else captions[j]
+                for j in idx.tolist()
+            ]
             img = F.normalize(model.encode_image(x[idx]), dim=-1)
             txt = F.normalize(model.encode_text(tok(texts)), dim=-1)
             logits = model.logit_scale.exp().clamp(max=100) * img @ txt.T
             # Multi-positive targets: every image a (shortened) caption truly describes.
             pos = consistency(texts, [captions[j] for j in idx.tolist()])
             pos.fill_diagonal_(1.0)
-            t_img = pos / pos.sum(1, keepdim=True)          # image i -> its true texts
-            t_txt = pos.T / pos.T.sum(1, keepdim=True)      # text j -> images it describes
-            loss = 0.5 * (torch.sum(-t_img * F.log_softmax(logits, 1), 1).mean()
-                          + torch.sum(-t_txt * F.log_softmax(logits.T, 1), 1).mean())
+            t_img = pos / pos.sum(1, keepdim=True)  # image i -> its true texts
+            t_txt = pos.T / pos.T.sum(1, keepdim=True)  # text j -> images it describes
+            loss = 0.5 * (
+                torch.sum(-t_img * F.log_softmax(logits, 1), 1).mean()
+                + torch.sum(-t_txt * F.log_softmax(logits.T, 1), 1).mean()
+            )
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -135,8 +155,9 @@ def save_clip(model, config: dict, config_path: Path, weights_path: Path) -> Non
     atomic_write_bytes(Path(weights_path), buf.getvalue())
 
 
-def zero_shot(vl: VLModel, image_emb: np.ndarray, frame, factor: str, values,
-              templates=("a {} shape",)) -> float:
+def zero_shot(
+    vl: VLModel, image_emb: np.ndarray, frame, factor: str, values, templates=("a {} shape",)
+) -> float:
     """Accuracy of zero-shot classification of `factor` by prompts built from `templates`."""
     prompts = {v: [t.format(v) for t in templates] for v in values}
     pred = vl.classify(image_emb, prompts)

@@ -8,6 +8,7 @@ An ensemble of members, each fitted from its own seed with its own held-out shar
 trials, is fitted for every candidate dimensionality; the dimensionality whose members
 predict their held-out trials best (mean log-likelihood) is kept.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,14 +34,19 @@ def read_embedding(ws, dataset: str) -> tuple[list[str], list[tuple[np.ndarray, 
     for _m, g in t.sort_values(["member", "image_id"]).groupby("member", sort=True):
         if ids is None:
             ids = list(g["image_id"])
-        members.append((np.stack(g["mu"].to_numpy()).astype(np.float64),
-                        np.stack(g["sigma"].to_numpy()).astype(np.float64)))
+        members.append(
+            (
+                np.stack(g["mu"].to_numpy()).astype(np.float64),
+                np.stack(g["sigma"].to_numpy()).astype(np.float64),
+            )
+        )
     return ids or [], members
 
 
 @dataclass(frozen=True)
 class Trials:
     """Numeric trials (see `conceptlens.metrics.similarity`) with their weights."""
+
     stimulus_set: np.ndarray
     n_select: np.ndarray
     weight: np.ndarray
@@ -63,8 +69,8 @@ class Trials:
 class Fit:
     dim: int
     member: int
-    mu: np.ndarray          # (n_stimuli, dim) float32
-    sigma: np.ndarray       # (n_stimuli, dim) float32, standard deviations
+    mu: np.ndarray  # (n_stimuli, dim) float32
+    sigma: np.ndarray  # (n_stimuli, dim) float32, standard deviations
     prior_scale: float
     epochs: int
     seconds: float
@@ -83,19 +89,34 @@ def torch_rank_loglik(z, valid, chosen, beta: float):
     valid: (trials, R) bool, false for padding; chosen: (trials, K) float, 1 where the
     k-th choice exists."""
     import torch
+
     d = torch.sqrt(((z[:, 1:] - z[:, :1]) ** 2).sum(-1) + 1e-12)
     log_s = (-beta * d).masked_fill(~valid, -1e4)
     # Choice k: its log similarity minus the log of the sum over the references not
     # chosen before it (K is small; logcumsumexp is several times slower).
-    return sum((log_s[:, k] - torch.logsumexp(log_s[:, k:], 1)) * chosen[:, k]
-               for k in range(chosen.shape[1]))
+    return sum(
+        (log_s[:, k] - torch.logsumexp(log_s[:, k:], 1)) * chosen[:, k] for k in range(chosen.shape[1])
+    )
 
 
-def fit_embedding(trials: Trials, n_stimuli: int, dim: int, *, beta: float = S.BETA,
-                  max_epochs: int = 300, batch_size: int = 8192, lr: float = 0.05,
-                  patience: int = 5, tol: float = 1e-3, max_cuts: int = 3, seed: int = 0,
-                  threads: int = 1,
-                  progress: bool = True, desc: str = "fit", member: int = 0) -> Fit:
+def fit_embedding(
+    trials: Trials,
+    n_stimuli: int,
+    dim: int,
+    *,
+    beta: float = S.BETA,
+    max_epochs: int = 300,
+    batch_size: int = 8192,
+    lr: float = 0.05,
+    patience: int = 5,
+    tol: float = 1e-3,
+    max_cuts: int = 3,
+    seed: int = 0,
+    threads: int = 1,
+    progress: bool = True,
+    desc: str = "fit",
+    member: int = 0,
+) -> Fit:
     """Fit one variational embedding by Adam on minibatches of trials.
 
     When the epoch's mean loss has not improved by more than `tol` (absolute, nats per
@@ -137,6 +158,7 @@ def fit_embedding(trials: Trials, n_stimuli: int, dim: int, *, beta: float = S.B
         bar = None
         if progress:
             from tqdm import tqdm
+
             bar = tqdm(total=max_epochs, desc=desc, unit="epoch", leave=False, mininterval=1.0)
         t0 = time.perf_counter()
         losses: list[float] = []
@@ -145,7 +167,7 @@ def fit_embedding(trials: Trials, n_stimuli: int, dim: int, *, beta: float = S.B
             perm = torch.randperm(n, generator=g)
             total = 0.0
             for s0 in range(0, n, batch_size):
-                b = perm[s0:s0 + batch_size]
+                b = perm[s0 : s0 + batch_size]
                 idx = idx_all[b]
                 z = mu[idx] + F.softplus(rho[idx]) * torch.randn(idx.shape + (dim,), generator=g)
                 ll = torch_rank_loglik(z, valid[b], chosen[b], beta)
@@ -172,10 +194,16 @@ def fit_embedding(trials: Trials, n_stimuli: int, dim: int, *, beta: float = S.B
         if bar is not None:
             bar.close()
         with torch.no_grad():
-            return Fit(dim=dim, member=member, mu=mu.detach().numpy().astype(np.float32),
-                       sigma=F.softplus(rho).detach().numpy().astype(np.float32),
-                       prior_scale=float(F.softplus(prior_rho)), epochs=len(losses),
-                       seconds=time.perf_counter() - t0, losses=losses)
+            return Fit(
+                dim=dim,
+                member=member,
+                mu=mu.detach().numpy().astype(np.float32),
+                sigma=F.softplus(rho).detach().numpy().astype(np.float32),
+                prior_scale=float(F.softplus(prior_rho)),
+                epochs=len(losses),
+                seconds=time.perf_counter() - t0,
+                losses=losses,
+            )
     finally:
         torch.set_num_threads(old_threads)
 
@@ -189,14 +217,18 @@ def scores(Z: np.ndarray, trials: Trials, beta: float = S.BETA) -> dict:
     ll = S.rank_log_likelihood(Z, trials.stimulus_set, trials.n_select, beta)
     wsum = w.sum()
     acc = S.most_probable_correct(Z, trials.stimulus_set, trials.n_select)
-    return {"loglik": float((w * ll).sum() / wsum) if wsum > 0 else float(ll.mean()),
-            "accuracy": float((w * acc).sum() / wsum) if wsum > 0 else float(acc.mean()),
-            "triplet_accuracy": S.triplet_accuracy(Z, trials.stimulus_set, trials.n_select, "l2",
-                                                   w if wsum > 0 else None)}
+    return {
+        "loglik": float((w * ll).sum() / wsum) if wsum > 0 else float(ll.mean()),
+        "accuracy": float((w * acc).sum() / wsum) if wsum > 0 else float(acc.mean()),
+        "triplet_accuracy": S.triplet_accuracy(
+            Z, trials.stimulus_set, trials.n_select, "l2", w if wsum > 0 else None
+        ),
+    }
 
 
-def expected_similarity(mu: np.ndarray, sigma: np.ndarray, beta: float = S.BETA,
-                        n_samples: int = 8, seed: int = 0) -> np.ndarray:
+def expected_similarity(
+    mu: np.ndarray, sigma: np.ndarray, beta: float = S.BETA, n_samples: int = 8, seed: int = 0
+) -> np.ndarray:
     """E_q[exp(-beta ||z_i - z_j||)] for every pair of rows, by Monte Carlo (n x n)."""
     rng = np.random.default_rng(seed)
     mu = np.asarray(mu, np.float64)
@@ -204,7 +236,7 @@ def expected_similarity(mu: np.ndarray, sigma: np.ndarray, beta: float = S.BETA,
     out = np.zeros((len(mu), len(mu)))
     for _ in range(n_samples):
         z = mu + sigma * rng.standard_normal(mu.shape)
-        sq = (z ** 2).sum(axis=1)
+        sq = (z**2).sum(axis=1)
         d = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2 * z @ z.T, 0.0))
         out += np.exp(-beta * d)
     out /= n_samples
@@ -212,19 +244,21 @@ def expected_similarity(mu: np.ndarray, sigma: np.ndarray, beta: float = S.BETA,
     return out
 
 
-def ensemble_similarity(members: list[tuple[np.ndarray, np.ndarray]], beta: float = S.BETA,
-                        n_samples: int = 8, seed: int = 0) -> np.ndarray:
+def ensemble_similarity(
+    members: list[tuple[np.ndarray, np.ndarray]], beta: float = S.BETA, n_samples: int = 8, seed: int = 0
+) -> np.ndarray:
     """The ensemble's expected similarity matrix: the mean over its members."""
-    return np.mean([expected_similarity(m, s, beta, n_samples, seed + k)
-                    for k, (m, s) in enumerate(members)], axis=0)
+    return np.mean(
+        [expected_similarity(m, s, beta, n_samples, seed + k) for k, (m, s) in enumerate(members)], axis=0
+    )
 
 
 @dataclass
 class Ensemble:
-    fits: dict[tuple[int, int], Fit]     # (dim, member) -> fit
-    rows: list[dict]                      # one per (dim, member): held-out scores etc.
+    fits: dict[tuple[int, int], Fit]  # (dim, member) -> fit
+    rows: list[dict]  # one per (dim, member): held-out scores etc.
     selected_dim: int
-    heldout: dict[int, np.ndarray]        # member -> indices of its held-out trials
+    heldout: dict[int, np.ndarray]  # member -> indices of its held-out trials
 
     def members(self, dim: int | None = None) -> list[Fit]:
         d = self.selected_dim if dim is None else dim
@@ -236,19 +270,22 @@ def heldout_split(n: int, members: int, holdout: float, seed: int) -> dict[int, 
     k = max(1, int(round(holdout * n)))
     if k >= n:
         raise ValueError(f"holdout={holdout} leaves no trial to fit out of {n}")
-    return {m: np.sort(np.random.default_rng([seed, 7, m]).permutation(n)[:k])
-            for m in range(members)}
+    return {m: np.sort(np.random.default_rng([seed, 7, m]).permutation(n)[:k]) for m in range(members)}
 
 
-def agreement(fits: list[Fit], beta: float = S.BETA, max_items: int = 1000, seed: int = 0
-              ) -> list[float | None]:
+def agreement(
+    fits: list[Fit], beta: float = S.BETA, max_items: int = 1000, seed: int = 0
+) -> list[float | None]:
     """Each member's mean Spearman correlation with the other members' expected similarity
     matrices (on a seeded sample of at most `max_items` stimuli)."""
     if len(fits) < 2:
         return [None] * len(fits)
     n = len(fits[0].mu)
-    items = np.arange(n) if n <= max_items else \
-        np.sort(np.random.default_rng([seed, 11]).choice(n, max_items, replace=False))
+    items = (
+        np.arange(n)
+        if n <= max_items
+        else np.sort(np.random.default_rng([seed, 11]).choice(n, max_items, replace=False))
+    )
     tri = [S.upper(expected_similarity(f.mu[items], f.sigma[items], beta, 4, seed)) for f in fits]
     r = np.eye(len(fits))
     for a in range(len(fits)):
@@ -257,10 +294,20 @@ def agreement(fits: list[Fit], beta: float = S.BETA, max_items: int = 1000, seed
     return [float((r[a].sum() - 1) / (len(fits) - 1)) for a in range(len(fits))]
 
 
-def fit_ensemble(train: Trials, n_stimuli: int, dims=(2, 4, 8, 16), members: int = 3,
-                 holdout: float = 0.1, test: Trials | None = None, beta: float = S.BETA,
-                 seed: int = 0, progress: bool = True, label: str = "", screen: int | None = None,
-                 **fit_kw) -> Ensemble:
+def fit_ensemble(
+    train: Trials,
+    n_stimuli: int,
+    dims=(2, 4, 8, 16),
+    members: int = 3,
+    holdout: float = 0.1,
+    test: Trials | None = None,
+    beta: float = S.BETA,
+    seed: int = 0,
+    progress: bool = True,
+    label: str = "",
+    screen: int | None = None,
+    **fit_kw,
+) -> Ensemble:
     """Fit an ensemble per dimensionality in `dims`, each member without its own held-out
     share of `train`; keep the dimensionality with the best mean held-out log-likelihood
     (the smaller one on a tie). With `screen` < `members`, only `screen` members are fitted
@@ -277,19 +324,40 @@ def fit_ensemble(train: Trials, n_stimuli: int, dims=(2, 4, 8, 16), members: int
 
     def run(dim: int, m: int) -> None:
         keep = np.setdiff1d(np.arange(len(train)), held[m], assume_unique=True)
-        fit = fit_embedding(train.subset(keep), n_stimuli, dim, beta=beta,
-                            seed=int(np.random.SeedSequence([seed, dim, m]).generate_state(1)[0]),
-                            progress=progress, desc=f"{label} d={dim} member {m}".strip(),
-                            member=m, **fit_kw)
+        fit = fit_embedding(
+            train.subset(keep),
+            n_stimuli,
+            dim,
+            beta=beta,
+            seed=int(np.random.SeedSequence([seed, dim, m]).generate_state(1)[0]),
+            progress=progress,
+            desc=f"{label} d={dim} member {m}".strip(),
+            member=m,
+            **fit_kw,
+        )
         fits[dim, m] = fit
         h = scores(fit.mu, train.subset(held[m]), beta)
-        t = scores(fit.mu, test, beta) if test is not None and len(test) else \
-            {"loglik": None, "accuracy": None}
-        rows.append({"dim": dim, "member": m, "n_train": len(keep), "n_heldout": len(held[m]),
-                     "heldout_loglik": h["loglik"], "heldout_accuracy": h["accuracy"],
-                     "heldout_triplet_accuracy": h["triplet_accuracy"],
-                     "test_loglik": t["loglik"], "test_accuracy": t["accuracy"],
-                     "prior_scale": fit.prior_scale, "epochs": fit.epochs, "seconds": fit.seconds})
+        t = (
+            scores(fit.mu, test, beta)
+            if test is not None and len(test)
+            else {"loglik": None, "accuracy": None}
+        )
+        rows.append(
+            {
+                "dim": dim,
+                "member": m,
+                "n_train": len(keep),
+                "n_heldout": len(held[m]),
+                "heldout_loglik": h["loglik"],
+                "heldout_accuracy": h["accuracy"],
+                "heldout_triplet_accuracy": h["triplet_accuracy"],
+                "test_loglik": t["loglik"],
+                "test_accuracy": t["accuracy"],
+                "prior_scale": fit.prior_scale,
+                "epochs": fit.epochs,
+                "seconds": fit.seconds,
+            }
+        )
 
     for dim in dims:
         for m in range(screen):

@@ -4,6 +4,7 @@ The workspace is the first positional argument, as in `conceptlens import images
 --dataset D SOURCE`. Heavy imports happen in the handlers: `conceptlens --help` and
 `validate` must run with requirements.txt alone.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,6 +17,7 @@ FORMATS = ("auto", "imagefolder", "manifest", "imagenet", "hf")
 def _init(args) -> int:
     from ..schema import empty
     from ..workspace import Workspace, WorkspaceError
+
     root = Path(args.workspace)
     if (root / Workspace.META).exists():
         raise WorkspaceError(f"{root / Workspace.META}: already a workspace")
@@ -41,6 +43,7 @@ def detect_format(source: Path, args) -> str:
     if args.devkit or args.ground_truth or args.synsets:
         return "imagenet"
     from .imagenet import IMAGE_DIRS, VAL_NAME
+
     for rel in IMAGE_DIRS:
         d = source / rel
         if d.is_dir() and any(VAL_NAME.match(p.name) for p in d.iterdir()):
@@ -51,31 +54,51 @@ def detect_format(source: Path, args) -> str:
 def listing(source: Path, fmt: str, args):
     if fmt == "imagefolder":
         from .imagefolder import scan
+
         return scan(source)
     if fmt == "manifest":
         from .manifest import scan
+
         return scan(source, root=args.root, unlabeled=args.unlabeled)
     if fmt == "imagenet":
         from .imagenet import scan
+
         return scan(source, devkit=args.devkit, ground_truth=args.ground_truth, synsets=args.synsets)
     from .hf import scan
-    return scan(source, image_column=args.image_column, label_column=args.label_column,
-                unlabeled=args.unlabeled, split=args.split)
+
+    return scan(
+        source,
+        image_column=args.image_column,
+        label_column=args.label_column,
+        unlabeled=args.unlabeled,
+        split=args.split,
+    )
 
 
 def _images(args) -> int:
     from .images import Thumbs, import_images
+
     source = Path(args.source).expanduser()
     fmt = detect_format(source, args) if args.format == "auto" else args.format
     found = listing(source, fmt, args)
-    r = import_images(args.workspace, args.dataset, found, split=args.split,
-                      test_fraction=args.test_fraction, seed=args.seed,
-                      thumbs=Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality),
-                      workers=args.workers, strict=args.strict, replace=args.replace,
-                      progress=not args.quiet)
+    r = import_images(
+        args.workspace,
+        args.dataset,
+        found,
+        split=args.split,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        thumbs=Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality),
+        workers=args.workers,
+        strict=args.strict,
+        replace=args.replace,
+        progress=not args.quiet,
+    )
     rate = f"{(r.made / r.seconds * 60):,.0f} images/min" if r.made and r.seconds > 0 else "nothing to decode"
-    print(f"dataset {r.dataset} ({fmt}): {r.n_images} images in {args.workspace}; {r.made} thumbnails "
-          f"made ({rate}), {r.reused} reused")
+    print(
+        f"dataset {r.dataset} ({fmt}): {r.n_images} images in {args.workspace}; {r.made} thumbnails "
+        f"made ({rate}), {r.reused} reused"
+    )
     if r.skipped:
         print(f"skipped {len(r.skipped)} image(s) that do not decode:")
         for where, why in r.skipped:
@@ -88,18 +111,36 @@ def _images(args) -> int:
 
 def _features(args) -> int:
     from .features import import_features
-    cid, n, dim = import_features(args.workspace, args.dataset, args.checkpoint, args.file, ids=args.ids,
-                                  key=args.key, ids_key=args.ids_key, model=args.model,
-                                  method=args.method, epoch=args.epoch, run=args.run,
-                                  replace=args.replace)
+
+    cid, n, dim = import_features(
+        args.workspace,
+        args.dataset,
+        args.checkpoint,
+        args.file,
+        ids=args.ids,
+        key=args.key,
+        ids_key=args.ids_key,
+        model=args.model,
+        method=args.method,
+        epoch=args.epoch,
+        run=args.run,
+        replace=args.replace,
+    )
     print(f"checkpoint {cid}: {n} embeddings of dimension {dim} for dataset {args.dataset}")
     return 0
 
 
 def _captions(args) -> int:
     from .captions import import_captions
-    n = import_captions(args.workspace, args.captioner, args.file, dataset=args.dataset,
-                        id_column=args.id_column, text_column=args.text_column)
+
+    n = import_captions(
+        args.workspace,
+        args.captioner,
+        args.file,
+        dataset=args.dataset,
+        id_column=args.id_column,
+        text_column=args.text_column,
+    )
     print(f"captioner {args.captioner}: {n} captions in {Path(args.workspace) / 'captions.parquet'}")
     return 0
 
@@ -108,38 +149,62 @@ def register(sub, parents) -> None:
     quiet = argparse.ArgumentParser(add_help=False)
     quiet.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    p = sub.add_parser("init", help="create an empty workspace",
-                       description="Create an empty, valid workspace in a new (or empty) folder.")
+    p = sub.add_parser(
+        "init",
+        help="create an empty workspace",
+        description="Create an empty, valid workspace in a new (or empty) folder.",
+    )
     p.add_argument("workspace", metavar="W", help="workspace folder to create")
     p.add_argument("--name", help="workspace name (default: the folder's name)")
     p.add_argument("--description", default="", help="one line about the workspace")
     p.set_defaults(func=_init)
 
-    imp = sub.add_parser("import", help="bring your own images, features or captions",
-                         description="Bring your own data into a workspace (docs/import.md).")
+    imp = sub.add_parser(
+        "import",
+        help="bring your own images, features or captions",
+        description="Bring your own data into a workspace (docs/import.md).",
+    )
     isub = imp.add_subparsers(dest="what", required=True, metavar="WHAT")
 
-    p = isub.add_parser("images", parents=[quiet], help="images from a folder, manifest, ImageNet "
-                        "validation set or saved Hugging Face dataset",
-                        description="Add a dataset of images: thumbnails and images.parquet rows. "
-                                    "Rerun the same command to resume after an interruption.")
+    p = isub.add_parser(
+        "images",
+        parents=[quiet],
+        help="images from a folder, manifest, ImageNet validation set or saved Hugging Face dataset",
+        description="Add a dataset of images: thumbnails and images.parquet rows. "
+        "Rerun the same command to resume after an interruption.",
+    )
     p.add_argument("workspace", metavar="W", help="workspace folder (see `conceptlens init`)")
     p.add_argument("source", metavar="SOURCE", help="folder, manifest (.csv/.tsv/.parquet) or saved dataset")
     p.add_argument("--dataset", required=True, help="name of the dataset in images.parquet")
     p.add_argument("--format", choices=FORMATS, default="auto", help="what SOURCE is (default: detected)")
-    p.add_argument("--split", help="split of every image when SOURCE gives none: train, val or test "
-                                   "(default train)")
-    p.add_argument("--test-fraction", type=float,
-                   help="when SOURCE gives no splits: mark this share of each class `test` (seeded)")
+    p.add_argument(
+        "--split", help="split of every image when SOURCE gives none: train, val or test (default train)"
+    )
+    p.add_argument(
+        "--test-fraction",
+        type=float,
+        help="when SOURCE gives no splits: mark this share of each class `test` (seeded)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of --test-fraction (default 0)")
     p.add_argument("--thumbnail-size", type=int, default=128, help="longest side in pixels (default 128)")
-    p.add_argument("--thumbnail-format", choices=("jpeg", "webp"), default="jpeg",
-                   help="thumbnail format (default jpeg: the fastest to write)")
+    p.add_argument(
+        "--thumbnail-format",
+        choices=("jpeg", "webp"),
+        default="jpeg",
+        help="thumbnail format (default jpeg: the fastest to write)",
+    )
     p.add_argument("--quality", type=int, default=85, help="thumbnail quality 1-100 (default 85)")
-    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                   help="processes decoding images (default: 2, or 1 on one core)")
-    p.add_argument("--strict", action="store_true",
-                   help="fail (writing no rows) when an image does not decode, instead of skipping it")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes decoding images (default: 2, or 1 on one core)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (writing no rows) when an image does not decode, instead of skipping it",
+    )
     p.add_argument("--replace", action="store_true", help="import a dataset the workspace already has again")
     g = p.add_argument_group("manifest")
     g.add_argument("--root", help="folder relative paths of the manifest start from (default: its folder)")
@@ -153,17 +218,21 @@ def register(sub, parents) -> None:
     g.add_argument("--label-column", help="column of labels (default: the one ClassLabel feature)")
     p.set_defaults(func=_images)
 
-    p = isub.add_parser("features", help="embeddings computed elsewhere, as a checkpoint",
-                        description="Add embeddings computed elsewhere as a checkpoint of a dataset "
-                                    "(.npy/.npz, .h5, .pt, .parquet).")
+    p = isub.add_parser(
+        "features",
+        help="embeddings computed elsewhere, as a checkpoint",
+        description="Add embeddings computed elsewhere as a checkpoint of a dataset "
+        "(.npy/.npz, .h5, .pt, .parquet).",
+    )
     p.add_argument("workspace", metavar="W", help="workspace folder")
     p.add_argument("file", metavar="FILE", help="the vectors (and usually their ids)")
     p.add_argument("--checkpoint", required=True, metavar="ID", help="id of the new checkpoint")
     p.add_argument("--dataset", required=True, help="dataset of images.parquet the vectors embed")
     p.add_argument("--ids", help="ids of the rows, in order, for .npy or a bare tensor (.txt, .csv, .npy)")
     p.add_argument("--key", help="array or column of the vectors (default: embeddings/features)")
-    p.add_argument("--ids-key",
-                   help="array or column of the ids (default: ids/image_ids; image_id in Parquet)")
+    p.add_argument(
+        "--ids-key", help="array or column of the ids (default: ids/image_ids; image_id in Parquet)"
+    )
     p.add_argument("--model", help="stored in checkpoints.model (default: the file's name)")
     p.add_argument("--method", help="training regime stored in checkpoints.method (default imported)")
     p.add_argument("--epoch", type=int, help="training epoch stored in checkpoints.epoch")
@@ -171,9 +240,11 @@ def register(sub, parents) -> None:
     p.add_argument("--replace", action="store_true", help="replace a checkpoint of the same id")
     p.set_defaults(func=_features)
 
-    p = isub.add_parser("captions", help="captions written by your own captioner",
-                        description="Add one caption per image (CSV/TSV/Parquet: image_id, text) "
-                                    "as captioner NAME.")
+    p = isub.add_parser(
+        "captions",
+        help="captions written by your own captioner",
+        description="Add one caption per image (CSV/TSV/Parquet: image_id, text) as captioner NAME.",
+    )
     p.add_argument("workspace", metavar="W", help="workspace folder")
     p.add_argument("file", metavar="FILE", help=".csv, .tsv or .parquet with image ids and texts")
     p.add_argument("--captioner", required=True, metavar="NAME", help="name stored in captions.captioner")
@@ -183,7 +254,9 @@ def register(sub, parents) -> None:
     p.set_defaults(func=_captions)
 
     from .compmap_cli import register as register_compmap
+
     register_compmap(isub, quiet)
 
     from .hsj import register as register_hsj
+
     register_hsj(isub)

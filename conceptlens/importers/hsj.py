@@ -21,6 +21,7 @@ A trial whose query is among its references is a catch trial. Nothing is written
 until every trial has been read and checked; an error names the file and the sequence
 (or row). The rows are appended (people's answers are never rewritten).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,14 +33,14 @@ from pathlib import Path, PurePosixPath
 from .images import ImportInputError
 
 KIND = re.compile(r"(?:rank:)?(\d+)rank(\d+)")
-ASSET_PREFIX = 5        # `PZ` domain + 3-character subdomain, then the local id
+ASSET_PREFIX = 5  # `PZ` domain + 3-character subdomain, then the local id
 
 
 @dataclass
 class Stimulus:
-    key: int            # local_id (release) or index (HDF5)
+    key: int  # local_id (release) or index (HDF5)
     path: str
-    where: str          # file and line, for messages
+    where: str  # file and line, for messages
 
 
 @dataclass
@@ -68,8 +69,10 @@ def read_stimuli(path: Path, zero_based: bool = False) -> dict[int, Stimulus]:
         raise ImportInputError(f"{path}: empty; expected a header `local_id|filepath|wordnet_id`")
     header = [h.strip() for h in lines[0].split("|")]
     if "local_id" not in header or "filepath" not in header:
-        raise ImportInputError(f"{path} line 1: header must name columns local_id and filepath "
-                               f"(pipe separated), got {lines[0]!r}")
+        raise ImportInputError(
+            f"{path} line 1: header must name columns local_id and filepath "
+            f"(pipe separated), got {lines[0]!r}"
+        )
     li, fi = header.index("local_id"), header.index("filepath")
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -91,6 +94,7 @@ def read_stimuli(path: Path, zero_based: bool = False) -> dict[int, Stimulus]:
 def read_catalog(path: Path) -> dict[int, Stimulus]:
     import h5py
     import numpy as np
+
     try:
         with h5py.File(path, "r") as f:
             ids = np.asarray(f["stimulus_id"][()]).astype(np.int64)
@@ -108,8 +112,9 @@ def _stem(path: str) -> str:
     return PurePosixPath(str(path).replace("\\", "/")).stem
 
 
-def match_images(images, dataset: str, stimuli: dict[int, Stimulus], used: dict[int, str]
-                 ) -> tuple[dict[int, str], list[tuple[Stimulus, str]]]:
+def match_images(
+    images, dataset: str, stimuli: dict[int, Stimulus], used: dict[int, str]
+) -> tuple[dict[int, str], list[tuple[Stimulus, str]]]:
     """{stimulus key: image_id} for the stimuli used, and the unmatched (stimulus, first
     trial using it). A name shared by two images matches neither."""
     rows = images[images["dataset"] == dataset]
@@ -127,8 +132,9 @@ def match_images(images, dataset: str, stimuli: dict[int, Stimulus], used: dict[
         if len(found) == 1:
             out[key] = next(iter(found))
         else:
-            missing.append((s, first_use if not found else
-                            f"{first_use} (ambiguous: {', '.join(sorted(found)[:3])})"))
+            missing.append(
+                (s, first_use if not found else f"{first_use} (ambiguous: {', '.join(sorted(found)[:3])})")
+            )
     return out, missing
 
 
@@ -165,11 +171,13 @@ def _timestep(step: dict, where: str) -> tuple[int, list[int], list[int], str]:
     if query is None:
         raise ImportInputError(f"{where}: no content:query interaction")
     if sorted(refs) != list(range(n_ref)):
-        raise ImportInputError(f"{where}: kind {kind} needs references 0..{n_ref - 1}, got "
-                               f"{len(refs)} ({sorted(refs)})")
+        raise ImportInputError(
+            f"{where}: kind {kind} needs references 0..{n_ref - 1}, got {len(refs)} ({sorted(refs)})"
+        )
     if sorted(ranks) != list(range(n_sel)):
-        raise ImportInputError(f"{where}: kind {kind} needs {n_sel} choices (behavior:rank_0.."
-                               f"{n_sel - 1}), got {len(ranks)}")
+        raise ImportInputError(
+            f"{where}: kind {kind} needs {n_sel} choices (behavior:rank_0..{n_sel - 1}), got {len(ranks)}"
+        )
     references = [refs[i] for i in range(n_ref)]
     chosen = [ranks[i] for i in range(n_sel)]
     if len(set(chosen)) != n_sel or not set(chosen) <= set(references):
@@ -190,7 +198,7 @@ def read_release(source: Path) -> list[Raw]:
                 raise ImportInputError(f"{path}: malformed JSON ({e})") from None
             data = doc.get("data") if isinstance(doc, dict) else None
             if not isinstance(data, list):
-                raise ImportInputError(f"{path}: expected {{\"data\": [sequences]}}")
+                raise ImportInputError(f'{path}: expected {{"data": [sequences]}}')
             for seq in data:
                 sid = seq.get("sequence_id") if isinstance(seq, dict) else None
                 where = f"{path}: sequence {sid}"
@@ -206,9 +214,20 @@ def read_release(source: Path) -> list[Raw]:
                         raise ImportInputError(f"{at}: must be an object")
                     q, refs, chosen, kind = _timestep(step, at)
                     rt = step.get("response_time_ms")
-                    out.append(Raw(f"{sid}-{pos}", seq.get("anonymous_id"), q, refs, chosen, kind,
-                                   grade / 100.0, float(rt) if isinstance(rt, (int, float)) and rt >= 0
-                                   else None, split, at))
+                    out.append(
+                        Raw(
+                            f"{sid}-{pos}",
+                            seq.get("anonymous_id"),
+                            q,
+                            refs,
+                            chosen,
+                            kind,
+                            grade / 100.0,
+                            float(rt) if isinstance(rt, (int, float)) and rt >= 0 else None,
+                            split,
+                            at,
+                        )
+                    )
     return out
 
 
@@ -216,6 +235,7 @@ def read_release(source: Path) -> list[Raw]:
 def read_hdf5(path: Path) -> list[Raw]:
     import h5py
     import numpy as np
+
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -229,6 +249,7 @@ def read_hdf5(path: Path) -> list[Raw]:
 
         def column(name, default):
             return np.asarray(f[name][()]) if name in f else np.full(n, default)
+
         sel = column("n_select", 1).astype(np.int64)
         ranked = column("is_ranked", True).astype(bool)
         agent = column("agent_id", 0)
@@ -236,8 +257,13 @@ def read_hdf5(path: Path) -> list[Raw]:
         rt = column("rt_ms", -1.0).astype(np.float64)
     if stim.ndim != 2 or stim.shape[1] < 3:
         raise ImportInputError(f"{path}: stimulus_set must be (trials, 1 + references), got {stim.shape}")
-    for name, v in (("n_select", sel), ("is_ranked", ranked), ("agent_id", agent), ("weight", weight),
-                    ("rt_ms", rt)):
+    for name, v in (
+        ("n_select", sel),
+        ("is_ranked", ranked),
+        ("agent_id", agent),
+        ("weight", weight),
+        ("rt_ms", rt),
+    ):
         if len(v) != n:
             raise ImportInputError(f"{path}: {name} has {len(v)} values for {n} trials")
     out = []
@@ -245,19 +271,31 @@ def read_hdf5(path: Path) -> list[Raw]:
         where = f"{path}: row {t}"
         row = stim[t]
         refs = [int(v) for v in row[1:] if v >= 0]
-        if row[0] < 0 or (row[1:1 + len(refs)] < 0).any():
+        if row[0] < 0 or (row[1 : 1 + len(refs)] < 0).any():
             raise ImportInputError(f"{where}: -1 padding may only end a stimulus_set row: {row.tolist()}")
         if not ranked[t]:
             raise ImportInputError(f"{where}: an unranked trial; only ranked choices are supported")
         if not 1 <= sel[t] < len(refs):
-            raise ImportInputError(f"{where}: n_select {sel[t]} with {len(refs)} references "
-                                   f"(a sequence with a wrong number of choices)")
+            raise ImportInputError(
+                f"{where}: n_select {sel[t]} with {len(refs)} references "
+                f"(a sequence with a wrong number of choices)"
+            )
         if not np.isfinite(weight[t]) or weight[t] < 0:
             raise ImportInputError(f"{where}: weight {weight[t]} must be a finite number >= 0")
-        out.append(Raw(f"{path.stem}-{t}", str(agent[t].decode() if isinstance(agent[t], bytes)
-                                               else agent[t]),
-                       int(row[0]), refs, refs[:sel[t]], f"{len(refs)}rank{sel[t]}", float(weight[t]),
-                       float(rt[t]) if rt[t] >= 0 else None, "train", where))
+        out.append(
+            Raw(
+                f"{path.stem}-{t}",
+                str(agent[t].decode() if isinstance(agent[t], bytes) else agent[t]),
+                int(row[0]),
+                refs,
+                refs[: sel[t]],
+                f"{len(refs)}rank{sel[t]}",
+                float(weight[t]),
+                float(rt[t]) if rt[t] >= 0 else None,
+                "train",
+                where,
+            )
+        )
     return out
 
 
@@ -272,12 +310,17 @@ def detect(source: Path) -> tuple[str, Path]:
         raise ImportInputError(f"{source}: no such file or folder")
     if (source / "train_seqs").is_dir() or (source / "test_seqs").is_dir():
         return "release", source
-    h5 = [p for p in sorted(source.iterdir()) if p.suffix.lower() in (".hdf5", ".h5")
-          and p.name != "catalog.hdf5"]
+    h5 = [
+        p
+        for p in sorted(source.iterdir())
+        if p.suffix.lower() in (".hdf5", ".h5") and p.name != "catalog.hdf5"
+    ]
     if len(h5) == 1:
         return "hdf5", h5[0]
-    raise ImportInputError(f"{source}: expected train_seqs/ and test_seqs/ (the release) or one "
-                           f"psiz observations .hdf5 file, found {len(h5)} .hdf5 files")
+    raise ImportInputError(
+        f"{source}: expected train_seqs/ and test_seqs/ (the release) or one "
+        f"psiz observations .hdf5 file, found {len(h5)} .hdf5 files"
+    )
 
 
 def _stimuli_for(fmt: str, path: Path) -> tuple[dict[int, Stimulus], str]:
@@ -285,8 +328,11 @@ def _stimuli_for(fmt: str, path: Path) -> tuple[dict[int, Stimulus], str]:
     if fmt == "hdf5" and (folder / "catalog.hdf5").is_file():
         return read_catalog(folder / "catalog.hdf5"), str(folder / "catalog.hdf5")
     if not (folder / "stimuli.txt").is_file():
-        raise ImportInputError(f"{folder}: no stimuli.txt" + (" or catalog.hdf5" if fmt == "hdf5" else "")
-                               + " naming the stimuli")
+        raise ImportInputError(
+            f"{folder}: no stimuli.txt"
+            + (" or catalog.hdf5" if fmt == "hdf5" else "")
+            + " naming the stimuli"
+        )
     return read_stimuli(folder / "stimuli.txt", zero_based=fmt == "hdf5"), str(folder / "stimuli.txt")
 
 
@@ -297,6 +343,7 @@ def import_hsj(workspace, source, dataset: str | None = None, skip_missing: bool
 
     from .. import schema
     from ..workspace import Workspace, now_iso
+
     ws = Workspace(workspace)
     ws.meta()
     source = Path(source).expanduser()
@@ -322,9 +369,11 @@ def import_hsj(workspace, source, dataset: str | None = None, skip_missing: bool
     ids, missing = match_images(images, dataset, stimuli, used)
     if missing and not skip_missing:
         s, first = missing[0]
-        raise ImportInputError(f"{s.where}: stimulus {s.path!r} matches no image of dataset {dataset!r} "
-                               f"(first used by {first}); {len(missing)} stimuli are unmatched "
-                               "(--skip-missing drops their trials)")
+        raise ImportInputError(
+            f"{s.where}: stimulus {s.path!r} matches no image of dataset {dataset!r} "
+            f"(first used by {first}); {len(missing)} stimuli are unmatched "
+            "(--skip-missing drops their trials)"
+        )
     rows, dropped, seen = [], 0, {}
     for r in raws:
         keys = (r.query, *r.references)
@@ -334,24 +383,44 @@ def import_hsj(workspace, source, dataset: str | None = None, skip_missing: bool
         if r.trial_id in seen:
             raise ImportInputError(f"{r.where}: trial id {r.trial_id!r} repeats {seen[r.trial_id]}")
         seen[r.trial_id] = r.where
-        rows.append({"trial_id": r.trial_id, "agent_id": r.agent_id, "query": ids[r.query],
-                     "references": [ids[k] for k in r.references], "chosen": [ids[k] for k in r.chosen],
-                     "n_select": len(r.chosen), "kind": r.kind, "weight": r.weight, "rt_ms": r.rt_ms,
-                     "split": r.split, "is_catch": r.query in r.references})
+        rows.append(
+            {
+                "trial_id": r.trial_id,
+                "agent_id": r.agent_id,
+                "query": ids[r.query],
+                "references": [ids[k] for k in r.references],
+                "chosen": [ids[k] for k in r.chosen],
+                "n_select": len(r.chosen),
+                "kind": r.kind,
+                "weight": r.weight,
+                "rt_ms": r.rt_ms,
+                "split": r.split,
+                "is_catch": r.query in r.references,
+            }
+        )
     if not rows:
         raise ImportInputError(f"{source}: none of the {len(raws)} trials shows only images of {dataset!r}")
     if ws.has("similarity_trials", dataset=dataset):
         old = set(ws.read("similarity_trials", columns=["trial_id"], dataset=dataset)["trial_id"].to_pylist())
         again = sorted(old & set(seen))
         if again:
-            raise ImportInputError(f"{seen[again[0]]}: trial {again[0]!r} is already in "
-                                   f"{ws.partition_dir('similarity_trials', dataset=dataset)} "
-                                   f"({len(again)} trials already imported)")
+            raise ImportInputError(
+                f"{seen[again[0]]}: trial {again[0]!r} is already in "
+                f"{ws.partition_dir('similarity_trials', dataset=dataset)} "
+                f"({len(again)} trials already imported)"
+            )
     table = pa.Table.from_pylist(rows, schema=schema.arrow_schema("similarity_trials", partition=False))
     ws.append("similarity_trials", table, dataset=dataset)
-    summary = {"format": fmt, "source": os.path.abspath(source), "dataset": dataset, "trials": len(rows),
-               "catch": int(pd.Series([r["is_catch"] for r in rows]).sum()), "dropped": dropped,
-               "stimuli": len(used) - len(missing), "imported": now_iso()}
+    summary = {
+        "format": fmt,
+        "source": os.path.abspath(source),
+        "dataset": dataset,
+        "trials": len(rows),
+        "catch": int(pd.Series([r["is_catch"] for r in rows]).sum()),
+        "dropped": dropped,
+        "stimuli": len(used) - len(missing),
+        "imported": now_iso(),
+    }
     meta = ws.meta()
     meta.setdefault("provenance", {}).setdefault("hsj_imports", []).append(summary)
     ws.write_meta(meta)
@@ -360,22 +429,35 @@ def import_hsj(workspace, source, dataset: str | None = None, skip_missing: bool
 
 def _handle(args) -> int:
     r = import_hsj(args.workspace, args.source, dataset=args.dataset, skip_missing=args.skip_missing)
-    print(f"dataset {r['dataset']} ({r['format']}): {r['trials']} similarity trials over {r['stimuli']} "
-          f"images appended to {args.workspace} ({r['catch']} catch trials"
-          + (f"; {r['dropped']} trials with unmatched images dropped" if r["dropped"] else "") + ")")
+    print(
+        f"dataset {r['dataset']} ({r['format']}): {r['trials']} similarity trials over {r['stimuli']} "
+        f"images appended to {args.workspace} ({r['catch']} catch trials"
+        + (f"; {r['dropped']} trials with unmatched images dropped" if r["dropped"] else "")
+        + ")"
+    )
     print(f"next: conceptlens analyze similarity --workspace {args.workspace}")
     return 0
 
 
 def register(isub) -> None:
     """Add `hsj` to the `import` subcommands."""
-    p = isub.add_parser("hsj", help="human similarity judgments (ImageNet-HSJ release or psiz HDF5)",
-                        description="Append human similarity judgments (roads2021) to a dataset's "
-                                    "similarity_trials (docs/similarity.md).")
+    p = isub.add_parser(
+        "hsj",
+        help="human similarity judgments (ImageNet-HSJ release or psiz HDF5)",
+        description="Append human similarity judgments (roads2021) to a dataset's "
+        "similarity_trials (docs/similarity.md).",
+    )
     p.add_argument("workspace", metavar="W", help="workspace folder")
-    p.add_argument("source", metavar="SOURCE", help="release folder (stimuli.txt, train_seqs/, "
-                   "test_seqs/) or psiz observations .hdf5 (with catalog.hdf5 or stimuli.txt beside it)")
+    p.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="release folder (stimuli.txt, train_seqs/, "
+        "test_seqs/) or psiz observations .hdf5 (with catalog.hdf5 or stimuli.txt beside it)",
+    )
     p.add_argument("--dataset", help="dataset of images.parquet the stimuli are (default: the only one)")
-    p.add_argument("--skip-missing", action="store_true",
-                   help="drop trials showing a stimulus that matches no image (default: an error)")
+    p.add_argument(
+        "--skip-missing",
+        action="store_true",
+        help="drop trials showing a stimulus that matches no image (default: an error)",
+    )
     p.set_defaults(func=_handle)

@@ -1,4 +1,5 @@
 """Class-level captions (laina2020 Eq. 4) and the describability proxy (its Table 3)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -56,8 +57,14 @@ def class_captions(embeddings, labels, negative: bool = True) -> dict:
     return pick_per_cluster(eq4_scores(embeddings, labels, negative), labels)
 
 
-def class_captions_rouge(texts, labels, negative: bool = True, max_candidates: int = 30,
-                         max_compare: int = 200, random_state: int = 0) -> dict:
+def class_captions_rouge(
+    texts,
+    labels,
+    negative: bool = True,
+    max_candidates: int = 30,
+    max_compare: int = 200,
+    random_state: int = 0,
+) -> dict:
     """Eq. 4 with d = 1 - ROUGE-L F-measure (the Table 3 ablation).
 
     ROUGE needs every pair of sentences, so on large clusters the candidates and
@@ -66,6 +73,7 @@ def class_captions_rouge(texts, labels, negative: bool = True, max_candidates: i
     Returns cluster -> (row of the chosen caption, score).
     """
     from rouge_score import rouge_scorer
+
     texts = list(texts)
     labels = _labels(labels, len(texts))
     tok = rouge_scorer.RougeScorer(["rougeL"])._tokenizer
@@ -84,8 +92,11 @@ def class_captions_rouge(texts, labels, negative: bool = True, max_candidates: i
     for c in np.unique(labels):
         inside = np.flatnonzero(labels == c)
         outside = np.flatnonzero(labels != c)
-        cands = inside if len(inside) <= max_candidates else np.sort(
-            rng.choice(inside, max_candidates, replace=False))
+        cands = (
+            inside
+            if len(inside) <= max_candidates
+            else np.sort(rng.choice(inside, max_candidates, replace=False))
+        )
         pos = inside if len(inside) <= max_compare else rng.choice(inside, max_compare, replace=False)
         neg = outside if len(outside) <= max_compare else rng.choice(outside, max_compare, replace=False)
         best = None
@@ -101,9 +112,17 @@ def class_captions_rouge(texts, labels, negative: bool = True, max_candidates: i
     return out
 
 
-def describability(text_embeddings, text_clusters, image_embeddings, image_clusters,
-                   features=None, top_n: int = 10, top: int = 5, n_pairs: int = 20,
-                   random_state: int = 0) -> dict:
+def describability(
+    text_embeddings,
+    text_clusters,
+    image_embeddings,
+    image_clusters,
+    features=None,
+    top_n: int = 10,
+    top: int = 5,
+    n_pairs: int = 20,
+    random_state: int = 0,
+) -> dict:
     """Describability by retrieval (laina2020 Table 3, the dataset standing in for web search).
 
     Each cluster's caption retrieves the `top_n` images nearest to it in the VL model's
@@ -130,7 +149,7 @@ def describability(text_embeddings, text_clusters, image_embeddings, image_clust
         raise ValueError("image_clusters needs one entry per image embedding")
     top_n = min(top_n, len(V))
     sims = V @ T.T
-    retrieved = np.argsort(-sims, axis=0, kind="stable")[:top_n].T      # caption -> images
+    retrieved = np.argsort(-sims, axis=0, kind="stable")[:top_n].T  # caption -> images
     dist = None
     if features is not None:
         F = np.asarray(features, dtype=np.float64)
@@ -148,11 +167,16 @@ def describability(text_embeddings, text_clusters, image_embeddings, image_clust
     for t, c in enumerate(tc):
         top_imgs = retrieved[t]
         hit = ic[top_imgs] == c
-        r = {"hits": int(hit.sum()), "top1": float(hit.mean()), "top5": float("nan"),
-             "binary": float("nan"), "2afc": float("nan")}
+        r = {
+            "hits": int(hit.sum()),
+            "top1": float(hit.mean()),
+            "top5": float("nan"),
+            "binary": float("nan"),
+            "2afc": float("nan"),
+        }
         if dist is not None:
             d = dist[top_imgs].copy()
-            d[np.arange(len(top_imgs)), inv[top_imgs]] = -np.inf       # own cluster ranks first
+            d[np.arange(len(top_imgs)), inv[top_imgs]] = -np.inf  # own cluster ranks first
             rank = (d < d[:, [col[c.item()]]]).sum(axis=1)
             r["top5"] = float(np.mean(rank < top))
             neg = retrieved[np.arange(len(tc)) != t].ravel()

@@ -1,4 +1,5 @@
 """CLID and W-CLID (lu2022) and their correlation with kNN accuracy across checkpoints."""
+
 from __future__ import annotations
 
 import math
@@ -67,6 +68,7 @@ def wclid(cl, id_, knn_acc, leave_one_out: bool = False) -> tuple[np.ndarray, np
 def fisher_interval(r: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
     """1 - alpha interval of a Pearson r from n pairs by Fisher's z (nan below 4 pairs)."""
     from scipy.stats import norm
+
     if n < 4 or not np.isfinite(r):
         return math.nan, math.nan
     z, half = np.arctanh(np.clip(r, -1.0, 1.0)), norm.isf(alpha / 2) / math.sqrt(n - 3)
@@ -81,8 +83,9 @@ def _tau_b(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
         return (sx * sy).sum(axis=(1, 2)) / np.sqrt((sx * sx).sum(axis=(1, 2)) * (sy * sy).sum(axis=(1, 2)))
 
 
-def kendall_bootstrap_interval(x, y, n_boot: int = 2000, alpha: float = 0.05,
-                               random_state: int = 0) -> tuple[float, float]:
+def kendall_bootstrap_interval(
+    x, y, n_boot: int = 2000, alpha: float = 0.05, random_state: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of Kendall's tau-b, resampling the (x, y) pairs.
 
     A resample's repeated pairs count as ties, as scipy's `kendalltau` counts them.
@@ -91,18 +94,18 @@ def kendall_bootstrap_interval(x, y, n_boot: int = 2000, alpha: float = 0.05,
     x, y = _vec(x, "x"), _vec(y, "y")
     rng = np.random.default_rng(random_state)
     idx = rng.integers(0, len(x), (n_boot, len(x)))
-    step = max(1, 2_000_000 // len(x) ** 2)          # bounded memory: B x n x n signs
-    vals = np.concatenate([_tau_b(x[idx[s:s + step]], y[idx[s:s + step]])
-                           for s in range(0, n_boot, step)])
+    step = max(1, 2_000_000 // len(x) ** 2)  # bounded memory: B x n x n signs
+    vals = np.concatenate(
+        [_tau_b(x[idx[s : s + step]], y[idx[s : s + step]]) for s in range(0, n_boot, step)]
+    )
     vals = vals[np.isfinite(vals)]
-    if len(vals) < n_boot / 2:      # mostly degenerate resamples: no interval worth showing
+    if len(vals) < n_boot / 2:  # mostly degenerate resamples: no interval worth showing
         return math.nan, math.nan
     lo, hi = np.quantile(vals, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
 
 
-def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000,
-                 random_state: int = 0) -> dict:
+def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, random_state: int = 0) -> dict:
     """Pearson and Kendall (tau-b) correlation of a predictor with the target.
 
     With two-sided p-values and 1 - alpha intervals: Fisher's z for Pearson (scipy's
@@ -110,14 +113,23 @@ def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000,
     checkpoints (`n_boot` resamples) for Kendall.
     """
     from scipy.stats import kendalltau, pearsonr
+
     x, y = _vec(predictor, "predictor"), _vec(target, "target")
     if x.shape != y.shape:
         raise ValueError("predictor and target need one value per checkpoint each")
     ok = np.isfinite(x) & np.isfinite(y)
     n = int(ok.sum())
-    out = {"pearson": math.nan, "pearson_p": math.nan, "pearson_lo": math.nan,
-           "pearson_hi": math.nan, "kendall": math.nan, "kendall_p": math.nan,
-           "kendall_lo": math.nan, "kendall_hi": math.nan, "n_checkpoints": n}
+    out = {
+        "pearson": math.nan,
+        "pearson_p": math.nan,
+        "pearson_lo": math.nan,
+        "pearson_hi": math.nan,
+        "kendall": math.nan,
+        "kendall_p": math.nan,
+        "kendall_lo": math.nan,
+        "kendall_hi": math.nan,
+        "n_checkpoints": n,
+    }
     # Fewer than 3 points or a constant series carry no correlation.
     if n < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
         return out
@@ -126,6 +138,14 @@ def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000,
     t = kendalltau(x, y)
     lo, hi = fisher_interval(float(r[0]), n, alpha)
     klo, khi = kendall_bootstrap_interval(x, y, n_boot, alpha, random_state)
-    out.update(pearson=float(r[0]), pearson_p=float(r[1]), pearson_lo=lo, pearson_hi=hi,
-               kendall=float(t[0]), kendall_p=float(t[1]), kendall_lo=klo, kendall_hi=khi)
+    out.update(
+        pearson=float(r[0]),
+        pearson_p=float(r[1]),
+        pearson_lo=lo,
+        pearson_hi=hi,
+        kendall=float(t[0]),
+        kendall_p=float(t[1]),
+        kendall_lo=klo,
+        kendall_hi=khi,
+    )
     return out

@@ -6,6 +6,7 @@ human of the paper is replaced by an annotator that picks the candidate whose
 features are closer (mean cosine similarity) to the references, in a feature
 space that is NOT the one the clusters were made in.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,11 +21,11 @@ MIN_TRIALS = 20
 
 @dataclass
 class Trials:
-    cluster: np.ndarray    # (n,) cluster of each trial
-    refs: np.ndarray       # (n, M) reference rows
-    query: np.ndarray      # (n,) the in-cluster candidate
-    negative: np.ndarray   # (n,) the out-of-cluster candidate
-    skipped: list          # clusters without enough members (or without a negative pool)
+    cluster: np.ndarray  # (n,) cluster of each trial
+    refs: np.ndarray  # (n, M) reference rows
+    query: np.ndarray  # (n,) the in-cluster candidate
+    negative: np.ndarray  # (n,) the out-of-cluster candidate
+    skipped: list  # clusters without enough members (or without a negative pool)
 
 
 def hard_negative_clusters(features, labels) -> dict:
@@ -42,8 +43,14 @@ def hard_negative_clusters(features, labels) -> dict:
     return {c.item(): ids[j].item() for c, j in zip(ids, d.argmin(axis=1))}
 
 
-def make_trials(labels, n_trials: int = 20, n_refs: int = 10, negative: str = "random",
-                hard: dict | None = None, random_state: int = 0) -> Trials:
+def make_trials(
+    labels,
+    n_trials: int = 20,
+    n_refs: int = 10,
+    negative: str = "random",
+    hard: dict | None = None,
+    random_state: int = 0,
+) -> Trials:
     """T trials per cluster. negative="random": from any other cluster; "hard": from
     `hard[c]`, the cluster with the nearest centroid (see hard_negative_clusters)."""
     labels = np.asarray(labels)
@@ -62,8 +69,13 @@ def make_trials(labels, n_trials: int = 20, n_refs: int = 10, negative: str = "r
     skipped = []
     for c in np.unique(labels):
         members = np.flatnonzero(labels == c)
-        pool = (np.flatnonzero(labels == hard[c.item()]) if negative == "hard" and c.item() in hard
-                else np.flatnonzero(labels != c) if negative == "random" else np.array([], int))
+        pool = (
+            np.flatnonzero(labels == hard[c.item()])
+            if negative == "hard" and c.item() in hard
+            else np.flatnonzero(labels != c)
+            if negative == "random"
+            else np.array([], int)
+        )
         if len(members) < n_refs + 1 or len(pool) == 0:
             skipped.append(c.item())
             continue
@@ -74,8 +86,13 @@ def make_trials(labels, n_trials: int = 20, n_refs: int = 10, negative: str = "r
             out["query"].append(pick[n_refs])
             out["negative"].append(rng.choice(pool))
     refs = np.array(out["refs"], dtype=np.int64).reshape(-1, n_refs)
-    return Trials(np.array(out["cluster"]), refs, np.array(out["query"], dtype=np.int64),
-                  np.array(out["negative"], dtype=np.int64), skipped)
+    return Trials(
+        np.array(out["cluster"]),
+        refs,
+        np.array(out["query"], dtype=np.int64),
+        np.array(out["negative"], dtype=np.int64),
+        skipped,
+    )
 
 
 def annotate(trials: Trials, annotator_features, random_state: int = 0) -> np.ndarray:

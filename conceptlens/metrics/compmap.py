@@ -8,6 +8,7 @@ trained on a VL model's activations, `oracle` on the ground-truth primitives. At
 `prim` is also fed the ground truth (Interv(Full)) or its activations with the ground-truth
 positives set to 1 (Interv(Partial)).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,10 @@ def activations(logits, groups, normalize) -> np.ndarray:
     z = _matrix(logits, "logits")
     groups, normalize = np.asarray(groups, dtype=object), np.asarray(normalize, dtype=object)
     if groups.shape != (z.shape[1],) or normalize.shape != (z.shape[1],):
-        raise ValueError(f"groups and normalize need one entry per column ({z.shape[1]}), got "
-                         f"{groups.shape} and {normalize.shape}")
+        raise ValueError(
+            f"groups and normalize need one entry per column ({z.shape[1]}), got "
+            f"{groups.shape} and {normalize.shape}"
+        )
     bad = set(normalize) - {"softmax", "raw"}
     if bad:
         raise ValueError(f"normalize must be 'softmax' or 'raw', got {sorted(map(str, bad))}")
@@ -87,6 +90,7 @@ def intervene_partial(act, truth) -> np.ndarray:
 def fit_composition(X, y, seed: int = 0):
     """Multinomial logistic regression, scikit-learn defaults (L2, C = 1)."""
     from sklearn.linear_model import LogisticRegression
+
     X = _matrix(X, "X")
     y = np.asarray(y)
     if len(y) != len(X):
@@ -129,8 +133,9 @@ def topk_weight_accuracy(weights, truth) -> tuple[float, float, int, int]:
     return hits / total, exact / classes, total, classes
 
 
-def score_models(X_train, G_train, y_train, X_test, G_test, y_test, truth_of, seed: int = 0
-                 ) -> tuple[dict, dict, dict]:
+def score_models(
+    X_train, G_train, y_train, X_test, G_test, y_test, truth_of, seed: int = 0
+) -> tuple[dict, dict, dict]:
     """Train `prim` on activations X and `oracle` on ground truth G, score every model.
 
     `truth_of` maps a class to its ground-truth vector (for the weight accuracies). Returns
@@ -157,8 +162,8 @@ def score_models(X_train, G_train, y_train, X_test, G_test, y_test, truth_of, se
 @dataclass(frozen=True)
 class Episode:
     classes: np.ndarray
-    support: np.ndarray     # row indices, `shots` per class
-    query: np.ndarray       # row indices, `queries` per class
+    support: np.ndarray  # row indices, `shots` per class
+    query: np.ndarray  # row indices, `queries` per class
 
 
 def eligible_classes(labels, shots: int, queries: int) -> np.ndarray:
@@ -167,19 +172,26 @@ def eligible_classes(labels, shots: int, queries: int) -> np.ndarray:
     return values[counts >= shots + queries]
 
 
-def sample_episodes(labels, ways: int, shots: int, queries: int, n_episodes: int,
-                    seed: int = 0) -> list[Episode]:
+def sample_episodes(
+    labels, ways: int, shots: int, queries: int, n_episodes: int, seed: int = 0
+) -> list[Episode]:
     """n-way k-shot episodes (Snell et al. 2017): `ways` classes drawn at random, then
     `shots` support and `queries` query rows per class, disjoint."""
-    for v, name, lo in ((ways, "ways", 2), (shots, "shots", 1), (queries, "queries", 1),
-                        (n_episodes, "episodes", 1)):
+    for v, name, lo in (
+        (ways, "ways", 2),
+        (shots, "shots", 1),
+        (queries, "queries", 1),
+        (n_episodes, "episodes", 1),
+    ):
         if int(v) != v or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
     labels = np.asarray(labels)
     pool = eligible_classes(labels, shots, queries)
     if len(pool) < ways:
-        raise ValueError(f"{ways}-way {shots}-shot episodes with {queries} queries need {ways} "
-                         f"classes of at least {shots + queries} images; there are {len(pool)}")
+        raise ValueError(
+            f"{ways}-way {shots}-shot episodes with {queries} queries need {ways} "
+            f"classes of at least {shots + queries} images; there are {len(pool)}"
+        )
     rows = {c: np.flatnonzero(labels == c) for c in pool}
     rng = np.random.default_rng(seed)
     out = []

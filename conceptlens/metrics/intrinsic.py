@@ -1,4 +1,5 @@
 """TwoNN intrinsic dimension (Facco et al. 2017), as lu2022 and scikit-dimension compute it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,8 +15,9 @@ def drop_duplicates(X) -> tuple[np.ndarray, int]:
     return X[keep], int(len(X) - len(keep))
 
 
-def twonn(X, discard_fraction: float = 0.1, cdf_offset: int = 1,
-          block_size: int = DEFAULT_BLOCK) -> tuple[float, int]:
+def twonn(
+    X, discard_fraction: float = 0.1, cdf_offset: int = 1, block_size: int = DEFAULT_BLOCK
+) -> tuple[float, int]:
     """TwoNN dimension of X (Euclidean) and the number of duplicate rows dropped first.
 
     mu = r2 / r1 (self excluded, exact neighbours), the int(N (1 - f)) smallest mu

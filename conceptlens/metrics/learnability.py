@@ -2,6 +2,7 @@
 
 All neighbours are exact cosine neighbours computed in blocks (neighbors.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,21 +13,24 @@ from .neighbors import DEFAULT_BLOCK, l2_normalize, nearest_cosine
 def _check(X, y, name="y"):
     y = np.asarray(y)
     if y.ndim != 1 or len(y) != len(X):
-        raise ValueError(f"{name} must be 1-D with one entry per row of the features "
-                         f"({len(X)}), got shape {y.shape}")
+        raise ValueError(
+            f"{name} must be 1-D with one entry per row of the features ({len(X)}), got shape {y.shape}"
+        )
     return y
 
 
-def one_nn_predict(train_X, train_y, test_X, block_size: int = DEFAULT_BLOCK,
-                   normalized: bool = False) -> np.ndarray:
+def one_nn_predict(
+    train_X, train_y, test_X, block_size: int = DEFAULT_BLOCK, normalized: bool = False
+) -> np.ndarray:
     """Labels of the cosine-nearest training row of every test row."""
     train_y = _check(train_X, train_y, "train_y")
     _, idx = nearest_cosine(test_X, train_X, k=1, block_size=block_size, normalized=normalized)
     return train_y[idx[:, 0]]
 
 
-def weighted_knn_predict(train_X, train_y, test_X, k: int = 20, temperature: float = 0.07,
-                         block_size: int = DEFAULT_BLOCK) -> np.ndarray:
+def weighted_knn_predict(
+    train_X, train_y, test_X, k: int = 20, temperature: float = 0.07, block_size: int = DEFAULT_BLOCK
+) -> np.ndarray:
     """The weighted kNN classifier of Caron et al. 2021 (DINO's `eval_knn`), which lu2022 uses.
 
     Each test row's k cosine-nearest training rows vote for their label with weight
@@ -47,8 +51,9 @@ def weighted_knn_predict(train_X, train_y, test_X, k: int = 20, temperature: flo
     return classes[np.argmax(votes, axis=1)]
 
 
-def knn_accuracy(train_X, train_y, test_X, test_y, k: int = 20, temperature: float = 0.07,
-                 block_size: int = DEFAULT_BLOCK) -> float:
+def knn_accuracy(
+    train_X, train_y, test_X, test_y, k: int = 20, temperature: float = 0.07, block_size: int = DEFAULT_BLOCK
+) -> float:
     """Top-1 accuracy of a cosine kNN classifier fitted on train, scored on test.
 
     k=20, temperature=0.07 (default): the weighted 20-NN of Caron et al. 2021, lu2022's
@@ -65,8 +70,14 @@ def knn_accuracy(train_X, train_y, test_X, test_y, k: int = 20, temperature: flo
     return float(np.mean(pred == test_y))
 
 
-def cluster_learnability(X, cluster_labels, n_chunks: int = 10, n_orders: int = 3,
-                         random_state: int = 0, block_size: int = DEFAULT_BLOCK) -> float:
+def cluster_learnability(
+    X,
+    cluster_labels,
+    n_chunks: int = 10,
+    n_orders: int = 3,
+    random_state: int = 0,
+    block_size: int = DEFAULT_BLOCK,
+) -> float:
     """Prequential cluster learnability CL (lu2022 Eq. 3, chunked).
 
     The data are put in a random order and cut into `n_chunks` chunks; every
@@ -89,20 +100,22 @@ def cluster_learnability(X, cluster_labels, n_chunks: int = 10, n_orders: int = 
         bounds = np.linspace(0, n, n_chunks + 1).astype(int)
         accs = []
         for j in range(1, n_chunks):
-            seen, chunk = order[:bounds[j]], order[bounds[j]:bounds[j + 1]]
+            seen, chunk = order[: bounds[j]], order[bounds[j] : bounds[j + 1]]
             pred = one_nn_predict(X[seen], y[seen], X[chunk], block_size, normalized=True)
             accs.append(np.mean(pred == y[chunk]))
         scores.append(np.mean(accs))
     return float(np.mean(scores))
 
 
-def heldout_clusters(train_X, test_X, k: int, n_init: int = 3, random_state: int = 0
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def heldout_clusters(
+    train_X, test_X, k: int, n_init: int = 3, random_state: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """k-means fitted on the train rows only; test rows get their nearest centroid.
 
     Returns (train cluster labels, test cluster labels). Test rows never move a centroid.
     """
     from sklearn.cluster import KMeans
+
     train_X = np.asarray(train_X, dtype=np.float32)
     if not 2 <= k <= len(train_X):
         raise ValueError(f"k={k} must be in [2, {len(train_X)}] (train rows)")
@@ -110,8 +123,9 @@ def heldout_clusters(train_X, test_X, k: int, n_init: int = 3, random_state: int
     return km.labels_.astype(np.int64), km.predict(np.asarray(test_X, dtype=np.float32)).astype(np.int64)
 
 
-def cluster_learnability_heldout(train_X, test_X, k: int, n_init: int = 3, random_state: int = 0,
-                                 block_size: int = DEFAULT_BLOCK) -> float:
+def cluster_learnability_heldout(
+    train_X, test_X, k: int, n_init: int = 3, random_state: int = 0, block_size: int = DEFAULT_BLOCK
+) -> float:
     """Held-out CL (the journal version of lu2022): k-means on the train split only, test
     points labelled by their nearest centroid, then the accuracy on the test split of a
     cosine 1-NN trained on the train split's cluster labels."""

@@ -3,6 +3,7 @@
 Queries are processed in blocks against the whole base (one block x N matrix
 product at a time), keeping only the running best candidates of each row.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,9 +38,14 @@ def _blocks(n: int, block: int):
         yield s, min(s + block, n)
 
 
-def nearest_cosine(queries, base, k: int = 1, exclude: np.ndarray | None = None,
-                   block_size: int = DEFAULT_BLOCK, normalized: bool = False
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def nearest_cosine(
+    queries,
+    base,
+    k: int = 1,
+    exclude: np.ndarray | None = None,
+    block_size: int = DEFAULT_BLOCK,
+    normalized: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
     """The k most cosine-similar base rows of every query: (similarities, indices), best first.
 
     exclude[i] is a base index that query i must not return (e.g. itself), or -1.
@@ -75,19 +81,19 @@ def nearest_cosine(queries, base, k: int = 1, exclude: np.ndarray | None = None,
     return sims, idx
 
 
-def _pairwise_sq_exact(X64: np.ndarray, rows: np.ndarray, cols: np.ndarray,
-                       chunk: int = 1 << 22) -> np.ndarray:
+def _pairwise_sq_exact(
+    X64: np.ndarray, rows: np.ndarray, cols: np.ndarray, chunk: int = 1 << 22
+) -> np.ndarray:
     """Squared distances of the pairs (rows[i], cols[i]) from differences in float64."""
     out = np.empty(len(rows))
-    step = max(1, chunk // X64.shape[1])      # bounded memory even for huge candidate sets
+    step = max(1, chunk // X64.shape[1])  # bounded memory even for huge candidate sets
     for s, e in _blocks(len(rows), step):
         diff = X64[rows[s:e]] - X64[cols[s:e]]
         out[s:e] = np.einsum("ij,ij->i", diff, diff)
     return out
 
 
-def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK
-                           ) -> tuple[np.ndarray, np.ndarray]:
+def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK) -> tuple[np.ndarray, np.ndarray]:
     """Exact Euclidean distances to the k nearest other rows of X: (distances, indices).
 
     Candidates come from a float32 product |a|^2 + |b|^2 - 2ab. Its error on a pair is
@@ -110,7 +116,7 @@ def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK
     idx = np.empty((n, k), np.int64)
     for s, e in _blocks(n, block_size):
         D = X[s:e] @ X.T
-        D *= -2.0          # in place: no further block x N temporaries
+        D *= -2.0  # in place: no further block x N temporaries
         D += sq[None, :]
         D += sq[s:e, None]
         D[np.arange(e - s), np.arange(s, e)] = np.inf  # never the point itself
@@ -118,10 +124,10 @@ def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK
         rows, cols = np.nonzero(D <= (kth + margin[s:e])[:, None])
         del D
         exact = _pairwise_sq_exact(X64, rows + s, cols)
-        order = np.lexsort((cols, exact, rows))          # by row, then distance, then index
+        order = np.lexsort((cols, exact, rows))  # by row, then distance, then index
         rows, cols, exact = rows[order], cols[order], exact[order]
         first = np.searchsorted(rows, np.arange(e - s))
-        take = first[:, None] + np.arange(k)[None, :]    # every row has >= k candidates
+        take = first[:, None] + np.arange(k)[None, :]  # every row has >= k candidates
         dist[s:e] = np.sqrt(exact[take])
         idx[s:e] = cols[take]
     return dist, idx

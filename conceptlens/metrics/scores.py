@@ -1,4 +1,5 @@
 """Cluster purity, Clopper-Pearson intervals and adjusted NMI."""
+
 from __future__ import annotations
 
 import math
@@ -45,6 +46,7 @@ def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
     Same values as statsmodels `proportion_confint(k, n, alpha, method="beta")`.
     """
     from scipy.stats import beta
+
     if int(n) != n or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
     if int(k) != k or not 0 <= k <= n:
@@ -59,6 +61,7 @@ def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
 def anmi(labels_true, labels_pred) -> float:
     """Adjusted mutual information with arithmetic-mean normalisation (set explicitly)."""
     from sklearn.metrics import adjusted_mutual_info_score
+
     a, b = _labels(labels_true, "labels_true"), _labels(labels_pred, "labels_pred")
     if a.shape != b.shape:
         raise ValueError(f"labels_true has {a.size} entries but labels_pred has {b.size}")

@@ -5,6 +5,7 @@ Trials are numeric here, as psiz stores them: `stimulus_set` (n, 1 + R) of stimu
 indices, column 0 the query, then the chosen references in choice order, then the
 others; -1 pads trials with fewer references. `n_select[t]` references were chosen.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -49,8 +50,9 @@ def rank_log_likelihood(Z: np.ndarray, stimulus_set, n_select, beta: float = BET
     return out
 
 
-def outcome_probabilities(Z: np.ndarray, query: int, references, n_select: int,
-                          beta: float = BETA) -> tuple[list[tuple[int, ...]], np.ndarray]:
+def outcome_probabilities(
+    Z: np.ndarray, query: int, references, n_select: int, beta: float = BETA
+) -> tuple[list[tuple[int, ...]], np.ndarray]:
     """Every ordered choice of `n_select` references and its probability (they sum to 1).
 
     Outcomes are listed in the order of itertools.permutations over `references`."""
@@ -61,8 +63,9 @@ def outcome_probabilities(Z: np.ndarray, query: int, references, n_select: int,
     return outcomes, p
 
 
-def sample_choices(Z: np.ndarray, query, references, n_select: int, beta=BETA,
-                   rng: np.random.Generator | None = None) -> np.ndarray:
+def sample_choices(
+    Z: np.ndarray, query, references, n_select: int, beta=BETA, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Simulated answers drawn from the rank likelihood: `stimulus_set` rows (query, chosen
     references in choice order, the others in display order).
 
@@ -134,12 +137,12 @@ def query_distances(X: np.ndarray, stimulus_set, distance: str = "l2", chunk: in
     X = np.asarray(X)
     out = np.full((len(stim), stim.shape[1] - 1), np.nan)
     for s in range(0, len(stim), chunk):
-        part = stim[s:s + chunk]
+        part = stim[s : s + chunk]
         refs = part[:, 1:]
         valid = refs >= 0
         q = X[part[:, 0]].astype(np.float64)[:, None, :]
         r = X[np.where(valid, refs, 0)].astype(np.float64)
-        out[s:s + chunk] = np.where(valid, _rowwise(q, r, distance), np.nan)
+        out[s : s + chunk] = np.where(valid, _rowwise(q, r, distance), np.nan)
     return out
 
 
@@ -153,16 +156,15 @@ def triplet_scores(dist: np.ndarray, n_select) -> tuple[np.ndarray, np.ndarray]:
     correct = np.zeros(len(d))
     total = np.zeros(len(d))
     for k in range(int(sel.max(initial=0))):
-        on = (k < sel)[:, None] & valid[:, k + 1:] if k + 1 < R else np.zeros((len(d), 0), bool)
-        a, b = d[:, k:k + 1], d[:, k + 1:]
+        on = (k < sel)[:, None] & valid[:, k + 1 :] if k + 1 < R else np.zeros((len(d), 0), bool)
+        a, b = d[:, k : k + 1], d[:, k + 1 :]
         score = np.where(a < b, 1.0, np.where(a == b, 0.5, 0.0))
         correct += np.where(on, score, 0.0).sum(axis=1)
         total += on.sum(axis=1)
     return correct, total
 
 
-def triplet_accuracy(X: np.ndarray, stimulus_set, n_select, distance: str = "l2",
-                     weights=None) -> float:
+def triplet_accuracy(X: np.ndarray, stimulus_set, n_select, distance: str = "l2", weights=None) -> float:
     """Share of the trials' triplets that representation X ranks as people did; each
     trial's triplets count with the trial's weight (all 1: the paper's plain mean)."""
     stim, sel = _check_trials(stimulus_set, n_select)
@@ -181,12 +183,12 @@ def similarity_matrix(X: np.ndarray, distance: str) -> np.ndarray:
         Xn = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
         return Xn @ Xn.T
     if distance == "l2":
-        sq = (X ** 2).sum(axis=1)
+        sq = (X**2).sum(axis=1)
         return -np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2 * X @ X.T, 0.0))
     if distance == "l1":
         out = np.empty((len(X), len(X)))
-        for s in range(0, len(X), 256):     # blocks: (block, n, dim) stays small
-            out[s:s + 256] = -np.abs(X[s:s + 256, None, :] - X[None, :, :]).sum(axis=-1)
+        for s in range(0, len(X), 256):  # blocks: (block, n, dim) stays small
+            out[s : s + 256] = -np.abs(X[s : s + 256, None, :] - X[None, :, :]).sum(axis=-1)
         return out
     raise ValueError(f"distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
 
@@ -201,6 +203,7 @@ def upper(M: np.ndarray) -> np.ndarray:
 
 def _ranks(v: np.ndarray) -> np.ndarray:
     from scipy.stats import rankdata
+
     return rankdata(v, method="average")
 
 
@@ -239,8 +242,14 @@ class RSABootstrap:
     representation scored is resampled with the same draws.
     """
 
-    def __init__(self, reference: np.ndarray, groups: dict | None = None, n_boot: int = 1000,
-                 seed: int = 0, level: float = 0.95):
+    def __init__(
+        self,
+        reference: np.ndarray,
+        groups: dict | None = None,
+        n_boot: int = 1000,
+        seed: int = 0,
+        level: float = 0.95,
+    ):
         ref = np.asarray(reference, np.float64)
         n = len(ref)
         if ref.shape != (n, n):
@@ -318,8 +327,14 @@ def _centered_ranks(v: np.ndarray) -> np.ndarray:
     return r - r.mean()
 
 
-def rsa_bootstrap(sim_a: np.ndarray, sim_b: np.ndarray, groups: dict | None = None,
-                  n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> dict:
+def rsa_bootstrap(
+    sim_a: np.ndarray,
+    sim_b: np.ndarray,
+    groups: dict | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     """`RSABootstrap(sim_b, groups, n_boot, seed, level).score(sim_a)`."""
     return RSABootstrap(sim_b, groups, n_boot, seed, level).score(sim_a)
 
@@ -341,13 +356,13 @@ def bootstrap_ratio(num: np.ndarray, den: np.ndarray, n_boot: int, seed: int) ->
     rng = np.random.default_rng(seed)
     n = len(den)
     out = np.empty((n_boot, num.shape[1]))
-    chunk = max(1, 2_000_000 // max(1, n))     # bounds the (chunk, n) resample indices
+    chunk = max(1, 2_000_000 // max(1, n))  # bounds the (chunk, n) resample indices
     for s in range(0, n_boot, chunk):
         m = min(chunk, n_boot - s)
         idx = rng.integers(0, n, size=(m, n))
         d = den[idx].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[s:s + m] = num[idx].sum(axis=1) / d[:, None]
+            out[s : s + m] = num[idx].sum(axis=1) / d[:, None]
     return out
 
 
