@@ -81,9 +81,15 @@ FAST = {"dims": [2, 3], "members": 2, "max_epochs": 60, "n_boot": 50, "batch_tri
 def similarity_workspace(root: Path, n_trials: int = 1500, **opts) -> Workspace:
     """The factory's tiny workspace (every other table written by hand) with simulated
     trials and the real similarity analysis run on them (fast options)."""
+    import shutil
+
     from conceptlens.analysis import registry
 
     ws = make_workspace(root, derived=True)
+    # The factory's hand-written similarity tables give way to simulated people's trials.
+    for name in ("similarity_trials", "psych_embedding", "similarity_fit", "human_alignment"):
+        shutil.rmtree(ws.root / name, ignore_errors=True)
+    shutil.rmtree(ws.root / "projections" / "checkpoint_id=psych@toy", ignore_errors=True)
     add_trials(ws, n_trials)
     registry.run(ws.root, "similarity", {**FAST, **opts}, progress_bars=False)
     return ws
@@ -185,91 +191,3 @@ def write_hdf5(folder: Path, rows: list[dict], ids: list[str], catalog: bool = T
     else:
         write_stimuli(folder, ids)
     return folder / "obs.hdf5"
-
-
-# ---- every similarity table by hand (for page tests that need no pipeline) ----------------------
-def write_similarity_tables(
-    ws: Workspace, cids, dataset: str = "toy", n_trials: int = 200, seed: int = 0
-) -> None:
-    """Trials, and `psych_embedding`, `similarity_fit`, the `psych@` projection and
-    `human_alignment` written by hand: valid values that agree with each other. The
-    factory's `write_derived` can call this so that every page has data on its workspace."""
-    rng = np.random.default_rng([seed, 9])
-    add_trials(ws, n_trials, seed, agent="agent-")  # as if collected: no "simulated" warning
-    ids, Z = people_embedding(ws, seed)
-    n = len(ids)
-    emb = []
-    for m in range(2):
-        mu = Z + 0.01 * rng.standard_normal(Z.shape)
-        emb.append(
-            pa.table(
-                {
-                    "member": np.full(n, m, np.int64),
-                    "image_id": ids,
-                    "mu": pa.array(list(mu.astype(np.float32)), pa.list_(pa.float32())),
-                    "sigma": pa.array(list(np.full((n, 3), 0.02, np.float32)), pa.list_(pa.float32())),
-                }
-            )
-        )
-    ws.write("psych_embedding", pa.concat_tables(emb), dataset=dataset)
-    fit = [
-        {
-            "dim": d,
-            "member": m,
-            "selected": d == 3,
-            "n_train": 160,
-            "n_heldout": 18,
-            "heldout_loglik": -2.0 - 0.1 * (d == 2) - 0.01 * m,
-            "heldout_accuracy": 0.3 + 0.01 * m,
-            "heldout_triplet_accuracy": 0.85,
-            "test_loglik": -2.1,
-            "test_accuracy": 0.28,
-            "agreement": 0.9,
-            "prior_scale": 0.2,
-            "epochs": 40,
-            "seconds": 1.0,
-        }
-        for d in (2, 3)
-        for m in range(2)
-    ]
-    ws.write(
-        "similarity_fit",
-        pa.Table.from_pylist(fit, schema=schema.arrow_schema("similarity_fit", partition=False)),
-        dataset=dataset,
-    )
-    xy = Z[:, :2] * 10 + rng.standard_normal((n, 2))
-    ws.write(
-        "projections",
-        pa.table({"image_id": ids, "x": xy[:, 0], "y": xy[:, 1]}),
-        checkpoint_id="psych@" + dataset,
-        method="umap",
-    )
-    img = ws.read("images").to_pandas().set_index("image_id")
-    labels = sorted(img.loc[ids, "label"].dropna().unique())
-    rows = []
-    for k, cid in enumerate(cids):
-        for metric, base in (("triplet_accuracy", 0.8), ("rsa", 0.6)):
-            for dist in ("l1", "l2", "cosine"):
-                for lab in [None, *labels]:
-                    v = base - 0.1 * k
-                    rows.append(
-                        {
-                            "checkpoint_id": cid,
-                            "metric": metric,
-                            "distance": dist,
-                            "label": None if lab is None else int(lab),
-                            "label_name": None
-                            if lab is None
-                            else img.loc[img["label"] == lab, "label_name"].iloc[0],
-                            "value": v,
-                            "lo": v - 0.05,
-                            "hi": v + 0.05,
-                            "n": 100,
-                            "n_units": 20,
-                        }
-                    )
-    ws.write(
-        "human_alignment",
-        pa.Table.from_pylist(rows, schema=schema.arrow_schema("human_alignment", partition=False)),
-        dataset=dataset,
-    )

@@ -451,7 +451,10 @@ def test_pseudo_checkpoint_of_projections_needs_its_embedding(analysed, tmp_path
 def test_validation_of_trial_lists(analysed, tmp_path):
     ws = Workspace(shutil.copytree(analysed.root, tmp_path / "ws"))
     t = ws.read("similarity_trials", dataset="toy").drop_columns("dataset").to_pylist()[:3]
-    t[1]["references"] = ["toy-0001", "nobody"] + t[1]["references"][2:]
+    # An unchosen reference becomes an image the workspace does not have.
+    refs = t[1]["references"]
+    k = max(i for i, r in enumerate(refs) if r not in t[1]["chosen"])
+    t[1]["references"] = refs[:k] + ["nobody"] + refs[k + 1 :]
     t[1]["trial_id"] = "extra"
     ws.append(
         "similarity_trials",
@@ -525,14 +528,14 @@ def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monke
 
 
 def test_page_without_trials_says_how_to_import(tmp_path, monkeypatch):
-    ws = make_workspace(tmp_path / "ws", derived=True)
+    ws = make_workspace(tmp_path / "ws")
     at = _open(monkeypatch, ws.root)
     assert not at.exception
     assert any("conceptlens import hsj" in c.value for c in at.code)
 
 
 def test_page_before_the_analysis_shows_the_command_and_the_trials(tmp_path, monkeypatch):
-    ws = make_workspace(tmp_path / "ws", derived=True)
+    ws = make_workspace(tmp_path / "ws")
     F.add_trials(ws, 60)
     at = _open(monkeypatch, ws.root)
     assert not at.exception
