@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from . import schema
 from .errors import ConceptLensError
-from .workspace import Workspace, files_signature
+from .workspace import Workspace
 
 V1_FILES = (
     "clusters.parquet",
@@ -55,12 +55,13 @@ def _partitions_of(ws: Workspace, name: str, df: pd.DataFrame, metadata=None) ->
 
 
 def _clusters_fingerprint(ws: Workspace, part: dict) -> dict:
-    # What the registry stores to know a clustering's metrics are up to date.
-    return {
-        "inputs": files_signature(
-            ws.partition_files("clusters", checkpoint_id=part["checkpoint_id"], k=part["k"])
-        )
-    }
+    # What the registry stores to know a clustering's metrics are up to date: the same function.
+    from .analysis.cluster_metrics import clustering_fingerprint
+    from .analysis.common import Context
+    from .analysis.registry import Unit
+
+    unit = Unit({"checkpoint_id": part["checkpoint_id"], "k": part["k"]})
+    return {"inputs": clustering_fingerprint(Context(ws, progress=False), unit)}
 
 
 def migrate(root, progress: bool = True) -> list[str]:
