@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .clusters import PALETTE
+from .theme import TEMPLATE
 
 METRIC_TITLES = {
     "knn_acc": "kNN accuracy",
@@ -63,7 +64,7 @@ def cl_id_scatter(summary: pd.DataFrame, title: str | None = None) -> go.Figure:
     )
     fig.update_layout(
         title=title,
-        template="plotly_white",
+        template=TEMPLATE,
         xaxis_title="intrinsic dimension (ID, expressiveness)",
         yaxis_title="cluster learnability (CL)",
         margin=dict(l=60, r=20, t=50 if title else 30, b=50),
@@ -123,7 +124,7 @@ def metrics_vs_epoch(long: pd.DataFrame, title: str | None = None, cols: int = 4
         fig.update_xaxes(title_text="epoch" if r == rows else None, row=r, col=c, **ticks)
     fig.update_layout(
         title=title,
-        template="plotly_white",
+        template=TEMPLATE,
         height=280 * rows + 80,
         legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0, title="run"),
         margin=dict(l=50, r=20, t=90, b=50),
@@ -152,7 +153,7 @@ def anmi_heatmap(matrix: pd.DataFrame, title: str | None = None) -> go.Figure:
     )
     fig.update_layout(
         title=title,
-        template="plotly_white",
+        template=TEMPLATE,
         yaxis=dict(autorange="reversed"),
         xaxis=dict(tickangle=-35),
         height=max(380, 40 * n + 180),

@@ -7,7 +7,8 @@ import textwrap
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.colors import qualitative
+
+from .theme import TEMPLATE, categorical
 
 SERIES = {
     "coherence_random": ("random negatives", "#1f77b4", "circle"),
@@ -15,7 +16,8 @@ SERIES = {
 }
 # Above this many categories a legend is useless: one trace, colours cycled, no legend.
 MAX_LEGEND = 24
-PALETTE = qualitative.Dark24 + qualitative.Light24
+# Distinct colours for up to 48 categories (colour-blind-safe ones first).
+PALETTE = categorical(48)
 
 
 def _short(text, width: int = 60) -> str:
@@ -86,7 +88,7 @@ def purity_coherence(metrics: pd.DataFrame, title: str | None = None) -> go.Figu
         yaxis=dict(range=[0, 1.05]),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
         margin=dict(l=60, r=20, t=60 if title else 30, b=50),
-        template="plotly_white",
+        template=TEMPLATE,
     )
     if not fig.data:
         fig.add_annotation(
@@ -215,7 +217,7 @@ def projection_scatter(
                 )
     fig.update_layout(
         title=title,
-        template="plotly_white",
+        template=TEMPLATE,
         dragmode="select",
         xaxis=dict(title="UMAP 1", showticklabels=False, zeroline=False),
         yaxis=dict(title="UMAP 2", showticklabels=False, zeroline=False),

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .clusters import MAX_LEGEND, PALETTE, is_categorical
+from .theme import TEMPLATE
 
 METRICS = {"triplet_accuracy": "triplet accuracy", "rsa": "RSA (Spearman)"}
 DISTANCE_NAMES = {"l1": "L1", "l2": "L2", "cosine": "cosine"}
@@ -149,7 +150,7 @@ def embedding_map(
             )
     fig.update_layout(
         title=title,
-        template="plotly_white",
+        template=TEMPLATE,
         font=FONT,
         dragmode="pan",
         xaxis=dict(title="UMAP 1", showticklabels=False, zeroline=False),
@@ -246,7 +247,7 @@ def agreement_bars(
     fig.update_layout(
         title=title or f"Agreement with people ({DISTANCE_NAMES[distance]})",
         title_font=TITLE_FONT,
-        template="plotly_white",
+        template=TEMPLATE,
         font=FONT,
         bargap=0.25,
         height=max(260, 22 * len(order) + 130),
@@ -281,7 +282,7 @@ def label_heatmap(by_label: pd.DataFrame, metric: str, distance: str, title: str
     )
     fig.update_layout(
         title=title,
-        template="plotly_white",
+        template=TEMPLATE,
         font=FONT,
         height=max(300, 16 * len(z) + 170),
         xaxis=dict(tickangle=-45, tickfont=dict(size=9), title=None, dtick=1),
@@ -369,7 +370,7 @@ def fit_diagnostics(fit: pd.DataFrame, title: str | None = None) -> go.Figure:
     fig.update_annotations(font=TITLE_FONT)
     fig.update_layout(
         title=title,
-        template="plotly_white",
+        template=TEMPLATE,
         font=FONT,
         height=330,
         legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0),
