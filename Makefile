@@ -8,13 +8,13 @@ WORKSPACE ?= $(or $(CONCEPTLENS_WORKSPACE),data/demo)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-fast lint browser-deps demo clean
+.PHONY: run test test-fast lint browser-deps postgres-deps demo figures clean mutate
 
 run: $(VENV)/.app-deps
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true -- --workspace $(WORKSPACE)
 
-test: $(VENV)/.dev-deps browser-deps lint
-	$(PY) -m pytest -q -p no:cacheprovider
+test: $(VENV)/.dev-deps browser-deps postgres-deps lint
+	$(PY) -m pytest -q -p no:cacheprovider --cov=conceptlens --cov-report=term
 
 # Lint and format check (ruff; configuration in pyproject.toml). `ruff format .` fixes the format.
 lint: $(VENV)/.dev-deps
@@ -25,8 +25,20 @@ lint: $(VENV)/.dev-deps
 test-fast: $(VENV)/.dev-deps lint
 	$(PY) -m pytest -q -m "not browser and not slow" -p no:cacheprovider
 
+# Mutation testing of the metrics, analyses and storage, one module at a time (tools/mutate.py).
+# Hours on 2 cores, so not part of `make test`; kill rates land in build/mutate/summary.json.
+mutate: $(VENV)/.dev-deps
+	$(PY) -m pip install -q -e '.[mutate]'
+	$(PY) tools/mutate.py
+
 demo: $(VENV)/.dev-deps
 	$(PY) -m conceptlens.cli demo build --out $(WORKSPACE)
+
+# Every page's figures for a paper (PDF, SVG, PNG, a manifest.json of their provenance) and the
+# static report, from the demo (or WORKSPACE=...), into build/ (git-ignored).
+figures: $(VENV)/.dev-deps
+	$(PY) -m conceptlens.cli figures --workspace $(WORKSPACE) --out build/figures
+	$(PY) -m conceptlens.cli report --workspace $(WORKSPACE) --out build/report.html
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +60,17 @@ browser-deps:
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	  else \
 	    echo "make: /usr/bin/chromium is missing; install Debian's chromium (apt-get install chromium) as root" >&2; exit 1; \
+	  fi; \
+	fi
+
+# Debian's PostgreSQL for the answers-store tests: they start their own throw-away server
+# (initdb + pg_ctl, tests/pg.py), so the package's own cluster is never used.
+postgres-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
+	  else \
+	    echo "make: PostgreSQL's initdb is missing; install Debian's postgresql (apt-get install postgresql) as root" >&2; exit 1; \
 	  fi; \
 	fi
 

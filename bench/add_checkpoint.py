@@ -434,6 +434,12 @@ def instrument(version: str) -> Clock:
             "twonn",
             "cluster_learnability",
             "cluster_learnability_heldout",
+            # The analysis reads them from one shared neighbour pass (issue 14).
+            "SelfNeighbours",
+            "knn_accuracy_shared",
+            "twonn_shared",
+            "cluster_learnability_shared",
+            "cluster_learnability_heldout_shared",
             "hard_negative_clusters",
             "annotate",
             "anmi",

@@ -12,15 +12,17 @@ from conceptlens.analyses import ANALYSES, command_for
 BY_NAME = {a.name: a for a in ANALYSES}
 
 
-def available(ws, name: str, dataset: str = "DATASET") -> bool:
+def available(ws, name: str, dataset: str = "DATASET", tables: tuple[str, ...] | None = None) -> bool:
     """True when the analysis `name` (conceptlens.analyses) is in the workspace and its
-    tables have no problem; otherwise say what is wrong here and return False."""
+    tables (or only `tables` of them, those a section reads) have no problem; otherwise
+    say what is wrong here and return False."""
     a = BY_NAME[name]
-    problems = ws.problems(a.tables)
+    needed = a.tables if tables is None else tuple(t for t in a.tables if t in tables)
+    problems = ws.problems(needed)
     if problems:
         show_problems(ws, problems, f"{a.title}: its tables have problems")
         return False
-    missing = [t for t in a.tables if not ws.has(t)]
+    missing = [t for t in needed if not ws.has(t)]
     if missing:
         st.info(
             f"**{a.title}** not computed yet (missing table "

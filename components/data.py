@@ -22,6 +22,7 @@ from components import nav
 from components.frame import ensure_app_frame
 from components.text import literal
 from conceptlens.db import WorkspaceDB
+from conceptlens.remote import RemoteWorkspace, is_url, validate_remote, workspace_at
 from conceptlens.validate import Problem, validate
 from conceptlens.workspace import Workspace, WorkspaceError, inside
 
@@ -62,10 +63,12 @@ def _from_link() -> Path | None:
     return None
 
 
-def workspace_root() -> Path:
+def workspace_root() -> Path | str:
     """`?ws=` (below CONCEPTLENS_WORKSPACES), else --workspace, else $CONCEPTLENS_WORKSPACE,
-    else data/demo."""
+    else data/demo. The last two may be a URL (conceptlens/remote.py), kept as text."""
     chosen = _from_link() or _cli_workspace() or os.environ.get("CONCEPTLENS_WORKSPACE")
+    if is_url(chosen):
+        return chosen
     return Path(chosen) if chosen else DEFAULT_WORKSPACE
 
 
@@ -76,6 +79,8 @@ def _db(root: str, fp: str) -> WorkspaceDB:
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _problems(root: str, fp: str, tables: tuple[str, ...]) -> list[Problem]:
+    if is_url(root):
+        return validate_remote(root, set(tables), _db(root, fp))
     return validate(root, deep=False, tables=set(tables))
 
 
@@ -87,20 +92,23 @@ def _view(root: str, fp: str, name: str, args: dict, _fn) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _meta(root: str, fp: str) -> dict:
-    return Workspace(root).meta()
+    return workspace_at(root).meta()
 
 
 class AppWorkspace:
     """The workspace of this session, as pages use it."""
 
-    def __init__(self, root: Path):
-        self.root = Path(root)
-        self.fp = Workspace(self.root).fingerprint()
+    def __init__(self, root: Path | str):
+        self.remote = is_url(root)
+        self.root = root if self.remote else Path(root)
+        self.fp = workspace_at(self.root).fingerprint()
         self.checked: tuple[str, ...] = ()
         self._problems: list[Problem] = []
 
     @property
     def label(self) -> str:
+        if self.remote:
+            return self.root
         try:
             return str(self.root.resolve().relative_to(APP_ROOT))
         except (ValueError, OSError):
@@ -141,8 +149,9 @@ class AppWorkspace:
         """`fn(db, **args)`, a function of `conceptlens.views`, cached per fingerprint."""
         return _view(str(self.root), self.fp, f"{fn.__module__}.{fn.__qualname__}", args, fn)
 
-    def path(self, rel: str) -> Path:
-        return inside(self.root, rel)
+    def path(self, rel: str) -> Path | str:
+        """A file of the workspace (its URL for a remote one; `remote.open_source` opens both)."""
+        return RemoteWorkspace(self.root).loc(rel) if self.remote else inside(self.root, rel)
 
     def validate_command(self) -> str:
         return f"conceptlens validate {shlex.quote(self.label)}"
@@ -173,7 +182,7 @@ def open_page(name: str) -> AppWorkspace:
     every page needs stop the page; those of other tables are shown where they are used."""
     ensure_app_frame()
     ws: AppWorkspace = st.session_state[_SESSION_KEY]
-    if not ws.root.is_dir():
+    if not ws.remote and not ws.root.is_dir():
         st.error(
             f"Workspace folder {literal(ws.label)} does not exist. Start the dashboard with "
             "`--workspace PATH` or set `CONCEPTLENS_WORKSPACE`."

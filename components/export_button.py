@@ -1,25 +1,65 @@
-"""An Export control under every figure: PDF/SVG/PNG/HTML at paper sizes, with provenance."""
+"""An Export control under every figure: PDF/SVG/PNG/HTML at paper sizes, with provenance.
+
+The provenance of a figure (or a table) is the page's own (workspace, dataset, the
+figure's parameters) plus what this module adds for every one: the view's URL, the
+workspace fingerprint, the ConceptLens version and the date.
+"""
 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
+from conceptlens.figures.catalog import aspect_of
 from conceptlens.figures.export import FORMATS, SIZES, figure_bytes
+from conceptlens.figures.export import provenance as _provenance
+
+
+def view_url() -> str:
+    """The URL of the view being drawn: this page with the parameters the run leaves."""
+    try:
+        from components.url_state import current_params
+
+        params = current_params()
+    except ImportError:  # url_state without pending changes
+        params = st.query_params.to_dict()
+    raw = st.context.url or ""
+    parts = urlsplit(raw)
+    base = f"{parts.scheme}://{parts.netloc}{parts.path}" if parts.netloc else parts.path
+    return base + ("?" + urlencode(params) if params else "")
+
+
+def view_provenance(**extra) -> dict:
+    """Provenance of what this page shows: workspace label and fingerprint, URL, version, date."""
+    from components import data
+
+    # The workspace app.py opened for this run (absent when a component runs on its own).
+    ws = st.session_state.get(data._SESSION_KEY)
+    label, fp = (ws.label, ws.fp) if ws is not None else ("", "")
+    out = _provenance(label, fp, view_url())
+    out.update(extra)
+    return out
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "figure"
 
 
 def export_button(fig, name: str, provenance: dict, key: str) -> None:
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "figure"
+    prov = {**view_provenance(), **provenance}
     with st.popover("Export figure", icon=":material/download:"):
         fmt = st.selectbox("Format", list(FORMATS), key=f"{key}-fmt")
-        size = st.selectbox("Size", list(SIZES), index=1, key=f"{key}-size")
+        size = st.selectbox("Width", list(SIZES), index=1, key=f"{key}-size", disabled=fmt == "html")
         # Rendering runs only when the button is clicked (callable data).
         st.download_button(
             f"Download {fmt.upper()}",
             key=f"{key}-dl",
-            data=lambda: figure_bytes(fig, fmt, SIZES[size], provenance),
-            file_name=f"{slug}.{fmt}",
+            data=lambda: figure_bytes(
+                fig, fmt, SIZES[size], prov, aspect=aspect_of(prov.get("figure")), title=name
+            ),
+            file_name=f"{slug(name)}.{fmt}",
             mime=FORMATS[fmt],
             on_click="ignore",
         )

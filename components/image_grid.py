@@ -45,7 +45,28 @@ def _placeholder() -> bytes:
     return buf.getvalue()
 
 
-def _readable(ws, rel) -> str | None:
+@st.cache_data(show_spinner=False, max_entries=5_000)
+def _remote_image(url: str, fp: str) -> bytes | None:
+    # A remote workspace's thumbnail, fetched once per workspace version (kept in memory).
+    from PIL import Image
+
+    from conceptlens.remote import open_source
+
+    try:
+        data = open_source(url).getvalue()
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+        return data
+    except Exception:
+        return None
+
+
+def _readable(ws, rel) -> str | bytes | None:
+    if getattr(ws, "remote", False):
+        try:
+            return _remote_image(ws.path(rel), ws.fp)
+        except (WorkspaceError, TypeError):
+            return None
     try:
         p = ws.path(rel)
         info = os.stat(p)
@@ -68,3 +89,36 @@ def image_grid(
         cap = str(getattr(r, caption_col)) if caption_col and hasattr(r, caption_col) else ""
         caps.append(cap if path else f"{UNREADABLE} {cap}".strip())
     st.image(images, caption=caps, width=width)
+
+
+def image_picker(
+    ws,
+    rows: pd.DataFrame,
+    key: str,
+    on_pick,
+    caption_col: str = "label_name",
+    columns: int = 8,
+    width: int = 80,
+) -> None:
+    """Thumbnails in a grid, each with a button (its `caption_col`, the image id as
+    tooltip) that calls `on_pick(image_id)`: Streamlit images take no clicks."""
+    if rows.empty:
+        st.info("No images to show.")
+        return
+    records = list(rows.itertuples(index=False))
+    for start in range(0, len(records), columns):
+        cells = st.columns(columns, gap="small")
+        for cell, r in zip(cells, records[start : start + columns]):
+            path = _readable(ws, r.thumbnail)
+            cap = getattr(r, caption_col, None)
+            cap = "" if cap is None or (isinstance(cap, float) and cap != cap) else str(cap)
+            with cell:
+                st.image(path or _placeholder(), width=width)
+                st.button(
+                    (cap if path else f"{UNREADABLE} {cap}".strip()) or str(r.image_id),
+                    key=f"{key}-{r.image_id}",
+                    help=f"Show image {r.image_id}: its details and nearest neighbours",
+                    on_click=on_pick,
+                    args=(str(r.image_id),),
+                    type="tertiary",
+                )

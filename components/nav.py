@@ -58,12 +58,17 @@ PAGES = (
         BASE_TABLES
         + (
             "checkpoint_metrics",
+            "clusters",
             "cluster_metrics",
             "cluster_captions",
+            "projections",
             "clid_scores",
             "predictor_correlations",
             "clustering_similarity",
             "cluster_links",
+            "baseline_scores",
+            "transfer_scores",
+            "transfer_correlations",
         ),
     ),
     PageSpec(
@@ -88,7 +93,57 @@ PAGES = (
         "Similarity",
         ":material/groups:",
         BASE_TABLES
-        + ("similarity_trials", "psych_embedding", "similarity_fit", "human_alignment", "projections"),
+        + (
+            "similarity_trials",
+            "psych_embedding",
+            "similarity_fit",
+            "human_alignment",
+            "projections",
+            "similarity_convergence",
+        ),
+    ),
+)
+PAGES += (
+    # Studies: the owner's side of human studies (design, progress, results, export).
+    PageSpec(
+        "studies",
+        "pages/studies.py",
+        "Studies",
+        ":material/how_to_reg:",
+        BASE_TABLES
+        + (
+            "clusters",
+            "cluster_metrics",
+            "cluster_captions",
+            "study_answers",
+            "study_participants",
+            "study_clusters",
+            "study_summary",
+        ),
+    ),
+)
+PAGES += (
+    PageSpec(
+        "concepts",
+        "pages/concepts.py",
+        "Concepts",
+        ":material/category:",
+        BASE_TABLES
+        + (
+            "concept_datasets",
+            "concept_labels",
+            "oracle_purity",
+            "purity_matrices",
+            "concept_niches",
+            "niche_scores",
+            "concept_scores",
+        ),
     ),
 )
 BY_NAME = {p.name: p for p in PAGES}
+
+# A link with `?study=ID` opens only this page (app.py): participants never see the others.
+STUDY_PARAM = "study"
+PARTICIPANT = PageSpec(
+    "participate", "participant/study.py", "Study", ":material/how_to_reg:", (), default=True
+)

@@ -24,6 +24,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conceptlens.extract",
     "conceptlens.captioners",
     "conceptlens.analysis.registry",
+    "conceptlens.figures.cli",
+    "conceptlens.report",
+    "conceptlens.studies.cli",
 )
 
 
@@ -58,6 +61,24 @@ def _demo_build(args) -> int:
     return 0
 
 
+def _demo_scale(args) -> int:
+    from .demo.scale import build_scale
+
+    analyses = [a.strip() for a in args.analyses.split(",") if a.strip()]
+    build_scale(
+        args.out,
+        n_images=args.images,
+        n_checkpoints=args.checkpoints,
+        dim=args.dim,
+        n_classes=args.classes,
+        seed=args.seed,
+        analyses="all" if analyses == ["all"] else analyses,
+        progress=not args.quiet,
+    )
+    print(f"scale workspace written to {args.out}")
+    return 0
+
+
 def _parents() -> list[argparse.ArgumentParser]:
     """Options every workspace command shares."""
     p = argparse.ArgumentParser(add_help=False)
@@ -87,10 +108,23 @@ def register(sub) -> None:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument(
         "--stages",
-        default="data,models,analysis",
-        help="comma-separated stages to run (data, models, analysis)",
+        default="data,models,concepts,analysis",
+        help="comma-separated stages to run (data, models, concepts, analysis)",
     )
     b.set_defaults(func=_demo_build)
+    s = dsub.add_parser(
+        "scale", parents=[quiet], help="a large synthetic workspace for benchmarks (deterministic)"
+    )
+    s.add_argument("--images", type=int, default=50_000, help="number of images (default 50000)")
+    s.add_argument("--checkpoints", type=int, default=28, help="number of checkpoints (default 28)")
+    s.add_argument("--dim", type=int, default=512, help="feature dimension (default 512)")
+    s.add_argument("--classes", type=int, help="number of classes (default images / 50, at most 1000)")
+    s.add_argument("--out", required=True, help="output folder")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument(
+        "--analyses", default="all", help="analyses to run: all, none or a comma-separated list (default all)"
+    )
+    s.set_defaults(func=_demo_scale)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -17,14 +17,19 @@ import numpy as np
 import pandas as pd
 
 from . import schema
+from .remote import RemoteWorkspace, is_url
 from .workspace import Workspace
 
 
 class WorkspaceDB:
     def __init__(self, root: str | Path):
-        self.ws = Workspace(root)
+        self.remote = is_url(root)
+        self.ws = RemoteWorkspace(root) if self.remote else Workspace(root)
         self.root = self.ws.root
         self._con = duckdb.connect(":memory:")
+        if self.remote:
+            # fsspec instead of DuckDB's httpfs extension, which would be downloaded.
+            self._con.register_filesystem(self.ws.fs)
         self._lock = threading.Lock()
         self.tables: set[str] = set()
         # Tables present whose files DuckDB cannot open (corrupt, foreign folders): left out,
@@ -51,11 +56,14 @@ class WorkspaceDB:
             rel = cur.sql(
                 f"SELECT {cols}, * EXCLUDE ({cols}) FROM read_parquet($glob, "
                 f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true)",
-                params={"glob": str(self.root / t.glob)},
+                params={"glob": self._loc(t.glob)},
             )
         else:
-            rel = cur.sql("SELECT * FROM read_parquet($path)", params={"path": str(self.root / t.path)})
+            rel = cur.sql("SELECT * FROM read_parquet($path)", params={"path": self._loc(t.path)})
         rel.create_view(t.name)
+
+    def _loc(self, rel: str) -> str:
+        return self.ws.loc(rel) if self.remote else str(self.root / rel)
 
     def close(self) -> None:
         self._con.close()
@@ -88,7 +96,7 @@ class WorkspaceDB:
             cur.close()
 
     # ---- features --------------------------------------------------------
-    def features_path(self, checkpoint_id: str) -> Path:
+    def features_path(self, checkpoint_id: str) -> Path | str:
         return self.ws.table_path("features", checkpoint_id=checkpoint_id)
 
     def features(

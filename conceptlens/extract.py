@@ -2,14 +2,23 @@
 
 Writes the checkpoint's `features` partition (`features/checkpoint_id=ID/part-0.parquet`:
 image_id, embedding) and upserts its row of `checkpoints.parquet`. Resumable: each
-finished batch is saved atomically to `.partial/features/ID/part-NNNNN.parquet`
-(outside the table's folder, so no reader sees half a checkpoint); a rerun of the same command skips
-the images already there, and only the last step writes the real features file.
+finished batch is saved atomically to `.partial/features/ID/part-P.parquet`, P the
+position of its first image (outside the table's folder, so no reader sees half a
+checkpoint); a rerun of the same command skips the images already there, and only the
+last step writes the real features file.
+
+Engines (docs/scale.md): `local` embeds batch after batch in this process; `ray` hands
+the same batches to a pool of Ray actors, each holding the model and writing the part
+of every batch it embeds (Ray Data batch inference; `ray.init()` joins the cluster of
+$RAY_ADDRESS, else starts one on this machine). `--shard i/n` embeds only the i-th of n
+slices of the images (e.g. one Slurm array task each); whichever shard finds every image
+embedded writes the features.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import sys
@@ -36,6 +45,7 @@ FEATURES_SCHEMA = pa.schema(
         pa.field("embedding", pa.list_(pa.float32()), nullable=False),
     ]
 )
+log = logging.getLogger("conceptlens.extract")
 # Columns computed here; `metadata` may set every other column of checkpoints.
 _COMPUTED = ("checkpoint_id", "dataset", "feature_dim")
 
@@ -119,16 +129,122 @@ def _features_table(ids: list[str], emb: np.ndarray) -> pa.Table:
 
 
 def _write_part(partial: Path, index: int, table: pa.Table) -> None:
-    atomic_write_table(partial / f"part-{index:05d}.parquet", table)
+    """`index`: the position of the batch's first image, so that concurrent shards and
+    actors never pick the same name (and a resumed run never reuses a finished one's)."""
+    atomic_write_table(partial / f"part-{index:09d}.parquet", table)
 
 
-def _read_parts(partial: Path) -> tuple[pa.Table | None, int]:
-    """All finished parts (None if none) and the next free part index."""
+def _read_parts(partial: Path, columns=None) -> pa.Table | None:
+    """All finished parts (None if none)."""
     parts = sorted(partial.glob("part-*.parquet"))
     if not parts:
-        return None, 0
-    tables = [pq.read_table(p).cast(FEATURES_SCHEMA) for p in parts]
-    return pa.concat_tables(tables), int(parts[-1].stem.split("-")[1]) + 1
+        return None
+    tables = [pq.read_table(p, columns=columns) for p in parts]
+    if columns is None:
+        tables = [t.cast(FEATURES_SCHEMA) for t in tables]
+    return pa.concat_tables(tables)
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """`i/n` (0 <= i < n) -> (i, n); None stays None."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise ValueError(f"--shard must be i/n with 0 <= i < n (e.g. 0/4), got {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _embed_batch(embedder, spec: str, batch, batch_ids: list[str], device) -> pa.Table:
+    """One batch of preprocessed images -> its features rows; NaN or a wrong shape is an error."""
+    out = embedder.embed(batch.to(device))
+    emb = out.detach().float().cpu().numpy()
+    if emb.ndim != 2 or emb.shape[0] != len(batch_ids):
+        raise WorkspaceError(f"{spec}: embedding has shape {emb.shape}, expected ({len(batch_ids)}, D)")
+    bad = ~np.isfinite(emb).all(axis=1)
+    if bad.any():  # checked before saving, so a rerun does not keep bad rows
+        raise WorkspaceError(
+            f"{spec}: NaN or infinite embedding for {int(bad.sum())} image(s), e.g. "
+            f"{batch_ids[int(np.flatnonzero(bad)[0])]!r}; features not written"
+        )
+    return _features_table(batch_ids, emb)
+
+
+class RayEmbedder:
+    """A Ray actor: loads the model once, then embeds batches and writes their parts."""
+
+    def __init__(self, root: str, spec: str, weights, layer, device: str, partial: str):
+        import torch
+
+        from .models import LayerProbe, load_adapter
+
+        torch.set_num_threads(1)  # one CPU per actor: Ray schedules the parallelism
+        self.adapter = load_adapter(spec, weights=weights, device=device, root=root)
+        self.embedder = LayerProbe(self.adapter, layer) if layer else self.adapter
+        self.spec, self.device, self.partial = spec, device, Path(partial)
+
+    def __call__(self, row: dict) -> dict:
+        import torch
+
+        paths, ids = list(row["paths"]), list(row["ids"])
+        images = _Images([Path(p) for p in paths], list(range(len(paths))), self.adapter.preprocess)
+        batch = torch.stack([images[i][1] for i in range(len(images))])
+        with torch.inference_mode():
+            table = _embed_batch(self.embedder, self.spec, batch, ids, self.device)
+        _write_part(self.partial, int(row["first"]), table)
+        return {"n": len(ids)}
+
+
+def _ray_init(ray) -> None:
+    """Join $RAY_ADDRESS's cluster, or start one here whose workers import what we import."""
+    import os
+
+    if ray.is_initialized():
+        return
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init()
+        return
+    path = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+    ray.init(
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+
+
+def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--engine ray needs Ray: pip install 'conceptlens[ray]'") from None
+    _ray_init(ray)
+    n_actors = actors or max(1, min(len(batches), int(ray.cluster_resources().get("CPU", 1))))
+    ds = ray.data.from_items(batches)
+    ds = ds.map(
+        RayEmbedder,
+        fn_constructor_kwargs={
+            "root": str(ws.root),
+            "spec": spec,
+            "weights": str(weights_path) if weights_path else None,
+            "layer": layer,
+            "device": str(device),
+            "partial": str(partial),
+        },
+        concurrency=n_actors,
+        num_cpus=1,
+        num_gpus=1 if str(device).startswith("cuda") else 0,
+    )
+    try:
+        for row in ds.iter_rows():
+            bar.update(int(row["n"]))
+    except Exception as e:  # an actor's error arrives wrapped: show the one it raised
+        cause = getattr(e, "cause", None)
+        while cause is not None and getattr(cause, "cause", None) is not None:
+            cause = cause.cause
+        if isinstance(cause, (WorkspaceError, ValueError, OSError)):
+            raise cause from None
+        raise
 
 
 def _upsert_checkpoint(ws: Workspace, row: dict) -> None:
@@ -160,11 +276,17 @@ def extract(
     metadata: dict | None = None,
     num_workers=0,
     progress=True,
+    engine: str = "local",
+    shard: tuple[int, int] | str | None = None,
+    actors: int | None = None,
 ) -> str:
     """Embed every image of `dataset` with the model `spec`; return the checkpoint_id.
 
     `metadata` overrides or adds columns of the checkpoint's row (model, method, epoch,
-    run, ...). Rerunning after an interruption resumes where it stopped.
+    run, ...). Rerunning after an interruption resumes where it stopped. `engine`:
+    `local` or `ray` (`actors` model actors, default one per CPU of the Ray cluster);
+    `shard` (i, n) or "i/n": embed only the i-th of n slices of the images, and write
+    the features only once every slice is done. Both engines write the same bytes.
     """
     import torch
     from torch.utils.data import DataLoader
@@ -176,6 +298,11 @@ def extract(
     ws.meta()  # fails early with a clear message if this is not a workspace
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if engine not in ("local", "ray"):
+        raise ValueError(f"--engine must be local or ray, got {engine!r}")
+    if actors is not None and actors < 1:
+        raise ValueError(f"--ray-actors must be >= 1, got {actors}")
+    shard = parse_shard(shard) if isinstance(shard, str) else shard
     meta = dict(metadata or {})
     allowed = {c.name for c in schema.TABLES_BY_NAME["checkpoints"].columns} - set(_COMPUTED)
     bad = sorted(set(meta) - allowed)
@@ -184,7 +311,7 @@ def extract(
             f"metadata key(s) {bad} are not columns of checkpoints.parquet; "
             f"allowed: {', '.join(sorted(allowed))}"
         )
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
+    if engine == "local" and str(device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r}: CUDA is not available on this machine; use --device cpu")
 
     images = dataset_images(ws, dataset)
@@ -204,7 +331,10 @@ def extract(
         "checkpoint_id",
     )
 
-    adapter = load_adapter(spec, weights=weights_path, device=device, root=ws.root)
+    # With Ray the actors embed (on their own devices); here the model is only described.
+    adapter = load_adapter(
+        spec, weights=weights_path, device=device if engine == "local" else "cpu", root=ws.root
+    )
     embedder = LayerProbe(adapter, layer) if layer else adapter
     preprocessing = adapter.describe_preprocessing()
 
@@ -225,53 +355,67 @@ def extract(
             old = json.loads(stamp_path.read_text())
         except (OSError, ValueError):
             old = None
-        if old != json.loads(json.dumps(stamp, default=str)):
-            # Leftovers of a different model/dataset under the same id: not resumable.
-            shutil.rmtree(partial)
-    if not partial.exists():
-        partial.mkdir(parents=True)
+        # Leftovers of a different model/dataset under the same id are not resumable (a
+        # folder without its stamp yet is a concurrent shard's, just created).
+        if old != json.loads(json.dumps(stamp, default=str)) and (old is not None or _read_parts(partial)):
+            shutil.rmtree(partial, ignore_errors=True)
+    if not stamp_path.exists():
+        partial.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(stamp_path, json.dumps(stamp, default=str, indent=1).encode())
 
-    done_table, next_part = _read_parts(partial)
-    done = set(done_table["image_id"].to_pylist()) if done_table is not None else set()
-    todo = [i for i, iid in enumerate(ids) if iid not in done]
-    paths = [image_path(ws, thumbs[i], sources[i]) for i in todo]
-    loader = DataLoader(
-        _Images(paths, todo, adapter.preprocess),
-        batch_size=batch_size,
-        shuffle=False,
-        num_workers=num_workers,
+    done_ids = _read_parts(partial, columns=["image_id"])
+    done = set(done_ids["image_id"].to_pylist()) if done_ids is not None else set()
+    lo, hi = (
+        (0, len(ids))
+        if shard is None
+        else (len(ids) * shard[0] // shard[1], len(ids) * (shard[0] + 1) // shard[1])
     )
+    todo = [i for i in range(lo, hi) if ids[i] not in done]
+    paths = [image_path(ws, thumbs[i], sources[i]) for i in todo]
     bar = tqdm(
-        total=len(ids),
-        initial=len(ids) - len(todo),
-        desc=f"extract {cid}",
+        total=hi - lo,
+        initial=hi - lo - len(todo),
+        desc=f"extract {cid}" + (f" shard {shard[0]}/{shard[1]}" if shard else ""),
         unit="img",
         disable=not progress,
         file=sys.stderr,
     )
     try:
-        with torch.inference_mode():
-            for positions, batch in loader:
-                out = embedder.embed(batch.to(device))
-                emb = out.detach().float().cpu().numpy()
-                if emb.ndim != 2 or emb.shape[0] != len(positions):
-                    raise WorkspaceError(
-                        f"{spec}: embedding has shape {emb.shape}, expected ({len(positions)}, D)"
+        if engine == "ray":
+            batches = [
+                {
+                    "first": todo[s],
+                    "paths": [str(p) for p in paths[s : s + batch_size]],
+                    "ids": [ids[i] for i in todo[s : s + batch_size]],
+                }
+                for s in range(0, len(todo), batch_size)
+            ]
+            if batches:
+                _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar)
+        else:
+            loader = DataLoader(
+                _Images(paths, todo, adapter.preprocess),
+                batch_size=batch_size,
+                shuffle=False,
+                num_workers=num_workers,
+            )
+            with torch.inference_mode():
+                for positions, batch in loader:
+                    batch_ids = [ids[int(p)] for p in positions]
+                    _write_part(
+                        partial, int(positions[0]), _embed_batch(embedder, spec, batch, batch_ids, device)
                     )
-                bad = ~np.isfinite(emb).all(axis=1)
-                if bad.any():  # checked before saving, so a rerun does not keep bad rows
-                    raise WorkspaceError(
-                        f"{spec}: NaN or infinite embedding for {int(bad.sum())} image(s), e.g. "
-                        f"{ids[int(positions[int(np.flatnonzero(bad)[0])])]!r}; features not written"
-                    )
-                _write_part(partial, next_part, _features_table([ids[int(p)] for p in positions], emb))
-                next_part += 1
-                bar.update(len(positions))
+                    bar.update(len(positions))
     finally:
         bar.close()
 
-    table, _ = _read_parts(partial)
+    table = _read_parts(partial)
+    if shard is not None:
+        have = set(table["image_id"].to_pylist()) if table is not None else set()
+        left = sum(1 for i in ids if i not in have)
+        if left:
+            log.info(f"{cid}: shard {shard[0]}/{shard[1]} done; {left} image(s) left to the other shards")
+            return cid
     return _finish(
         ws,
         cid,
@@ -362,8 +506,15 @@ def _run(args) -> int:
         metadata=meta,
         num_workers=args.num_workers,
         progress=not args.quiet,
+        engine=args.engine,
+        shard=parse_shard(args.shard),
+        actors=args.ray_actors,
     )
-    print(f"checkpoint {cid}: wrote {Workspace(args.workspace).table_path('features', checkpoint_id=cid)}")
+    ws = Workspace(args.workspace)
+    if (ws.root / ".partial" / "features" / cid).exists():
+        print(f"checkpoint {cid}: shard {args.shard} embedded; the last shard to finish writes the features")
+    else:
+        print(f"checkpoint {cid}: wrote {ws.table_path('features', checkpoint_id=cid)}")
     return 0
 
 
@@ -393,4 +544,14 @@ def register(sub, parents) -> None:
     p.add_argument("--epoch", type=int, help="training epoch stored in checkpoints.epoch")
     p.add_argument("--run", help="training run stored in checkpoints.run")
     p.add_argument("--model-name", help="name stored in checkpoints.model (default: from the spec)")
+    p.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: this process; ray: a pool of Ray model actors (joins $RAY_ADDRESS, else local)",
+    )
+    p.add_argument("--ray-actors", type=int, help="model actors of --engine ray (default: one per CPU)")
+    p.add_argument(
+        "--shard", metavar="I/N", help="embed only slice I of N of the images (e.g. $SLURM_ARRAY_TASK_ID/8)"
+    )
     p.set_defaults(func=_run)

@@ -26,7 +26,22 @@ STRING_LIST = "list<string>"
 # Value ranges used below (inclusive; None leaves a side open).
 UNIT, SIGNED_UNIT, NON_NEGATIVE = (0.0, 1.0), (-1.0, 1.0), (0, None)
 SPLITS = ("train", "val", "test")
-PREDICTORS = ("cl", "cl_heldout", "id", "clid", "wclid", "wclid_loo")
+PREDICTORS = (
+    "cl",
+    "cl_heldout",
+    "id",
+    "clid",
+    "wclid",
+    "wclid_loo",
+    # lu2022's baselines (section 3.2; `conceptlens analyze baselines`)
+    "alignment",
+    "uniformity",
+    "mcr2",
+    "rotation",
+    "source_entropy",
+)
+# Transfer accuracy is also compared with in-domain kNN accuracy and the target label entropy.
+TRANSFER_PREDICTORS = PREDICTORS + ("knn_acc", "target_entropy")
 
 
 @dataclass(frozen=True)
@@ -134,6 +149,49 @@ class Table:
         return f"{self.path}/{parts}/part-*.parquet"
 
 
+def _correlation_columns(against: str) -> tuple[Column, ...]:
+    """Pearson and Kendall correlations with `against`, their p-values and 95% intervals."""
+    return (
+        Column("pearson", FLOAT, f"Pearson r with {against}.", nullable=True, bounds=SIGNED_UNIT),
+        Column("pearson_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
+        Column(
+            "pearson_lo",
+            FLOAT,
+            "95% interval of r, low end (Fisher z).",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+            at_most=("pearson",),
+        ),
+        Column(
+            "pearson_hi",
+            FLOAT,
+            "95% interval of r, high end (Fisher z).",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+        ),
+        Column("kendall", FLOAT, f"Kendall tau-b with {against}.", nullable=True, bounds=SIGNED_UNIT),
+        Column("kendall_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
+        Column(
+            "kendall_lo",
+            FLOAT,
+            "95% interval of tau, low end (percentile bootstrap over checkpoints, 2,000 seeded resamples).",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+        ),
+        Column(
+            "kendall_hi",
+            FLOAT,
+            "95% interval of tau, high end.",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+        ),
+    )
+
+
 TABLES: tuple[Table, ...] = (
     Table(
         "images",
@@ -210,6 +268,27 @@ TABLES: tuple[Table, ...] = (
                 required=False,
             ),
             Column("created", STRING, "ISO-8601 time of extraction.", nullable=True, required=False),
+            Column(
+                "concept_names",
+                STRING_LIST,
+                "Concept models: the names of the k learnt concepts, in feature order; a name "
+                "equal to a `concept_labels.concept` aligns the learnt concept to it (e.g. CBM), "
+                "others are free (`c0`, `c1`, ...). Null = not a concept model (the `concepts` "
+                "analysis then derives probe concepts from the features).",
+                nullable=True,
+                required=False,
+                present_with="concept_dim",
+            ),
+            Column(
+                "concept_dim",
+                INT,
+                "Dimensions d per learnt concept: feature_dim = k x d, concept-major "
+                "(dims [i*d, (i+1)*d) are concept i).",
+                nullable=True,
+                required=False,
+                positive=True,
+                present_with="concept_names",
+            ),
         ),
         key=("checkpoint_id",),
         required=True,
@@ -251,6 +330,39 @@ TABLES: tuple[Table, ...] = (
         ),
         key=("image_id", "captioner"),
         added_by="`conceptlens demo build`, `conceptlens caption`",
+    ),
+    Table(
+        "concept_datasets",
+        "concept_datasets.parquet",
+        "Concept datasets (concept-quality paper): one dataset per family and level of "
+        "dependency between its concepts, e.g. `toy-d0.50` = TabularToy(delta = 0.5).",
+        (
+            Column("dataset", STRING, "Dataset.", references="images.dataset"),
+            Column("family", STRING, "Generator, e.g. `tabular_toy` or `dsprites`."),
+            Column(
+                "dependency",
+                STRING,
+                "What `level` measures: `delta` (correlation of the latents) or "
+                "`lambda` (number of conditional dependencies between factors).",
+                allowed=("delta", "lambda"),
+            ),
+            Column("level", FLOAT, "Its value (0 = independent concepts).", bounds=NON_NEGATIVE, finite=True),
+        ),
+        key=("dataset",),
+        added_by="`conceptlens demo build` (or your own writer)",
+    ),
+    Table(
+        "concept_labels",
+        "concept_labels.parquet",
+        "Ground-truth concepts of images: one row per image and concept, binary (0/1) or "
+        "multiclass (0..m-1). The task label stays `images.label`.",
+        (
+            Column("image_id", STRING, "Image.", references="images.image_id"),
+            Column("concept", STRING, "Concept name, e.g. `shape_lt2`."),
+            Column("value", INT, "Value of the concept for the image.", bounds=NON_NEGATIVE),
+        ),
+        key=("image_id", "concept"),
+        added_by="`conceptlens demo build` (or your own writer)",
     ),
     Table(
         "vl_models",
@@ -602,47 +714,110 @@ TABLES: tuple[Table, ...] = (
             ),
             Column("k", INT, "Number of clusters.", positive=True),
             Column("predictor", STRING, "Unsupervised predictor compared.", allowed=PREDICTORS),
-            Column("pearson", FLOAT, "Pearson r with knn_acc.", nullable=True, bounds=SIGNED_UNIT),
-            Column("pearson_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
-            Column(
-                "pearson_lo",
-                FLOAT,
-                "95% interval of r, low end (Fisher z).",
-                nullable=True,
-                required=False,
-                bounds=SIGNED_UNIT,
-                at_most=("pearson",),
-            ),
-            Column(
-                "pearson_hi",
-                FLOAT,
-                "95% interval of r, high end (Fisher z).",
-                nullable=True,
-                required=False,
-                bounds=SIGNED_UNIT,
-            ),
-            Column("kendall", FLOAT, "Kendall tau-b with knn_acc.", nullable=True, bounds=SIGNED_UNIT),
-            Column("kendall_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
-            Column(
-                "kendall_lo",
-                FLOAT,
-                "95% interval of tau, low end (percentile bootstrap over "
-                "checkpoints, 2,000 seeded resamples).",
-                nullable=True,
-                required=False,
-                bounds=SIGNED_UNIT,
-            ),
-            Column(
-                "kendall_hi",
-                FLOAT,
-                "95% interval of tau, high end.",
-                nullable=True,
-                required=False,
-                bounds=SIGNED_UNIT,
-            ),
+            *_correlation_columns("knn_acc"),
             Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "predictor"),
+        added_by="`conceptlens analyze comparisons`",
+        partition=("dataset",),
+    ),
+    Table(
+        "baseline_scores",
+        "baseline_scores",
+        "lu2022's baseline predictors per (checkpoint, k): alignment and uniformity (Wang and "
+        "Isola 2020), MCR2's rate reduction with the k-means partition, rotation prediction, "
+        "and the source label entropy (section 3.2).",
+        (
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint (partition folder).",
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("k", INT, "Clusters of the k-means partition used by `mcr2`.", positive=True),
+            Column(
+                "alignment",
+                FLOAT,
+                "Mean squared distance between two augmented views of an image (normalised "
+                "features; lower = better aligned); null without the model.",
+                nullable=True,
+                bounds=(0.0, 4.0),
+            ),
+            Column(
+                "uniformity",
+                FLOAT,
+                "log mean exp(-2 ||zi - zj||^2) over pairs of normalised features (lower = more uniform).",
+                bounds=(-8.0, 0.0),
+            ),
+            Column("mcr2", FLOAT, "Rate reduction Delta R, epsilon^2 = 0.5.", finite=True),
+            Column(
+                "rotation",
+                FLOAT,
+                "Accuracy of a 20-NN classifier predicting the rotation (0/90/180/270) of held-out "
+                "images from the features; null without the model.",
+                nullable=True,
+                bounds=UNIT,
+            ),
+            Column(
+                "source_neg_entropy",
+                FLOAT,
+                "-H(Y|X) of a linear probe on the checkpoint's own labelled dataset (nats).",
+                nullable=True,
+                bounds=(None, 0.0),
+            ),
+        ),
+        key=("checkpoint_id", "k"),
+        added_by="`conceptlens analyze baselines`",
+        partition=("checkpoint_id",),
+    ),
+    Table(
+        "transfer_scores",
+        "transfer_scores",
+        "Out-of-domain transfer (lu2022 section 3.5): a linear probe on another labelled "
+        "dataset of the workspace, embedded by the checkpoint's model.",
+        (
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint (partition folder).",
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("target_dataset", STRING, "Dataset transferred to.", references="images.dataset"),
+            Column(
+                "accuracy", FLOAT, "Test accuracy of the linear probe (train split -> rest).", bounds=UNIT
+            ),
+            Column(
+                "target_neg_entropy",
+                FLOAT,
+                "-H(Y|X) of the probe's predictions on the target's test images (nats).",
+                bounds=(None, 0.0),
+            ),
+            Column("n_train", INT, "Target images the probe was fitted on.", positive=True),
+            Column("n_test", INT, "Target images it was scored on.", positive=True),
+        ),
+        key=("checkpoint_id", "target_dataset"),
+        added_by="`conceptlens analyze baselines`",
+        partition=("checkpoint_id",),
+    ),
+    Table(
+        "transfer_correlations",
+        "transfer_correlations",
+        "Correlation of each predictor with transfer accuracy across a dataset's checkpoints "
+        "(lu2022 Tables 2 and 5).",
+        (
+            Column(
+                "dataset",
+                STRING,
+                "Source dataset of the compared checkpoints (partition folder).",
+                references="images.dataset",
+            ),
+            Column("target_dataset", STRING, "Dataset transferred to.", references="images.dataset"),
+            Column("k", INT, "Number of clusters of the cluster-based predictors.", positive=True),
+            Column("predictor", STRING, "Predictor compared.", allowed=TRANSFER_PREDICTORS),
+            *_correlation_columns("transfer accuracy"),
+            Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
+        ),
+        key=("dataset", "target_dataset", "k", "predictor"),
         added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
@@ -948,6 +1123,42 @@ TABLES: tuple[Table, ...] = (
         partition=("dataset",),
     ),
     Table(
+        "similarity_convergence",
+        "similarity_convergence",
+        "Whether enough similarity judgments were collected (roads2021 section 5): the "
+        "embedding inferred again from growing shares of the trials, in collection order.",
+        (
+            Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+            Column("round", INT, "Share of the trials (0 = the first).", bounds=NON_NEGATIVE),
+            Column("n_trials", INT, "Trials fitted so far.", positive=True),
+            Column("dim", INT, "Dimensionality of the embeddings (the chosen one).", positive=True),
+            Column("members", INT, "Ensemble members per share.", positive=True),
+            Column(
+                "coarse_loss",
+                FLOAT,
+                "Categorical cross-entropy of randomly drawn trials under the ensemble (nats).",
+                finite=True,
+                bounds=NON_NEGATIVE,
+            ),
+            Column(
+                "within_agreement",
+                FLOAT,
+                "Mean squared Pearson correlation of the members' similarity matrices.",
+                bounds=UNIT,
+            ),
+            Column(
+                "across_agreement",
+                FLOAT,
+                "Squared Pearson correlation with the previous share's ensemble (null for the first).",
+                nullable=True,
+                bounds=UNIT,
+            ),
+        ),
+        key=("dataset", "round"),
+        added_by="`conceptlens analyze convergence`",
+        partition=("dataset",),
+    ),
+    Table(
         "similarity_fit",
         "similarity_fit",
         "How well the psychological embedding predicts trials it was not fitted on, per "
@@ -1054,6 +1265,433 @@ TABLES: tuple[Table, ...] = (
         key=("dataset", "checkpoint_id", "metric", "distance", "label"),
         added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
+    ),
+    Table(
+        "oracle_purity",
+        "oracle_purity",
+        "The oracle purity matrix of a concept dataset (concept-quality paper, Definition 1 "
+        "on the ground-truth concepts themselves): test AUC of a one-hidden-layer (32 ReLU) "
+        "classifier predicting concept j from concept i, on the seed's 80/20 split of the "
+        "test images; the diagonal is 1.",
+        (
+            Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+            Column("seed", INT, "Seed of the split and the classifiers.", bounds=NON_NEGATIVE),
+            Column("concept_i", STRING, "Concept read (`concept_labels.concept`)."),
+            Column("concept_j", STRING, "Concept predicted."),
+            Column(
+                "auc",
+                FLOAT,
+                "Test AUC (one-vs-one, averaged, for a multiclass concept j).",
+                bounds=UNIT,
+                finite=True,
+            ),
+        ),
+        key=("dataset", "seed", "concept_i", "concept_j"),
+        added_by="`conceptlens analyze concepts`",
+        partition=("dataset",),
+    ),
+    Table(
+        "purity_matrices",
+        "purity_matrices",
+        "The purity matrix of a checkpoint's concepts (concept-quality paper, Definition 1): "
+        "test AUC of a one-hidden-layer (32 ReLU) classifier predicting true concept j from "
+        "learnt concept i (all its d dimensions), on the same split as `oracle_purity`. "
+        "Checkpoints without `concept_names` get probe concepts (one probe per true concept, "
+        "fitted on the train split).",
+        (
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint (partition folder).",
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("seed", INT, "Seed of the split and the classifiers.", bounds=NON_NEGATIVE),
+            Column("learnt_concept", STRING, "Learnt (or probe) concept read."),
+            Column("true_concept", STRING, "Ground-truth concept predicted (`concept_labels.concept`)."),
+            Column(
+                "auc",
+                FLOAT,
+                "Test AUC (one-vs-one, averaged, for a multiclass concept).",
+                bounds=UNIT,
+                finite=True,
+            ),
+            Column(
+                "aligned",
+                BOOL,
+                "The learnt concept is the one aligned to this true concept: by name, or "
+                "else greedily by AUC (the paper's appendix 6.4). OIS compares the aligned rows.",
+            ),
+        ),
+        key=("checkpoint_id", "seed", "learnt_concept", "true_concept"),
+        added_by="`conceptlens analyze concepts`",
+        partition=("checkpoint_id",),
+    ),
+    Table(
+        "concept_niches",
+        "concept_niches",
+        "The concept-correlation nicher (concept-quality paper, Definition 3): |Pearson "
+        "correlation| between each learnt concept (max over its d dimensions) and each task "
+        "label (one-hot) on the train split; the concept is in the label's niche where it "
+        "exceeds beta.",
+        (
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint (partition folder).",
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("seed", INT, "Seed of the analysis.", bounds=NON_NEGATIVE),
+            Column("beta", FLOAT, "Threshold.", bounds=UNIT, finite=True),
+            Column("label", INT, "Task label (`images.label`).", bounds=NON_NEGATIVE),
+            Column("learnt_concept", STRING, "Learnt (or probe) concept."),
+            Column("corr", FLOAT, "|Pearson correlation|.", bounds=UNIT, finite=True),
+            Column("in_niche", BOOL, "corr > beta."),
+        ),
+        key=("checkpoint_id", "seed", "beta", "label", "learnt_concept"),
+        added_by="`conceptlens analyze concepts`",
+        partition=("checkpoint_id",),
+    ),
+    Table(
+        "niche_scores",
+        "niche_scores",
+        "Niche purity and impurity per label and beta (concept-quality paper, Definitions "
+        "5-6; its Figure 6): test AUC for the label of one label predictor (ReLU MLP 20-20, "
+        "trained once on all concepts) with every concept outside the niche zeroed (`nps`) "
+        "or every concept inside it zeroed (`nis`, the public code's curve).",
+        (
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint (partition folder).",
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("seed", INT, "Seed of the label predictor.", bounds=NON_NEGATIVE),
+            Column("beta", FLOAT, "Threshold of the nicher.", bounds=UNIT, finite=True),
+            Column("label", INT, "Task label.", bounds=NON_NEGATIVE),
+            Column("niche_size", INT, "Learnt concepts in the label's niche.", bounds=NON_NEGATIVE),
+            Column("nps", FLOAT, "Niche purity: AUC from the niche alone.", bounds=UNIT, finite=True),
+            Column("nis", FLOAT, "Niche impurity: AUC from its complement.", bounds=UNIT, finite=True),
+        ),
+        key=("checkpoint_id", "seed", "beta", "label"),
+        added_by="`conceptlens analyze concepts`",
+        partition=("checkpoint_id",),
+    ),
+    Table(
+        "concept_scores",
+        "concept_scores",
+        "Concept quality of a checkpoint per seed (concept-quality paper): oracle impurity, "
+        "the non-oracle impurity, the niche scores at a fixed beta and the area under the "
+        "niche impurity curve.",
+        (
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint (partition folder).",
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("seed", INT, "Seed of the analysis.", bounds=NON_NEGATIVE),
+            Column(
+                "ois",
+                FLOAT,
+                "Oracle impurity score 2/k ||pi - pi_oracle||_F over the aligned k x k matrix "
+                "(at most 1 where every AUC is >= 0.5).",
+                bounds=(0, 2),
+                finite=True,
+            ),
+            Column(
+                "non_oracle_impurity",
+                FLOAT,
+                "The same against an oracle of 1 on the diagonal and 0.5 elsewhere.",
+                bounds=(0, 2),
+                finite=True,
+            ),
+            Column(
+                "nis_area",
+                FLOAT,
+                "Area under the mean niche impurity (`niche_scores.nis`) over beta, divided "
+                "by the width of the beta range (the public code's score, as a mean). Null "
+                "(with the other niche scores) when the dataset has no task labels.",
+                nullable=True,
+                bounds=UNIT,
+                finite=True,
+            ),
+            Column("nps_beta", FLOAT, "Mean niche purity over labels at `beta`.", nullable=True, bounds=UNIT),
+            Column(
+                "nis_beta", FLOAT, "Mean niche impurity over labels at `beta`.", nullable=True, bounds=UNIT
+            ),
+            Column(
+                "mean_niche_size",
+                FLOAT,
+                "Mean niche size over labels at `beta`.",
+                nullable=True,
+                bounds=NON_NEGATIVE,
+            ),
+            Column("beta", FLOAT, "The fixed beta (the paper's 0.2).", bounds=UNIT, finite=True),
+            Column(
+                "task_auc",
+                FLOAT,
+                "Test AUC of the label predictor on all concepts (mean one-vs-rest over labels).",
+                nullable=True,
+                bounds=UNIT,
+                finite=True,
+            ),
+        ),
+        key=("checkpoint_id", "seed"),
+        added_by="`conceptlens analyze concepts`",
+        partition=("checkpoint_id",),
+    ),
+    Table(
+        "study_answers",
+        "study_answers",
+        "People's answers to a study of `conceptlens study` (laina2020 2AFC tasks, roads2021 "
+        "8-rank-2 trials): one row per task a participant answered, with what they were shown. "
+        "People's answers: rows are only ever added.",
+        (
+            Column("study_id", STRING, "Study (partition folder)."),
+            Column("participant_id", STRING, "Anonymous per-browser id of the participant."),
+            Column("task_id", STRING, "Task of the study's design."),
+            Column(
+                "position",
+                INT,
+                "Position of the task in the participant's session (0-based).",
+                bounds=NON_NEGATIVE,
+            ),
+            Column("kind", STRING, "Kind of study.", allowed=("coherence", "describability", "similarity")),
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint whose clusters are tested (2AFC); null for similarity.",
+                nullable=True,
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("k", INT, "Number of clusters of the clustering tested.", nullable=True, positive=True),
+            Column(
+                "cluster", INT, "Cluster the task tests.", nullable=True, bounds=NON_NEGATIVE, less_than="k"
+            ),
+            Column(
+                "is_catch", BOOL, "Catch task: an obviously correct pair that screens inattentive people."
+            ),
+            Column(
+                "description",
+                STRING,
+                "Description shown instead of references (describability).",
+                nullable=True,
+            ),
+            Column(
+                "references",
+                STRING_LIST,
+                "Reference images shown: the cluster's (coherence) or the 8 references in display "
+                "order (similarity; a catch trial's include the query, shown mirrored); empty for "
+                "describability.",
+                references="images.image_id",
+            ),
+            Column("query", STRING, "Query image (similarity).", nullable=True, references="images.image_id"),
+            Column(
+                "positive",
+                STRING,
+                "The image from the cluster (2AFC).",
+                nullable=True,
+                references="images.image_id",
+            ),
+            Column(
+                "negative",
+                STRING,
+                "The image from outside it (2AFC); null: a blank image (describability catch task).",
+                nullable=True,
+                references="images.image_id",
+            ),
+            Column(
+                "positive_side",
+                STRING,
+                "Where the cluster's image was shown.",
+                nullable=True,
+                allowed=("left", "right"),
+            ),
+            Column("chosen_side", STRING, "The side picked.", nullable=True, allowed=("left", "right")),
+            Column(
+                "chosen",
+                STRING_LIST,
+                "Images picked: the one picked (2AFC; empty for the blank image) or the two most "
+                "similar references in choice order (similarity).",
+                references="images.image_id",
+            ),
+            Column(
+                "correct", BOOL, "The cluster's image was picked (2AFC); null for similarity.", nullable=True
+            ),
+            Column(
+                "grade",
+                FLOAT,
+                "Catch tasks: 1 or 0 (2AFC); 1 when the mirrored query was chosen first, 0.5 "
+                "second, 0 otherwise (roads2021). Null for other tasks.",
+                nullable=True,
+                bounds=UNIT,
+            ),
+            Column(
+                "rt_ms",
+                FLOAT,
+                "Time from showing the task to the answer, on the server.",
+                nullable=True,
+                bounds=NON_NEGATIVE,
+            ),
+            Column("answered", STRING, "ISO-8601 time the answer was stored."),
+        ),
+        key=("study_id", "participant_id", "task_id"),
+        added_by="`conceptlens study export` (or the Studies page)",
+        partition=("study_id",),
+        append_only=True,
+    ),
+    Table(
+        "study_participants",
+        "study_participants",
+        "One row per participant of a study: progress, completion code and catch-task failures.",
+        (
+            Column("study_id", STRING, "Study (partition folder)."),
+            Column("participant_id", STRING, "Anonymous per-browser id of the participant."),
+            Column("session", INT, "Session of the design they answered.", bounds=NON_NEGATIVE),
+            Column("started", STRING, "ISO-8601 time they joined."),
+            Column(
+                "finished",
+                STRING,
+                "ISO-8601 time of their last answer; null while unfinished.",
+                nullable=True,
+            ),
+            Column(
+                "completion_code",
+                STRING,
+                "Code shown at the end (to match crowd-sourcing submissions).",
+                nullable=True,
+                present_with="finished",
+            ),
+            Column("answers", INT, "Tasks answered, catch tasks included.", bounds=NON_NEGATIVE),
+            Column("catch_answers", INT, "Catch tasks answered.", bounds=NON_NEGATIVE, at_most=("answers",)),
+            Column(
+                "catch_failed",
+                INT,
+                "Catch tasks failed (grade 0).",
+                bounds=NON_NEGATIVE,
+                at_most=("catch_answers",),
+            ),
+            Column(
+                "catch_failure_rate",
+                FLOAT,
+                "catch_failed / catch_answers; null without catch answers.",
+                nullable=True,
+                bounds=UNIT,
+            ),
+            Column(
+                "mean_grade",
+                FLOAT,
+                "Mean catch grade (roads2021's session weight); null without catch answers.",
+                nullable=True,
+                bounds=UNIT,
+            ),
+            Column("excluded", BOOL, "Left out of the results: catch failure rate above the threshold."),
+        ),
+        key=("study_id", "participant_id"),
+        added_by="`conceptlens study export` (or the Studies page)",
+        partition=("study_id",),
+    ),
+    Table(
+        "study_clusters",
+        "study_clusters",
+        "Per cluster of a 2AFC study: people's coherence or describability (laina2020 Eq. 1, 3) "
+        "with its Clopper-Pearson interval, next to the proxy annotator's.",
+        (
+            Column("study_id", STRING, "Study (partition folder)."),
+            Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
+            Column("k", INT, "Number of clusters.", positive=True),
+            Column("cluster", INT, "Cluster.", bounds=NON_NEGATIVE, less_than="k"),
+            Column(
+                "measure",
+                STRING,
+                "What was measured.",
+                allowed=("coherence_random", "coherence_hard", "describability"),
+            ),
+            Column("n", INT, "Answers counted (not catch tasks, not excluded people).", positive=True),
+            Column("n_correct", INT, "Of which correct.", bounds=NON_NEGATIVE, at_most=("n",)),
+            Column("accuracy", FLOAT, "n_correct / n.", bounds=UNIT, at_most=("hi",)),
+            Column("lo", FLOAT, "Clopper-Pearson 95% lower bound.", bounds=UNIT, at_most=("accuracy",)),
+            Column("hi", FLOAT, "Clopper-Pearson 95% upper bound.", bounds=UNIT),
+            Column(
+                "proxy",
+                FLOAT,
+                "The proxy annotator's value (cluster_metrics.coherence_*; "
+                "cluster_captions.describability_2afc); null when not computed.",
+                nullable=True,
+                bounds=UNIT,
+            ),
+            Column("proxy_lo", FLOAT, "Its 95% lower bound, when stored.", nullable=True, bounds=UNIT),
+            Column("proxy_hi", FLOAT, "Its 95% upper bound, when stored.", nullable=True, bounds=UNIT),
+            Column("purity", FLOAT, "The cluster's purity (cluster_metrics).", nullable=True, bounds=UNIT),
+            Column("description", STRING, "Description shown (describability).", nullable=True),
+        ),
+        key=("study_id", "cluster"),
+        added_by="`conceptlens study export` (or the Studies page)",
+        partition=("study_id",),
+    ),
+    Table(
+        "study_summary",
+        "study_summary",
+        "One row per study: its design, who took part, and the pooled result with "
+        "Krippendorff's alpha (nominal) as inter-rater reliability.",
+        (
+            Column("study_id", STRING, "Study (partition folder)."),
+            Column("kind", STRING, "Kind of study.", allowed=("coherence", "describability", "similarity")),
+            Column(
+                "measure",
+                STRING,
+                "What was measured.",
+                allowed=("coherence_random", "coherence_hard", "describability", "similarity"),
+            ),
+            Column("spec", STRING, "JSON of the study's design parameters (seed included)."),
+            Column("created", STRING, "ISO-8601 time the study was created."),
+            Column("participants", INT, "People who joined.", bounds=NON_NEGATIVE),
+            Column(
+                "finished",
+                INT,
+                "People who answered every task of their session.",
+                bounds=NON_NEGATIVE,
+                at_most=("participants",),
+            ),
+            Column(
+                "excluded",
+                INT,
+                "People left out for failed catch tasks.",
+                bounds=NON_NEGATIVE,
+                at_most=("participants",),
+            ),
+            Column(
+                "max_catch_failure",
+                FLOAT,
+                "Exclusion threshold on the catch failure rate; null: nobody excluded.",
+                nullable=True,
+                bounds=UNIT,
+            ),
+            Column(
+                "answers", INT, "Answers counted (not catch tasks, not excluded people).", bounds=NON_NEGATIVE
+            ),
+            Column(
+                "accuracy",
+                FLOAT,
+                "Pooled share correct (2AFC); null for similarity or without answers.",
+                nullable=True,
+                bounds=UNIT,
+            ),
+            Column("lo", FLOAT, "Clopper-Pearson 95% lower bound.", nullable=True, bounds=UNIT),
+            Column("hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True, bounds=UNIT),
+            Column(
+                "alpha",
+                FLOAT,
+                "Krippendorff's alpha, nominal, over tasks answered by two or more people (values: "
+                "the image picked, or the ordered pair chosen); null when undefined.",
+                nullable=True,
+                bounds=(-1.0, 1.0),
+            ),
+            Column("alpha_units", INT, "Tasks alpha pairs answers of.", bounds=NON_NEGATIVE),
+        ),
+        key=("study_id",),
+        added_by="`conceptlens study export` (or the Studies page)",
+        partition=("study_id",),
     ),
     Table(
         "analysis_runs",

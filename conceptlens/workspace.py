@@ -50,9 +50,36 @@ def inside(root: Path, rel: str) -> Path:
     return p
 
 
+READ_ONLY_ENV = "CONCEPTLENS_READ_ONLY"
+STATE_DIR_ENV = "CONCEPTLENS_STATE_DIR"
+
+
+class ReadOnlyError(WorkspaceError, PermissionError):
+    """A write refused in read-only mode (a PermissionError, as a read-only disk would raise)."""
+
+
+def read_only() -> bool:
+    """True in a read-only deployment (`CONCEPTLENS_READ_ONLY=1`, docs/deploy.md)."""
+    return os.environ.get(READ_ONLY_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_writable(path: Path) -> None:
+    """Refuse a write in read-only mode, except below `CONCEPTLENS_STATE_DIR` (where a
+    deployment keeps study answers, outside every workspace)."""
+    if not read_only():
+        return
+    state = os.environ.get(STATE_DIR_ENV)
+    if state:
+        s, p = Path(state).resolve(), Path(path).resolve()
+        if p == s or s in p.parents:
+            return
+    raise ReadOnlyError(f"{path}: not written: this deployment is read-only ({READ_ONLY_ENV}=1)")
+
+
 @contextlib.contextmanager
 def _replacing(path: Path):
     """Yield a temporary path next to `path`; on success rename it into place, else remove it."""
+    check_writable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -300,6 +327,7 @@ class Workspace:
 
     def remove_partition(self, name: str, **partition) -> None:
         for f in self.partition_files(name, **partition):
+            check_writable(f)
             f.unlink()
 
     def fingerprint(self) -> str:

@@ -1,21 +1,39 @@
-"""Checkpoints: a dataset's checkpoints side by side — CL vs ID, predictors, training, aNMI, matching.
+"""Checkpoints: a dataset's checkpoints side by side — CL vs ID, predictors, training, aNMI,
+and two checkpoints A and B compared: their UMAPs with a linked selection, the cluster matching.
 
-URL: ?ds=DATASET&k=K&a=CHECKPOINT&b=CHECKPOINT (a and b: the compared clusterings).
+URL: ?ds=DATASET&k=K&a=CHECKPOINT&b=CHECKPOINT, the table's &sort=COLUMN&desc=1, the
+training curve's &metric=M, the UMAPs' &color=COLUMN and the region drawn on A's
+(&region=box:...|lasso:...), the matching's &share=S&flows=F&top=N.
 """
 
-import pandas as pd
 import streamlit as st
 
 from components import data
+from components import url_state as U
 from components.analysis_gate import available, command, require
+from components.checkpoint_tables import checkpoint_formats, column_name, correlation_table
+from components.cluster_tables import DASH
 from components.export_button import show_figure
 from components.metric_table import metric_table
 from components.text import literal
-from components.url_state import url_selectbox
 from conceptlens import views
-from conceptlens.figures.checkpoints import anmi_heatmap, cl_id_scatter, cluster_sankey, metrics_vs_epoch
+from conceptlens.figures.checkpoints import (
+    KIND_NAMES,
+    METRIC_TITLES,
+    anmi_heatmap,
+    cl_id_scatter,
+    cluster_sankey,
+    correlation_forest,
+    default_labels,
+    highlight_images,
+    metrics_vs_epoch,
+    short_names,
+)
+from conceptlens.figures.clusters import projection_scatter
 
 V = views.checkpoints
+C = views.clusters
+UMAP_POINTS = 10_000  # points per UMAP (a fixed sample above this, the same for A and B)
 
 ws = data.open_page("checkpoints")
 
@@ -23,134 +41,42 @@ st.title("Checkpoints")
 st.caption(
     "Every clustered checkpoint of a dataset side by side: learnability (CL) against "
     "expressiveness (ID) as in lu2022, how well these predict kNN accuracy, the metrics "
-    "over training, how similar the checkpoints' clusterings are, and how clusters split "
-    "and merge from one checkpoint to another."
+    "over training, how similar the checkpoints' clusterings are; then two checkpoints, "
+    "A and B: where A's images lie in B's UMAP, and how A's clusters split and merge in B."
 )
 
-datasets = ws.view(views.clusters.datasets)
+datasets = ws.view(C.datasets)
 first = datasets["dataset"].iloc[0] if len(datasets) else "DATASET"
 require(ws, ("cluster_metrics",), first)
-c_ds, c_k, _ = st.columns([1, 1, 2])
-ds = url_selectbox("Dataset", list(datasets["dataset"]), key="ckpts_ds", param="ds", container=c_ds)
+
+
+def _forget_region() -> None:
+    # A region is drawn in A's UMAP coordinates: it means nothing on another A.
+    st.session_state["ckpts_region"] = None
+
+
+c_ds, c_k, c_a, c_b = st.columns([1, 1, 2, 2])
+ds = U.url_selectbox(
+    "Dataset", list(datasets["dataset"]), key="ckpts_ds", param="ds", container=c_ds, on_change=_forget_region
+)
 ks = [int(k) for k in ws.view(V.ks, dataset=ds)["k"]]
 if not ks:
     st.info(f"No checkpoint of {literal(ds)} has cluster metrics yet. Compute them with:")
     st.code(command(ws, "cluster_metrics", ds), language="bash")
     st.stop()
-k = url_selectbox("k (clusters)", ks, key="ckpts_k", param="k", container=c_k)
-provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "k": k}
-
-# ---- CL vs ID and the predictors ---------------------------------------------------------------
-st.header("Learnability vs expressiveness")
-left, right = st.columns([1, 1], gap="large")
-with right:
-    st.markdown("**Correlation with kNN accuracy** (lu2022 Table 1)")
-    compared = available(ws, "comparisons", ds)
-    if compared:
-        corr = ws.view(V.predictor_correlations, dataset=ds, k=k)
-        metric_table(
-            corr,
-            key="ckpts_corr",
-            formats={"pearson": "%.3f", "pearson_p": "%.3g", "kendall": "%.3f", "kendall_p": "%.3g"},
-        )
-        if len(corr) and corr["pearson"].isna().all():
-            st.caption("Correlations need at least three checkpoints with distinct values.")
-summary = ws.view(V.summary, dataset=ds, k=k, clid=compared)
-with left:
-    show_figure(
-        cl_id_scatter(summary), f"cl-id-{ds}-k{k}", {**provenance, "figure": "cl_id"}, key="ckpts_clid_fig"
-    )
-
-st.subheader("All checkpoints")
-cols = [
-    c
-    for c in [
-        "checkpoint_id",
-        "model",
-        "method",
-        "run",
-        "epoch",
-        "knn_acc",
-        "cl",
-        "cl_heldout",
-        "id",
-        "clid",
-        "wclid",
-        "anmi",
-        "clusters",
-        "mean_purity",
-        "mean_coherence",
-        "mean_coherence_hard",
-    ]
-    if c in summary.columns
-]
-metric_table(
-    summary[cols],
-    key="ckpts_table",
-    formats={
-        c: "%.3f"
-        for c in [
-            "knn_acc",
-            "cl",
-            "cl_heldout",
-            "clid",
-            "wclid",
-            "anmi",
-            "mean_purity",
-            "mean_coherence",
-            "mean_coherence_hard",
-        ]
-    }
-    | {"id": "%.2f"},
-)
-
-# ---- over training ---------------------------------------------------------------------------
-st.header("Over training")
-curves = ws.view(V.training, dataset=ds, k=k, clid=compared)
-if curves.empty:
-    st.info("No run has checkpoints at two or more epochs (`checkpoints.run` and `epoch`).")
-else:
-    show_figure(
-        metrics_vs_epoch(curves),
-        f"metrics-vs-epoch-{ds}-k{k}",
-        {**provenance, "figure": "metrics_vs_epoch"},
-        key="ckpts_epoch_fig",
-    )
-
-# ---- aNMI between clusterings ---------------------------------------------------------------------
-st.header("How similar are the clusterings?")
-order = list(summary["checkpoint_id"])
-if not compared:
-    st.caption("Needs the comparisons between checkpoints (see above).")
-elif len(order) < 2:
-    st.info("Only one checkpoint is clustered at this k: nothing to compare.")
-else:
-    st.caption(
-        "Adjusted NMI (arithmetic normalisation) between every two checkpoints' "
-        f"k = {k} clusterings, on the images both assign: 1 = the same partition, "
-        "0 = no more alike than chance."
-    )
-    show_figure(
-        anmi_heatmap(ws.view(V.anmi_matrix, dataset=ds, k=k)),
-        f"anmi-{ds}-k{k}",
-        {**provenance, "figure": "anmi_matrix"},
-        key="ckpts_anmi_fig",
-    )
-
-# ---- cluster matching ---------------------------------------------------------------------------
-st.header("Cluster matching")
-if not compared:
-    st.caption("Needs the comparisons between checkpoints (see above).")
-    st.stop()
-if len(order) < 2:
-    st.info("Cluster matching needs two clustered checkpoints.")
-    st.stop()
+k = U.url_selectbox("k (clusters)", ks, key="ckpts_k", param="k", container=c_k)
+order = list(ws.view(V.summary, dataset=ds, k=k, clid=False)["checkpoint_id"])
 name_of = dict(ws.view(V.names, dataset=ds, k=k).itertuples(index=False))
-c_a, c_b, c_t = st.columns([2, 2, 1])
-a = url_selectbox(
-    "From checkpoint (A)", order, key="ckpts_a", param="a", format_func=name_of.get, container=c_a
+a = U.url_selectbox(
+    "From checkpoint (A)",
+    order,
+    key="ckpts_a",
+    param="a",
+    format_func=name_of.get,
+    container=c_a,
+    on_change=_forget_region,
 )
-b = url_selectbox(
+b = U.url_selectbox(
     "To checkpoint (B)",
     order,
     key="ckpts_b",
@@ -159,46 +85,342 @@ b = url_selectbox(
     default_index=1,
     container=c_b,
 )
-min_share = c_t.slider(
+provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "k": k}
+
+# ---- CL vs ID and the predictors ---------------------------------------------------------------
+st.header("Learnability vs expressiveness")
+compared = available(ws, "comparisons", ds, tables=V.COMPARISON_TABLES)
+summary = ws.view(V.summary, dataset=ds, k=k, clid=compared)
+short = dict(zip(summary["checkpoint_id"], short_names(summary["checkpoint_id"])))
+labels = {c: f"{role}: {short[c]}" for role, c in (("A", a), ("B", b)) if c in short}
+labels |= {c: short[c] for c in default_labels(summary) if c not in labels}
+left, right = st.columns([1, 1], gap="large")
+with left:
+    st.markdown("**CL against ID** (lu2022 Fig. 1)")
+    show_figure(
+        cl_id_scatter(summary, labels=labels),
+        f"cl-id-{ds}-k{k}",
+        {**provenance, "figure": "cl_id", "a": a, "b": b},
+        key="ckpts_clid_fig",
+    )
+    st.caption(
+        "Ringed and named: checkpoints A and B and the highest and lowest kNN accuracy; "
+        "hover a point for any other's name."
+    )
+if compared:
+    corr = ws.view(V.predictor_correlations, dataset=ds, k=k)
+    with right:
+        st.markdown("**Correlation with kNN accuracy** (lu2022 Table 1), with 95% intervals")
+        show_figure(
+            correlation_forest(corr),
+            f"correlations-{ds}-k{k}",
+            {**provenance, "figure": "predictor_correlations"},
+            key="ckpts_corr_fig",
+        )
+    table, formats = correlation_table(corr)
+    metric_table(table, key="ckpts_corr", formats=formats, placeholder=DASH)
+    st.caption(
+        "95% intervals: Fisher z for Pearson r, a percentile bootstrap over checkpoints "
+        "(2,000 seeded resamples) for Kendall τ. W-CLID is fitted to kNN accuracy itself; "
+        "its leave-one-out version predicts each checkpoint from a fit without it."
+    )
+    members = ws.view(V.clid_membership, dataset=ds, k=k)
+    out, inside = members[members["compared"].eq(False)], members[members["compared"].eq(True)]
+    if len(out):
+        sizes = ", ".join(f"{literal(c)} ({n:,} images)" for c, n in zip(out.checkpoint_id, out.n_images))
+        n_in = " / ".join(f"{n:,}" for n in sorted(set(inside["n_images"])))
+        st.info(
+            f"**Left out of CLID, W-CLID and these correlations:** {sizes}. They were embedded "
+            f"on other images than the {len(inside)} compared checkpoints ({n_in} images each): "
+            "CLID z-scores CL and ID across checkpoints, which compares like with like only on "
+            "the same images.",
+            icon=":material/filter_alt_off:",
+        )
+    elif len(inside):
+        st.caption(
+            f"All {len(inside)} checkpoints with CL, ID and kNN accuracy were embedded on the "
+            "same images and are compared."
+        )
+
+    baselines = corr[corr["predictor"].isin(V.BASELINES)]
+    if baselines.empty:
+        st.caption(
+            "lu2022's baselines (alignment, uniformity, MCR² ΔR, rotation prediction) are not computed yet:"
+        )
+        st.code(command(ws, "baselines", ds), language="bash")
+    else:
+        st.caption(
+            "Baselines (lu2022 section 3.2): alignment and uniformity of normalised features (lower is "
+            "better for both), MCR² rate reduction with the k-means partition, rotation prediction "
+            "by a 20-NN classifier; * uses labels. Alignment and rotation need the checkpoint's model."
+        )
+
+st.subheader("All checkpoints")
+sortable = [c for c in V.TABLE_COLUMNS if c in summary.columns and c not in ("model", "run")]
+s1, s2, _ = st.columns([2, 1, 3])
+sort = U.url_selectbox(
+    "Sort by",
+    sortable,
+    key="ckpts_sort",
+    param="sort",
+    format_func=column_name,
+    container=s1,
+    omit_default=True,
+)
+desc = U.url_toggle("Descending", key="ckpts_desc", param="desc", container=s2)
+shown = ws.view(V.checkpoint_table, dataset=ds, k=k, clid=compared, sort=sort, descending=desc)
+metric_table(shown, key="ckpts_table", formats=checkpoint_formats(shown), placeholder=DASH)
+
+# ---- over training ---------------------------------------------------------------------------
+st.header("Transfer to other datasets")
+targets = ws.view(V.transfer_targets, dataset=ds)
+if not targets:
+    st.info(
+        "How well does each checkpoint transfer, and which predictor foresees it (lu2022 section "
+        "3.5)? A linear probe on every other labelled dataset of the workspace, once computed:",
+        icon=":material/pending:",
+    )
+    st.code(command(ws, "baselines", ds), language="bash")
+else:
+    target = U.url_selectbox("Target dataset", targets, key="ckpts_target", param="target", omit_default=True)
+    tcorr = ws.view(V.transfer_correlations, dataset=ds, k=k, target=target)
+    tl, tr = st.columns([1, 1], gap="large")
+    with tl:
+        st.markdown(f"**Correlation with transfer accuracy to {literal(target)}**, with 95% intervals")
+        show_figure(
+            correlation_forest(tcorr, target=f"transfer acc. ({target})"),
+            f"transfer-{ds}-to-{target}-k{k}",
+            {**provenance, "figure": "transfer_correlations", "target": target},
+            key="ckpts_transfer_fig",
+        )
+    with tr:
+        scores = ws.view(V.transfer_scores, dataset=ds, k=k, target=target)
+        st.markdown(f"**Linear probe on {literal(target)}**, by checkpoint")
+        metric_table(
+            scores,
+            key="ckpts_transfer_scores",
+            formats={c: "%.3f" for c in scores.columns if c not in ("checkpoint_id", "n_train", "n_test")},
+            placeholder=DASH,
+        )
+    table, formats = correlation_table(tcorr)
+    metric_table(table, key="ckpts_transfer_corr", formats=formats, placeholder=DASH)
+    st.caption(
+        "Transfer accuracy: a logistic-regression probe on the target's train split, scored on the "
+        "rest. −H target is Vedantam et al.'s target-entropy baseline and needs the target's labels; "
+        "kNN acc. is the in-domain accuracy (lu2022 Table 3 combines it with the predictors)."
+    )
+
+st.header("Over training")
+curves = ws.view(V.training, dataset=ds, k=k, clid=compared)
+if curves.empty:
+    st.info("No run has checkpoints at two or more epochs (`checkpoints.run` and `epoch`).")
+else:
+    present = [str(m) for m in dict.fromkeys(curves["metric"].astype(str))]
+    metric = U.url_selectbox(
+        "Metric",
+        present,
+        key="ckpts_metric",
+        param="metric",
+        format_func=lambda m: METRIC_TITLES.get(m, m),
+        container=st.columns([1, 2])[0],
+        omit_default=True,
+    )
+    show_figure(
+        metrics_vs_epoch(curves, metric),
+        f"{metric}-vs-epoch-{ds}-k{k}",
+        {**provenance, "figure": "metrics_vs_epoch", "metric": metric},
+        key="ckpts_epoch_fig",
+    )
+
+# ---- aNMI between clusterings ---------------------------------------------------------------------
+st.header("How similar are the clusterings?")
+if not compared:
+    st.caption("Needs the comparisons between checkpoints (see above).")
+elif len(order) < 2:
+    st.info("Only one checkpoint is clustered at this k: nothing to compare.")
+else:
+    st.caption(
+        "Adjusted NMI (arithmetic normalisation) between every two checkpoints' "
+        f"k = {k} clusterings, on the images both assign: 1 = the same partition, "
+        "0 = no more alike than chance. Hover a cell for both names."
+    )
+    show_figure(
+        anmi_heatmap(ws.view(V.anmi_matrix, dataset=ds, k=k)),
+        f"anmi-{ds}-k{k}",
+        {**provenance, "figure": "anmi_matrix"},
+        key="ckpts_anmi_fig",
+    )
+
+# ---- A and B ------------------------------------------------------------------------------------
+st.header("A and B")
+if len(order) < 2:
+    st.info("Comparing two checkpoints needs two clustered checkpoints.")
+    st.stop()
+if a == b:
+    st.info("Choose two different checkpoints as A and B (at the top of the page).")
+    st.stop()
+pair = {"dataset": ds, "k": k, "a": a, "b": b}
+st.markdown(f"**A** = {literal(name_of[a])} · **B** = {literal(name_of[b])}")
+
+
+def _on_select() -> None:
+    sel = st.session_state["ckpts_umap_a"]["selection"]
+    if sel.get("box"):
+        box = sel["box"][0]
+        st.session_state["ckpts_region"] = C.region_text("box", box["x"], box["y"])
+    elif sel.get("lasso"):
+        poly = sel["lasso"][0]
+        st.session_state["ckpts_region"] = C.region_text("lasso", poly["x"], poly["y"])
+    else:  # a double click cleared the selection
+        st.session_state["ckpts_region"] = None
+
+
+def _region(raw: str) -> str:
+    """A region from a link, kept as its text once it parses (ValueError otherwise)."""
+    C.parse_region(raw)
+    return raw
+
+
+region = U.url_value("ckpts_region", "region", _region, None, "Region")
+
+st.subheader("Where A's images lie in B")
+# The UMAPs are coloured by cluster and a selection is counted in B's clusters.
+projected = available(ws, "projections", ds) and available(ws, "clustering", ds, tables=("clusters",))
+sizes = (
+    {c: int(ws.view(C.projection_size, checkpoint=c, method="umap")["n"].iloc[0]) for c in (a, b)}
+    if projected
+    else {}
+)
+if projected and not all(sizes.values()):
+    missing = [c for c, n in sizes.items() if not n]
+    st.info(f"No UMAP projection of {', '.join(literal(c) for c in missing)} yet. Compute it with:")
+    st.code(command(ws, "projections", ds), language="bash")
+elif projected:
+    colour = U.url_selectbox(
+        "Colour both by",
+        list(ws.view(V.linked_colours, dataset=ds)["column"]),
+        key="ckpts_color",
+        param="color",
+        container=st.columns([1, 2])[0],
+        omit_default=True,
+    )
+    picked = ws.view(C.region_images, checkpoint=a, k=k, region=region) if region else None
+    ids = list(picked["image_id"]) if picked is not None else []
+    st.caption(
+        "Draw a box or a lasso on A: the same images are highlighted in B, and the table "
+        "below says which of B's clusters they fall in. Double-click A to clear."
+        + (
+            f" Showing a fixed sample of {UMAP_POINTS:,} images (the same in both)."
+            if max(sizes.values()) > UMAP_POINTS
+            else ""
+        )
+    )
+    figs = {}
+    for side, ckpt in (("A", a), ("B", b)):
+        pts = ws.view(V.linked_projection, **pair, side=side.lower(), colour=colour, limit=UMAP_POINTS)
+        fig = projection_scatter(
+            pts,
+            color=colour,
+            title=f"{side}: {short.get(ckpt, ckpt)}",
+            categorical=True if colour in ("cluster in A", "cluster in B") else None,
+            region=C.parse_region(region) if region and side == "A" else None,
+        )
+        figs[side] = highlight_images(fig, ids)
+    # One legend setting for both, so the two plots keep the same size: past a dozen
+    # categories (71 clusters) the hover label names a point's category instead.
+    legend = len(figs["A"].data) <= 12
+    for (side, ckpt), column in zip((("A", a), ("B", b)), st.columns(2)):
+        with column:
+            show_figure(
+                figs[side].update_layout(
+                    height=460, showlegend=legend, dragmode="select" if side == "A" else "zoom"
+                ),
+                f"umap-{ckpt}-k{k}-{colour}",
+                {**provenance, "figure": "umap", "checkpoint": ckpt, "color": colour, "region_in_a": region},
+                key=f"ckpts_umap_{side.lower()}",
+                **({"on_select": _on_select, "selection_mode": ("box", "lasso")} if side == "A" else {}),
+            )
+    if ids:
+        where = ws.view(V.selection_in_b, **pair, ids=ids)
+        st.markdown(
+            f"**{len(ids):,} images selected in A** lie in {len(where)} of B's clusters "
+            f"(the largest share: {where['share of selection'].iloc[0]:.0%} in cluster "
+            f"{where['cluster in B'].iloc[0]})."
+        )
+        metric_table(
+            where,
+            key="ckpts_selection",
+            formats={"share of selection": "%.2f", "share of cluster": "%.2f"},
+            placeholder=DASH,
+        )
+
+# ---- cluster matching ---------------------------------------------------------------------------
+st.subheader("Cluster matching")
+if not compared:
+    st.caption("Needs the comparisons between checkpoints (see above).")
+    st.stop()
+c_t, c_f, c_n = st.columns([1, 2, 1])
+min_share = U.url_slider(
     "Significant share",
     0.05,
     0.5,
-    0.2,
-    step=0.05,
     key="ckpts_share",
+    param="share",
+    default=0.2,
+    step=0.05,
+    container=c_t,
     help="A link counts for a split or merge when it carries at least this share of its cluster.",
 )
-if a == b:
-    st.info("Choose two different checkpoints.")
-    st.stop()
-pair = {"dataset": ds, "k": k, "a": a, "b": b}
+flows = U.url_radio(
+    "Show",
+    list(V.FLOWS),
+    key="ckpts_flows",
+    param="flows",
+    horizontal=True,
+    container=c_f,
+    help="Minor flows carry less than the significant share of both their clusters.",
+)
+tops = [n for n in (5, 10, 20, 40) if n < k] + [0]
+top = U.url_selectbox(
+    "A's clusters drawn",
+    tops,
+    key="ckpts_top",
+    param="top",
+    format_func=lambda n: "all" if n == 0 else f"the {n} largest",
+    default_index=tops.index(10) if 10 in tops else len(tops) - 1,
+    container=c_n,
+    omit_default=True,
+    help="The largest clusters of A (by images) and where their images go; all links are in the table below.",
+)
 changes = ws.view(V.cluster_changes, **pair, min_share=min_share).iloc[0]
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("A clusters that split", int(changes["splits"]))
 m2.metric("B clusters that merge", int(changes["merges"]))
 m3.metric("one-to-one matches", int(changes["one_to_one"]))
-m4.metric("aNMI(A, B)", f"{changes['anmi']:.3f}" if pd.notna(changes["anmi"]) else "–")
-flows = st.radio(
-    "Show",
-    list(V.FLOWS),
-    horizontal=True,
-    key="ckpts_flows",
-    help="Minor flows carry less than the significant share of both their clusters.",
-)
-shown = ws.view(V.cluster_links, **pair, min_share=min_share, flows=flows)
+m4.metric("aNMI(A, B)", DASH if changes["anmi"] != changes["anmi"] else f"{changes['anmi']:.3f}")
+shown = ws.view(V.cluster_links, **pair, min_share=min_share, flows=flows, largest=top or None)
 # Captions only add to the hover text: a workspace without them needs no message here.
 captions = ws.has("cluster_captions") and available(ws, "cluster_captions", ds)
-meta_a = ws.view(views.clusters.cluster_table, dataset=ds, checkpoint=a, k=k, captions=captions)
-meta_b = ws.view(views.clusters.cluster_table, dataset=ds, checkpoint=b, k=k, captions=captions)
+meta_a = ws.view(C.cluster_table, dataset=ds, checkpoint=a, k=k, captions=captions)
+meta_b = ws.view(C.cluster_table, dataset=ds, checkpoint=b, k=k, captions=captions)
 st.caption(
     "Left: clusters of A, right: clusters of B; band width = shared images. "
-    "Blue: splits, red: merges, purple: both, grey: one-to-one, olive: partial. "
-    "Hover a node for its size, purity and coherence."
+    + ", ".join(f"{KIND_NAMES[kind]}: {kind}" for kind in ("split", "merge", "split+merge", "one-to-one"))
+    + f", {KIND_NAMES['partial']}: partial. Nodes too small for a label at a single column's "
+    "width carry none; hover any node for its name, size, purity, coherence and caption."
 )
 show_figure(
     cluster_sankey(shown, meta_a, meta_b, name_a="A", name_b="B"),
     f"sankey-{a}-{b}-k{k}",
-    {**provenance, "figure": "cluster_sankey", "a": a, "b": b, "min_share": min_share, "flows": flows},
+    {
+        **provenance,
+        "figure": "cluster_sankey",
+        "a": a,
+        "b": b,
+        "min_share": min_share,
+        "flows": flows,
+        "largest": top or "all",
+    },
     key="ckpts_sankey_fig",
 )
 links = ws.view(V.cluster_links, **pair, min_share=min_share)

@@ -1,25 +1,47 @@
-"""Clusters: one checkpoint's k-means clusters — table, images, purity vs coherence, UMAP.
+"""Clusters: one checkpoint's k-means clusters — table, images, purity vs coherence, UMAP,
+a selection's labels and images, one image's details and nearest neighbours.
 
-URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C (and &color=COLUMN for the UMAP).
+Every choice is in the URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C, the table's filters
+(&min_size=N&purity=LO,HI&q=WORDS), sort (&sort=COLUMN&desc=1) and columns (&cols=A,B),
+the UMAP colour (&color=COLUMN) and drawn region (&region=box:...|lasso:...), the
+selection shown (&sel=cluster|filter|region, &page=N) and the image looked at (&img=ID).
 """
 
-import pandas as pd
 import streamlit as st
 
 from components import data
+from components import url_state as U
 from components.analysis_gate import available, command, require
-from components.cluster_tables import cluster_table, purity_bins_table
+from components.cluster_tables import (
+    DASH,
+    DEFAULT_COLUMNS,
+    cluster_table,
+    interval,
+    missing,
+    number,
+    purity_bins_table,
+    selection_csv,
+    value_text,
+)
 from components.export_button import show_figure
-from components.image_grid import image_grid
+from components.image_grid import image_grid, image_picker
 from components.text import literal
-from components.url_state import url_selectbox
 from conceptlens import views
-from conceptlens.figures.clusters import projection_scatter, purity_coherence
+from conceptlens.figures.clusters import label_histogram, projection_scatter, purity_coherence
 
 MAX_POINTS = 20_000  # UMAP points drawn (a fixed sample above this)
-GRID_IMAGES = 24  # images per cluster grid
-SELECTED_IMAGES = 60  # images shown for a box/lasso selection
+GRID_IMAGES = 24  # images per cluster panel
+PAGE_IMAGES = 48  # images per page of a selection
+NEIGHBOURS = 8
 V = views.clusters
+SORT_NAMES = {
+    "cluster": "cluster",
+    "size": "size",
+    "purity": "purity",
+    "coherence_random": "coherence (random)",
+    "coherence_hard": "coherence (hard)",
+    "describability_binary": "describability (binary)",
+}
 
 ws = data.open_page("clusters")
 
@@ -34,22 +56,98 @@ datasets = ws.view(V.datasets)
 first = datasets["dataset"].iloc[0] if len(datasets) else "DATASET"
 require(ws, ("clustering", "cluster_metrics"), first)
 c_ds, c_ck, c_k = st.columns([1, 2, 1])
-ds = url_selectbox("Dataset", list(datasets["dataset"]), key="clusters_ds", param="ds", container=c_ds)
+ds = U.url_selectbox("Dataset", list(datasets["dataset"]), key="clusters_ds", param="ds", container=c_ds)
 
 ckpts = list(ws.view(V.checkpoints, dataset=ds)["checkpoint_id"])
 if not ckpts:
     st.info(f"No checkpoint of {literal(ds)} has cluster metrics yet. Compute them with:")
     st.code(command(ws, "cluster_metrics", ds), language="bash")
     st.stop()
-ckpt = url_selectbox("Checkpoint", ckpts, key="clusters_ckpt", param="ckpt", container=c_ck)
+
+
+def _forget_region() -> None:
+    # A region drawn on one checkpoint's UMAP means nothing on another's.
+    st.session_state["clusters_region"] = None
+    if st.session_state.get("clusters_sel") == "region":
+        st.session_state["clusters_sel"] = "cluster"
+
+
+ckpt = U.url_selectbox(
+    "Checkpoint", ckpts, key="clusters_ckpt", param="ckpt", container=c_ck, on_change=_forget_region
+)
 ks = [int(k) for k in ws.view(V.ks, checkpoint=ckpt)["k"]]
-k = url_selectbox("k (clusters)", ks, key="clusters_k", param="k", container=c_k)
+k = U.url_selectbox("k (clusters)", ks, key="clusters_k", param="k", container=c_k)
+info = ws.view(V.checkpoint_info, checkpoint=ckpt)
+if len(info):
+    i = info.iloc[0]
+    c_ck.caption(
+        f"{literal(i['method'])} · epoch {number(i['epoch'], '{:.0f}')} · "
+        f"{number(i['feature_dim'], '{:.0f}')}-d features"
+    )
 provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "checkpoint": ckpt, "k": k}
 where = {"dataset": ds, "checkpoint": ckpt, "k": k}
-
 header = st.container()  # the checkpoint's metrics, once the cluster table is known
 
-# ---- the table --------------------------------------------------------------------------
+
+# ---- what the user's clicks change ---------------------------------------------------------------
+def _pick_cluster(c) -> None:
+    st.session_state["clusters_cluster"] = int(c)
+    st.session_state["clusters_sel"] = "cluster"
+
+
+def _on_table_select() -> None:
+    rows = st.session_state["clusters_table"]["selection"]["rows"]
+    ids = st.session_state.get("_clusters_table_ids", [])
+    if rows and rows[0] < len(ids):
+        _pick_cluster(ids[rows[0]])
+
+
+def _on_purity_click() -> None:
+    points = st.session_state["clusters_purity_fig"]["selection"]["points"]
+    if points and points[0].get("customdata"):
+        _pick_cluster(int(points[0]["customdata"][0]))
+
+
+def _on_umap_select() -> None:
+    sel = st.session_state["clusters_umap"]["selection"]
+    if sel.get("box"):
+        b = sel["box"][0]
+        st.session_state["clusters_region"] = V.region_text("box", b["x"], b["y"])
+        st.session_state["clusters_sel"] = "region"
+    elif sel.get("lasso"):
+        poly = sel["lasso"][0]
+        st.session_state["clusters_region"] = V.region_text("lasso", poly["x"], poly["y"])
+        st.session_state["clusters_sel"] = "region"
+    elif sel.get("points"):
+        data_ = sel["points"][0].get("customdata")
+        if data_:
+            st.session_state["clusters_img"] = str(data_[0])
+    else:  # a double click cleared the selection
+        st.session_state["clusters_region"] = None
+        if st.session_state.get("clusters_sel") == "region":
+            st.session_state["clusters_sel"] = "cluster"
+
+
+def _inspect(image_id: str) -> None:
+    st.session_state["clusters_img"] = image_id
+
+
+def _close_image() -> None:
+    st.session_state["clusters_img"] = None
+
+
+def _valid_region(text) -> bool:
+    try:
+        V.parse_region(text)
+    except ValueError:
+        return False
+    return True
+
+
+region = U.url_value("clusters_region", "region", str, None, "Region", _valid_region)
+img = U.url_value("clusters_img", "img", str, None, "Image")
+
+# ---- the table ----------------------------------------------------------------------------------
 st.header("Clusters")
 captions = available(ws, "cluster_captions", ds)
 metrics = ws.view(V.cluster_table, **where, captions=captions)
@@ -66,43 +164,64 @@ if len(row):
             ("ID", "id", "{:.1f}"),
         ],
     ):
-        val = len(metrics) if key is None else r.get(key)
-        col.metric(name, "–" if val is None or pd.isna(val) else fmt.format(val))
+        col.metric(name, number(len(metrics) if key is None else r.get(key), fmt))
+self_ref = "describability_self" in metrics and bool(metrics["describability_self"].eq(True).any())
+if self_ref:
+    st.warning(
+        "Describability here is **self-referential**: the vision-language model that retrieved "
+        "the images for each caption is this checkpoint's own model, so it measures the "
+        "checkpoint's feature space against itself (column *self-ref.*).",
+        icon=":material/sync_problem:",
+    )
+
 f1, f2, f3 = st.columns([1, 2, 3])
-min_size = f1.number_input("Min size", min_value=0, value=0, step=1, key="clusters_min_size")
-pur = f2.slider("Purity range", 0.0, 1.0, (0.0, 1.0), step=0.05, key="clusters_purity")
-text = f3.text_input(
-    "Caption contains", key="clusters_text", placeholder="e.g. red circle", disabled=not captions
+min_size = U.url_number("Min size", key="clusters_min_size", param="min_size", min_value=0, container=f1)
+pur = U.url_slider(
+    "Purity range", 0.0, 1.0, "clusters_purity", "purity", default=(0.0, 1.0), step=0.05, container=f2
 )
+text = U.url_text(
+    "Caption has the words",
+    key="clusters_text",
+    param="q",
+    container=f3,
+    placeholder="e.g. red circle",
+    disabled=not captions,
+    help="Whole words, in any order, ignoring case: 'red' finds 'a red circle', not 'checkered'.",
+)
+s1, s2, s3, s4 = st.columns([1.2, 0.8, 0.8, 3], vertical_alignment="bottom")
+sortable = [c for c in V.SORTABLE if c in metrics.columns]
+sort = U.url_selectbox(
+    "Sort by",
+    sortable,
+    key="clusters_sort",
+    param="sort",
+    format_func=SORT_NAMES.get,
+    omit_default=True,
+    container=s1,
+)
+descending = U.url_toggle("descending", key="clusters_desc", param="desc", container=s2)
 shown = ws.view(
-    V.filtered_clusters, **where, min_size=int(min_size), purity=tuple(pur), text=text, captions=captions
+    V.filtered_clusters,
+    **where,
+    min_size=int(min_size),
+    purity=tuple(pur),
+    text=text,
+    captions=captions,
+    sort=sort,
+    descending=descending,
 )
 table, config = cluster_table(shown)
+with s3.popover("Columns", icon=":material/view_column:"):
+    visible = U.url_multiselect(
+        "Columns shown",
+        list(table.columns),
+        key="clusters_cols",
+        param="cols",
+        default=[c for c in DEFAULT_COLUMNS if c in table.columns],
+    )
 
-cluster_ids = [int(c) for c in metrics["cluster"]]
-st.session_state["_clusters_table_ids"] = [int(c) for c in shown["cluster"]]
-
-
-def _on_table_select():
-    rows = st.session_state["clusters_table"].selection.rows
-    ids = st.session_state.get("_clusters_table_ids", [])
-    if rows and rows[0] < len(ids):
-        st.session_state["clusters_cluster"] = ids[rows[0]]
-
-
-st.caption(
-    f"{len(shown)} of {len(metrics)} clusters · click a row to see its images · click a column header to sort"
-)
-st.dataframe(
-    table,
-    key="clusters_table",
-    column_config=config,
-    hide_index=True,
-    on_select=_on_table_select,
-    selection_mode="single-row",
-)
-
-# ---- one cluster and its hard negative ------------------------------------------------------
+ids = [int(c) for c in shown["cluster"]]
+st.session_state["_clusters_table_ids"] = ids
 captions_of = dict(zip(metrics["cluster"], metrics["caption"])) if "caption" in metrics else {}
 
 
@@ -111,25 +230,61 @@ def _label(c):
     return f"{c} — {cap}" if isinstance(cap, str) and cap else str(c)
 
 
-st.subheader("Cluster and its hard negative")
-cluster = url_selectbox("Cluster", cluster_ids, key="clusters_cluster", param="cluster", format_func=_label)
+# The selectbox offers the clusters the table shows, in its order.
+cluster = U.url_selectbox(
+    "Cluster",
+    ids,
+    key="clusters_cluster",
+    param="cluster",
+    format_func=_label,
+    container=s4,
+    on_change=lambda: st.session_state.update(clusters_sel="cluster"),
+)
+# The table's tick always marks the chosen cluster: Streamlit would keep the row of an
+# earlier click, on whatever cluster sits there after filtering or sorting.
+want = [ids.index(cluster)] if cluster in ids else []
+current = st.session_state.get("clusters_table")
+if current is None or list(current["selection"]["rows"]) != want:
+    st.session_state["clusters_table"] = {"selection": {"rows": want, "columns": [], "cells": []}}
+st.caption(
+    f"{len(shown)} of {len(metrics)} clusters · click a row (or a point of the purity plot) to "
+    f"choose a cluster · missing values: {DASH}"
+)
+st.dataframe(
+    table,
+    key="clusters_table",
+    column_config=config,
+    column_order=visible or None,
+    hide_index=True,
+    on_select=_on_table_select,
+    selection_mode="single-row",
+    placeholder=DASH,
+)
+if not ids:
+    st.info("No cluster passes the filters.")
 
 
+# ---- one cluster and its hard negative ------------------------------------------------------
 def _cluster_panel(m):
     heading = "Cluster" if m["role"] == "cluster" else "Hard negative: cluster"
     n = int(m["size"])
     st.markdown(f"**{heading} {m['cluster']}** · {n} image{'s' * (n != 1)}")
     if isinstance(m.get("caption"), str):
         st.markdown(f"> {literal(m['caption'])}")
-    facts = []
-    if not pd.isna(m.get("purity")):
-        facts.append(f"purity {m['purity']:.2f}")
+    facts = [f"purity {number(m.get('purity'))}"]
     for kind, name in (("coherence_random", "coherence (random)"), ("coherence_hard", "coherence (hard)")):
-        v = m.get(kind)
-        if v is not None and not pd.isna(v):
-            facts.append(f"{name} {v:.2f} [{m[kind + '_lo']:.2f}, {m[kind + '_hi']:.2f}]")
-    if isinstance(m.get("top_label_name"), str):
-        facts.append(f"top label *{literal(m['top_label_name'])}* ({m['top_label_share']:.0%})")
+        if kind in m:
+            facts.append(f"{name} {number(m[kind])} {interval(m.get(kind + '_lo'), m.get(kind + '_hi'))}")
+    if "top_label_name" in m:
+        label = DASH if missing(m["top_label_name"]) else f"*{literal(m['top_label_name'])}*"
+        facts.append(f"top label {label} ({number(m.get('top_label_share'))})")
+    if "describability_binary" in m:
+        self_ = m.get("describability_self")
+        flag = " (self-referential)" if not missing(self_) and bool(self_) else ""
+        facts.append(
+            f"describability top-1 {number(m.get('describability_top1'))}, top-5 "
+            f"{number(m.get('describability_top5'))}, binary {number(m['describability_binary'])}{flag}"
+        )
     st.caption(" · ".join(facts))
     ablations = [
         (name, m.get(col))
@@ -153,6 +308,7 @@ def _cluster_panel(m):
     )
 
 
+st.subheader("Cluster and its hard negative")
 if cluster is not None:
     pair = ws.view(V.cluster_and_hard_negative, **where, cluster=cluster, captions=captions)
     left, right = st.columns(2, gap="large")
@@ -163,18 +319,23 @@ if cluster is not None:
             _cluster_panel(pair.iloc[1])
         else:
             st.info("This cluster has no hard negative (fewer than two clusters, or not computed).")
+else:
+    st.caption("No cluster chosen: no cluster passes the filters.")
 
 # ---- purity vs coherence (laina2020 Fig. 2, Tables 1-2) ------------------------------------------
 st.header("Purity vs coherence")
 st.caption(
-    "Each cluster's purity against its 2AFC coherence with random and hard negatives; "
-    "bars: 95% Clopper-Pearson intervals (laina2020 Fig. 2)."
+    "Each cluster the filters keep: its purity against its 2AFC coherence with random and "
+    "hard negatives; bars: 95% Clopper-Pearson intervals (laina2020 Fig. 2). Click a point "
+    "to choose its cluster; the chosen one is ringed."
 )
 show_figure(
-    purity_coherence(metrics),
+    purity_coherence(shown, selected=cluster),
     f"purity-coherence-{ckpt}-k{k}",
     {**provenance, "figure": "purity_coherence"},
     key="clusters_purity_fig",
+    on_select=_on_purity_click,
+    selection_mode=("points",),
 )
 st.subheader("Coherence by purity range")
 bins = ws.view(V.purity_bins, **where, captions=captions)
@@ -182,47 +343,145 @@ if bins.empty:
     st.info("No cluster has a purity (a dataset needs at least two labels).")
 else:
     btable, bconfig = purity_bins_table(bins)
-    st.dataframe(btable, key="clusters_bins", column_config=bconfig, hide_index=True)
+    st.dataframe(btable, key="clusters_bins", column_config=bconfig, hide_index=True, placeholder=DASH)
     st.caption(
-        "As laina2020 Tables 1–2: mean of the clusters' 2AFC coherence per purity range; "
-        "95% interval: Clopper-Pearson on the pooled trials of the range's clusters "
-        "(R = random, H = hard negatives)."
+        "As laina2020 Tables 1–2, over all clusters: mean of the clusters' 2AFC coherence per "
+        "purity range; 95% interval: Clopper-Pearson on the pooled trials of the range's "
+        "clusters (R = random, H = hard negatives)."
+        + (" Describability is self-referential here (see above)." if self_ref else "")
     )
 
 # ---- UMAP --------------------------------------------------------------------------------------
 st.header("UMAP of the features")
+has_umap = False
 if available(ws, "projections", ds):
     n = int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0])
     if n == 0:
         st.info(f"No UMAP projection of {literal(ckpt)} yet. Compute it with:")
         st.code(command(ws, "projections", ds), language="bash")
     else:
-        colour = url_selectbox(
+        has_umap = True
+        colour = U.url_selectbox(
             "Colour by",
             list(ws.view(V.colour_options, dataset=ds)["column"]),
             key="clusters_color",
             param="color",
         )
         pts = ws.view(V.projection, checkpoint=ckpt, k=k, method="umap", limit=MAX_POINTS)
-        if n > MAX_POINTS:
-            st.caption(f"Showing a fixed sample of {MAX_POINTS:,} of {n:,} points.")
-        event = show_figure(
-            projection_scatter(pts, color=colour),
-            f"umap-{ckpt}-k{k}-{colour}",
-            {**provenance, "figure": "umap", "color": colour},
-            key="clusters_umap",
-            on_select="rerun",
-            selection_mode=("box", "lasso"),
+        st.caption(
+            "Click a point to see its image, captions and nearest neighbours in the sidebar; "
+            "pick Box or Lasso Select in the chart's toolbar to select images (shown below); "
+            "the chosen cluster is ringed."
+            + (f" Showing a fixed sample of {MAX_POINTS:,} of {n:,} points." if n > MAX_POINTS else "")
         )
-        points = (event or {}).get("selection", {}).get("points", []) if event else []
-        ids = [p["customdata"][0] for p in points if p.get("customdata")]
-        if ids:
-            st.markdown(
-                f"**{len(ids)} selected images**"
-                + (f" (showing {SELECTED_IMAGES})" if len(ids) > SELECTED_IMAGES else "")
-            )
-            image_grid(
-                ws, ws.view(V.images, ids=ids, limit=SELECTED_IMAGES), width=64, max_images=SELECTED_IMAGES
-            )
+        show_figure(
+            projection_scatter(
+                pts,
+                color=colour,
+                highlight=cluster,
+                region=V.parse_region(region) if region else None,
+                dragmode="zoom",  # a click then selects one point: the image in the sidebar
+            ),
+            f"umap-{ckpt}-k{k}-{colour}",
+            {**provenance, "figure": "umap", "color": colour, "region": region},
+            key="clusters_umap",
+            on_select=_on_umap_select,
+            selection_mode=("points", "box", "lasso"),
+        )
+
+# ---- the selection: labels, all its images, its ids as CSV ---------------------------------------
+st.header("Selection")
+kinds = {}
+if cluster is not None:
+    kinds["cluster"] = f"cluster {cluster}"
+kinds["filter"] = f"the {len(ids)} clusters the filters keep"
+if region and has_umap:
+    kinds["region"] = "the region drawn on the UMAP"
+sel = U.url_radio("Images of", list(kinds), "clusters_sel", "sel", format_func=kinds.get, horizontal=True)
+if sel == "region":
+    images = ws.view(V.region_images, checkpoint=ckpt, k=k, region=region)
+else:
+    chosen = (cluster,) if sel == "cluster" else tuple(ids)
+    images = ws.view(V.selection_images, checkpoint=ckpt, k=k, clusters=chosen)
+pages = max(1, -(-len(images) // PAGE_IMAGES))
+h_left, h_right = st.columns([3, 2], gap="large")
+with h_right:
+    st.metric("images selected", f"{len(images):,}")
+    st.download_button(
+        "Download image ids (CSV)",
+        data=lambda: selection_csv(images),  # written when clicked, not on every rerun
+        file_name=f"selection-{ckpt}-k{k}-{sel}.csv",
+        mime="text/csv",
+        key="clusters_csv",
+        icon=":material/download:",
+        on_click="ignore",
+    )
+with h_left:
+    show_figure(
+        label_histogram(V.label_counts(images)),
+        f"labels-{ckpt}-k{k}-{sel}",
+        {**provenance, "figure": "selection_labels", "selection": sel, "region": region},
+        key="clusters_labels",
+    )
+# Another selection starts at its first page (Back still restores the page from the URL).
+signature = (ckpt, k, sel, cluster if sel == "cluster" else None, region if sel == "region" else None)
+if sel == "filter":
+    signature += (tuple(ids),)
+if st.session_state.get("_clusters_signature") not in (None, signature) and not U.navigating():
+    st.session_state["clusters_page"] = 1
+st.session_state["_clusters_signature"] = signature
+page = U.url_pagination(pages, key="clusters_page", param="page")
+st.caption(
+    f"Images {min(len(images), (page - 1) * PAGE_IMAGES + 1):,}–{min(len(images), page * PAGE_IMAGES):,} "
+    f"of {len(images):,}, by cluster and distance to its centre. Click a name to see the image."
+)
+image_picker(
+    ws,
+    images.iloc[(page - 1) * PAGE_IMAGES : page * PAGE_IMAGES],
+    key="clusters_grid",
+    on_pick=_inspect,
+)
+
+# ---- one image, in the sidebar (visible wherever the page is scrolled) ---------------------------
+if img is not None:
+    details = ws.view(V.image_details, image_id=img, checkpoint=ckpt, k=k)
+    with st.sidebar:
+        st.divider()
+        if details.empty:
+            st.info(f"Image {literal(img, limit=80)} is not in this workspace.")
         else:
-            st.caption("Draw a box or lasso on the plot to see the selected images.")
+            d = details.iloc[0]
+            st.markdown(f"**{literal(img)}**")
+            image_grid(ws, details, caption_col=None, width=200, max_images=1)
+            skip = {"image_id", "thumbnail", "x", "y", "width", "height"}
+            # Columns that only other datasets' images fill are empty here: left out.
+            lines = [
+                f"- {literal(col)}: {literal(value_text(v))}"
+                for col, v in d.items()
+                if col not in skip and (not missing(v) or col in ("cluster", "distance"))
+            ]
+            w, h = number(d.get("width"), "{:.0f}"), number(d.get("height"), "{:.0f}")
+            lines.append(f"- size: {w} × {h} px")
+            st.markdown("\n".join(lines))
+            caps = ws.view(V.image_captions, image_id=img)
+            if len(caps):
+                st.markdown("**Captions**")
+                st.markdown(
+                    "\n".join(f"- *{literal(c.captioner)}*: {literal(c.text)}" for c in caps.itertuples())
+                )
+            near = ws.view(V.neighbours, checkpoint=ckpt, k=k, image_id=img, n=NEIGHBOURS)
+            st.markdown(f"**Nearest in {literal(ckpt)}** (cosine similarity)")
+            if near.empty:
+                st.caption("No features of this image in this checkpoint.")
+            else:
+                names = [DASH if missing(lab) else lab for lab in near["label_name"]]
+                image_picker(
+                    ws,
+                    near.assign(caption=[f"{s:.2f} · {lab}" for s, lab in zip(near["similarity"], names)]),
+                    key="clusters_near",
+                    on_pick=_inspect,
+                    caption_col="caption",
+                    columns=2,
+                    width=96,
+                )
+        st.button("Close image", key="clusters_close_img", on_click=_close_image, icon=":material/close:")

@@ -19,6 +19,7 @@ from conceptlens.figures.similarity import (
     DISTANCE_NAMES,
     METRICS,
     agreement_bars,
+    convergence_curves,
     embedding_map,
     fit_diagnostics,
     label_heatmap,
@@ -341,6 +342,29 @@ if computed:
         key="sim_fit_table",
         formats={c: "%.4f" for c in fours} | {"seconds": "%.1f"},
     )
+    st.header("Convergence")
+    conv = ws.view(V.convergence, dataset=ds)
+    if conv.empty:
+        st.info(
+            "Has enough been collected? The embedding inferred again from growing shares of the "
+            "trials shows it once computed:",
+            icon=":material/pending:",
+        )
+        st.code(command(ws, "convergence", ds), language="bash")
+    else:
+        st.caption(
+            f"The embedding inferred again from {len(conv)} growing shares of the trials, in "
+            f"collection order ({int(conv['members'].iloc[0])} members each, "
+            f"{int(conv['dim'].iloc[0])} dimensions): the loss on randomly drawn trials, the "
+            "members' agreement and the agreement with the previous share (roads2021 section 5). "
+            "Flat curves: more judgments no longer change the embedding."
+        )
+        show_figure(
+            convergence_curves(conv),
+            f"similarity-convergence-{ds}",
+            {**prov, "figure": "convergence"},
+            key="sim_conv",
+        )
 elif analysed:
     st.info(
         f"No psychological embedding of {literal(ds)} yet: the map, the agreement scores and the "

@@ -1,11 +1,16 @@
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Studies' answers go to a store outside every workspace: in tests, a fresh folder, never the
+# user's own (and never a PostgreSQL database named in the environment).
+os.environ["CONCEPTLENS_STATE_DIR"] = tempfile.mkdtemp(prefix="conceptlens-state-")
+os.environ.pop("CONCEPTLENS_ANSWERS_URL", None)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"
@@ -124,6 +129,17 @@ def copy_ws(src, dst):
 def factory_copy(tmp_path, factory_template) -> Path:
     """A private copy of `factory_template` for a test that breaks it."""
     return copy_ws(factory_template, tmp_path / "ws")
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL server for the session (tests/pg.py: initdb + pg_ctl on a free port);
+    skipped without PostgreSQL's binaries, except in CI, where it fails."""
+    from tests import pg
+
+    pg.require(pytest)
+    with pg.postgres_server() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

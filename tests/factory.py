@@ -287,11 +287,44 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
         ),
         analysis="comparisons",
     )
+    for c, cid in enumerate(cids):
+        # lu2022's baselines: plausible values that worsen with the checkpoint's noise.
+        ws.write(
+            "baseline_scores",
+            pa.Table.from_pylist(
+                [
+                    {
+                        "k": k,
+                        "alignment": 0.2 + 0.3 * c,
+                        "uniformity": -3.0 + 0.5 * c,
+                        "mcr2": 5.0 - c,
+                        "rotation": None if c == 2 else 0.9 - 0.2 * c,
+                        "source_neg_entropy": -0.2 - 0.3 * c,
+                    }
+                    for k in ks
+                ],
+                schema=schema.arrow_schema("baseline_scores", partition=False),
+            ),
+            checkpoint_id=cid,
+        )
+        # One dataset only: nothing to transfer to (an empty, valid partition).
+        ws.write(
+            "transfer_scores",
+            schema.arrow_schema("transfer_scores", partition=False).empty_table(),
+            checkpoint_id=cid,
+        )
+    ws.write(
+        "transfer_correlations",
+        schema.arrow_schema("transfer_correlations", partition=False).empty_table(),
+        dataset="toy",
+    )
     from tests.compmap_factory import write_compmap
+    from tests.concepts_factory import write_concepts
     from tests.similarity_factory import write_similarity
 
     write_compmap(ws, seed)
     write_similarity(ws, seed)
+    write_concepts(ws, seed)
 
 
 def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: int = 0) -> Workspace:

@@ -87,7 +87,13 @@ def similarity_workspace(root: Path, n_trials: int = 1500, **opts) -> Workspace:
 
     ws = make_workspace(root, derived=True)
     # The factory's hand-written similarity tables give way to simulated people's trials.
-    for name in ("similarity_trials", "psych_embedding", "similarity_fit", "human_alignment"):
+    for name in (
+        "similarity_trials",
+        "psych_embedding",
+        "similarity_fit",
+        "human_alignment",
+        "similarity_convergence",
+    ):
         shutil.rmtree(ws.root / name, ignore_errors=True)
     shutil.rmtree(ws.root / "projections" / "checkpoint_id=psych@toy", ignore_errors=True)
     add_trials(ws, n_trials)

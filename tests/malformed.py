@@ -230,7 +230,7 @@ def _vl_models(config: str):
 
 
 def _compmap(table: str, row: dict, **partition):
-    """Replace one partition of a CompMap table by a single, broken row."""
+    """Replace one partition of a (CompMap or other partitioned) table by a single, broken row."""
 
     def apply(ws: Workspace) -> None:
         from conceptlens import schema
@@ -366,6 +366,89 @@ def _sizes_off(rel: str):
 # ---- the registry --------------------------------------------------------------------
 _M = Malformation
 NAN, INF = float("nan"), float("inf")
+
+
+def _study(table: str, row: dict):
+    """Add a study's partition (study s1) holding one broken row."""
+
+    def apply(ws: Workspace) -> None:
+        from conceptlens import schema
+        from conceptlens.workspace import atomic_write_table
+
+        t = pa.Table.from_pylist([row], schema=schema.arrow_schema(table, partition=False))
+        atomic_write_table(ws.partition_dir(table, study_id="s1") / "part-broken.parquet", t)
+
+    return apply
+
+
+_STUDY_ANSWER = {
+    "participant_id": "p0000000",
+    "task_id": "c0-00",
+    "position": 0,
+    "kind": "coherence",
+    "checkpoint_id": "ck0",
+    "k": 4,
+    "cluster": 0,
+    "is_catch": False,
+    "description": None,
+    "references": ["toy-0000", "toy-0003"],
+    "query": None,
+    "positive": "toy-0006",
+    "negative": "toy-0001",
+    "positive_side": "left",
+    "chosen_side": "left",
+    "chosen": ["toy-0006"],
+    "correct": True,
+    "grade": None,
+    "rt_ms": 900.0,
+    "answered": "2026-01-01T00:00:00+00:00",
+}
+_STUDY_PARTICIPANT = {
+    "participant_id": "p0000000",
+    "session": 0,
+    "started": "2026-01-01T00:00:00+00:00",
+    "finished": None,
+    "completion_code": None,
+    "answers": 4,
+    "catch_answers": 2,
+    "catch_failed": 1,
+    "catch_failure_rate": 0.5,
+    "mean_grade": 0.5,
+    "excluded": False,
+}
+_STUDY_CLUSTER = {
+    "checkpoint_id": "ck0",
+    "k": 4,
+    "cluster": 0,
+    "measure": "coherence_random",
+    "n": 20,
+    "n_correct": 15,
+    "accuracy": 0.75,
+    "lo": 0.51,
+    "hi": 0.91,
+    "proxy": 0.8,
+    "proxy_lo": 0.56,
+    "proxy_hi": 0.94,
+    "purity": 0.7,
+    "description": None,
+}
+_STUDY_SUMMARY = {
+    "kind": "coherence",
+    "measure": "coherence_random",
+    "spec": "{}",
+    "created": "2026-01-01T00:00:00+00:00",
+    "participants": 3,
+    "finished": 3,
+    "excluded": 0,
+    "max_catch_failure": None,
+    "answers": 60,
+    "accuracy": 0.75,
+    "lo": 0.62,
+    "hi": 0.85,
+    "alpha": 0.4,
+    "alpha_units": 20,
+}
+
 
 MALFORMATIONS: dict[str, Malformation] = {
     m.name: m
@@ -1114,12 +1197,188 @@ MALFORMATIONS: dict[str, Malformation] = {
             _similarity("similarity_fit", {**_FIT, "heldout_accuracy": 1.5}),
         ),
         _M(
+            "similarity_convergence_agreement_above_1",
+            "similarity_convergence",
+            "within_agreement",
+            "similarity_convergence/dataset=toy/part-0.parquet",
+            "outside [0, 1]",
+            _set("similarity_convergence/dataset=toy/part-0.parquet", "within_agreement", 1, 1.2),
+        ),
+        _M(
+            "baseline_scores_rotation_above_1",
+            "baseline_scores",
+            "rotation",
+            "baseline_scores/checkpoint_id=ck0/part-0.parquet",
+            "outside [0, 1]",
+            _set("baseline_scores/checkpoint_id=ck0/part-0.parquet", "rotation", 0, 1.5),
+        ),
+        _M(
+            "baseline_scores_positive_entropy",
+            "baseline_scores",
+            "source_neg_entropy",
+            "baseline_scores/checkpoint_id=ck1/part-0.parquet",
+            "not <= 0",
+            _set("baseline_scores/checkpoint_id=ck1/part-0.parquet", "source_neg_entropy", 0, 0.3),
+        ),
+        _M(
+            "transfer_scores_accuracy_above_1",
+            "transfer_scores",
+            "accuracy",
+            "transfer_scores/checkpoint_id=ck0/part-0.parquet",
+            "outside [0, 1]",
+            _compmap(
+                "transfer_scores",
+                {
+                    "target_dataset": "toy",
+                    "accuracy": 1.5,
+                    "target_neg_entropy": -0.5,
+                    "n_train": 3,
+                    "n_test": 3,
+                },
+                checkpoint_id="ck0",
+            ),
+        ),
+        _M(
+            "transfer_correlations_unknown_predictor",
+            "transfer_correlations",
+            "predictor",
+            "transfer_correlations/dataset=toy/part-0.parquet",
+            "not one of",
+            _compmap(
+                "transfer_correlations",
+                {"target_dataset": "toy", "k": 4, "predictor": "astrology", "n_checkpoints": 3},
+                dataset="toy",
+            ),
+        ),
+        _M(
             "human_alignment_unknown_metric",
             "human_alignment",
             "metric",
             "human_alignment/dataset=toy/part-0.parquet",
             "not one of triplet_accuracy, rsa",
             _similarity("human_alignment", {**_ALIGN, "metric": "auc"}),
+        ),
+        # Concept-quality tables (tests/concepts_factory.py), broken
+        _M(
+            "concept_labels_unknown_image",
+            "concept_labels",
+            "image_id",
+            "concept_labels.parquet",
+            "not found in images.image_id",
+            _set("concept_labels.parquet", "image_id", 0, "toy-9999"),
+        ),
+        _M(
+            "concept_labels_negative_value",
+            "concept_labels",
+            "value",
+            "concept_labels.parquet",
+            "not >= 0",
+            _set("concept_labels.parquet", "value", 2, -1),
+        ),
+        _M(
+            "concept_datasets_unknown_dependency",
+            "concept_datasets",
+            "dependency",
+            "concept_datasets.parquet",
+            "not one of delta, lambda",
+            _set("concept_datasets.parquet", "dependency", 0, "sigma"),
+        ),
+        _M(
+            "checkpoint_concept_dim_mismatch",
+            "checkpoints",
+            "concept_dim",
+            CKPTS,
+            "differ from feature_dim",
+            _set(CKPTS, "concept_dim", 0, 3),
+        ),
+        _M(
+            "checkpoint_concept_dim_without_names",
+            "checkpoints",
+            "concept_names",
+            CKPTS,
+            "null where concept_dim is not null",
+            _set(CKPTS, "concept_dim", 1, 2),
+        ),
+        _M(
+            "oracle_purity_auc_negative",
+            "oracle_purity",
+            "auc",
+            "oracle_purity/dataset=toy/part-0.parquet",
+            "outside [0, 1]",
+            _set("oracle_purity/dataset=toy/part-0.parquet", "auc", 1, -0.1),
+        ),
+        _M(
+            "purity_auc_above_one",
+            "purity_matrices",
+            "auc",
+            "purity_matrices/checkpoint_id=ck0/part-0.parquet",
+            "outside [0, 1]",
+            _set("purity_matrices/checkpoint_id=ck0/part-0.parquet", "auc", 0, 1.5),
+        ),
+        _M(
+            "concept_scores_ois_nan",
+            "concept_scores",
+            "ois",
+            "concept_scores/checkpoint_id=ck1/part-0.parquet",
+            "NaN or infinite",
+            _set("concept_scores/checkpoint_id=ck1/part-0.parquet", "ois", 0, NAN),
+        ),
+        _M(
+            "concept_niches_corr_above_one",
+            "concept_niches",
+            "corr",
+            "concept_niches/checkpoint_id=ck2/part-0.parquet",
+            "outside [0, 1]",
+            _set("concept_niches/checkpoint_id=ck2/part-0.parquet", "corr", 3, 1.2),
+        ),
+        _M(
+            "niche_scores_negative_size",
+            "niche_scores",
+            "niche_size",
+            "niche_scores/checkpoint_id=ck0/part-0.parquet",
+            "not >= 0",
+            _set("niche_scores/checkpoint_id=ck0/part-0.parquet", "niche_size", 0, -1),
+        ),
+        # Human studies (conceptlens study export), added broken
+        _M(
+            "study_answer_unknown_image",
+            "study_answers",
+            "positive",
+            "study_answers/study_id=s1/part-broken.parquet",
+            "not found in images.image_id",
+            _study("study_answers", {**_STUDY_ANSWER, "positive": "toy-9999"}),
+        ),
+        _M(
+            "study_answer_unknown_side",
+            "study_answers",
+            "chosen_side",
+            "study_answers/study_id=s1/part-broken.parquet",
+            "not one of left, right",
+            _study("study_answers", {**_STUDY_ANSWER, "chosen_side": "middle"}),
+        ),
+        _M(
+            "study_participant_failed_more_catch_than_answered",
+            "study_participants",
+            "catch_failed",
+            "study_participants/study_id=s1/part-broken.parquet",
+            "greater than catch_answers",
+            _study("study_participants", {**_STUDY_PARTICIPANT, "catch_failed": 3}),
+        ),
+        _M(
+            "study_cluster_lo_above_accuracy",
+            "study_clusters",
+            "lo",
+            "study_clusters/study_id=s1/part-broken.parquet",
+            "greater than accuracy",
+            _study("study_clusters", {**_STUDY_CLUSTER, "lo": 0.8}),
+        ),
+        _M(
+            "study_summary_alpha_above_one",
+            "study_summary",
+            "alpha",
+            "study_summary/study_id=s1/part-broken.parquet",
+            "outside [-1, 1]",
+            _study("study_summary", {**_STUDY_SUMMARY, "alpha": 1.5}),
         ),
     ]
 }

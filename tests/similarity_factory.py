@@ -74,6 +74,18 @@ def write_similarity(ws: Workspace, seed: int = 0) -> None:
         for c in ck
         for m, d in (("triplet_accuracy", "cosine"), ("triplet_accuracy", "l2"), ("rsa", "cosine"))
     ]
+    tables["similarity_convergence"] = [
+        {
+            "round": r,
+            "n_trials": 10 * (r + 1),
+            "dim": 2,
+            "members": 2,
+            "coarse_loss": 3.0 - 0.2 * r,
+            "within_agreement": 0.5 + 0.1 * r,
+            "across_agreement": None if r == 0 else 0.6 + 0.1 * r,
+        }
+        for r in range(3)
+    ]
     for name, rows in tables.items():
         t = pa.Table.from_pylist(rows, schema=schema.arrow_schema(name, partition=False))
         # People's trials are append-only (answers are never rewritten).

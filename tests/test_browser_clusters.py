@@ -1,16 +1,37 @@
-"""The Clusters and Checkpoints pages in a real browser on the factory workspace: deep links,
-a table row, a box selection on the UMAP, the Sankey's flows, the export popover."""
+"""The Clusters page (and the Checkpoints page's basics) in a real browser on the factory
+workspace: deep links, linked views (table row, purity point, UMAP point and box), the
+selection's CSV, the image panel, the Back button, URLs that restore filters and sort,
+and no request leaving the server."""
 
+import csv
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from tests.browser import main_text, open_page, query_of, screenshot, select_grid_row, serve, wait_for_script
+from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.conftest import copy_ws
 
 pytestmark = pytest.mark.browser
+SHORT = {"width": 1400, "height": 1000}
+# ck1's clusters get their own captions, so a stale caption of ck0 shows (bug 3).
+CK1_CAPTIONS = ["a checkered square", "a tiny circle", "a wide red square", "a big blue star"]
 
 
 @pytest.fixture(scope="module")
-def app_url(factory_template):
-    with serve(factory_template) as url:
+def clusters_ws(factory_template, tmp_path_factory):
+    root = copy_ws(factory_template, tmp_path_factory.mktemp("browser-clusters") / "ws")
+    p = root / "cluster_captions/checkpoint_id=ck1/k=4/part-0.parquet"
+    t = pq.read_table(p)
+    p.unlink()  # a hard link to the template's file: replace it, never write into it
+    pq.write_table(t.set_column(t.column_names.index("caption"), "caption", pa.array(CK1_CAPTIONS)), p)
+    return root
+
+
+@pytest.fixture(scope="module")
+def app_url(clusters_ws):
+    with serve(clusters_ws) as url:
         yield url
 
 
@@ -22,62 +43,278 @@ def combobox(page, name) -> str:
     return page.get_by_role("combobox", name=name, exact=True).input_value()
 
 
+def choose(page, name, option) -> None:
+    page.get_by_role("combobox", name=name, exact=True).click()
+    page.get_by_role("option", name=option).click()
+    wait_for_script(page)
+
+
+def wait_for_query(page, key, value) -> None:
+    page.wait_for_function(
+        f"() => new URL(location.href).searchParams.get({key!r}) === {value!r}", timeout=60_000
+    )
+    wait_for_script(page)
+
+
+def click_row(page, grid, row: int) -> None:
+    """Click row `row`'s tick box. The grid is a canvas: the row's place follows from the
+    canvas and the number of rows its accessible table holds (header + rows, one height)."""
+    box = grid.get_by_test_id("data-grid-canvas").bounding_box()
+    height = box["height"] / (grid.locator("tbody tr").count() + 1)
+    page.mouse.click(box["x"] + 15, box["y"] + height * (row + 1.5))
+
+
+def table_rows(page) -> list[list[str]]:
+    """The clusters table's cells as the grid's accessible table holds them."""
+    grid = page.get_by_test_id("stDataFrame").first
+    n = grid.locator("th").count()
+    cells = grid.locator("td").all_inner_texts()
+    return [cells[i : i + n] for i in range(0, len(cells), n)]
+
+
+def point_position(page, axis: str, trace: int = 0, point: int | None = None) -> dict:
+    """Screen position and customdata of one point of the figure whose x axis is titled
+    `axis`: point `point` of trace `trace`, or its point farthest from every other one
+    (a click there hits no neighbour). Plotly's axes convert data to pixels."""
+    return page.evaluate(
+        """([axis, ti, pi]) => {
+            const gd = [...document.querySelectorAll('.js-plotly-plot')]
+                .find(g => g._fullLayout.xaxis.title.text === axis);
+            const data = gd._fullData, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const t = data[ti];
+            const px = (u, i) => xa._offset + xa.d2p(u.x[i]), py = (u, i) => ya._offset + ya.d2p(u.y[i]);
+            let best = pi;
+            if (best === null) {
+                let far = -1;
+                const all = data.flatMap(u =>
+                    Array.from({length: u.x.length}, (_, i) => [px(u, i), py(u, i)]));
+                for (let i = 0; i < t.x.length; i++) {
+                    const d = Math.min(...all.map(([x, y]) =>
+                        (x - px(t, i)) ** 2 + (y - py(t, i)) ** 2 || Infinity));
+                    if (d > far) { far = d; best = i; }
+                }
+            }
+            const r = gd.getBoundingClientRect();
+            return {x: r.left + px(t, best), y: r.top + py(t, best), data: Array.from(t.customdata[best])};
+        }""",
+        [axis, trace, point],
+    )
+
+
+def chart(page, axis: str):
+    """The Plotly chart whose x axis is titled `axis`."""
+    return page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".xtitle", has_text=axis)).first
+
+
+# ---- deep links and the table ---------------------------------------------------------------
 def test_clusters_deep_link(browser, app_url):
     q = {"ds": "toy", "ckpt": "ck2", "k": "4", "cluster": "2"}
-    page = open_page(browser, link(app_url, "clusters", **q), "clusters-deep-link")
+    page = open_page(browser, link(app_url, "clusters", **q), "clusters-deep-link", SHORT)
     assert "not available" not in main_text(page)
     assert {k: query_of(page)[k] for k in q} == q
     assert combobox(page, "Checkpoint") == "ck2" and combobox(page, "k (clusters)") == "4"
     assert combobox(page, "Cluster").startswith("2 — a blue shape")
     assert "Hard negative: cluster 3" in main_text(page)
-    # The cluster's and its hard negative's images.
     assert page.locator('[data-testid="stImage"] img').count() >= 2
     page.close()
 
 
-def test_clicking_a_table_row_selects_the_cluster(browser, app_url):
+def test_table_tick_follows_the_chosen_cluster(browser, app_url):
+    """Bug 2: after choosing in the selectbox the old row stayed ticked, and clicking it
+    (to choose that cluster again) only removed the tick."""
     page = open_page(
         browser,
         link(app_url, "clusters", ckpt="ck0", cluster="0"),
         "clusters-before-row-select",
         viewport={"width": 1400, "height": 1400},
     )
-    select_grid_row(page, page.get_by_test_id("stDataFrame").first, 3)
-    page.wait_for_function("() => new URL(location.href).searchParams.get('cluster') === '3'", timeout=60_000)
+    grid = page.get_by_test_id("stDataFrame").first
+    click_row(page, grid, 3)
+    wait_for_query(page, "cluster", "3")
+    assert combobox(page, "Cluster").startswith("3") and "Cluster 3" in main_text(page)
+    choose(page, "Cluster", "1 — a green shape")
+    wait_for_query(page, "cluster", "1")
+    click_row(page, grid, 3)
+    wait_for_query(page, "cluster", "3")
+    click_row(page, grid, 3)  # the ticked row again: it stays chosen
+    page.wait_for_timeout(1000)
     wait_for_script(page)
+    assert query_of(page)["cluster"] == "3"
     screenshot(page, "clusters-after-row-select")
     assert page.get_by_test_id("stException").count() == 0
     assert combobox(page, "Cluster").startswith("3")
-    assert "Cluster 3" in main_text(page)
     page.close()
 
 
-def test_umap_box_selection_shows_its_images(browser, app_url):
+def test_switching_checkpoint_shows_its_own_caption(browser, app_url):
+    """Bug 3: the cluster selectbox kept the previous checkpoint's caption."""
     page = open_page(
         browser,
-        link(app_url, "clusters", ckpt="ck0"),
-        "clusters-umap-before",
-        viewport={"width": 1400, "height": 1000},
+        link(app_url, "clusters", ckpt="ck0", cluster="2"),
+        "clusters-ck0",
+        SHORT,
     )
-    umap = page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".scattergl, .gl-container")).last
+    assert combobox(page, "Cluster") == "2 — a blue shape"
+    choose(page, "Checkpoint", "ck1")
+    assert combobox(page, "Cluster") == f"2 — {CK1_CAPTIONS[2]}"
+    page.close()
+
+
+def test_url_restores_filters_sort_and_columns(browser, app_url):
+    q = {
+        "ckpt": "ck1",
+        "q": "square",
+        "min_size": "1",
+        "sort": "size",
+        "desc": "1",
+        "cols": "cluster,size,caption",
+    }
+    page = open_page(browser, link(app_url, "clusters", **q), "clusters-filters-link", SHORT)
+    assert page.get_by_test_id("stAlertContentWarning").count() == 0
+    grid = page.get_by_test_id("stDataFrame").first
+    assert grid.locator("th").all_inner_texts() == ["cluster", "size", "caption"]
+    rows = table_rows(page)
+    # Min size, words and the sort come from the link: the two captions with "square", largest first.
+    assert sorted(r[2] for r in rows) == ["a checkered square", "a wide red square"]
+    sizes = [int(r[1]) for r in rows]
+    assert sizes == sorted(sizes, reverse=True)
+    assert page.get_by_role("textbox", name="Caption has the words").input_value() == "square"
+    assert page.get_by_role("spinbutton", name="Min size").input_value() == "1"
+    assert combobox(page, "Sort by") == "size"
+    assert page.get_by_role("switch", name="descending").is_checked()
+    # Choosing another word updates the link.
+    box = page.get_by_role("textbox", name="Caption has the words")
+    box.fill("red")
+    box.press("Enter")
+    wait_for_query(page, "q", "red")
+    assert [r[2] for r in table_rows(page)] == ["a wide red square"]  # not "checkered"
+    page.close()
+
+
+# ---- linked views --------------------------------------------------------------------------------
+def test_clicking_a_purity_point_chooses_its_cluster(browser, app_url):
+    page = open_page(
+        browser,
+        link(app_url, "clusters", ckpt="ck0", cluster="0"),
+        "clusters-purity",
+        SHORT,
+    )
+    chart(page, "purity").scroll_into_view_if_needed()
+    wait_for_script(page)
+    p = point_position(page, "purity", trace=0, point=2)
+    page.mouse.click(p["x"], p["y"])
+    wanted = str(p["data"][0])
+    wait_for_query(page, "cluster", wanted)
+    screenshot(page, "clusters-purity-click")
+    assert combobox(page, "Cluster").startswith(wanted)
+    assert f"Cluster {wanted}" in main_text(page)
+    page.close()
+
+
+def test_clicking_a_umap_point_shows_its_image(browser, app_url):
+    page = open_page(browser, link(app_url, "clusters", ckpt="ck0"), "clusters-umap", SHORT)
+    chart(page, "UMAP 1").scroll_into_view_if_needed()
+    wait_for_script(page)
+    p = point_position(page, "UMAP 1")
+    page.mouse.click(p["x"], p["y"])
+    wait_for_query(page, "img", p["data"][0])
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("Nearest in ck0").wait_for()
+    screenshot(page, "clusters-umap-click")
+    assert p["data"][0] in sidebar.inner_text()
+    assert sidebar.locator('[data-testid="stImage"] img').count() == 1 + 8  # the image, 8 neighbours
+    # A neighbour's button shows that image instead.
+    first = sidebar.get_by_role("button").filter(has_text="·").first
+    first.click()
+    page.wait_for_function(f"() => new URL(location.href).searchParams.get('img') !== {p['data'][0]!r}")
+    wait_for_script(page)
+    assert query_of(page)["img"].startswith("toy-")
+    page.close()
+
+
+def test_box_selection_downloads_its_image_ids(browser, app_url, tmp_path):
+    page = open_page(browser, link(app_url, "clusters", ckpt="ck0"), "clusters-box", SHORT)
+    umap = chart(page, "UMAP 1")
     umap.scroll_into_view_if_needed()
-    # Drag over the whole plot area (Plotly's drag layer), corner to corner.
+    umap.hover()
+    umap.locator('[data-title="Box Select"]').click()
     box = umap.locator(".nsewdrag").first.bounding_box()
-    assert box, "UMAP plot area not found"
     page.mouse.move(box["x"] + 2, box["y"] + 2)
     page.mouse.down()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=8)
     page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] - 2, steps=8)
     page.mouse.up()
-    page.get_by_text("48 selected images").wait_for(timeout=60_000)
+    wait_for_query(page, "sel", "region")
+    assert query_of(page)["region"].startswith("box:")
+    page.get_by_role("radio", name="the region drawn on the UMAP").wait_for()
+    screenshot(page, "clusters-box-selection")
+    with page.expect_download(timeout=60_000) as dl:
+        page.get_by_role("button", name="Download image ids (CSV)").click()
+    path = tmp_path / "ids.csv"
+    dl.value.save_as(path)
+    rows = list(csv.DictReader(path.open()))
+    assert sorted(r["image_id"] for r in rows) == [f"toy-{i:04d}" for i in range(48)]
+    # The selection's grid holds them all; a click on a name shows that image.
+    page.get_by_test_id("stMain").get_by_role("button", name="red").first.click()
+    page.wait_for_function("() => new URL(location.href).searchParams.get('img') !== null")
     wait_for_script(page)
-    screenshot(page, "clusters-umap-selection")
-    assert page.get_by_test_id("stException").count() == 0
-    # The selection's grid: all 48 factory images, after the two cluster grids.
-    assert page.get_by_test_id("stImage").last.locator("img").count() == 48
+    assert query_of(page)["img"] in page.get_by_test_id("stSidebar").inner_text()
     page.close()
 
 
+def test_back_and_forward_buttons_step_through_the_views(browser, app_url):
+    """Bug 9: Back returns to the previous view, Forward to the next."""
+    page = open_page(
+        browser,
+        link(app_url, "clusters", ckpt="ck0", cluster="0"),
+        "clusters-history",
+        SHORT,
+    )
+    choose(page, "Cluster", "2 — a blue shape")
+    wait_for_query(page, "cluster", "2")
+    choose(page, "Checkpoint", "ck1")
+    wait_for_query(page, "ckpt", "ck1")
+    page.go_back()
+    wait_for_query(page, "ckpt", "ck0")
+    assert (combobox(page, "Checkpoint"), combobox(page, "Cluster")) == ("ck0", "2 — a blue shape")
+    page.go_back()
+    wait_for_query(page, "cluster", "0")
+    assert combobox(page, "Cluster") == "0 — a red shape"
+    page.go_forward()
+    wait_for_query(page, "cluster", "2")
+    assert combobox(page, "Cluster") == "2 — a blue shape"
+    page.close()
+
+
+def test_another_page_and_back_keeps_the_view(browser, app_url):
+    """Bug 9: the navigation drops the URL's parameters; the page shows the view left."""
+    page = open_page(browser, link(app_url, "clusters", ckpt="ck1", cluster="2"), "clusters-nav", SHORT)
+    nav = page.get_by_test_id("stSidebarNav")
+    nav.get_by_role("link", name="Checkpoints").click()
+    page.wait_for_function("() => location.pathname === '/checkpoints'")
+    wait_for_script(page)
+    nav.get_by_role("link", name="Clusters").click()
+    page.wait_for_function("() => location.pathname === '/clusters'")
+    wait_for_query(page, "cluster", "2")
+    assert (combobox(page, "Checkpoint"), combobox(page, "Cluster")) == ("ck1", f"2 — {CK1_CAPTIONS[2]}")
+    page.close()
+
+
+def test_nothing_is_fetched_from_outside_the_server(browser, app_url):
+    requests = []
+    page = browser.new_page(viewport=SHORT)
+    page.on("request", lambda r: requests.append(r.url))
+    # With an image in the sidebar: its thumbnail and its neighbours' are requested too.
+    page.goto(link(app_url, "clusters", ckpt="ck0", img="toy-0001"))
+    page.locator('[data-testid="stMain"] h1').first.wait_for(timeout=120_000)
+    wait_for_script(page)
+    time.sleep(1)
+    outside = [u for u in requests if not u.startswith((app_url, "data:", "blob:"))]
+    assert requests and not outside, outside
+    page.close()
+
+
+# ---- Checkpoints ----------------------------------------------------------------------------
 def test_checkpoints_deep_link_and_flows(browser, app_url):
     q = {"ds": "toy", "k": "4", "a": "ck2", "b": "ck0"}
     page = open_page(browser, link(app_url, "checkpoints", **q), "checkpoints-deep-link")

@@ -16,7 +16,18 @@ from conceptlens.analysis.compare import (
     purity_bins,
     runs_with_stages,
 )
-from conceptlens.figures.checkpoints import anmi_heatmap, cl_id_scatter, cluster_sankey, metrics_vs_epoch
+from conceptlens.figures.checkpoints import (
+    CHECK_SIZES,
+    anmi_heatmap,
+    cl_id_scatter,
+    cluster_sankey,
+    correlation_forest,
+    highlight_images,
+    labelled_nodes,
+    metrics_vs_epoch,
+    place_labels,
+    short_names,
+)
 from conceptlens.figures.clusters import projection_scatter, purity_coherence
 
 
@@ -190,8 +201,13 @@ def test_runs_with_stages_and_epoch_long():
     assert list(st["checkpoint_id"]) == ["a2", "a1", "m1", "m2"]
     long = epoch_long(st)
     assert set(long["metric"]) == {"knn_acc", "cl"} and len(long) == 8
-    fig = metrics_vs_epoch(long)
-    assert len(fig.data) == 4  # 2 metrics x 2 runs
+    assert set(long.loc[long["run"] == "A", "method"]) == {"s"}
+    fig = metrics_vs_epoch(long, "cl")
+    # One line per run, coloured by method: one legend entry per method.
+    assert len(fig.data) == 2 and fig.layout.yaxis.title.text == "CL"
+    assert [t.name for t in fig.data if t.showlegend is not False] == ["s", "sup"]
+    assert list(fig.data[0].y) == [0.2, 0.2] and list(fig.data[1].x) == [5, 10]
+    assert metrics_vs_epoch(long).layout.yaxis.title.text == "kNN accuracy"  # the first metric
     # Without a run column, model / method is the run: x / s has 2 epochs, y / s one.
     assert list(runs_with_stages(ck.drop(columns="run").iloc[:4])["checkpoint_id"]) == ["a2", "a1"]
 
@@ -235,13 +251,11 @@ def test_projection_scatter_carries_image_ids():
         }
     )
     fig = projection_scatter(pts, "cluster")
-    assert len(fig.data) == 2 and fig.data[1].customdata[0][0] == "b"
+    # Each image once, with its cluster, whatever the order the categories are drawn in.
+    carried = sorted((row[0], row[1]) for t in fig.data for row in t.customdata)
+    assert len(fig.data) == 2 and carried == [("a", "0"), ("b", "1"), ("c", "1")]
     num = projection_scatter(pts, "orientation")
     assert len(num.data) == 1 and num.data[0].marker.showscale
-    many = pd.DataFrame(
-        {"image_id": [str(i) for i in range(40)], "x": range(40), "y": range(40), "cluster": range(40)}
-    )
-    assert len(projection_scatter(many, "cluster").data) == 1  # no 40-entry legend
 
 
 def test_checkpoint_figures():
@@ -262,3 +276,175 @@ def test_checkpoint_figures():
     assert "purity 0.50" in s.data[0].node.customdata[0]
     assert list(s.data[0].link.value) == [2, 2, 2]
     assert isinstance(cluster_sankey(links.iloc[:0]), go.Figure)
+
+
+# ---- readable at a single column --------------------------------------------------------------
+def font_sizes(obj, inside_font=False):
+    """Every font size a figure (as a dict) sets."""
+    if isinstance(obj, dict):
+        for key, v in obj.items():
+            if key == "size" and inside_font and isinstance(v, (int, float)):
+                yield v
+            yield from font_sizes(v, key in ("font", "textfont", "tickfont") or key.endswith("font"))
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from font_sizes(v, inside_font)
+
+
+def many_checkpoints(n=29, seed=0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "checkpoint_id": [f"shapes-run{i % 7}-s{i % 3}-e{i:02d}" for i in range(n)],
+            # A dense blob and a few outliers, as the demo has.
+            "cl": np.r_[0.9 + 0.02 * rng.standard_normal(n - 3), [0.8, 0.75, 0.98]],
+            "id": np.r_[7 + rng.standard_normal(n - 3), [3, 15, 6.5]],
+            "knn_acc": rng.uniform(0.1, 0.5, n),
+        }
+    )
+
+
+def boxes_of(fig, width, height):
+    """The px boxes of a CL-ID figure's labels at a figure size, from the annotations as
+    Plotly places them (anchor, shift, leader offset) and the estimated text size."""
+    from conceptlens.figures.checkpoints import _text_box
+
+    m, xr, yr = fig.layout.margin, fig.layout.xaxis.range, fig.layout.yaxis.range
+    pw, ph = width - m.l - m.r, height - m.t - m.b
+    out = []
+    for a in fig.layout.annotations:
+        px = m.l + (a.x - xr[0]) / (xr[1] - xr[0]) * pw
+        py = m.t + (1 - (a.y - yr[0]) / (yr[1] - yr[0])) * ph
+        tw, th = _text_box(a.text)
+        if a.showarrow:  # the box is centred on the leader's tail
+            cx, cy = px + a.ax, py + a.ay
+            out.append((cx - tw / 2, cy - th / 2, cx + tw / 2, cy + th / 2))
+            continue
+        x0 = {"left": px + a.xshift, "right": px + a.xshift - tw}.get(a.xanchor, px + a.xshift - tw / 2)
+        y0 = {"top": py - a.yshift, "bottom": py - a.yshift - th}.get(a.yanchor, py - a.yshift - th / 2)
+        out.append((x0, y0, x0 + tw, y0 + th))
+    return out, (m.l, m.t, m.l + pw, m.t + ph)
+
+
+def test_cl_id_labels_neither_overlap_nor_leave_the_plot_at_any_width():
+    s = many_checkpoints()
+    ids = list(s["checkpoint_id"])
+    # As the page labels: A and B (two in the dense blob), the best and the worst.
+    page = {
+        ids[5]: "A: run5-s2-e05",
+        ids[6]: "B: run6-s0-e06",
+        ids[28]: "run0-s1-e28",
+        ids[26]: "run5-s2-e26",
+    }
+    crowded = {c: c for c in ids[::3]}  # ten long names: more than fit at 3.5 in
+    for wanted in (page, crowded):
+        fig = cl_id_scatter(s, labels=wanted)
+        assert list(fig.data[0].text) == ids  # every name in the hover
+        assert all(a.font.size >= 10 for a in fig.layout.annotations)
+        for w, h in CHECK_SIZES:
+            boxes, (x0, y0, x1, y1) = boxes_of(fig, w, h)
+            for i, b in enumerate(boxes):
+                assert x0 <= b[0] and b[2] <= x1 and y0 <= b[1] and b[3] <= y1, (w, h, b)
+                for c in boxes[i + 1 :]:
+                    assert not (b[0] < c[2] and c[0] < b[2] and b[1] < c[3] and c[1] < b[3]), (w, h, b, c)
+        if wanted is page:
+            assert sorted(a.text for a in fig.layout.annotations) == sorted(page.values())
+        else:
+            assert 0 < len(fig.layout.annotations) < len(crowded)
+
+
+def test_place_labels_gives_up_rather_than_overlap():
+    # Three points on one spot with long names: a plot 40 px wide has room for none beside them.
+    x, y = np.array([0.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.0])
+    margin = dict(l=0, r=0, t=0, b=0)
+    placed = place_labels(x, y, {0: "x" * 30, 1: "y" * 30}, [-1, 1], [-1, 1], margin, sizes=((40, 40),))
+    assert placed == {}
+    roomy = place_labels(x, y, {0: "ab", 1: "cd"}, [-1, 1], [-1, 1], margin, sizes=((200, 200),))
+    assert set(roomy) == {0, 1} and roomy[0][:2] != roomy[1][:2]
+
+
+def test_every_checkpoint_figure_uses_type_of_at_least_10_px():
+    s = many_checkpoints()
+    corr = pd.DataFrame(
+        {
+            "predictor": ["cl", "id"],
+            "pearson": [0.4, np.nan],
+            "pearson_lo": [0.04, np.nan],
+            "pearson_hi": [0.67, np.nan],
+            "pearson_p": [0.03, np.nan],
+            "kendall": [0.43, 0.1],
+            "kendall_lo": [0.12, np.nan],
+            "kendall_hi": [0.69, 0.3],
+            "kendall_p": [0.001, 0.5],
+            "n_checkpoints": [29, 29],
+        }
+    )
+    mat = pd.DataFrame(np.eye(29), index=s["checkpoint_id"], columns=s["checkpoint_id"])
+    links = match_clusters(assign([0] * 4 + [1] * 2), assign([0, 0, 1, 1, 2, 2]))
+    long = epoch_long(runs_with_stages(s.assign(model="m", method="simclr", run="r", epoch=range(29))))
+    for fig in (
+        cl_id_scatter(s),
+        correlation_forest(corr),
+        metrics_vs_epoch(long),
+        anmi_heatmap(mat),
+        cluster_sankey(links),
+    ):
+        d = fig.to_dict()
+        assert d["layout"]["template"]["layout"]["font"]["size"] >= 10
+        assert min(font_sizes(d), default=10) >= 10, fig.data[0].type
+
+
+def test_correlation_forest_draws_each_interval_and_none_for_a_missing_one():
+    corr = pd.DataFrame(
+        {
+            "predictor": ["cl", "wclid_loo"],
+            "pearson": [0.4, 0.06],
+            "pearson_lo": [0.04, np.nan],
+            "pearson_hi": [0.67, 0.42],
+            "pearson_p": [0.03, 0.7],
+            "kendall": [0.43, 0.34],
+            "kendall_lo": [0.12, 0.01],
+            "kendall_hi": [0.69, 0.62],
+            "kendall_p": [0.001, 0.01],
+            "n_checkpoints": [29, 29],
+        }
+    )
+    fig = correlation_forest(corr)
+    pearson, kendall = fig.data
+    assert list(fig.layout.yaxis.ticktext) == ["CL", "W-CLID LOO"]
+    assert np.allclose(pearson.error_x.array, [0.27, 0.36]) and np.allclose(
+        pearson.error_x.arrayminus, [0.36, 0]
+    )
+    assert np.allclose(kendall.error_x.arrayminus, [0.31, 0.33])
+    assert "95% CI [\u2014, 0.42]" in pearson.customdata[1]
+    assert fig.layout.xaxis.title.text.endswith("(n = 29)")
+
+
+def test_short_names_drop_the_shared_prefix_only_while_names_stay_distinct():
+    assert short_names(["shapes-clip", "shapes-pca", "shapes-simclr-e01"]) == ["clip", "pca", "simclr-e01"]
+    assert short_names(["run-a", "run-a-e2"]) == ["a", "a-e2"]
+    assert short_names(["abc", "abd"]) == ["abc", "abd"]  # no separator in the shared part
+    assert short_names(["only-one"]) == ["only-one"]
+
+
+def test_labelled_nodes_follow_the_column_that_needs_most_room():
+    # Left: 10 + 1 images; right: 11 images in one node. Height 100 px, 4 px padding:
+    # the left column sets the scale, (100 - 4) / 11 px per image.
+    a, b = labelled_nodes([10, 1], [11], 100, pad=4, font=10)
+    assert list(a) == [True, False] and list(b) == [True]  # 87 px, 8.7 px, 96 px
+    a, _ = labelled_nodes([1] * 40, [40], 250, pad=4, font=10)
+    assert not a.any()  # 40 nodes of 2.25 px
+
+
+def test_highlight_images_selects_exactly_the_given_images():
+    fig = go.Figure(
+        [
+            go.Scattergl(x=[0, 1], y=[0, 1], customdata=[["a", "0"], ["b", "0"]]),
+            go.Scattergl(x=[2, 3], y=[2, 3], customdata=[["c", "1"], ["d", "1"]]),
+        ]
+    )
+    highlight_images(fig, ["b", "c", "zzz"])
+    assert list(fig.data[0].selectedpoints) == [1] and list(fig.data[1].selectedpoints) == [0]
+    assert fig.data[0].unselected.marker.opacity < 1
+    untouched = go.Figure(go.Scattergl(x=[0], y=[0], customdata=[["a", "0"]]))
+    assert highlight_images(untouched, []).data[0].selectedpoints is None

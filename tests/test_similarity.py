@@ -511,7 +511,10 @@ def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monke
         "Agreement with people",
         "Trials",
         "Fit diagnostics",
+        "Convergence",
     ]
+    # Convergence is not computed yet: the page says how.
+    assert any("conceptlens analyze convergence" in c.value for c in at.code)
     assert at.selectbox(key="sim_ckpt").value == "ck1" and at.selectbox(key="sim_img").value == "toy-0007"
     assert at.selectbox(key="sim_dist").value == "l2" and at.selectbox(key="sim_metric").value == "rsa"
     assert at.number_input(key="sim_trial").value == 5
@@ -525,6 +528,24 @@ def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monke
     text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert "Nearest for people" in text and "Nearest for ck1" in text
     assert "1st choice" in " ".join(str(e.proto) for e in at.get("image"))
+
+
+def test_page_draws_the_convergence_curves(factory_template, monkeypatch):
+    from conceptlens.figures.similarity import convergence_curves
+    from conceptlens.views.similarity import convergence
+
+    at = _open(monkeypatch, factory_template, {"ds": "toy"})
+    assert not at.exception, at.exception
+    assert "Convergence" in [h.value for h in at.header]
+    assert not any("analyze convergence" in c.value for c in at.code)
+    from conceptlens.db import WorkspaceDB
+
+    conv = convergence(WorkspaceDB(factory_template), "toy")
+    assert list(conv["n_trials"]) == [10, 20, 30]
+    fig = convergence_curves(conv)
+    # Three panels; the first share has no previous one to agree with.
+    assert [len(t.x) for t in fig.data] == [3, 3, 2]
+    assert any("3 growing shares" in c.value for c in at.caption)
 
 
 def test_page_without_trials_says_how_to_import(tmp_path, monkeypatch):

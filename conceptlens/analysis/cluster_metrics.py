@@ -20,8 +20,12 @@ from .clustering import ANALYSIS as CLUSTERING
 from .common import Context, factor_matrix
 from .registry import Analysis, Option, Unit
 
-# cl_heldout re-runs k-means on the train split with the clustering's own restarts option.
+# cl_heldout re-runs k-means on the train split with the clustering's own options.
 N_INIT = next(o for o in CLUSTERING.options if o.name == "n_init")
+KMEANS = next(o for o in CLUSTERING.options if o.name == "kmeans")
+# Neighbours kept per image by the one pass kNN accuracy, CL and ID share; a query its
+# list cannot answer exactly is searched directly (rare: see SelfNeighbours).
+NEIGHBOURS = 64
 
 
 def clustering_units(ctx: Context, opts: dict) -> list[Unit]:
@@ -67,26 +71,35 @@ def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
 
 
 def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
-    """kNN accuracies and ID: one value per checkpoint, shared by its k's."""
+    """One exact neighbour pass, kNN accuracies and ID: per checkpoint, shared by its k's."""
     from .. import metrics as M
 
     split = meta["split"].astype(str).to_numpy()
     train, test = split == "train", split == "test"
     has_y = ~meta["label"].isna().to_numpy()
     y = meta["label"].to_numpy()
+    nb = M.SelfNeighbours(Xn, NEIGHBOURS)
     knn = knn1 = None
     if (train & has_y).any() and (test & has_y).any():
         a, b = train & has_y, test & has_y
-        ya, yb = y[a].astype(np.int64), y[b].astype(np.int64)
-        knn = M.knn_accuracy(Xn[a], ya, Xn[b], yb)  # weighted 20-NN (lu2022)
-        knn1 = M.knn_accuracy(Xn[a], ya, Xn[b], yb, k=1)
+        yi = np.where(has_y, y, -1).astype(np.int64)
+        knn = M.knn_accuracy_shared(nb, a, yi, b)  # weighted 20-NN (lu2022)
+        knn1 = M.knn_accuracy_shared(nb, a, yi, b, k=1)
     else:
         ctx.note(f"{cid}: knn_acc skipped (needs labelled `train` and `test` images)")
     # ID on the L2-normalised features, like every other metric here.
-    id_, n_dup = M.twonn(Xn)
+    id_, n_dup = M.twonn_shared(nb)
     if n_dup:
         ctx.note(f"{cid}: {n_dup} duplicate feature row(s) dropped before TwoNN")
-    return {"train": train, "test": test, "knn_acc": knn, "knn1_acc": knn1, "id": id_, "n_duplicates": n_dup}
+    return {
+        "train": train,
+        "test": test,
+        "neighbours": nb,
+        "knn_acc": knn,
+        "knn1_acc": knn1,
+        "id": id_,
+        "n_duplicates": n_dup,
+    }
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
@@ -149,12 +162,15 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     )
 
     anmi = M.anmi(y[has_y].astype(np.int64), labels[has_y]) if has_y.sum() > 1 else None
-    cl = M.cluster_learnability(Xn, labels, min(opts["cl_chunks"], n), opts["cl_orders"], opts["seed"])
+    nb = shared["neighbours"]
+    cl = M.cluster_learnability_shared(nb, labels, min(opts["cl_chunks"], n), opts["cl_orders"], opts["seed"])
     # Held-out CL: clusters cut on the train split alone, so test images cannot shape them.
     tr, te = shared["train"], shared["test"]
     cl_held = None
     if te.any() and tr.sum() >= k:
-        cl_held = M.cluster_learnability_heldout(Xn[tr], Xn[te], k, opts["n_init"], opts["seed"])
+        cl_held = M.cluster_learnability_heldout_shared(
+            nb, tr, te, k, opts["n_init"], opts["seed"], opts["kmeans"]
+        )
     else:
         ctx.note(f"{cid} k={k}: cl_heldout skipped (needs `test` images and at least k `train` images)")
     row = {
@@ -199,6 +215,7 @@ ANALYSIS = Analysis(
         Option("cl_chunks", int, 10, "chunks of the prequential CL code", minimum=2),
         Option("cl_orders", int, 3, "random orders CL is averaged over", minimum=1),
         N_INIT,
+        KMEANS,
     ),
     doc=__doc__.splitlines()[0],
 )

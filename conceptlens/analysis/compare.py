@@ -294,10 +294,10 @@ def runs_with_stages(checkpoints: pd.DataFrame) -> pd.DataFrame:
 
 
 def epoch_long(metrics: pd.DataFrame, metrics_cols=EPOCH_METRICS) -> pd.DataFrame:
-    """Long table (run, epoch, checkpoint_id, metric, value) for metric-vs-epoch plots."""
+    """Long table (run, epoch, checkpoint_id, metric, value; and method when `metrics` has
+    it) for metric-vs-epoch plots."""
     cols = [c for c in metrics_cols if c in metrics.columns]
-    long = metrics.melt(
-        id_vars=["run", "epoch", "checkpoint_id"], value_vars=cols, var_name="metric", value_name="value"
-    )
+    ids = ["run", "epoch", "checkpoint_id"] + (["method"] if "method" in metrics.columns else [])
+    long = metrics.melt(id_vars=ids, value_vars=cols, var_name="metric", value_name="value")
     long["metric"] = pd.Categorical(long["metric"], categories=cols, ordered=True)
     return long.sort_values(["metric", "run", "epoch"]).reset_index(drop=True)

@@ -43,23 +43,85 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
 
 
 def _inputs_of(ctx: Context, dataset: str) -> dict[tuple[str, int], dict]:
-    """(checkpoint, k) -> its clusters and checkpoint_metrics files, for this dataset."""
+    """(checkpoint, k) -> its clusters and checkpoint_metrics files, and the baseline and
+    transfer files of the checkpoint where `conceptlens analyze baselines` ran, for this dataset."""
     cids = set(_checkpoints_of(ctx, dataset))
     out = {}
     for p in ctx.ws.partitions("checkpoint_metrics"):
         if p["checkpoint_id"] in cids and ctx.ws.has("clusters", **p):
+            cid = {"checkpoint_id": p["checkpoint_id"]}
             out[p["checkpoint_id"], p["k"]] = {
                 "clusters": ctx.ws.partition_files("clusters", **p),
                 "metrics": ctx.ws.partition_files("checkpoint_metrics", **p),
+                "baselines": ctx.ws.partition_files("baseline_scores", **cid)
+                + ctx.ws.partition_files("transfer_scores", **cid),
             }
     return out
 
 
 def _fingerprint(ctx: Context, unit: Unit) -> str:
-    files = [
-        f for v in _inputs_of(ctx, unit.partition["dataset"]).values() for f in v["clusters"] + v["metrics"]
+    files = [f for v in _inputs_of(ctx, unit.partition["dataset"]).values() for fs in v.values() for f in fs]
+    return files_signature(sorted(set(files), key=str))
+
+
+# Predictor columns from `baseline_scores` (the entropy is stored as -H; its name says so).
+BASELINE_COLUMNS = {
+    "alignment": "alignment",
+    "uniformity": "uniformity",
+    "mcr2": "mcr2",
+    "rotation": "rotation",
+    "source_entropy": "source_neg_entropy",
+}
+
+
+def _with_baselines(ctx: Context, metrics: pd.DataFrame) -> pd.DataFrame:
+    """checkpoint_metrics rows with the baseline predictors of their (checkpoint, k)
+    (missing values where the baselines analysis has not run)."""
+    frames = [
+        ctx.ws.read("baseline_scores", checkpoint_id=c).to_pandas()
+        for c in sorted(set(metrics["checkpoint_id"]))
+        if ctx.ws.has("baseline_scores", checkpoint_id=c)
     ]
-    return files_signature(files)
+    cols = ["checkpoint_id", "k", *BASELINE_COLUMNS.values()]
+    base = pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+    base = base.rename(columns={v: k for k, v in BASELINE_COLUMNS.items()})
+    base["k"] = base["k"].astype("int64")
+    out = metrics.merge(base, on=["checkpoint_id", "k"], how="left")
+    for c in BASELINE_COLUMNS:
+        out[c] = out[c].astype(float)
+    return out
+
+
+def _transfer_correlations(ctx: Context, sub_by_k: dict[int, pd.DataFrame], seed: int) -> list[dict]:
+    """Correlation of every predictor, in-domain kNN accuracy and the target label entropy
+    with each target's transfer accuracy, over the comparable checkpoints of each k."""
+    from .. import metrics as M
+
+    frames = [
+        ctx.ws.read("transfer_scores", checkpoint_id=c).to_pandas()
+        for c in sorted({c for g in sub_by_k.values() for c in g["checkpoint_id"]})
+        if ctx.ws.has("transfer_scores", checkpoint_id=c)
+    ]
+    if not frames:
+        return []
+    tr = pd.concat(frames, ignore_index=True)
+    out = []
+    for k, sub in sorted(sub_by_k.items()):
+        for target, t in tr.groupby("target_dataset", sort=True):
+            j = sub.merge(t, on="checkpoint_id", how="left").sort_values("checkpoint_id")
+            j = j.assign(target_entropy=j["target_neg_entropy"].astype(float))
+            acc = j["accuracy"].astype(float).to_numpy()
+            for p in schema.TRANSFER_PREDICTORS:
+                r = M.correlations(j[p].astype(float).to_numpy(), acc, random_state=seed)
+                out.append(
+                    {
+                        "target_dataset": target,
+                        "k": int(k),
+                        "predictor": p,
+                        **{n: None if isinstance(v, float) and math.isnan(v) else v for n, v in r.items()},
+                    }
+                )
+    return out
 
 
 def _image_set(ctx: Context, cid: str, k: int) -> str:
@@ -79,12 +141,20 @@ def comparable(g: pd.DataFrame) -> np.ndarray:
     return (g["image_set"] == best).to_numpy()
 
 
-def _clid_and_correlations(metrics: pd.DataFrame, seed: int = 0) -> tuple[list, list, list]:
+def _clid_and_correlations(
+    metrics: pd.DataFrame, seed: int = 0, comparable_rows: dict | None = None
+) -> tuple[list, list, list]:
     """clid_scores and predictor_correlations rows, and notes on checkpoints left out.
 
-    `metrics` holds checkpoint_metrics rows with `checkpoint_id`, `k` and `image_set`."""
+    `metrics` holds checkpoint_metrics rows with `checkpoint_id`, `k` and `image_set`, and
+    the baseline predictors where known. `comparable_rows`, if given, receives each k's
+    comparable rows with their CLID scores."""
     from .. import metrics as M
 
+    metrics = metrics.copy()
+    for c in BASELINE_COLUMNS:
+        if c not in metrics:
+            metrics[c] = math.nan
     scores, corr, notes = [], [], []
     for k, g in metrics.groupby("k", sort=True):
         g = g.sort_values("checkpoint_id").reset_index(drop=True)
@@ -102,6 +172,8 @@ def _clid_and_correlations(metrics: pd.DataFrame, seed: int = 0) -> tuple[list, 
             wclid=M.wclid(cl, id_, acc)[0],
             wclid_loo=M.wclid(cl, id_, acc, leave_one_out=True)[0],
         )
+        if comparable_rows is not None:
+            comparable_rows[int(k)] = sub
         values = sub.set_index("checkpoint_id")[["clid", "wclid", "wclid_loo"]]
         for cid in g["checkpoint_id"]:
             row = {"k": int(k), "checkpoint_id": cid}
@@ -134,8 +206,10 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         .assign(checkpoint_id=c, k=k, image_set=_image_set(ctx, c, k))
         for c, k in sorted(inputs)
     ]
-    metrics = pd.concat(rows, ignore_index=True)
-    scores, corr, notes = _clid_and_correlations(metrics, opts["seed"])
+    metrics = _with_baselines(ctx, pd.concat(rows, ignore_index=True))
+    by_k: dict = {}
+    scores, corr, notes = _clid_and_correlations(metrics, opts["seed"], by_k)
+    transfer = _transfer_correlations(ctx, by_k, opts["seed"])
     for n in notes:
         ctx.note(f"{ds} {n}")
 
@@ -190,6 +264,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         ("clid_scores", scores, None),
         ("clustering_similarity", sims, None),
         ("cluster_links", links, {"clusterings": sig}),
+        ("transfer_correlations", transfer, None),
         ("predictor_correlations", corr, {"inputs": fingerprint}),
     ]  # last: marks the unit done
     for name, data, md in write:
@@ -207,7 +282,13 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
 ANALYSIS = Analysis(
     name="comparisons",
     title="Checkpoints compared: CLID, predictor correlations, aNMI, cluster matching",
-    writes=("clid_scores", "clustering_similarity", "cluster_links", "predictor_correlations"),
+    writes=(
+        "clid_scores",
+        "clustering_similarity",
+        "cluster_links",
+        "transfer_correlations",
+        "predictor_correlations",
+    ),
     units=_units,
     run=_run,
     inputs=_fingerprint,

@@ -97,16 +97,30 @@ class Analysis:
 
 
 def _analyses() -> tuple[Analysis, ...]:
-    from . import cluster_captions, cluster_metrics, clustering, comparisons, compmap, projections, similarity
+    from . import (
+        baselines,
+        cluster_captions,
+        cluster_metrics,
+        clustering,
+        comparisons,
+        compmap,
+        concepts,
+        convergence,
+        projections,
+        similarity,
+    )
 
     return (
         clustering.ANALYSIS,
         cluster_metrics.ANALYSIS,
         cluster_captions.ANALYSIS,
         projections.ANALYSIS,
+        baselines.ANALYSIS,
         comparisons.ANALYSIS,
         compmap.ANALYSIS,
         similarity.ANALYSIS,
+        concepts.ANALYSIS,
+        convergence.ANALYSIS,
     )
 
 

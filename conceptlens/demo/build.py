@@ -165,7 +165,9 @@ def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progres
     return ws
 
 
-STAGES = ("data", "models", "analysis")
+# `concepts` (the concept-quality datasets and models) runs alone on a built workspace too:
+# it adds its rows and tables and leaves the others as they are.
+STAGES = ("data", "models", "concepts", "analysis")
 
 
 def build(
@@ -179,6 +181,10 @@ def build(
             from .models import build_models
 
             build_models(ws, seed, progress=progress)
+        elif stage == "concepts":
+            from .concepts_models import build_concepts
+
+            build_concepts(ws, seed, progress=progress)
         elif stage == "analysis":
             from .analysis import build_analysis
 

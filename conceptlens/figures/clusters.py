@@ -8,16 +8,18 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .theme import TEMPLATE, categorical
+from . import theme
+from .theme import MIN_FONT_PX, OKABE_ITO, TEMPLATE
 
 SERIES = {
-    "coherence_random": ("random negatives", "#1f77b4", "circle"),
-    "coherence_hard": ("hard negatives", "#d62728", "diamond"),
+    "coherence_random": ("random negatives", OKABE_ITO[4], "circle"),
+    "coherence_hard": ("hard negatives", OKABE_ITO[5], "diamond"),
 }
-# Above this many categories a legend is useless: one trace, colours cycled, no legend.
+# Legends of more categories than this (figures/similarity.py) are left out there.
 MAX_LEGEND = 24
 # Distinct colours for up to 48 categories (colour-blind-safe ones first).
-PALETTE = categorical(48)
+PALETTE = theme.categorical(48)
+HIGHLIGHT = "#000000"
 
 
 def _short(text, width: int = 60) -> str:
@@ -26,13 +28,17 @@ def _short(text, width: int = 60) -> str:
     return textwrap.shorten(str(text), width=width, placeholder="…")
 
 
-def purity_coherence(metrics: pd.DataFrame, title: str | None = None) -> go.Figure:
+def purity_coherence(
+    metrics: pd.DataFrame, title: str | None = None, selected: int | None = None
+) -> go.Figure:
     """laina2020 Fig. 2: each cluster's purity (x) against its 2AFC coherence (y).
 
     Random and hard negatives are two series; error bars are the clusters'
-    95% intervals (`coherence_*_lo/hi`). customdata carries the cluster index.
+    95% intervals (`coherence_*_lo/hi`). customdata[0] of every point is its cluster
+    (a click on it names the cluster); the `selected` cluster's points are ringed.
     """
     fig = go.Figure()
+    ringed_x, ringed_y = [], []
     for col, (name, colour, symbol) in SERIES.items():
         if col not in metrics.columns:
             continue
@@ -74,6 +80,22 @@ def purity_coherence(metrics: pd.DataFrame, title: str | None = None) -> go.Figu
                 **err,
             )
         )
+        if selected is not None:
+            mine = m["cluster"].astype(int) == int(selected)
+            ringed_x += list(m.loc[mine, "purity"].astype(float))
+            ringed_y += list(y[mine])
+    if ringed_x:
+        fig.add_trace(
+            go.Scatter(
+                x=ringed_x,
+                y=ringed_y,
+                mode="markers",
+                name=f"cluster {selected}",
+                marker=dict(symbol="circle-open", size=13, color=HIGHLIGHT, line=dict(width=2)),
+                customdata=[[int(selected), "", ""]] * len(ringed_x),
+                hoverinfo="skip",
+            )
+        )
     fig.add_hline(
         y=0.5,
         line=dict(color="gray", dash="dot", width=1),
@@ -83,12 +105,17 @@ def purity_coherence(metrics: pd.DataFrame, title: str | None = None) -> go.Figu
     fig.update_layout(
         title=title,
         xaxis_title="purity",
-        yaxis_title="semantic coherence (2AFC)",
+        yaxis_title="coherence (2AFC)",
         xaxis=dict(range=[-0.02, 1.02]),
         yaxis=dict(range=[0, 1.05]),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-        margin=dict(l=60, r=20, t=60 if title else 30, b=50),
+        # Inside, bottom left: below chance at low purity is where clusters are rarest, and
+        # a legend above the plot takes a third of a single-column figure.
+        legend=dict(
+            x=0.01, y=0.01, xanchor="left", yanchor="bottom", bgcolor="rgba(255,255,255,0.8)", borderwidth=0
+        ),
+        margin=dict(l=50, r=10, t=40 if title else 10, b=40),
         template=TEMPLATE,
+        clickmode="event+select",
     )
     if not fig.data:
         fig.add_annotation(
@@ -110,18 +137,63 @@ def is_categorical(s: pd.Series) -> bool:
     )
 
 
+def _categories(vals: pd.Series) -> list[str]:
+    """The distinct values, numeric ones (cluster ids) in numeric order, missing last."""
+
+    def key(v):
+        try:
+            return (0, float(v), "")
+        except ValueError:
+            return (1 if v != "(none)" else 2, 0.0, v)
+
+    return sorted(vals.unique(), key=key)
+
+
+def _label_positions(pts: pd.DataFrame, first=None, spacing: float = 0.07) -> pd.DataFrame:
+    """Median point of each cluster, largest clusters (and `first`) first, leaving out one
+    closer than `spacing` (a share of the plot's width and height) to one kept: ids that
+    would print over each other at a single column's width."""
+    key = pts["cluster"].astype("string")
+    med = pts.groupby(key)[["x", "y"]].median()
+    size = key.value_counts()
+    order = sorted(med.index, key=lambda c: (c != str(first), -size[c], c))
+    span = (pts[["x", "y"]].max() - pts[["x", "y"]].min()).replace(0, 1.0)
+    kept: list[str] = []
+    for c in order:
+        p = med.loc[c] / span
+        if all(((p - med.loc[o] / span).abs() > spacing).any() for o in kept):
+            kept.append(c)
+    return med.loc[kept]
+
+
+def _region_shape(region) -> dict:
+    """A drawn selection (`views.clusters.parse_region`'s kind and vertices) as a
+    `layout.selections` entry, so a region restored from a link is drawn again."""
+    kind, pts = region
+    if kind == "box":
+        return dict(type="rect", x0=pts[0][0], x1=pts[1][0], y0=pts[0][1], y1=pts[1][1])
+    path = "M" + "L".join(f"{x},{y}" for x, y in pts) + "Z"
+    return dict(type="path", path=path)
+
+
 def projection_scatter(
     points: pd.DataFrame,
     color: str | None = "cluster",
     title: str | None = None,
     categorical: bool | None = None,
+    highlight: int | None = None,
+    region=None,
+    dragmode: str = "select",
 ) -> go.Figure:
     """2-D projection (x, y) of a checkpoint's images, coloured by a column.
 
-    customdata of every point is [image_id, cluster, colour value], so a box or
-    lasso selection names its images. Categorical colours get a legend entry
-    per value (up to 24 values; beyond, colours cycle without a legend);
-    numeric ones a colour scale.
+    customdata of every point is [image_id, cluster, colour value], so a click or a
+    box or lasso selection names its images. Categorical colours: one trace and one
+    distinct colour per value (`theme.categorical`), the legend in value order, the
+    largest categories drawn first so small ones are never buried; numeric ones a
+    colour scale. The `highlight` cluster's points are ringed on top; `region`
+    (kind, vertices) is drawn as the plot's selection. With `dragmode="zoom"` a click
+    selects the point under it (in "select" mode Plotly only clears the selection).
     """
     fig = go.Figure()
     pts = points
@@ -132,18 +204,23 @@ def projection_scatter(
     )
 
     def custom(d: pd.DataFrame):
-        val = d[color] if color else pd.Series("", index=d.index)
+        val = d[color] if color in d.columns else pd.Series("", index=d.index)
         clus = d["cluster"] if "cluster" in d.columns else pd.Series("", index=d.index)
         return np.column_stack(
             [
                 d["image_id"].astype(str).to_numpy(),
-                clus.astype("string").fillna("–").to_numpy(),
-                val.astype("string").fillna("–").to_numpy(),
+                clus.astype("string").fillna("\u2014").to_numpy(),
+                val.astype("string").fillna("\u2014").to_numpy(),
             ]
         )
 
     n = len(pts)
-    marker = dict(size=7 if n <= 2_000 else 5 if n <= 10_000 else 3, opacity=0.75)
+    marker = dict(size=7 if n <= 2_000 else 5 if n <= 10_000 else 3, opacity=0.7)
+    cat = (
+        categorical
+        if categorical is not None
+        else color in pts.columns and (color in ("cluster", "label") or is_categorical(pts[color]))
+    )
     if color is None or color not in pts.columns:
         fig.add_trace(
             go.Scattergl(
@@ -156,73 +233,120 @@ def projection_scatter(
                 showlegend=False,
             )
         )
-    else:
-        cat = (
-            categorical
-            if categorical is not None
-            else (color in ("cluster", "label") or is_categorical(pts[color]))
+    elif not cat:
+        fig.add_trace(
+            go.Scattergl(
+                x=pts["x"],
+                y=pts["y"],
+                mode="markers",
+                customdata=custom(pts),
+                hovertemplate=hover,
+                showlegend=False,
+                marker=dict(
+                    **marker,
+                    color=pts[color].astype(float),
+                    colorscale="Viridis",
+                    showscale=True,
+                    colorbar=dict(title=dict(text=color)),
+                ),
+            )
         )
-        if not cat:
+    else:
+        vals = pts[color].astype("string").fillna("(none)")
+        cats = _categories(vals)
+        colours = dict(zip(cats, theme.categorical(len(cats))))
+        sizes = vals.value_counts()
+        # Large categories first: every later (smaller) one is drawn over them.
+        for v in sorted(cats, key=lambda c: (-sizes[c], cats.index(c))):
+            d = pts[vals == v]
             fig.add_trace(
                 go.Scattergl(
-                    x=pts["x"],
-                    y=pts["y"],
+                    x=d["x"],
+                    y=d["y"],
                     mode="markers",
-                    customdata=custom(pts),
+                    name=str(v),
+                    legendrank=1000 + cats.index(v),
+                    customdata=custom(d),
                     hovertemplate=hover,
-                    showlegend=False,
-                    marker=dict(
-                        **marker,
-                        color=pts[color].astype(float),
-                        colorscale="Viridis",
-                        showscale=True,
-                        colorbar=dict(title=dict(text=color)),
-                    ),
+                    marker=dict(**marker, color=colours[v]),
                 )
             )
-        else:
-            vals = pts[color].astype("string").fillna("(none)")
-            # Numeric categories (cluster ids) in numeric order.
-            try:
-                cats = sorted(vals.unique(), key=lambda v: (0, float(v)) if v != "(none)" else (1, 0))
-            except ValueError:
-                cats = sorted(vals.unique())
-            if len(cats) <= MAX_LEGEND:
-                for i, v in enumerate(cats):
-                    d = pts[vals == v]
-                    fig.add_trace(
-                        go.Scattergl(
-                            x=d["x"],
-                            y=d["y"],
-                            mode="markers",
-                            name=str(v),
-                            customdata=custom(d),
-                            hovertemplate=hover,
-                            marker=dict(**marker, color=PALETTE[i % len(PALETTE)]),
-                        )
-                    )
-            else:
-                idx = {v: i for i, v in enumerate(cats)}
-                colours = [PALETTE[idx[v] % len(PALETTE)] for v in vals]
-                fig.add_trace(
-                    go.Scattergl(
-                        x=pts["x"],
-                        y=pts["y"],
-                        mode="markers",
-                        customdata=custom(pts),
-                        hovertemplate=hover,
-                        showlegend=False,
-                        marker=dict(**marker, color=colours),
-                    )
-                )
+    many = len(fig.data) > 12
+    if highlight is not None and "cluster" in pts.columns:
+        d = pts[pts["cluster"].astype("Int64") == int(highlight)]
+        fig.add_trace(
+            go.Scattergl(
+                x=d["x"],
+                y=d["y"],
+                mode="markers",
+                name=f"cluster {highlight} (selected)",
+                legendrank=1,
+                customdata=custom(d),
+                hovertemplate=hover,
+                marker=dict(
+                    symbol="circle-open", size=marker["size"] + 4, color=HIGHLIGHT, line=dict(width=1.5)
+                ),
+            )
+        )
+    if cat and color == "cluster" and many:
+        # Many clusters: each one's id at its median point, so a printed figure (where
+        # the legend cannot hold them all) still says which cluster is where.
+        med = _label_positions(pts, highlight)
+        fig.add_trace(
+            go.Scatter(
+                x=med["x"],
+                y=med["y"],
+                text=list(med.index),
+                mode="text",
+                textfont=dict(size=MIN_FONT_PX, color="#222"),
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
     fig.update_layout(
         title=title,
         template=TEMPLATE,
-        dragmode="select",
+        dragmode=dragmode,
+        clickmode="event+select",
         xaxis=dict(title="UMAP 1", showticklabels=False, zeroline=False),
         yaxis=dict(title="UMAP 2", showticklabels=False, zeroline=False),
-        legend=dict(title=dict(text=color or ""), itemsizing="constant"),
+        legend=dict(
+            title=dict(text=color or ""),
+            itemsizing="constant",
+            font=dict(size=MIN_FONT_PX if many else None),
+            tracegroupgap=0,
+        ),
         margin=dict(l=40, r=20, t=50 if title else 20, b=40),
         height=560,
+        selections=[_region_shape(region)] if region is not None else None,
     )
+    return fig
+
+
+def label_histogram(counts: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """Horizontal bars of `views.clusters.label_counts` (label_name, images), the most
+    frequent label on top."""
+    fig = go.Figure(
+        go.Bar(
+            x=counts["images"],
+            y=counts["label_name"].astype(str).map(lambda t: _short(t, 28)),
+            orientation="h",
+            marker=dict(color=OKABE_ITO[4]),
+            customdata=counts["label_name"].astype(str),
+            hovertemplate="%{customdata}: %{x} images<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=title,
+        template=TEMPLATE,
+        xaxis=dict(title="images", rangemode="tozero"),
+        yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=MIN_FONT_PX)),
+        margin=dict(l=10, r=20, t=40 if title else 10, b=40),
+        height=max(220, 18 * len(counts) + 80),
+        bargap=0.15,
+    )
+    if counts.empty:
+        fig.add_annotation(
+            text="no images selected", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5
+        )
     return fig

@@ -1,23 +1,188 @@
-"""Turn a Plotly figure into a file for a paper, with its provenance embedded."""
+"""Turn a Plotly figure into a file for a paper, with its provenance embedded.
+
+Every format carries the same provenance (workspace fingerprint, view URL, ConceptLens
+version, date): PDF in its Info dictionary and XMP packet, SVG in `<metadata>`, PNG in
+a text chunk, HTML in a JSON script. Sizes are paper column widths; `paper_figure` makes
+any figure fit one: WebGL traces become SVG ones (a PDF keeps them as vectors, not as a
+screenshot) and no text is smaller than the theme's minimum at the printed size.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import copy
+import datetime as _dt
+import html
 import io
 import json
 import os
 import shutil
+import threading
+
+import plotly.graph_objects as go
+
+from .. import __version__
+from ..errors import ConceptLensError
+from .theme import MIN_FONT_PX
 
 FORMATS = {"pdf": "application/pdf", "svg": "image/svg+xml", "png": "image/png", "html": "text/html"}
-# Common paper widths in inches (single and double column of two-column venues).
-SIZES = {
-    "single column (3.5 in)": (3.5, 2.6),
-    "double column (7 in)": (7.0, 4.0),
-    "slide (10 in)": (10.0, 5.6),
-}
+# Column widths of two-column venues, in inches.
+WIDTHS = {"single": 3.5, "double": 7.0}
+# What the dashboard's export offers: label -> width in inches.
+SIZES = {"single column (3.5 in)": 3.5, "double column (7 in)": 7.0, "slide (10 in)": 10.0}
+DEFAULT_ASPECT = 0.62  # height / width when a figure does not say
 DPI = 96  # Plotly's layout unit is the CSS pixel
 PNG_SCALE = 3  # ~300 dpi for raster output
+PROVENANCE_KEY = "conceptlens-provenance"
+RENDER_TIMEOUT = 180  # seconds for one figure
 
 
+class ExportError(ConceptLensError):
+    """A figure could not be rendered; the message says which and why."""
+
+
+def parse_width(value) -> float:
+    """`single`, `double` or a number of inches (from `--width` or a spec file)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        inches = float(value)
+    else:
+        text = str(value).strip().lower().removesuffix("in").strip()
+        if text in WIDTHS:
+            return WIDTHS[text]
+        try:
+            inches = float(text)
+        except ValueError:
+            raise ConceptLensError(
+                f"width {value!r} is not 'single', 'double' or a number of inches"
+            ) from None
+    if not 1.0 <= inches <= 20.0:
+        raise ConceptLensError(f"width {value!r}: expected between 1 and 20 inches")
+    return inches
+
+
+def provenance(workspace: str, fingerprint: str, url: str, **params) -> dict:
+    """What every exported file says about where it came from."""
+    return {
+        "conceptlens_version": __version__,
+        "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "workspace": str(workspace),
+        "fingerprint": fingerprint,
+        "url": url,
+        **params,
+    }
+
+
+def _complete(prov: dict | None) -> dict:
+    """Version and date are filled in when a caller did not (the app's pages give the rest)."""
+    out = dict(prov or {})
+    out.setdefault("conceptlens_version", __version__)
+    out.setdefault("date", _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat())
+    return out
+
+
+# ---- making a figure fit a page -------------------------------------------------------------
+def _raise_fonts(node, minimum: int, in_font: bool = False):
+    """Every font size under a `*font` key, at least `minimum` (arrays element-wise)."""
+    if isinstance(node, dict):
+        for key, val in node.items():
+            font_key = key.endswith("font")
+            if in_font and key == "size":
+                if isinstance(val, (int, float)) and not isinstance(val, bool):
+                    node[key] = max(val, minimum)
+                elif isinstance(val, (list, tuple)):
+                    node[key] = [max(v, minimum) if isinstance(v, (int, float)) else v for v in val]
+            else:
+                _raise_fonts(val, minimum, font_key)
+    elif isinstance(node, list):
+        for item in node:
+            _raise_fonts(item, minimum, False)
+
+
+def _svg_traces(d: dict) -> dict:
+    # A WebGL trace is a canvas: a PDF or SVG would hold a screenshot of it (a raster image).
+    for trace in d.get("data", []):
+        if trace.get("type") == "scattergl":
+            trace["type"] = "scatter"
+    return d
+
+
+def vector_figure(fig: go.Figure) -> go.Figure:
+    """A copy of `fig` drawn without WebGL (every point an SVG element)."""
+    return go.Figure(_svg_traces(copy.deepcopy(fig.to_plotly_json())), skip_invalid=True)
+
+
+def _axis_key(ref: str) -> str:  # "x2" -> "xaxis2"
+    return ref[0] + "axis" + ref[1:]
+
+
+def _thin_category_ticks(d: dict, width_px: int, height_px: int) -> None:
+    """Label every n-th category of a crowded category axis, so that no two tick labels
+    overlap at the paper size (an axis whose ticks the figure sets itself is left alone)."""
+    layout = d.setdefault("layout", {})
+    font = max(MIN_FONT_PX, (layout.get("font") or {}).get("size") or MIN_FONT_PX)
+    cats: dict[str, list] = {}
+    for trace in d.get("data", []):
+        if trace.get("type") in ("pie", "sankey", "table", "parcats", "parcoords", "indicator"):
+            continue
+        for letter in ("x", "y"):
+            values = trace.get(letter)
+            # Numbers come as typed arrays ({"dtype", "bdata"}): only lists of text are categories.
+            if isinstance(values, dict) or values is None or not len(values):
+                continue
+            if not all(isinstance(v, str) for v in values):
+                continue
+            seen = cats.setdefault(_axis_key(trace.get(letter + "axis", letter)), [])
+            seen.extend(v for v in dict.fromkeys(values) if v not in seen)
+    for key, values in cats.items():
+        axis = layout.setdefault(key, {})
+        if axis.get("tickvals") is not None or axis.get("type") not in (None, "category"):
+            continue
+        lo, hi = axis.get("domain") or (0.0, 1.0)
+        # Margins and the other axis's labels take part of the figure: assume 60% is plot.
+        span = (width_px if key.startswith("x") else height_px) * 0.6 * (hi - lo)
+        size = max(font, ((axis.get("tickfont") or {}).get("size") or font))
+        step = -(-len(values) * size * 1.25 // max(span, 1))
+        if step > 1:
+            axis["tickmode"] = "array"
+            axis["tickvals"] = values[:: int(step)]
+
+
+def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -> go.Figure:
+    """A copy of `fig` sized `width_in` inches wide (height: `aspect` x width), with WebGL
+    traces drawn as SVG and every text at least MIN_FONT_PX (7.5 pt at that size)."""
+    d = _svg_traces(copy.deepcopy(fig.to_plotly_json()))
+    for trace in d.get("data", []):
+        _raise_fonts(trace, MIN_FONT_PX)
+    # The template is walked too: it holds the base font every other size defaults to.
+    _raise_fonts(d.get("layout", {}), MIN_FONT_PX)
+    w = round(width_in * DPI)
+    h = round(w * (aspect or DEFAULT_ASPECT))
+    _thin_category_ticks(d, w, h)
+    out = go.Figure(d, skip_invalid=True)
+    out.update_layout(width=w, height=h, autosize=False)
+    return out
+
+
+def write_atomic(path, data: bytes) -> None:
+    """Write a file through a temporary one renamed into place (never half-written)."""
+    import tempfile
+    from pathlib import Path
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---- rendering --------------------------------------------------------------------------------
 def _browser() -> None:
     # kaleido drives a Chromium; point it at the system one instead of downloading its own.
     if "BROWSER_PATH" not in os.environ:
@@ -31,33 +196,214 @@ def _browser() -> None:
                 break
 
 
+# MathJax would come from a CDN: figures here use no TeX, and offline the page would wait.
+_KOPTS = {"mathjax": False}
+
+
+class _Renderer:
+    """One Chromium kept open for many figures (kaleido starts one per call otherwise)."""
+
+    def __init__(self):
+        import kaleido
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._k = kaleido.Kaleido(n=1, **_KOPTS)
+        self._run(self._k.open())
+
+    def _run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(RENDER_TIMEOUT)
+
+    def render(self, fig: dict, opts: dict) -> bytes:
+        return self._run(self._k.calc_fig(fig, opts=opts))
+
+    def close(self) -> None:
+        try:
+            self._run(self._k.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+
+_RENDERER: _Renderer | None = None
+
+
+@contextlib.contextmanager
+def renderer():
+    """Keep one browser open while rendering many figures (the figures CLI)."""
+    global _RENDERER
+    if _RENDERER is not None:
+        yield
+        return
+    _browser()
+    _RENDERER = _Renderer()
+    try:
+        yield
+    finally:
+        r, _RENDERER = _RENDERER, None
+        r.close()
+
+
+def _render(fig: go.Figure, fmt: str, scale: float) -> bytes:
+    import kaleido
+
+    _browser()
+    d = fig.to_plotly_json()
+    opts = dict(format=fmt, width=fig.layout.width, height=fig.layout.height, scale=scale)
+    try:
+        if _RENDERER is not None:
+            return _RENDERER.render(d, opts)
+        return kaleido.calc_fig_sync(d, opts=opts, kopts=dict(_KOPTS))
+    except Exception as e:
+        raise ExportError(f"could not render the figure as {fmt.upper()}: {type(e).__name__}: {e}") from e
+
+
+# ---- provenance in each format ------------------------------------------------------------------
+@contextlib.contextmanager
+def _quiet_pypdf():
+    # Chromium's PDFs declare a cross-reference size pypdf warns about; the files are fine.
+    import logging
+
+    log = logging.getLogger("pypdf")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _pdf_with_provenance(data: bytes, prov: dict, title: str) -> bytes:
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.xmp import XmpInformation
+
+    text = json.dumps(prov, sort_keys=True, default=str)
+    with _quiet_pypdf():
+        writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    writer.add_metadata(
+        {
+            "/Title": title,
+            "/Subject": str(prov.get("url", "")),
+            "/Keywords": f"conceptlens fingerprint={prov.get('fingerprint', '')}",
+            "/Creator": f"ConceptLens {prov.get('conceptlens_version', __version__)}",
+            "/Producer": f"ConceptLens {__version__} (kaleido, pypdf)",
+            "/ConceptLensProvenance": text,
+        }
+    )
+    xmp = XmpInformation.create()
+    xmp.dc_title = {"x-default": title}
+    xmp.dc_source = str(prov.get("url", ""))
+    xmp.dc_description = {"x-default": text}
+    xmp.xmp_creator_tool = f"ConceptLens {prov.get('conceptlens_version', __version__)}"
+    writer.xmp_metadata = xmp
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def read_provenance(data: bytes, fmt: str) -> dict:
+    """The provenance embedded in an exported file (what a test or a reader checks)."""
+    fmt = fmt.lower()
+    if fmt == "pdf":
+        from pypdf import PdfReader
+
+        with _quiet_pypdf():
+            return json.loads(PdfReader(io.BytesIO(data)).metadata["/ConceptLensProvenance"])
+    if fmt == "png":
+        from PIL import Image
+
+        return json.loads(Image.open(io.BytesIO(data)).text[PROVENANCE_KEY])
+    text = data.decode()
+    tag = "metadata" if fmt == "svg" else "script"
+    start = text.index(">", text.index(f'id="{PROVENANCE_KEY}"')) + 1
+    raw = text[start : text.index(f"</{tag}>", start)]
+    return json.loads(html.unescape(raw) if fmt == "svg" else raw.replace("<\\/", "</"))
+
+
 def figure_bytes(
-    fig, fmt: str, size: tuple[float, float] = SIZES["double column (7 in)"], provenance: dict | None = None
+    fig: go.Figure,
+    fmt: str,
+    width_in: float = WIDTHS["double"],
+    provenance: dict | None = None,
+    aspect: float | None = None,
+    title: str | None = None,
 ) -> bytes:
-    """Render `fig` as `fmt` at `size` inches; provenance goes into the file's metadata."""
+    """Render `fig` as `fmt` at `width_in` inches; provenance goes into the file's metadata."""
     fmt = fmt.lower()
     if fmt not in FORMATS:
-        raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-    prov = json.dumps(provenance or {}, sort_keys=True, default=str)
+        raise ExportError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
+    prov = _complete(provenance)
+    title = title or str(prov.get("figure") or "ConceptLens figure")
+    text = json.dumps(prov, sort_keys=True, default=str)
     if fmt == "html":
-        html = fig.to_html(include_plotlyjs="cdn", full_html=True)
-        tag = f'<script type="application/json" id="conceptlens-provenance">{prov}</script>'
-        return html.replace("</head>", tag + "</head>", 1).encode()
-    _browser()
-    w, h = int(size[0] * DPI), int(size[1] * DPI)
-    data = fig.to_image(format=fmt, width=w, height=h, scale=PNG_SCALE if fmt == "png" else 1)
+        # plotly.js inlined: the file works offline and without a server.
+        page = fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+        script = text.replace("</", "<\\/")  # a value cannot close the script element
+        head = (
+            f"<title>{html.escape(title)}</title>"
+            f'<meta name="generator" content="ConceptLens {__version__}">'
+            f'<script type="application/json" id="{PROVENANCE_KEY}">{script}</script>'
+        )
+        return page.replace("<head>", "<head>" + head, 1).encode()
+    paper = paper_figure(fig, width_in, aspect)
+    data = _render(paper, fmt, PNG_SCALE if fmt == "png" else 1)
     if fmt == "svg":
-        esc = prov.replace("&", "&amp;").replace("<", "&lt;")
         s = data.decode()
         i = s.index(">", s.index("<svg")) + 1
-        return (s[:i] + f'<metadata id="conceptlens-provenance">{esc}</metadata>' + s[i:]).encode()
+        meta = (
+            f"<title>{html.escape(title)}</title>"
+            f'<metadata id="{PROVENANCE_KEY}">{html.escape(text, quote=False)}</metadata>'
+        )
+        return (s[:i] + meta + s[i:]).encode()
     if fmt == "png":
         from PIL import Image, PngImagePlugin
 
         im = Image.open(io.BytesIO(data))
         info = PngImagePlugin.PngInfo()
-        info.add_text("conceptlens-provenance", prov)
+        info.add_text(PROVENANCE_KEY, text)
+        info.add_text("Title", title)
+        info.add_text("Source", str(prov.get("url", "")))
+        info.add_text("Software", f"ConceptLens {__version__}")
         out = io.BytesIO()
         im.save(out, format="PNG", pnginfo=info, dpi=(DPI * PNG_SCALE, DPI * PNG_SCALE))
         return out.getvalue()
-    return data  # pdf: kaleido writes the figure only
+    return _pdf_with_provenance(data, prov, title)
+
+
+# ---- checking a PDF ---------------------------------------------------------------------------
+def inspect_pdf(data: bytes) -> dict:
+    """`images`: raster images drawn on the pages (inside form XObjects too); `fonts`:
+    (name, embedded) of every font used."""
+    from pypdf import PdfReader
+
+    images, fonts, seen = 0, {}, set()
+
+    def walk(resources):
+        nonlocal images
+        if resources is None:
+            return
+        resources = resources.get_object()
+        for _, ref in (resources.get("/Font") or {}).items():
+            font = ref.get_object()
+            descendants = [d.get_object() for d in font.get("/DescendantFonts", [])] or [font]
+            embedded = any(
+                any(k in (d.get("/FontDescriptor") or {}) for k in ("/FontFile", "/FontFile2", "/FontFile3"))
+                for d in descendants
+            )
+            fonts[str(font.get("/BaseFont"))] = embedded
+        for _, ref in (resources.get("/XObject") or {}).items():
+            key = getattr(ref, "idnum", None) or id(ref)
+            if key in seen:
+                continue
+            seen.add(key)
+            x = ref.get_object()
+            if x.get("/Subtype") == "/Image":
+                images += 1
+            elif x.get("/Subtype") == "/Form":
+                walk(x.get("/Resources"))
+
+    with _quiet_pypdf():
+        for page in PdfReader(io.BytesIO(data)).pages:
+            walk(page.get("/Resources"))
+    return {"images": images, "fonts": [[name, embedded] for name, embedded in sorted(fonts.items())]}

@@ -29,10 +29,12 @@ def thumbnail_uris(paths: dict[str, str], size: int = 48) -> dict[str, str]:
     """image_id -> a small PNG as a data URI (so the figure carries its images when exported)."""
     from PIL import Image
 
+    from ..remote import open_source
+
     out = {}
     for iid, path in paths.items():
         try:
-            with Image.open(path) as im:
+            with Image.open(open_source(path)) as im:  # a local path or a remote workspace's URL
                 im = im.convert("RGB")
                 im.thumbnail((size, size))
                 buf = io.BytesIO()
@@ -392,3 +394,45 @@ def thumbnail_sample(points: pd.DataFrame, cells: int = 12) -> list[str]:
 
     key = pd.Series(cell(x) * cells + cell(y), index=points.index)
     return points.loc[~key.duplicated(), "image_id"].tolist()
+
+
+def convergence_curves(conv: pd.DataFrame, title: str | None = None) -> go.Figure:
+    """roads2021 Figure 3 for one dataset: coarse-grained loss, within-ensemble agreement and
+    agreement with the previous share, against the trials fitted."""
+    panels = [
+        ("coarse_loss", "coarse-grained loss"),
+        ("within_agreement", "within-ensemble r²"),
+        ("across_agreement", "across-share r²"),
+    ]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[p for _, p in panels], horizontal_spacing=0.12)
+    if conv.empty:
+        return _empty(fig, "not computed yet")
+    for c, (col, name) in enumerate(panels, start=1):
+        d = conv[conv[col].notna()]
+        fig.add_trace(
+            go.Scatter(
+                x=d["n_trials"],
+                y=d[col],
+                mode="lines+markers",
+                name=name,
+                showlegend=False,
+                marker=dict(size=7, color=PALETTE[4]),
+                line=dict(color=PALETTE[4], width=2),
+                hovertemplate=f"%{{x}} trials<br>{name} %{{y:.4f}}<extra></extra>",
+            ),
+            row=1,
+            col=c,
+        )
+        fig.update_xaxes(title_text="trials", tickfont=TICK_FONT, nticks=4, row=1, col=c)
+        fig.update_yaxes(tickfont=TICK_FONT, nticks=5, row=1, col=c)
+        if col != "coarse_loss":
+            fig.update_yaxes(range=[0, 1.02], row=1, col=c)
+    fig.update_annotations(font=TITLE_FONT)
+    fig.update_layout(
+        title=title,
+        template=TEMPLATE,
+        font=FONT,
+        height=300,
+        margin=dict(l=50, r=10, t=70 if title else 40, b=45),
+    )
+    return fig

@@ -6,15 +6,18 @@ nothing else in `conceptlens/figures/` sets a font family or a palette of its ow
 
 from __future__ import annotations
 
-import colorsys
+import functools
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
 TEMPLATE = "conceptlens"
-FONT_FAMILY = "Arial, Helvetica, sans-serif"
+# Liberation Sans has Arial's metrics: where Arial is missing (Linux servers, the Docker
+# image) text keeps its width, and the PDF embeds whichever of the two was used.
+FONT_FAMILY = "Arial, 'Liberation Sans', Helvetica, sans-serif"
 # Plotly sizes type in CSS pixels (96 per inch): 10 px is 7.5 pt, the smallest type a
-# paper figure may carry at its printed size.
+# paper figure may carry at its printed size. figures/export.py raises anything smaller.
 MIN_FONT_PX = 10
 BASE_FONT_PX = 11
 
@@ -47,23 +50,48 @@ SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
 
 
+def _lab(rgb: np.ndarray) -> np.ndarray:
+    """CIELAB (D65) of sRGB colours in [0, 1], shape (n, 3)."""
+    lin = np.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
+    xyz = lin @ np.array([[0.4124, 0.2126, 0.0193], [0.3576, 0.7152, 0.1192], [0.1805, 0.0722, 0.9505]])
+    xyz = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.column_stack([116 * f[:, 1] - 16, 500 * (f[:, 0] - f[:, 1]), 200 * (f[:, 1] - f[:, 2])])
+
+
+def _hex_rgb(colours) -> np.ndarray:
+    return np.array([[int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)] for c in colours])
+
+
+@functools.lru_cache(maxsize=8)
+def _extended(n: int) -> tuple[str, ...]:
+    # Greedy farthest-point choice in CIELAB over an sRGB grid: each added colour is the
+    # one farthest from every colour taken so far, so no two categories look alike (a
+    # golden-angle hue walk gave pairs 3 units apart at 48 colours). Colours too light
+    # to see on white are left out.
+    levels = np.linspace(0, 1, 14)
+    grid = np.array(np.meshgrid(levels, levels, levels, indexing="ij")).reshape(3, -1).T
+    lab = _lab(grid)
+    keep = (lab[:, 0] < 88) & (lab[:, 0] > 20)
+    grid, lab = grid[keep], lab[keep]
+    out = list(PALETTE)
+    nearest = np.min(np.linalg.norm(lab[:, None, :] - _lab(_hex_rgb(out))[None, :, :], axis=2), axis=1)
+    while len(out) < n:
+        i = int(np.argmax(nearest))
+        r, g, b = (round(v * 255) for v in grid[i])
+        out.append(f"#{r:02X}{g:02X}{b:02X}")
+        nearest = np.minimum(nearest, np.linalg.norm(lab - lab[i], axis=1))
+    return tuple(out)
+
+
 def categorical(n: int) -> list[str]:
-    """`n` distinct colours: the colour-blind-safe palette first, then further hues spaced
-    by the golden angle at alternating lightness, so no two categories share a colour."""
+    """`n` distinct colours: the colour-blind-safe palette first, then, for more
+    categories, colours chosen as far (in CIELAB) from all earlier ones as possible."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    out = list(PALETTE[:n])
-    i = 0
-    while len(out) < n:
-        h = (0.61803398875 * i) % 1.0
-        light = (0.35, 0.55, 0.72)[i % 3]
-        sat = (0.75, 0.55)[(i // 3) % 2]
-        r, g, b = colorsys.hls_to_rgb(h, light, sat)
-        c = f"#{round(r * 255):02X}{round(g * 255):02X}{round(b * 255):02X}"
-        if c not in out:
-            out.append(c)
-        i += 1
-    return out
+    if n <= len(PALETTE):
+        return list(PALETTE[:n])
+    return list(_extended(n))
 
 
 def _register() -> None:

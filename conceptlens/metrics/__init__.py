@@ -6,16 +6,20 @@ See docs/analysis.md for definitions and the choices made.
 from .captions import class_captions, class_captions_rouge, describability, eq4_scores, pick_per_cluster
 from .clid import clid, correlations, fisher_interval, kendall_bootstrap_interval, wclid, zscore
 from .coherence import Trials, annotate, coherence, hard_negative_clusters, make_trials
-from .intrinsic import drop_duplicates, twonn
+from .intrinsic import drop_duplicates, twonn, twonn_shared
+from .kmeans import KMeansFit, kmeans
 from .learnability import (
     cluster_learnability,
     cluster_learnability_heldout,
+    cluster_learnability_heldout_shared,
+    cluster_learnability_shared,
     heldout_clusters,
     knn_accuracy,
+    knn_accuracy_shared,
     one_nn_predict,
     weighted_knn_predict,
 )
-from .neighbors import l2_normalize, nearest_cosine, nearest_euclidean_self
+from .neighbors import SelfNeighbours, l2_normalize, nearest_cosine, nearest_euclidean_self, top_self
 from .scores import anmi, clopper_pearson, purity
 
 __all__ = [
@@ -27,6 +31,8 @@ __all__ = [
     "clopper_pearson",
     "cluster_learnability",
     "cluster_learnability_heldout",
+    "cluster_learnability_heldout_shared",
+    "cluster_learnability_shared",
     "coherence",
     "correlations",
     "describability",
@@ -36,7 +42,9 @@ __all__ = [
     "hard_negative_clusters",
     "heldout_clusters",
     "kendall_bootstrap_interval",
+    "kmeans",
     "knn_accuracy",
+    "knn_accuracy_shared",
     "l2_normalize",
     "make_trials",
     "nearest_cosine",
@@ -44,9 +52,13 @@ __all__ = [
     "one_nn_predict",
     "pick_per_cluster",
     "purity",
+    "top_self",
     "twonn",
+    "twonn_shared",
     "wclid",
     "weighted_knn_predict",
     "zscore",
+    "KMeansFit",
+    "SelfNeighbours",
     "Trials",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .neighbors import DEFAULT_BLOCK, as_matrix, nearest_euclidean_self
+from .neighbors import SELF_BLOCK, SelfNeighbours, as_matrix, nearest_euclidean_self
 
 
 def drop_duplicates(X) -> tuple[np.ndarray, int]:
@@ -16,7 +16,7 @@ def drop_duplicates(X) -> tuple[np.ndarray, int]:
 
 
 def twonn(
-    X, discard_fraction: float = 0.1, cdf_offset: int = 1, block_size: int = DEFAULT_BLOCK
+    X, discard_fraction: float = 0.1, cdf_offset: int = 1, block_size: int = SELF_BLOCK
 ) -> tuple[float, int]:
     """TwoNN dimension of X (Euclidean) and the number of duplicate rows dropped first.
 
@@ -28,15 +28,36 @@ def twonn(
     cdf_offset=0 is the public scikit-dimension code (`np.arange(n_keep) / N`, its
     hyperBall test value 4.11323).
     """
-    if cdf_offset not in (0, 1):
-        raise ValueError(f"cdf_offset must be 0 or 1, got {cdf_offset!r}")
-    if not 0 <= discard_fraction < 1:
-        raise ValueError(f"discard_fraction must be in [0, 1), got {discard_fraction}")
+    _check_options(discard_fraction, cdf_offset)
     X, n_dup = drop_duplicates(X)
     if len(X) < 3:
         raise ValueError(f"TwoNN needs at least 3 distinct points, got {len(X)}")
     d, _ = nearest_euclidean_self(X, k=2, block_size=block_size)
-    mu = d[:, 1] / d[:, 0]
+    return _fit(d[:, 1] / d[:, 0], discard_fraction, cdf_offset), n_dup
+
+
+def twonn_shared(nb: SelfNeighbours, discard_fraction: float = 0.1, cdf_offset: int = 1) -> tuple[float, int]:
+    """twonn(nb.X, ...) with the neighbours read from the shared cosine lists: on unit rows
+    the nearest in cosine are the nearest in Euclidean distance up to rounding, which the
+    exact re-measurement of every candidate within the error bound takes care of."""
+    _check_options(discard_fraction, cdf_offset)
+    _, first = np.unique(nb.X, axis=0, return_index=True)
+    keep = np.zeros(len(nb.X), bool)
+    keep[first] = True
+    if keep.sum() < 3:
+        raise ValueError(f"TwoNN needs at least 3 distinct points, got {int(keep.sum())}")
+    _, d, _ = nb.euclidean(keep, k=2)
+    return _fit(d[:, 1] / d[:, 0], discard_fraction, cdf_offset), int(len(keep) - keep.sum())
+
+
+def _check_options(discard_fraction: float, cdf_offset: int) -> None:
+    if cdf_offset not in (0, 1):
+        raise ValueError(f"cdf_offset must be 0 or 1, got {cdf_offset!r}")
+    if not 0 <= discard_fraction < 1:
+        raise ValueError(f"discard_fraction must be in [0, 1), got {discard_fraction}")
+
+
+def _fit(mu: np.ndarray, discard_fraction: float, cdf_offset: int) -> float:
     n = len(mu)
     # With F_i = i / N the largest mu would have F = 1 (-log 0): it is never kept.
     n_keep = min(int(n * (1 - discard_fraction)), n - cdf_offset)
@@ -44,4 +65,4 @@ def twonn(
         raise ValueError("fewer than 2 points left after discarding; lower discard_fraction")
     x = np.log(np.sort(mu)[:n_keep])
     y = -np.log(1 - (np.arange(n_keep) + cdf_offset) / n)
-    return float(x @ y / (x @ x)), n_dup
+    return float(x @ y / (x @ x))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .neighbors import DEFAULT_BLOCK, l2_normalize, nearest_cosine
+from .kmeans import kmeans
+from .neighbors import DEFAULT_BLOCK, SelfNeighbours, l2_normalize, nearest_cosine
 
 
 def _check(X, y, name="y"):
@@ -44,10 +45,15 @@ def weighted_knn_predict(
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
     k = min(int(k), len(train_y))
     sims, idx = nearest_cosine(test_X, train_X, k=k, block_size=block_size)
-    classes, codes = np.unique(train_y, return_inverse=True)
+    return _vote(sims, train_y[idx], temperature)
+
+
+def _vote(sims: np.ndarray, labels: np.ndarray, temperature: float) -> np.ndarray:
+    """Each row's neighbours (sims, their labels) vote with weight exp(sim / temperature)."""
+    classes, codes = np.unique(labels, return_inverse=True)
     votes = np.zeros((len(sims), len(classes)))
-    rows = np.repeat(np.arange(len(sims)), k)
-    np.add.at(votes, (rows, codes[idx].ravel()), np.exp(sims.astype(np.float64).ravel() / temperature))
+    rows = np.repeat(np.arange(len(sims)), sims.shape[1])
+    np.add.at(votes, (rows, codes.ravel()), np.exp(sims.astype(np.float64).ravel() / temperature))
     return classes[np.argmax(votes, axis=1)]
 
 
@@ -108,26 +114,102 @@ def cluster_learnability(
 
 
 def heldout_clusters(
-    train_X, test_X, k: int, n_init: int = 3, random_state: int = 0
+    train_X, test_X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "auto"
 ) -> tuple[np.ndarray, np.ndarray]:
     """k-means fitted on the train rows only; test rows get their nearest centroid.
 
     Returns (train cluster labels, test cluster labels). Test rows never move a centroid.
+    `engine`: see metrics.kmeans (scikit-learn below 20,000 train rows by default).
     """
-    from sklearn.cluster import KMeans
-
     train_X = np.asarray(train_X, dtype=np.float32)
     if not 2 <= k <= len(train_X):
         raise ValueError(f"k={k} must be in [2, {len(train_X)}] (train rows)")
-    km = KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(train_X)
-    return km.labels_.astype(np.int64), km.predict(np.asarray(test_X, dtype=np.float32)).astype(np.int64)
+    fit = kmeans(train_X, k, n_init, random_state, engine)
+    return fit.labels, fit.predict(test_X)
 
 
 def cluster_learnability_heldout(
-    train_X, test_X, k: int, n_init: int = 3, random_state: int = 0, block_size: int = DEFAULT_BLOCK
+    train_X,
+    test_X,
+    k: int,
+    n_init: int = 3,
+    random_state: int = 0,
+    block_size: int = DEFAULT_BLOCK,
+    engine: str = "auto",
 ) -> float:
     """Held-out CL (the journal version of lu2022): k-means on the train split only, test
     points labelled by their nearest centroid, then the accuracy on the test split of a
     cosine 1-NN trained on the train split's cluster labels."""
-    tr, te = heldout_clusters(train_X, test_X, k, n_init, random_state)
+    tr, te = heldout_clusters(train_X, test_X, k, n_init, random_state, engine)
     return knn_accuracy(train_X, tr, test_X, te, k=1, block_size=block_size)
+
+
+# ---- the same metrics from one shared neighbour pass (SelfNeighbours) -------------------
+# Each equals its function above on the rows it names (the kNN ones on the normalised rows):
+# the neighbours are the same exact float32 cosine neighbours, found once for all of them.
+
+
+def knn_accuracy_shared(nb: SelfNeighbours, train, y, test, k: int = 20, temperature: float = 0.07) -> float:
+    """knn_accuracy(X[train], y[train], X[test], y[test], k, temperature); train and test
+    are boolean masks over the rows of nb.X."""
+    y = _check(nb.X, y, "y")
+    train, test = np.asarray(train, bool), np.asarray(test, bool)
+    if not train.any() or not test.any():
+        raise ValueError("knn_accuracy needs a non-empty train and test split")
+    k = min(int(k), int(train.sum()))
+    sims, idx = nb.cosine(np.flatnonzero(test), train, k)
+    pred = y[idx[:, 0]] if k == 1 else _vote(sims, y[idx], temperature)
+    return float(np.mean(pred == y[test]))
+
+
+def cluster_learnability_shared(
+    nb: SelfNeighbours, cluster_labels, n_chunks: int = 10, n_orders: int = 3, random_state: int = 0
+) -> float:
+    """cluster_learnability(nb.X, cluster_labels, n_chunks, n_orders, random_state): the same
+    random orders; each point's nearest among the earlier chunks read from its list (ties:
+    the earliest in the order, as a search over the seen rows in order finds it)."""
+    y = _check(nb.X, cluster_labels, "cluster_labels")
+    n = len(y)
+    if n_chunks < 2 or n_chunks > n:
+        raise ValueError(f"n_chunks must be in [2, {n}], got {n_chunks}")
+    if n_orders < 1:
+        raise ValueError(f"n_orders must be >= 1, got {n_orders}")
+    rng = np.random.default_rng(random_state)
+    S, J = nb.sims, nb.idx
+    scores = []
+    for _ in range(n_orders):
+        order = rng.permutation(n)
+        bounds = np.linspace(0, n, n_chunks + 1).astype(int)
+        rank = np.empty(n, np.int64)
+        rank[order] = np.arange(n)
+        chunk = np.searchsorted(bounds, rank, side="right") - 1
+        q = np.flatnonzero(chunk >= 1)
+        ok = chunk[J[q]] < chunk[q][:, None]
+        first = np.argmax(ok, axis=1)
+        s1 = S[q, first]
+        good = ok.any(axis=1) & (s1 > S[q, -1])
+        tied = ok & (S[q] == s1[:, None])
+        nn = J[q, np.where(tied, rank[J[q]], n).argmin(axis=1)]
+        for j in np.unique(chunk[q[~good]]):
+            bad = np.flatnonzero(~good & (chunk[q] == j))
+            seen = order[: bounds[j]]
+            _, i = nearest_cosine(nb.X[q[bad]], nb.X[seen], k=1, normalized=True)
+            nn[bad] = seen[i[:, 0]]
+            nb.fallback_rows += len(bad)
+        correct = y[nn] == y[q]
+        accs = [correct[chunk[q] == j].mean() for j in range(1, n_chunks)]
+        scores.append(np.mean(accs))
+    return float(np.mean(scores))
+
+
+def cluster_learnability_heldout_shared(
+    nb: SelfNeighbours, train, test, k: int, n_init: int = 3, random_state: int = 0, engine: str = "auto"
+) -> float:
+    """cluster_learnability_heldout(X[train], X[test], k, ...): the test rows' nearest train
+    rows are read from the shared lists."""
+    train, test = np.asarray(train, bool), np.asarray(test, bool)
+    tr, te = heldout_clusters(nb.X[train], nb.X[test], k, n_init, random_state, engine)
+    labels = np.full(len(nb.X), -1, np.int64)
+    labels[train] = tr
+    _, idx = nb.cosine(np.flatnonzero(test), train, 1)
+    return float(np.mean(labels[idx[:, 0]] == te))

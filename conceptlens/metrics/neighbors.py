@@ -54,7 +54,9 @@ def nearest_cosine(
     B = as_matrix(base, "base")
     if Q.shape[1] != B.shape[1]:
         raise ValueError(f"queries have {Q.shape[1]} features but base has {B.shape[1]}")
-    n_avail = B.shape[0] - (1 if exclude is not None else 0)
+    # A -1 excludes nothing: queries outside the base (test rows against train) keep all of it.
+    excluding = exclude is not None and bool((np.asarray(exclude) >= 0).any())
+    n_avail = B.shape[0] - (1 if excluding else 0)
     if not 1 <= k <= n_avail:
         raise ValueError(f"k={k} must be in [1, {n_avail}]")
     if not normalized:
@@ -81,53 +83,255 @@ def nearest_cosine(
     return sims, idx
 
 
-def _pairwise_sq_exact(
-    X64: np.ndarray, rows: np.ndarray, cols: np.ndarray, chunk: int = 1 << 22
-) -> np.ndarray:
-    """Squared distances of the pairs (rows[i], cols[i]) from differences in float64."""
+def _pairwise_sq_exact(X: np.ndarray, rows: np.ndarray, cols: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+    """Squared distances of the pairs (rows[i], cols[i]) from differences in float64
+    (of X's values, whatever its dtype)."""
     out = np.empty(len(rows))
-    step = max(1, chunk // X64.shape[1])  # bounded memory even for huge candidate sets
+    step = max(1, chunk // X.shape[1])  # bounded memory even for huge candidate sets
     for s, e in _blocks(len(rows), step):
-        diff = X64[rows[s:e]] - X64[cols[s:e]]
+        diff = X[rows[s:e]].astype(np.float64) - X[cols[s:e]]
         out[s:e] = np.einsum("ij,ij->i", diff, diff)
     return out
 
 
-def nearest_euclidean_self(X, k: int = 2, block_size: int = DEFAULT_BLOCK) -> tuple[np.ndarray, np.ndarray]:
-    """Exact Euclidean distances to the k nearest other rows of X: (distances, indices).
+# ---- one symmetric pass: the m best other rows of every row ------------------------------
+# Row blocks of SELF_BLOCK against column chunks of SELF_CHUNK from the block on: each
+# product serves its rows and, read down its columns, the later rows it holds.
+SELF_BLOCK = 1024
+SELF_CHUNK = 8192
+# Unit roundoff of float32.
+U32 = float(np.finfo(np.float32).eps) / 2
 
-    Candidates come from a float32 product |a|^2 + |b|^2 - 2ab. Its error on a pair is
-    below E = (d + 8) eps32 (|a| + |b|)^2 (summation of d terms, two additions and the
-    rounding of X to float32), so every row whose true distance can be among the k
-    smallest lies within 2E of the k-th smallest float32 value. All of those - however
-    many, e.g. a blob of near-duplicates - are re-measured from differences in float64
-    and the k best kept (ties: the lower index). A fixed number of re-measured candidates
-    is not enough: near-duplicates more numerous than it get the wrong r1 and r2.
+
+def _merge(best, bidx, thr, rows, cols, vals) -> None:
+    """Fold candidates (rows sorted ascending) into each row's list of its m best."""
+    if len(rows) == 0:
+        return
+    m = best.shape[1]
+    ur, start, cnt = np.unique(rows, return_index=True, return_counts=True)
+    V = np.full((len(ur), m + int(cnt.max())), -np.inf, np.float32)
+    ix = np.full(V.shape, -1, np.int64)
+    V[:, :m], ix[:, :m] = best[ur], bidx[ur]
+    g = np.repeat(np.arange(len(ur)), cnt)
+    pos = m + np.arange(len(rows)) - start[g]
+    V[g, pos], ix[g, pos] = vals, cols
+    top = np.argpartition(-V, m - 1, axis=1)[:, :m]
+    best[ur] = np.take_along_axis(V, top, axis=1)
+    bidx[ur] = np.take_along_axis(ix, top, axis=1)
+    thr[ur] = best[ur].min(axis=1)
+
+
+def _offer(best, bidx, thr, S: np.ndarray, r0: int, c0: int, axis: int) -> None:
+    """Offer scores S (rows r0.., columns c0..) to the lists of its rows (axis 1) or of its
+    columns (axis 0), without transposing it."""
+    m = best.shape[1]
+    own, other = (r0, c0) if axis == 1 else (c0, r0)  # whose lists grow, whose indices enter
+    t = thr[own : own + S.shape[1 - axis]]
+    fresh = np.isneginf(t)
+    if fresh.any() and S.shape[axis] > m:
+        # A point's first scores: its m best there (its threshold, -inf, would pass everything).
+        f = np.flatnonzero(fresh)
+        Sf = S[f] if axis == 1 else np.ascontiguousarray(S[:, f].T)
+        top = np.argpartition(-Sf, m - 1, axis=1)[:, :m]
+        vals = np.take_along_axis(Sf, top, axis=1)
+        ok = np.isfinite(vals)  # not the point itself
+        _merge(best, bidx, thr, np.repeat(f, m).reshape(-1, m)[ok] + own, top[ok] + other, vals[ok])
+        t = np.where(fresh, np.inf, t).astype(np.float32)  # done with those here
+    # flatnonzero and divmod: several times faster than nonzero on a sparse mask.
+    hit = np.flatnonzero(S > (t[:, None] if axis == 1 else t[None, :]))
+    r, c = np.divmod(hit, S.shape[1])
+    vals = S[r, c]
+    if axis == 0:
+        order = np.argsort(c, kind="stable")
+        r, c, vals = c[order], r[order], vals[order]
+    _merge(best, bidx, thr, r + own, c + other, vals)
+
+
+def top_self(
+    X: np.ndarray,
+    m: int,
+    bias: np.ndarray | None = None,
+    block_size: int = SELF_BLOCK,
+    chunk: int = SELF_CHUNK,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For every row i of float32 X, the m other rows j with the largest score
+    X_i . X_j - bias_j, computed in float32: (scores, indices), best first, ties by index.
+
+    Every row whose score exceeds scores[i, -1] is in row i's list (rows tied with the
+    last may be missing): callers use only entries above it. Each pair's score is
+    computed once and offered to both of its rows, so the pass costs half of the blocked
+    X X^T product; a running threshold per row keeps the selection to about one
+    comparison per score.
+    """
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    n = len(X)
+    if not 1 <= m < n:
+        raise ValueError(f"m={m} must be in [1, {n - 1}] for {n} points")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
+    chunk = max(int(chunk), block_size)
+    best = np.full((n, m), -np.inf, np.float32)
+    bidx = np.full((n, m), -1, np.int64)
+    thr = np.full(n, -np.inf, np.float32)
+    for s0, e0 in _blocks(n, block_size):
+        for c0 in range(s0, n, chunk):
+            c1 = min(c0 + chunk, n)
+            S = X[s0:e0] @ X[c0:c1].T
+            if c0 == s0:
+                S[np.arange(e0 - s0), np.arange(e0 - s0)] = -np.inf  # never the point itself
+            _offer(best, bidx, thr, S if bias is None else S - bias[None, c0:c1], s0, c0, axis=1)
+            later = max(e0, c0) - c0  # columns past the block: their lists get these rows
+            if later < c1 - c0:
+                T = S[:, later:] if bias is None else S[:, later:] - bias[s0:e0, None]
+                _offer(best, bidx, thr, T, s0, c0 + later, axis=0)
+    order = np.lexsort((bidx, -best), axis=-1)
+    return np.take_along_axis(best, order, axis=1), np.take_along_axis(bidx, order, axis=1)
+
+
+def _exact_k(X: np.ndarray, qrows: np.ndarray, S: np.ndarray, J: np.ndarray, k: int, window: np.ndarray):
+    """Exact Euclidean k nearest of rows `qrows` among candidate columns J (q, c) with float32
+    scores S (-inf: not a candidate; at least k finite per row): every candidate within
+    `window` of the k-th best score is re-measured in float64, the k closest kept (ties:
+    the lower index)."""
+    sk = -np.partition(-S, k - 1, axis=1)[:, k - 1]
+    r, c = np.nonzero(S >= (sk - window)[:, None])
+    cols = J[r, c]
+    exact = _pairwise_sq_exact(X, qrows[r], cols)
+    order = np.lexsort((cols, exact, r))
+    r, cols, exact = r[order], cols[order], exact[order]
+    take = np.searchsorted(r, np.arange(len(qrows)))[:, None] + np.arange(k)[None, :]
+    return np.sqrt(exact[take]), cols[take]
+
+
+def exact_euclidean_from_lists(
+    X: np.ndarray,
+    scores: np.ndarray,
+    idx: np.ndarray,
+    k: int,
+    window: np.ndarray,
+    bias: np.ndarray | None = None,
+    allowed: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
+    block_size: int = DEFAULT_BLOCK,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Exact Euclidean k nearest other rows among `allowed` columns, for `rows` (default all),
+    from top_self lists: (distances, indices), nearest first, ties by the lower index.
+
+    window[i] bounds how far the float32 score of a column can sit below row i's k-th
+    best and still be among its k nearest (twice the score error, plus the spread of
+    |x|^2 / 2 when the lists were ranked without that bias). Rows whose list does not
+    reach that far are searched again over every column (their number is returned third).
+    """
+    n = len(X)
+    rows = np.arange(n) if rows is None else np.asarray(rows, np.int64)
+    S, J = scores[rows], idx[rows]
+    if allowed is not None:
+        S = np.where(allowed[J], S, -np.inf).astype(np.float32)
+    n_ok = np.isfinite(S).sum(axis=1)
+    kth = np.where(n_ok >= k, -np.partition(-S, k - 1, axis=1)[:, k - 1], -np.inf)
+    done = (n_ok >= k) & (kth - window[rows] > scores[rows, -1])
+    dist = np.empty((len(rows), k))
+    out = np.empty((len(rows), k), np.int64)
+    if done.any():
+        dist[done], out[done] = _exact_k(X, rows[done], S[done], J[done], k, window[rows[done]])
+    X32 = np.asarray(X, dtype=np.float32)
+    for s, e in _blocks(int((~done).sum()), min(block_size, 512)):  # rows x N scores at a time
+        todo = np.flatnonzero(~done)[s:e]
+        q = rows[todo]
+        F = X32[q] @ X32.T
+        if bias is not None:
+            F -= bias[None, :]
+        F[np.arange(len(q)), q] = -np.inf
+        if allowed is not None:
+            F[:, ~allowed] = -np.inf
+        if (np.isfinite(F).sum(axis=1) < k).any():
+            raise ValueError(f"fewer than k={k} allowed other rows")
+        J_all = np.broadcast_to(np.arange(n), F.shape)
+        dist[todo], out[todo] = _exact_k(X, q, F, J_all, k, window[q])
+    return dist, out, int((~done).sum())
+
+
+def score_error(norms: np.ndarray, d: int, with_bias: bool) -> np.ndarray:
+    """Bound, per row i, on |float32 score - exact score| against any row: the float32 dot
+    product of d terms (gamma_d |a||b|), the rounding of the inputs to float32 and, with
+    the bias |b|^2 / 2, its own dot product and subtraction."""
+    g = 1.01 * (d + 8) * U32
+    nmax = float(norms.max())
+    return g * norms * nmax + (g * nmax**2 if with_bias else 0.0)
+
+
+def nearest_euclidean_self(X, k: int = 2, block_size: int = SELF_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """Exact Euclidean distances to the k nearest other rows of X: (distances, indices),
+    nearest first, ties by the lower index.
+
+    Candidates come from one float32 pass ranking rows j by X_i . X_j - |X_j|^2 / 2
+    (top_self); every row whose exact distance can be among the k smallest lies within
+    twice the float32 error bound of the k-th best score, and all of those - however many,
+    e.g. a blob of near-duplicates - are re-measured from differences in float64. A fixed
+    number of re-measured candidates is not enough: near-duplicates more numerous than
+    it get the wrong r1 and r2.
     """
     X64 = as_matrix(X, dtype=np.float64)
     n, d = X64.shape
     if not 1 <= k < n:
         raise ValueError(f"k={k} must be in [1, {n - 1}] for {n} points")
-    X = X64.astype(np.float32)
-    sq = np.einsum("ij,ij->i", X, X)
+    X32 = X64.astype(np.float32)
+    bias = np.einsum("ij,ij->i", X32, X32) / 2
     norms = np.sqrt(np.einsum("ij,ij->i", X64, X64))
-    margin = 2 * (d + 8) * np.finfo(np.float32).eps * (norms + norms.max()) ** 2
-    dist = np.empty((n, k))
-    idx = np.empty((n, k), np.int64)
-    for s, e in _blocks(n, block_size):
-        D = X[s:e] @ X.T
-        D *= -2.0  # in place: no further block x N temporaries
-        D += sq[None, :]
-        D += sq[s:e, None]
-        D[np.arange(e - s), np.arange(s, e)] = np.inf  # never the point itself
-        kth = np.partition(D, k - 1, axis=1)[:, k - 1]
-        rows, cols = np.nonzero(D <= (kth + margin[s:e])[:, None])
-        del D
-        exact = _pairwise_sq_exact(X64, rows + s, cols)
-        order = np.lexsort((cols, exact, rows))  # by row, then distance, then index
-        rows, cols, exact = rows[order], cols[order], exact[order]
-        first = np.searchsorted(rows, np.arange(e - s))
-        take = first[:, None] + np.arange(k)[None, :]  # every row has >= k candidates
-        dist[s:e] = np.sqrt(exact[take])
-        idx[s:e] = cols[take]
-    return dist, idx
+    window = 2 * score_error(norms, d, with_bias=True)
+    scores, idx = top_self(X32, min(n - 1, k + 30), bias=bias, block_size=block_size)
+    d, i, _ = exact_euclidean_from_lists(X64, scores, idx, k, window, bias=bias, block_size=block_size)
+    return d, i
+
+
+class SelfNeighbours:
+    """The m most cosine-similar other rows of every row of L2-normalised float32 X, from one
+    pass (top_self), shared by the metrics that need neighbours of the same points: kNN
+    accuracy, 1-NN cluster learnability, TwoNN. Each query falls back to a direct search
+    for the rows whose list is too short to answer it exactly."""
+
+    def __init__(self, Xn: np.ndarray, m: int = 64, block_size: int = SELF_BLOCK):
+        self.X = np.ascontiguousarray(Xn, dtype=np.float32)
+        self.m = min(int(m), len(self.X) - 1)
+        self.sims, self.idx = top_self(self.X, self.m, block_size=block_size)
+        self.fallback_rows = 0  # rows answered by a direct search (diagnostics)
+
+    def cosine(self, rows: np.ndarray, allowed: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k most similar `allowed` columns of each row (float32 cosine): (sims, indices),
+        best first. As nearest_cosine(X[rows], X[allowed], k) with indices into X."""
+        rows = np.asarray(rows, np.int64)
+        S, J = self.sims[rows], self.idx[rows]
+        ok = allowed[J]
+        if k <= self.m:
+            pos = np.argsort(~ok, axis=1, kind="stable")[:, :k]  # first k allowed, in rank order
+            sims = np.take_along_axis(S, pos, axis=1)
+            idx = np.take_along_axis(J, pos, axis=1)
+            good = (ok.sum(axis=1) >= k) & (sims[:, -1] > S[:, -1])
+        else:
+            sims, idx = np.empty((len(rows), k), np.float32), np.empty((len(rows), k), np.int64)
+            good = np.zeros(len(rows), bool)
+        bad = np.flatnonzero(~good)
+        if len(bad):
+            self.fallback_rows += len(bad)
+            base = np.flatnonzero(allowed)
+            where = np.full(len(self.X), -1, np.int64)
+            where[base] = np.arange(len(base))
+            s2, j2 = nearest_cosine(
+                self.X[rows[bad]], self.X[base], k=k, exclude=where[rows[bad]], normalized=True
+            )
+            sims[bad], idx[bad] = s2, base[j2]
+        return sims, idx
+
+    def euclidean(self, allowed: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Exact Euclidean k nearest `allowed` other rows of every allowed row:
+        (rows, distances, indices), as nearest_euclidean_self(X[allowed]) with indices into X."""
+        rows = np.flatnonzero(allowed)
+        norms = np.sqrt(np.einsum("ij,ij->i", self.X, self.X, dtype=np.float64))
+        sq = norms[rows] ** 2
+        # The lists rank by X_i . X_j alone: |X_j|^2 / 2, ~1/2 here, spreads by rounding.
+        window = 2 * score_error(norms, self.X.shape[1], with_bias=False) + (sq.max() - sq.min()) / 2
+        d, j, n_direct = exact_euclidean_from_lists(
+            self.X, self.sims, self.idx, k, window, allowed=allowed, rows=rows
+        )
+        self.fallback_rows += n_direct
+        return rows, d, j

@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import compare
+from . import clusters
 
+# The tables of `conceptlens analyze comparisons` the page reads.
+COMPARISON_TABLES = ("clid_scores", "predictor_correlations", "clustering_similarity", "cluster_links")
 # Which link kinds (see `compare.classify_links`) each choice of the page draws.
 FLOWS = {
     "significant flows": ("one-to-one", "split", "merge", "split+merge", "partial"),
@@ -29,23 +32,25 @@ def ks(db, dataset: str) -> pd.DataFrame:
     )
 
 
-_CLID_JOIN = """
-        LEFT JOIN (SELECT checkpoint_id, clid, wclid FROM clid_scores
-                   WHERE dataset = $ds AND k = $k) s ON s.checkpoint_id = c.checkpoint_id"""
-
-
 def summary(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
     """One row per checkpoint of `dataset` with metrics at k: every `checkpoints` column,
-    its `checkpoint_metrics`, its CLID and W-CLID (with `clid` and the table present) and
-    its clusters' count, mean purity and mean coherence (random, hard)."""
+    its `checkpoint_metrics`, its CLID, W-CLID and leave-one-out W-CLID (with `clid` and
+    the table present) and its clusters' count, mean purity and mean coherence (random,
+    hard)."""
     with_clid = clid and db.has("clid_scores")
+    scores = (
+        [c for c in ("clid", "wclid", "wclid_loo") if c in db.columns("clid_scores")] if with_clid else []
+    )
+    clid_join = f"""
+        LEFT JOIN (SELECT checkpoint_id, {", ".join(scores)} FROM clid_scores
+                   WHERE dataset = $ds AND k = $k) s ON s.checkpoint_id = c.checkpoint_id"""
     return db.query(
         f"""
-        SELECT c.*, m.* EXCLUDE (checkpoint_id, k) {", s.clid, s.wclid" if with_clid else ""},
+        SELECT c.*, m.* EXCLUDE (checkpoint_id, k) {"".join(f", s.{c}" for c in scores)},
                a.clusters, a.mean_purity, a.mean_coherence, a.mean_coherence_hard
         FROM checkpoints c
         JOIN checkpoint_metrics m ON m.checkpoint_id = c.checkpoint_id AND m.k = $k
-        {_CLID_JOIN if with_clid else ""}
+        {clid_join if scores else ""}
         LEFT JOIN (SELECT checkpoint_id, count(*) AS clusters, avg(purity) AS mean_purity,
                           avg(coherence_random) AS mean_coherence,
                           avg(coherence_hard) AS mean_coherence_hard
@@ -55,6 +60,39 @@ def summary(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
         ORDER BY c.checkpoint_id""",
         {"ds": dataset, "k": int(k)},
     )
+
+
+# The page's table of checkpoints: its columns, in order, and the number format of each.
+TABLE_COLUMNS = {
+    "checkpoint_id": None,
+    "model": None,
+    "method": None,
+    "run": None,
+    "epoch": "%d",
+    "knn_acc": "%.3f",
+    "cl": "%.3f",
+    "cl_heldout": "%.3f",
+    "id": "%.2f",
+    "clid": "%.3f",
+    "wclid": "%.3f",
+    "wclid_loo": "%.3f",
+    "anmi": "%.3f",
+    "clusters": "%d",
+    "mean_purity": "%.3f",
+    "mean_coherence": "%.3f",
+    "mean_coherence_hard": "%.3f",
+}
+
+
+def checkpoint_table(
+    db, dataset: str, k: int, clid: bool = True, sort: str = "checkpoint_id", descending: bool = False
+) -> pd.DataFrame:
+    """`summary`'s columns of TABLE_COLUMNS, sorted by `sort` (missing values last)."""
+    s = summary(db, dataset, k, clid)
+    if sort not in s.columns:
+        raise ValueError(f"sort must be a column of the checkpoint table, got {sort!r}")
+    s = s.sort_values([sort, "checkpoint_id"], ascending=[not descending, True], na_position="last")
+    return s[[c for c in TABLE_COLUMNS if c in s.columns]].reset_index(drop=True)
 
 
 def names(db, dataset: str, k: int) -> pd.DataFrame:
@@ -77,13 +115,128 @@ def training(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
     return compare.epoch_long(stages)
 
 
+PREDICTOR_NAMES = {
+    "cl": "CL",
+    "cl_heldout": "CL (held-out)",
+    "id": "ID",
+    "clid": "CLID",
+    "wclid": "W-CLID (in-sample fit)",
+    "wclid_loo": "W-CLID (leave-one-out)",
+    # lu2022's baselines (`conceptlens analyze baselines`)
+    "alignment": "alignment (Wang & Isola)",
+    "uniformity": "uniformity (Wang & Isola)",
+    "mcr2": "MCR² rate reduction ΔR",
+    "rotation": "rotation prediction",
+    "source_entropy": "−H(Y|X), source probe (uses labels)",
+    # transfer only
+    "knn_acc": "kNN accuracy in domain (uses labels)",
+    "target_entropy": "−H(Y|X), target probe (uses target labels)",
+}
+BASELINES = ("alignment", "uniformity", "mcr2", "rotation", "source_entropy")
+_CORR_COLUMNS = (
+    "pearson",
+    "pearson_lo",
+    "pearson_hi",
+    "pearson_p",
+    "kendall",
+    "kendall_lo",
+    "kendall_hi",
+    "kendall_p",
+    "n_checkpoints",
+)
+
+
 def predictor_correlations(db, dataset: str, k: int) -> pd.DataFrame:
-    return db.query(
-        """
-        SELECT predictor, pearson, pearson_p, kendall, kendall_p, n_checkpoints
-        FROM predictor_correlations WHERE dataset = $ds AND k = $k ORDER BY predictor""",
+    """The stored correlations of each predictor with kNN accuracy at k, in the order of
+    `PREDICTOR_NAMES`, with `name`; interval columns an older workspace lacks are NaN."""
+    have = set(db.columns("predictor_correlations"))
+    cols = ", ".join(c if c in have else f"NULL::DOUBLE AS {c}" for c in _CORR_COLUMNS)
+    out = db.query(
+        f"""
+        SELECT predictor, {cols}
+        FROM predictor_correlations WHERE dataset = $ds AND k = $k""",
         {"ds": dataset, "k": int(k)},
     )
+    return _named(out)
+
+
+def _named(out: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the order of `PREDICTOR_NAMES` with their `name`; a baseline never computed
+    (no checkpoint has it) is left out rather than shown as a row of dashes."""
+    out = out[~(out["predictor"].isin(BASELINES) & out["n_checkpoints"].fillna(0).eq(0))]
+    order = {p: i for i, p in enumerate(PREDICTOR_NAMES)}
+    out = out.sort_values("predictor", key=lambda s: s.map(order).fillna(len(order))).reset_index(drop=True)
+    out.insert(1, "name", out["predictor"].map(PREDICTOR_NAMES).fillna(out["predictor"]))
+    return out
+
+
+# ---- transfer (lu2022 section 3.5) --------------------------------------------------------------
+def transfer_targets(db, dataset: str) -> list[str]:
+    """Datasets the checkpoints of `dataset` were transferred to (`analyze baselines`)."""
+    if not db.has("transfer_correlations"):
+        return []
+    t = db.query(
+        "SELECT DISTINCT target_dataset FROM transfer_correlations WHERE dataset = $ds ORDER BY 1",
+        {"ds": dataset},
+    )
+    return list(t["target_dataset"])
+
+
+def transfer_correlations(db, dataset: str, k: int, target: str) -> pd.DataFrame:
+    """Each predictor's correlation with the transfer accuracy to `target`, like
+    `predictor_correlations`."""
+    cols = ", ".join(_CORR_COLUMNS)
+    out = db.query(
+        f"""
+        SELECT predictor, {cols} FROM transfer_correlations
+        WHERE dataset = $ds AND k = $k AND target_dataset = $t""",
+        {"ds": dataset, "k": int(k), "t": target},
+    )
+    return _named(out)
+
+
+def transfer_scores(db, dataset: str, k: int, target: str) -> pd.DataFrame:
+    """Every checkpoint's transfer accuracy to `target` next to its in-domain kNN accuracy
+    and its baselines at k, best transfer first."""
+    return db.query(
+        """
+        SELECT t.checkpoint_id, t.accuracy AS transfer_acc, m.knn_acc, t.target_neg_entropy,
+               b.alignment, b.uniformity, b.mcr2, b.rotation, t.n_train, t.n_test
+        FROM transfer_scores t
+        JOIN checkpoints c USING (checkpoint_id)
+        LEFT JOIN checkpoint_metrics m ON m.checkpoint_id = t.checkpoint_id AND m.k = $k
+        LEFT JOIN baseline_scores b ON b.checkpoint_id = t.checkpoint_id AND b.k = $k
+        WHERE c.dataset = $ds AND t.target_dataset = $t
+        ORDER BY transfer_acc DESC, t.checkpoint_id""",
+        {"ds": dataset, "k": int(k), "t": target},
+    )
+
+
+def clid_membership(db, dataset: str, k: int) -> pd.DataFrame:
+    """Which checkpoints of `dataset` with CL, ID and kNN accuracy at k the stored CLID
+    compared: `checkpoint_id`, `n_images` (images its metrics were measured on),
+    `compared`. `conceptlens analyze comparisons` compares only the checkpoints embedded on
+    the most common image set and stores a null CLID for the others; without a stored
+    CLID for any checkpoint, `compared` is null throughout (nothing to tell)."""
+    have = set(db.columns("clid_scores")) if db.has("clid_scores") else set()
+    rows = db.query(
+        f"""
+        SELECT c.checkpoint_id, m.n_images, {"s.clid" if "clid" in have else "NULL::DOUBLE AS clid"}
+        FROM checkpoints c
+        JOIN checkpoint_metrics m ON m.checkpoint_id = c.checkpoint_id AND m.k = $k
+        {
+            "LEFT JOIN (SELECT checkpoint_id, clid FROM clid_scores WHERE dataset = $ds AND k = $k) s "
+            "ON s.checkpoint_id = c.checkpoint_id"
+            if "clid" in have
+            else ""
+        }
+        WHERE c.dataset = $ds AND m.cl IS NOT NULL AND m.id IS NOT NULL AND m.knn_acc IS NOT NULL
+        ORDER BY c.checkpoint_id""",
+        {"ds": dataset, "k": int(k)},
+    )
+    known = rows["clid"].notna()
+    compared = known.astype(object) if known.any() else pd.Series(None, index=rows.index, dtype=object)
+    return rows.drop(columns="clid").assign(compared=compared)
 
 
 def anmi_matrix(db, dataset: str, k: int) -> pd.DataFrame:
@@ -122,11 +275,22 @@ def _stored_links(db, dataset: str, k: int, a: str, b: str) -> pd.DataFrame:
 
 
 def cluster_links(
-    db, dataset: str, k: int, a: str, b: str, min_share: float = 0.2, flows: str = "all flows"
+    db,
+    dataset: str,
+    k: int,
+    a: str,
+    b: str,
+    min_share: float = 0.2,
+    flows: str = "all flows",
+    largest: int | None = None,
 ) -> pd.DataFrame:
     """Links from A's clusters to B's, classified (`compare.classify_links`), restricted to
-    the kinds of `flows` (a key of FLOWS)."""
+    the kinds of `flows` (a key of FLOWS) and, with `largest`, to the links of A's
+    `largest` clusters (by shared images, whatever `flows`; ties: the lower cluster id)."""
     links = compare.classify_links(_stored_links(db, dataset, k, a, b), min_share)
+    if largest is not None:
+        sizes = links.drop_duplicates("a").sort_values(["size_a", "a"], ascending=[False, True])
+        links = links[links["a"].isin(sizes["a"].head(int(largest)))]
     return links[links["kind"].isin(FLOWS[flows])].reset_index(drop=True)
 
 
@@ -143,3 +307,78 @@ def cluster_changes(db, dataset: str, k: int, a: str, b: str, min_share: float =
     )["anmi"]
     value = anmi.iloc[0] if len(anmi) else np.nan
     return pd.DataFrame([{**changes, "anmi": float(value) if pd.notna(value) else np.nan}])
+
+
+# ---- two checkpoints' projections, linked -------------------------------------------------------
+def linked_projection(
+    db,
+    dataset: str,
+    k: int,
+    a: str,
+    b: str,
+    side: str,
+    colour: str = "cluster in A",
+    method: str = "umap",
+    limit: int = 10_000,
+) -> pd.DataFrame:
+    """The projection of checkpoint A (`side="a"`) or B (`side="b"`) restricted to the
+    images both projections hold (of `views.clusters.projection`'s fixed sample of
+    `limit`): `image_id`, `x`, `y`, `cluster` of that side and the `colour` column (one of
+    `linked_colours`: `cluster in A`, `cluster in B` or a column of `images`), so both
+    plots can be coloured by the same thing."""
+    if side not in ("a", "b"):
+        raise ValueError(f"side must be 'a' or 'b', got {side!r}")
+    pa_ = clusters.projection(db, a, k, method, limit)
+    if colour not in ("cluster in A", "cluster in B") and colour not in pa_.columns:
+        raise ValueError(f"colour must be one of linked_colours, got {colour!r}")
+    pb = clusters.projection(db, b, k, method, limit)[["image_id", "x", "y", "cluster"]]
+    both = pa_.merge(pb, on="image_id", suffixes=("_a", "_b"))
+    both["cluster in A"] = both["cluster_a"].astype("Int64")
+    both["cluster in B"] = both["cluster_b"].astype("Int64")
+    s = side
+    out = pd.DataFrame(
+        {
+            "image_id": both["image_id"],
+            "x": both[f"x_{s}"],
+            "y": both[f"y_{s}"],
+            "cluster": both[f"cluster_{s}"],
+        }
+    )
+    out[colour] = both[colour]
+    return out
+
+
+def linked_colours(db, dataset: str) -> pd.DataFrame:
+    """`column`: what both projections can be coloured by: A's clusters, B's clusters,
+    then what `views.clusters.colour_options` offers besides the cluster."""
+    rest = [c for c in clusters.colour_options(db, dataset)["column"] if c != "cluster"]
+    return pd.DataFrame({"column": ["cluster in A", "cluster in B", *rest]})
+
+
+def selection_in_b(db, dataset: str, k: int, a: str, b: str, ids: list[str]) -> pd.DataFrame:
+    """Where images selected in A lie in B: one row per B cluster holding some of them
+    (`cluster in B`), with `images` (selected images in it), `share of selection`, `share
+    of cluster` (of the B cluster's size), `from A's clusters` and B's `caption` when
+    stored; most images first."""
+    with_captions = db.has("cluster_captions")
+    rows = db.query(
+        """
+        SELECT cb.cluster AS cluster, count(*) AS images,
+               list_sort(list_distinct(list(ca.cluster))) AS from_a
+        FROM clusters cb
+        LEFT JOIN (SELECT image_id, cluster FROM clusters
+                   WHERE checkpoint_id = $a AND k = $k) ca USING (image_id)
+        WHERE cb.checkpoint_id = $b AND cb.k = $k AND list_contains($ids, cb.image_id)
+        GROUP BY cb.cluster""",
+        {"a": a, "b": b, "k": int(k), "ids": [str(i) for i in ids]},
+    )
+    meta = clusters.cluster_table(db, dataset, b, k, captions=with_captions)
+    keep = ["cluster", "size"] + (["caption"] if "caption" in meta.columns else [])
+    out = rows.merge(meta[keep], on="cluster", how="left")
+    out["from_a"] = [", ".join(str(int(c)) for c in cs) for cs in out["from_a"]]
+    out["share of selection"] = out["images"] / max(len(set(ids)), 1)
+    out["share of cluster"] = out["images"] / out["size"]
+    out = out.rename(columns={"cluster": "cluster in B", "from_a": "from A's clusters"})
+    cols = ["cluster in B", "images", "share of selection", "share of cluster", "from A's clusters"]
+    out = out.sort_values(["images", "cluster in B"], ascending=[False, True])
+    return out[cols + keep[2:]].reset_index(drop=True)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
 import pandas as pd
 
 from ..analysis import compare
 from .home import factors
+
+# What a page can sort the cluster table by (the `cluster_table` column behind each).
+SORTABLE = ("cluster", "size", "purity", "coherence_random", "coherence_hard", "describability_binary")
 
 
 def datasets(db) -> pd.DataFrame:
@@ -62,6 +68,19 @@ def cluster_table(db, dataset: str, checkpoint: str, k: int, captions: bool = Tr
     )
 
 
+def caption_matches(captions: pd.Series, text: str) -> pd.Series:
+    """True where a caption holds every word of `text` as a whole word, in any order,
+    ignoring case ("red" finds "a red circle", not "checkered"); plain text, no
+    patterns. Empty `text` matches every row, a missing caption none."""
+    words = (text or "").split()
+    keep = pd.Series(True, index=captions.index)
+    for w in words:
+        # (?<!\w) / (?!\w) rather than \b: a word may start or end with punctuation.
+        pattern = rf"(?<!\w){re.escape(w)}(?!\w)"
+        keep &= captions.fillna("").astype(str).str.contains(pattern, case=False, regex=True)
+    return keep
+
+
 def filtered_clusters(
     db,
     dataset: str,
@@ -71,10 +90,25 @@ def filtered_clusters(
     purity: tuple[float, float] = (0.0, 1.0),
     text: str = "",
     captions: bool = True,
+    sort: str = "cluster",
+    descending: bool = False,
 ) -> pd.DataFrame:
-    """`cluster_table` restricted as `conceptlens.analysis.compare.filter_clusters` says."""
+    """`cluster_table` restricted by size and purity (`compare.filter_clusters`) and to
+    captions holding every word of `text` (`caption_matches`), sorted by `sort` (one of
+    SORTABLE; missing values last, ties by cluster)."""
+    if sort not in SORTABLE:
+        raise ValueError(f"sort must be one of {', '.join(SORTABLE)}, got {sort!r}")
     table = cluster_table(db, dataset, checkpoint, k, captions)
-    return compare.filter_clusters(table, min_size, tuple(purity), text)
+    table = compare.filter_clusters(table, min_size, tuple(purity))
+    if (text or "").strip():
+        no_caption = pd.Series(None, index=table.index, dtype=object)
+        table = table[caption_matches(table.get("caption", no_caption), text)]
+    if sort not in table.columns:
+        sort = "cluster"
+    table = table.sort_values(["cluster"]).sort_values(
+        sort, ascending=not descending, na_position="last", kind="stable"
+    )
+    return table.reset_index(drop=True)
 
 
 def purity_bins(db, dataset: str, checkpoint: str, k: int, captions: bool = True) -> pd.DataFrame:
@@ -156,3 +190,167 @@ def images(db, ids: list[str], limit: int = 60) -> pd.DataFrame:
         WHERE list_contains($ids, image_id) ORDER BY image_id LIMIT $n""",
         {"ids": [str(i) for i in ids], "n": int(limit)},
     )
+
+
+# ---- selections: a cluster, the clusters a filter keeps, a region of the projection ---------
+def selection_images(db, checkpoint: str, k: int, clusters: tuple[int, ...]) -> pd.DataFrame:
+    """Every image of the given clusters (all of them, not a sample): `image_id`,
+    `label_name`, `thumbnail`, `split`, `cluster`, `distance`; by cluster, then nearest
+    to its centroid first."""
+    return db.query(
+        """
+        SELECT i.image_id, i.label_name, i.thumbnail, i.split, c.cluster, c.distance
+        FROM clusters c JOIN images i USING (image_id)
+        WHERE c.checkpoint_id = $ckpt AND c.k = $k AND list_contains($clusters, c.cluster)
+        ORDER BY c.cluster, c.distance, i.image_id""",
+        {"ckpt": checkpoint, "k": int(k), "clusters": [int(c) for c in clusters]},
+    )
+
+
+def parse_region(text: str) -> tuple[str, np.ndarray]:
+    """`box:x0,x1,y0,y1` or `lasso:x1,y1,x2,y2,...` (a region drawn on a projection, as
+    the URL keeps it) -> (kind, vertices as an (n, 2) array; a box as its two corners)."""
+    kind, _, rest = str(text).partition(":")
+    try:
+        nums = np.array([float(v) for v in rest.split(",")], dtype=float)
+    except ValueError:
+        raise ValueError(f"region {text!r}: coordinates must be numbers") from None
+    if not np.isfinite(nums).all():
+        raise ValueError(f"region {text!r}: coordinates must be finite")
+    if kind == "box" and len(nums) == 4:
+        return kind, np.array([[nums[0], nums[2]], [nums[1], nums[3]]])
+    if kind == "lasso" and len(nums) >= 6 and len(nums) % 2 == 0:
+        return kind, nums.reshape(-1, 2)
+    raise ValueError(f"region {text!r} is neither box:x0,x1,y0,y1 nor lasso:x1,y1,x2,y2,x3,y3,...")
+
+
+def region_text(kind: str, xs, ys, max_vertices: int = 80) -> str:
+    """The inverse of `parse_region` for a box (two x, two y) or a lasso path; a long lasso
+    keeps every n-th vertex, so a link stays short."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    if kind == "box":
+        return "box:" + ",".join(f"{v:.6g}" for v in (min(xs), max(xs), min(ys), max(ys)))
+    step = max(1, int(np.ceil(len(xs) / max_vertices)))
+    return "lasso:" + ",".join(f"{x:.5g},{y:.5g}" for x, y in zip(xs[::step], ys[::step]))
+
+
+def points_in_polygon(x: np.ndarray, y: np.ndarray, polygon: np.ndarray) -> np.ndarray:
+    """Even-odd rule: True for each point (x[i], y[i]) inside the closed `polygon` (n, 2)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    inside = np.zeros(len(x), bool)
+    px, py = polygon[:, 0], polygon[:, 1]
+    j = len(polygon) - 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(len(polygon)):
+            crosses = (py[i] > y) != (py[j] > y)
+            at = (px[j] - px[i]) * (y - py[i]) / (py[j] - py[i]) + px[i]
+            inside ^= crosses & (x < at)
+            j = i
+    return inside
+
+
+def region_images(db, checkpoint: str, k: int, region: str, method: str = "umap") -> pd.DataFrame:
+    """Every image of the checkpoint's projection inside `region` (`parse_region`), with
+    the columns of `selection_images`, in the same order."""
+    kind, pts = parse_region(region)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    rows = db.query(
+        """
+        SELECT p.x, p.y, i.image_id, i.label_name, i.thumbnail, i.split, c.cluster, c.distance
+        FROM projections p JOIN images i USING (image_id)
+        LEFT JOIN (SELECT image_id, cluster, distance FROM clusters
+                   WHERE checkpoint_id = $ckpt AND k = $k) c USING (image_id)
+        WHERE p.checkpoint_id = $ckpt AND p.method = $m
+          AND p.x BETWEEN $x0 AND $x1 AND p.y BETWEEN $y0 AND $y1
+        ORDER BY c.cluster, c.distance, i.image_id""",
+        {
+            "ckpt": checkpoint,
+            "k": int(k),
+            "m": method,
+            "x0": float(lo[0]),
+            "x1": float(hi[0]),
+            "y0": float(lo[1]),
+            "y1": float(hi[1]),
+        },
+    )
+    if kind == "lasso":
+        rows = rows[points_in_polygon(rows["x"].to_numpy(), rows["y"].to_numpy(), pts)]
+    return rows.drop(columns=["x", "y"]).reset_index(drop=True)
+
+
+def label_counts(images: pd.DataFrame, top: int = 30) -> pd.DataFrame:
+    """`label_name`, `images`: how many images of a selection carry each label, most
+    first (ties by name); labels past the `top` most frequent are summed as "other
+    labels (n)", missing ones shown as "no label"."""
+    names = images["label_name"].astype("string").fillna("no label")
+    counts = names.value_counts().rename_axis("label_name").reset_index(name="images")
+    counts = counts.sort_values(["images", "label_name"], ascending=[False, True], kind="stable")
+    if len(counts) > top:
+        rest = counts.iloc[top - 1 :]
+        other = {"label_name": [f"other labels ({len(rest)})"], "images": [rest["images"].sum()]}
+        counts = pd.concat([counts.iloc[: top - 1], pd.DataFrame(other)])
+    return counts.reset_index(drop=True)
+
+
+# ---- one image ---------------------------------------------------------------------------------
+def image_details(db, image_id: str, checkpoint: str, k: int, method: str = "umap") -> pd.DataFrame:
+    """One row: every column of `images` for `image_id`, its `cluster` and `distance` at
+    (checkpoint, k) and its projection `x`, `y` (missing when not computed). No row for
+    an unknown id."""
+    has_proj = db.has("projections")
+    return db.query(
+        f"""
+        SELECT i.*, c.cluster, c.distance {", p.x, p.y" if has_proj else ""}
+        FROM images i
+        LEFT JOIN (SELECT image_id, cluster, distance FROM clusters
+                   WHERE checkpoint_id = $ckpt AND k = $k) c USING (image_id)
+        {
+            "LEFT JOIN (SELECT image_id, x, y FROM projections "
+            "WHERE checkpoint_id = $ckpt AND method = $m) p USING (image_id)"
+            if has_proj
+            else ""
+        }
+        WHERE i.image_id = $img""",
+        {"img": str(image_id), "ckpt": checkpoint, "k": int(k), **({"m": method} if has_proj else {})},
+    )
+
+
+def image_captions(db, image_id: str) -> pd.DataFrame:
+    """`captioner`, `text`: every stored caption of the image."""
+    if not db.has("captions"):
+        return pd.DataFrame({"captioner": pd.Series(dtype=str), "text": pd.Series(dtype=str)})
+    return db.query(
+        "SELECT captioner, text FROM captions WHERE image_id = $img ORDER BY captioner",
+        {"img": str(image_id)},
+    )
+
+
+def neighbours(db, checkpoint: str, k: int, image_id: str, n: int = 8) -> pd.DataFrame:
+    """The `n` images nearest to `image_id` in the checkpoint's features by cosine
+    similarity (computed in DuckDB over the checkpoint's feature file): `image_id`,
+    `similarity`, `label_name`, `thumbnail`, `cluster` (at k); most similar first, ties
+    by id. Empty when the checkpoint has no features or no feature for the image."""
+    if not db.has("features"):
+        return pd.DataFrame(columns=["image_id", "similarity", "label_name", "thumbnail", "cluster"]).astype(
+            {"similarity": float}
+        )
+    return db.query(
+        """
+        WITH q AS (SELECT embedding AS e FROM features
+                   WHERE checkpoint_id = $ckpt AND image_id = $img LIMIT 1),
+             near AS (SELECT f.image_id, list_cosine_similarity(f.embedding, q.e) AS similarity
+                      FROM features f, q
+                      WHERE f.checkpoint_id = $ckpt AND f.image_id <> $img
+                      ORDER BY similarity DESC, f.image_id LIMIT $n)
+        SELECT near.image_id, near.similarity, i.label_name, i.thumbnail, c.cluster
+        FROM near JOIN images i USING (image_id)
+        LEFT JOIN (SELECT image_id, cluster FROM clusters
+                   WHERE checkpoint_id = $ckpt AND k = $k) c USING (image_id)
+        ORDER BY near.similarity DESC, near.image_id""",
+        {"ckpt": checkpoint, "k": int(k), "img": str(image_id), "n": int(n)},
+    )
+
+
+def checkpoint_info(db, checkpoint: str) -> pd.DataFrame:
+    """The checkpoint's row of `checkpoints` (method, epoch, feature size, ...)."""
+    return db.query("SELECT * FROM checkpoints WHERE checkpoint_id = $ckpt", {"ckpt": checkpoint})

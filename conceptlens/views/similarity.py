@@ -280,3 +280,24 @@ def checkpoints(db, dataset: str) -> pd.DataFrame:
         "SELECT DISTINCT checkpoint_id FROM human_alignment WHERE dataset = $ds ORDER BY checkpoint_id",
         {"ds": dataset},
     )
+
+
+# ---- convergence ---------------------------------------------------------------------------
+def convergence(db, dataset: str) -> pd.DataFrame:
+    """`similarity_convergence` of the dataset, by round (empty before the analysis ran)."""
+    if not db.has("similarity_convergence"):
+        return pd.DataFrame(
+            columns=[
+                "round",
+                "n_trials",
+                "dim",
+                "members",
+                "coarse_loss",
+                "within_agreement",
+                "across_agreement",
+            ]
+        )
+    return db.query(
+        "SELECT * EXCLUDE (dataset) FROM similarity_convergence WHERE dataset = $ds ORDER BY round",
+        {"ds": dataset},
+    )

@@ -1,0 +1,267 @@
+"""`conceptlens analyze baselines`: lu2022's baseline predictors and its transfer study.
+
+Per checkpoint and k (the k of its clusterings): alignment and uniformity (Wang and Isola
+2020), the rate reduction Delta R of MCR2 with that k-means partition, rotation-prediction
+accuracy, and the source label entropy (`baseline_scores`); per checkpoint and target
+dataset, the accuracy of a linear probe on another labelled dataset of the workspace
+embedded by the checkpoint's model and its target label entropy (`transfer_scores`,
+lu2022 section 3.5). The comparisons analysis correlates them with kNN accuracy and with
+transfer accuracy.
+
+Alignment, rotation and transfer run the checkpoint's model again on transformed images,
+so they need its weights (`checkpoints.source` and `weights`); a checkpoint whose model
+cannot be loaded gets them as missing values, with a note. Alignment's two views come
+from the demo's SimCLR-style augmentation (`conceptlens.demo.encoders.augment`: random
+resized crop of at least half the area with a horizontal flip, colour jitter 0.4,
+greyscale with probability 0.2), applied to every checkpoint alike.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .. import schema
+from ..workspace import files_signature
+from .common import Context
+from .registry import Analysis, Option, Unit
+
+EPS2 = 0.5  # lu2022 follows MCR2's default epsilon^2 on normalised features
+ROTATIONS = (0, 90, 180, 270)
+
+
+def _units(ctx: Context, opts: dict) -> list[Unit]:
+    wanted = opts.get("_checkpoint")
+    out = []
+    for p in ctx.ws.partitions("features"):
+        cid = p["checkpoint_id"]
+        if wanted is not None and cid != wanted:
+            continue
+        if any(q["checkpoint_id"] == cid for q in ctx.ws.partitions("clusters")):
+            out.append(Unit({"checkpoint_id": cid}, cid))
+    return sorted(out, key=lambda u: u.checkpoint_id)
+
+
+def _ks(ctx: Context, cid: str) -> list[int]:
+    return sorted(int(p["k"]) for p in ctx.ws.partitions("clusters") if p["checkpoint_id"] == cid)
+
+
+def _fingerprint(ctx: Context, unit: Unit) -> str:
+    cid = unit.partition["checkpoint_id"]
+    files = list(ctx.ws.partition_files("features", checkpoint_id=cid))
+    for k in _ks(ctx, cid):
+        files += ctx.ws.partition_files("clusters", checkpoint_id=cid, k=k)
+    row = ctx.checkpoint_row(cid)
+    return files_signature(files) + "|" + str(row.get("weights_sha256") or "") + "|" + str(row["source"])
+
+
+def _load_model(ctx: Context, cid: str):
+    """The checkpoint's adapter, or None (with a note) when its model cannot be loaded."""
+    from ..models import load_adapter
+
+    row = ctx.checkpoint_row(cid)
+    weights = row.get("weights")
+    try:
+        path = ctx.ws.resolve(weights) if isinstance(weights, str) and weights else None
+        return load_adapter(str(row["source"]), weights=path, root=ctx.ws.root)
+    except Exception as e:  # any failure to load means: no model-based baseline, said in a note
+        ctx.note(
+            f"{cid}: model {row['source']!r} could not be loaded ({str(e).splitlines()[0][:200]}); "
+            "alignment, rotation and transfer left missing"
+        )
+        return None
+
+
+def _pil_images(ctx: Context, ids) -> list:
+    from PIL import Image
+
+    from ..extract import image_path
+
+    meta = ctx.image_meta(list(ids))
+    src = meta["source_path"] if "source_path" in meta else pd.Series([None] * len(meta))
+    out = []
+    for thumb, sp in zip(meta["thumbnail"], src):
+        with Image.open(image_path(ctx.ws, thumb, sp if isinstance(sp, str) else None)) as im:
+            out.append(im.convert("RGB"))
+    return out
+
+
+def _embed(adapter, images: list, batch_size: int = 256) -> np.ndarray:
+    import torch
+
+    out = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small models: one thread is faster than two fighting a busy machine
+    try:
+        with torch.no_grad():
+            for i in range(0, len(images), batch_size):
+                batch = torch.stack([adapter.preprocess(im) for im in images[i : i + batch_size]])
+                out.append(adapter.embed(batch).float().numpy())
+    finally:
+        torch.set_num_threads(threads)
+    return np.concatenate(out) if out else np.zeros((0, 0), np.float32)
+
+
+def _augmented_views(images: list, seed: int) -> tuple[list, list]:
+    import torch
+    from PIL import Image
+
+    from ..demo.encoders import augment
+
+    g = torch.Generator().manual_seed(int(seed))
+    views = ([], [])
+    for im in images:
+        x = torch.from_numpy(np.asarray(im, np.float32) / 255.0).permute(2, 0, 1)[None]
+        for v in views:
+            a = augment(x, g)[0].permute(1, 2, 0).numpy()
+            v.append(Image.fromarray((a * 255).round().astype(np.uint8)))
+    return views
+
+
+def _sample(ids: np.ndarray, n: int, seed: int, salt: int) -> np.ndarray:
+    if len(ids) <= n:
+        return ids
+    return np.sort(np.random.default_rng([seed, salt]).choice(ids, n, replace=False))
+
+
+def _split_ids(ctx: Context, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    split = ctx.image_meta(ids)["split"].to_numpy()
+    return ids[split == "train"], ids[split != "train"]
+
+
+def _labelled(ctx: Context, dataset: str) -> pd.DataFrame:
+    img = ctx.images
+    return img[(img["dataset"] == dataset) & img["label"].notna()].sort_values("image_id")
+
+
+def _targets(ctx: Context, source: str, wanted: list[str]) -> list[str]:
+    """The datasets to transfer to: `wanted`, else every other labelled dataset except the
+    concept-quality benchmarks (`concept_datasets`: tabular toys and dSprites levels, which
+    are there to test concept representations, not vision transfer)."""
+    have = set(ctx.images.loc[ctx.images["label"].notna(), "dataset"])
+    if wanted:
+        unknown = sorted(set(wanted) - have)
+        if unknown:
+            raise ValueError(f"--transfer-to: no labelled images of dataset(s) {', '.join(unknown)}")
+        return sorted(set(wanted) - {source})
+    concept = ctx.table("concept_datasets", required=False)
+    skip = set(concept["dataset"]) if concept is not None else set()
+    return sorted(have - {source} - skip)
+
+
+def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+    from ..metrics import baselines as B
+
+    cid = unit.partition["checkpoint_id"]
+    fingerprint = _fingerprint(ctx, unit)
+    seed, n_img = opts["seed"], opts["baseline_images"]
+    ids, X = ctx.features(cid)
+    row = ctx.checkpoint_row(cid)
+    source_ds = str(row["dataset"])
+    meta = ctx.image_meta(ids)
+    train = (meta["split"] == "train").to_numpy()
+    labels = meta["label"].to_numpy()
+    has_label = pd.notna(labels)
+
+    uniformity = B.uniformity(X, max_points=n_img, random_state=seed)
+    source_ent = None
+    if (has_label & train).any() and (has_label & ~train).any():
+        tr, te = has_label & train, has_label & ~train
+        if len(np.unique(labels[tr].astype(int))) >= 2:
+            source_ent = B.linear_probe(X[tr], labels[tr].astype(int), X[te], labels[te].astype(int), seed)[
+                "neg_entropy"
+            ]
+
+    adapter = _load_model(ctx, cid)
+    align = rotation = None
+    transfer = []
+    if adapter is not None:
+        tr_ids, te_ids = _split_ids(ctx, ids)
+        views = _augmented_views(_pil_images(ctx, _sample(te_ids, n_img, seed, 1)), seed)
+        align = B.alignment(_embed(adapter, views[0]), _embed(adapter, views[1]))
+
+        def rotated(sel):
+            ims = _pil_images(ctx, sel)
+            return [im.rotate(a) for im in ims for a in ROTATIONS], np.tile(np.arange(4), len(ims))
+
+        rtr, ytr = rotated(_sample(tr_ids, n_img // 2, seed, 2))
+        rte, yte = rotated(_sample(te_ids, n_img // 4, seed, 3))
+        rotation = B.rotation_accuracy(_embed(adapter, rtr), ytr, _embed(adapter, rte), yte)
+
+        for target in _targets(ctx, source_ds, opts.get("transfer_to") or []):
+            t = _labelled(ctx, target)
+            t_tr = t[t["split"] == "train"]
+            t_te = t[t["split"] != "train"]
+            if t_tr["label"].nunique() < 2 or t_te.empty:
+                continue
+            ftr = _embed(adapter, _pil_images(ctx, t_tr["image_id"]))
+            fte = _embed(adapter, _pil_images(ctx, t_te["image_id"]))
+            probe = B.linear_probe(
+                ftr, t_tr["label"].astype(int).to_numpy(), fte, t_te["label"].astype(int).to_numpy(), seed
+            )
+            transfer.append(
+                {
+                    "target_dataset": target,
+                    "accuracy": probe["accuracy"],
+                    "target_neg_entropy": probe["neg_entropy"],
+                    "n_train": len(t_tr),
+                    "n_test": len(t_te),
+                }
+            )
+
+    rows = []
+    for k in _ks(ctx, cid):
+        part, _ = ctx.clusters(cid, k)
+        rows.append(
+            {
+                "k": k,
+                "alignment": align,
+                "uniformity": uniformity,
+                "mcr2": B.rate_reduction(X, part, EPS2),
+                "rotation": rotation,
+                "source_neg_entropy": source_ent,
+            }
+        )
+    ctx.ws.write(
+        "transfer_scores",
+        pa.Table.from_pylist(transfer, schema=schema.arrow_schema("transfer_scores", partition=False)),
+        checkpoint_id=cid,
+    )
+    ctx.ws.write(
+        "baseline_scores",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("baseline_scores", partition=False)),
+        checkpoint_id=cid,
+        metadata={"inputs": fingerprint},
+    )
+    return fingerprint
+
+
+ANALYSIS = Analysis(
+    name="baselines",
+    title="lu2022's baseline predictors (alignment, uniformity, MCR2, rotation) and transfer",
+    writes=("transfer_scores", "baseline_scores"),
+    units=_units,
+    run=_run,
+    depends=("clustering",),
+    page="Checkpoints",
+    inputs=_fingerprint,
+    options=(
+        Option(
+            "baseline_images",
+            int,
+            500,
+            "images per checkpoint for alignment and uniformity (half as many train images, "
+            "a quarter as many held-out ones, four rotations each, for rotation prediction)",
+            minimum=8,
+        ),
+        Option(
+            "transfer_to",
+            str,
+            None,
+            "datasets to transfer to (default: every other labelled dataset but the concept benchmarks)",
+            multiple=True,
+        ),
+    ),
+    doc=__doc__.splitlines()[0],
+)

@@ -1,0 +1,132 @@
+"""`conceptlens analyze convergence`: has enough similarity data been collected? (roads2021 §5)
+
+One unit per dataset with a psychological embedding. The fitted (train, non-catch) trials
+are taken in collection order (`round` where a study ran in rounds, else trial id) and
+split into `--rounds` cumulative shares; after each share an ensemble is inferred at the
+embedding's chosen dimensionality and measured three ways: the coarse-grained loss on
+randomly drawn trials (the `test` split; else a seeded tenth of the trials, held out),
+the agreement of the members within the ensemble, and its agreement with the previous
+share's ensemble. Curves that have flattened say that more judgments would no longer
+change the embedding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .. import schema
+from ..embedding import active as A
+from ..embedding.psych import read_embedding
+from ..workspace import WorkspaceError, files_signature
+from .common import Context
+from .registry import Analysis, Option, Unit
+from .similarity import ANALYSIS as SIMILARITY
+from .similarity import encode, read_trials
+
+# The same beta and epochs as the embedding itself (one option each across analyses).
+_SHARED = {o.name: o for o in SIMILARITY.options}
+
+
+def _units(ctx: Context, opts: dict) -> list[Unit]:
+    have = sorted({p["dataset"] for p in ctx.ws.partitions("psych_embedding")})
+    wanted = opts.get("_checkpoint")
+    if wanted is not None:
+        have = [d for d in have if d == ctx.checkpoint_row(wanted)["dataset"]]
+    return [Unit({"dataset": d}) for d in have]
+
+
+def _fingerprint(ctx: Context, unit: Unit) -> str:
+    ds = unit.partition["dataset"]
+    return files_signature(
+        ctx.ws.partition_files("similarity_trials", dataset=ds)
+        + ctx.ws.partition_files("psych_embedding", dataset=ds)
+    )
+
+
+def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+    from ..embedding.psych import Trials, fit_embedding
+
+    ds = unit.partition["dataset"]
+    fingerprint = _fingerprint(ctx, unit)
+    rounds, members, seed = opts["rounds"], opts["convergence_members"], opts["seed"]
+    stimuli, fitted = read_embedding(ctx.ws, ds)
+    if not fitted:
+        raise WorkspaceError(f"{ctx.ws.partition_dir('psych_embedding', dataset=ds)}: no embedding")
+    dim = fitted[0][0].shape[1]
+    index = {s: k for k, s in enumerate(stimuli)}
+    t = read_trials(ctx, ds)
+    t = t[~t["is_catch"]]
+    order = ["round", "trial_id"] if "round" in t.columns else ["trial_id"]
+    t = t.sort_values(order, kind="stable")
+    train, coarse = t[t["split"] == "train"], t[t["split"] == "test"]
+    if coarse.empty:
+        pick = np.random.default_rng([seed, 5]).random(len(train)) < 0.1
+        train, coarse = train[~pick], train[pick]
+        ctx.note(f"convergence {ds}: no `test` trials; a seeded tenth of the train trials is the coarse set")
+    stim, sel = encode(train, index)
+    keep = stim[:, 0] >= 0
+    stim, sel, w = stim[keep], sel[keep], train["weight"].to_numpy(np.float64)[keep]
+    cstim, csel = encode(coarse, index)
+    ok = cstim[:, 0] >= 0
+    cstim, csel = cstim[ok], csel[ok]
+    if len(stim) < rounds or not len(cstim):
+        raise WorkspaceError(f"convergence {ds}: {len(stim)} trials cannot make {rounds} rounds")
+    ends = np.linspace(0, len(stim), rounds + 1).round().astype(int)[1:]
+    rows, prev = [], None
+    for r, end in enumerate(ends):
+        share = Trials(stim[:end], sel[:end], w[:end])
+        ens = []
+        for m in range(members):
+            f = fit_embedding(
+                share,
+                len(stimuli),
+                dim,
+                beta=opts["beta"],
+                seed=seed * 1000 + r * 10 + m,
+                max_epochs=opts["max_epochs"],
+                progress=ctx.progress,
+                desc=f"convergence {ds} round {r + 1}/{rounds} member {m + 1}",
+                member=m,
+            )
+            ens.append((f.mu.astype(np.float64), f.sigma.astype(np.float64)))
+        rows.append(
+            {
+                "round": r,
+                "n_trials": int(end),
+                "dim": int(dim),
+                "members": members,
+                "coarse_loss": A.coarse_grained_loss(ens, cstim, csel, opts["beta"]),
+                "within_agreement": A.within_agreement(ens, opts["beta"], seed),
+                "across_agreement": None
+                if prev is None
+                else A.across_agreement(prev, ens, opts["beta"], seed),
+            }
+        )
+        prev = ens
+    ctx.ws.write(
+        "similarity_convergence",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("similarity_convergence", partition=False)),
+        metadata={"inputs": fingerprint},
+        dataset=ds,
+    )
+    return fingerprint
+
+
+ANALYSIS = Analysis(
+    name="convergence",
+    title="Convergence of the psychological embedding as judgments accumulate (roads2021 §5)",
+    writes=("similarity_convergence",),
+    units=_units,
+    run=_run,
+    inputs=_fingerprint,
+    depends=("similarity",),
+    page="Similarity",
+    options=(
+        Option("rounds", int, 5, "cumulative shares of the trials to infer the embedding from", minimum=2),
+        Option("convergence_members", int, 3, "ensemble members per share", minimum=2),
+        _SHARED["beta"],
+        _SHARED["max_epochs"],
+    ),
+    doc=__doc__.splitlines()[0],
+)

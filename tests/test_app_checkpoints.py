@@ -1,0 +1,200 @@
+"""AppTest of the Checkpoints page's controls and of what it shows for missing or left-out
+values, on the factory workspace (tests/factory.py: toy dataset, ck0..ck2, k = 4)."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import plotly.io
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conceptlens import views
+from conceptlens.db import WorkspaceDB
+from tests.test_app import assert_clean, open_app, plain
+
+CHECKPOINTS = "pages/checkpoints.py"
+DASH = "\u2014"
+
+
+def rewrite(ws, rel: str, change) -> None:
+    """Replace one Parquet file (`rel` below the workspace) by `change(DataFrame)`, keeping
+    its schema. A new file is renamed over it: the copy's files are hard links to the
+    session's template, which must not change."""
+    path = ws / rel
+    old = pq.read_table(path)
+    df = change(old.to_pandas())
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(pa.Table.from_pandas(df, schema=old.schema, preserve_index=False), tmp)
+    os.replace(tmp, path)
+
+
+def figures(at) -> list:
+    return [plotly.io.from_json(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def array(value) -> np.ndarray:
+    """A figure's array as sent to the browser (typed arrays travel as base64)."""
+    if isinstance(value, dict) and "bdata" in value:
+        import base64
+
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+    return np.asarray(value, dtype=float)
+
+
+def table_with(at, column: str) -> pd.DataFrame:
+    (t,) = [d for d in at.dataframe if column in d.value.columns]
+    return t
+
+
+def query(at) -> dict:
+    return {k: at.query_params[k] for k in at.query_params}
+
+
+def test_every_choice_round_trips_through_the_url(monkeypatch, factory_template):
+    link = {
+        "ds": "toy",
+        "k": "4",
+        "a": "ck2",
+        "b": "ck0",
+        "sort": "knn_acc",
+        "desc": "1",
+        "metric": "cl",
+        "color": "label_name",
+        "share": "0.3",
+        "flows": "all flows",
+    }
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query=link)
+    assert_clean(at)
+    assert not at.warning, [w.value for w in at.warning]
+    assert query(at) == link
+    assert at.selectbox(key="ckpts_sort").value == "knn_acc" and at.toggle(key="ckpts_desc").value
+    assert at.selectbox(key="ckpts_metric").value == "cl"
+    assert at.selectbox(key="ckpts_color").value == "label_name"
+    assert at.slider(key="ckpts_share").value == pytest.approx(0.3)
+    assert at.radio(key="ckpts_flows").value == "all flows"
+    # What the choices show: the table by kNN accuracy, highest first (0.9, 0.8, 0.7)...
+    assert list(table_with(at, "knn_acc").value["checkpoint_id"]) == ["ck0", "ck1", "ck2"]
+    # ... CL against epoch, and both UMAPs coloured by label.
+    (epoch,) = [f for f in figures(at) if f.layout.xaxis.title.text == "epoch"]
+    assert epoch.layout.yaxis.title.text == "CL"
+    umaps = [f for f in figures(at) if f.data and f.data[0].type == "scattergl"]
+    assert len(umaps) == 2 and all({t.name for t in f.data} == {"red", "green", "blue"} for f in umaps)
+
+    at.selectbox(key="ckpts_sort").set_value("id").run()
+    assert_clean(at)
+    assert query(at) == {**link, "sort": "id"}
+    assert list(table_with(at, "knn_acc").value["checkpoint_id"]) == ["ck2", "ck1", "ck0"]  # ID 7, 6, 5
+    at.toggle(key="ckpts_desc").set_value(False).run()
+    assert "desc" not in query(at)
+    assert list(table_with(at, "knn_acc").value["checkpoint_id"]) == ["ck0", "ck1", "ck2"]
+
+
+def test_correlations_show_their_intervals_and_a_dash_for_what_is_missing(monkeypatch, factory_copy):
+    def intervals(df):
+        df = df.set_index("predictor")
+        df.loc["cl", ["pearson_lo", "pearson_hi", "kendall_lo", "kendall_hi"]] = [0.1, 0.8, -0.2, 0.6]
+        # Half an interval: shown as "[nan, 0.99]" before.
+        df.loc["id", ["pearson_lo", "pearson_hi"]] = [np.nan, 0.99]
+        return df.reset_index()
+
+    rewrite(factory_copy, "predictor_correlations/dataset=toy/part-0.parquet", intervals)
+    at = open_app(monkeypatch, factory_copy, CHECKPOINTS)
+    assert_clean(at)
+    t = table_with(at, "r 95% CI")
+    rows = t.value.set_index("predictor")
+    assert rows.loc["CL", "r 95% CI"] == "[0.10, 0.80]" and rows.loc["CL", "τ 95% CI"] == "[-0.20, 0.60]"
+    assert rows.loc["CL", "Pearson r"] == 0.5 and rows.loc["CL", "r p"] == 0.2 and rows.loc["CL", "n"] == 3
+    assert pd.isna(rows.loc["ID", "r 95% CI"]) and pd.isna(rows.loc["CLID", "τ 95% CI"])
+    assert t.proto.placeholder == DASH
+    cells = " ".join(str(v) for v in rows.to_numpy().ravel() if isinstance(v, str))
+    assert "nan" not in cells.lower() and "None" not in cells
+    # The figure draws the same intervals: bars from 0.1 to 0.8 around r = 0.5.
+    (forest,) = [f for f in figures(at) if (f.layout.xaxis.title.text or "").startswith("correlation")]
+    pearson = forest.data[0]
+    assert pearson.name == "Pearson r"
+    r, lo, hi = array(pearson.x)[0], array(pearson.error_x.arrayminus)[0], array(pearson.error_x.array)[0]
+    assert (r - lo, r + hi) == (pytest.approx(0.1), pytest.approx(0.8))
+
+
+def test_checkpoints_left_out_of_clid_are_named_with_why(monkeypatch, factory_copy, factory_template):
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS)
+    assert "All 3 checkpoints with CL, ID and kNN accuracy were embedded on the same images" in plain(
+        at.caption
+    )
+    # What `analyze comparisons` stores for a checkpoint embedded on other images: no CLID.
+    rewrite(
+        factory_copy,
+        "clid_scores/dataset=toy/part-0.parquet",
+        lambda df: df.assign(clid=df["clid"].where(df["checkpoint_id"] != "ck2")),
+    )
+    rewrite(
+        factory_copy,
+        "checkpoint_metrics/checkpoint_id=ck2/k=4/part-0.parquet",
+        lambda df: df.assign(n_images=40),
+    )
+    at = open_app(monkeypatch, factory_copy, CHECKPOINTS)
+    assert_clean(at)
+    (info,) = [i for i in at.info if "Left out" in i.value]
+    text = plain([info])
+    assert "ck2 (40 images)" in text and "the 2 compared checkpoints (48 images each)" in text
+    assert pd.isna(table_with(at, "clid").value.set_index("checkpoint_id").loc["ck2", "clid"])
+
+
+def test_missing_values_show_as_an_em_dash(monkeypatch, factory_copy):
+    rewrite(
+        factory_copy,
+        "checkpoints.parquet",
+        lambda df: df.assign(epoch=df["epoch"].astype("Int64").where(df["checkpoint_id"] != "ck1")),
+    )
+    rewrite(
+        factory_copy,
+        "clustering_similarity/dataset=toy/part-0.parquet",
+        lambda df: df.assign(anmi=df["anmi"].where(df["checkpoint_b"] != "ck1")),
+    )
+    at = open_app(monkeypatch, factory_copy, CHECKPOINTS, query={"a": "ck0", "b": "ck1"})
+    assert_clean(at)
+    t = table_with(at, "epoch")
+    assert pd.isna(t.value.set_index("checkpoint_id").loc["ck1", "epoch"]) and t.proto.placeholder == DASH
+    assert {m.label: m.value for m in at.metric}["aNMI(A, B)"] == DASH
+
+
+def test_a_region_in_the_link_highlights_the_same_images_in_b(monkeypatch, factory_template):
+    region = "box:-0.5,1,-1,0.5"
+    at = open_app(
+        monkeypatch, factory_template, CHECKPOINTS, query={"a": "ck0", "b": "ck2", "region": region}
+    )
+    assert_clean(at)
+    xy = pd.read_parquet(factory_template / "projections/checkpoint_id=ck0/method=umap/part-0.parquet")
+    inside = set(xy.loc[xy.x.between(-0.5, 1) & xy.y.between(-1, 0.5), "image_id"])
+    assert 0 < len(inside) < len(xy)
+    fig_a, fig_b = [f for f in figures(at) if f.data and f.data[0].type == "scattergl"]
+    assert fig_a.layout.selections[0].type == "rect" and fig_a.layout.selections[0].x0 == -0.5
+
+    def highlighted(fig) -> set:
+        return {t.customdata[i][0] for t in fig.data for i in (t.selectedpoints or ())}
+
+    assert highlighted(fig_b) == inside and highlighted(fig_a) == inside
+    # Where they lie in B, counted from B's stored clusters.
+    b = pd.read_parquet(factory_template / "clusters/checkpoint_id=ck2/k=4/part-0.parquet")
+    want = b[b.image_id.isin(inside)].groupby("cluster").size()
+    where = table_with(at, "cluster in B").value.set_index("cluster in B")["images"]
+    assert where.sort_index().to_dict() == want.sort_index().to_dict()
+    assert f"{len(inside)} images selected in A" in plain(at.markdown)
+    # The region was drawn in A's coordinates: another A forgets it.
+    at.selectbox(key="ckpts_a").set_value("ck1").run()
+    assert_clean(at)
+    assert "region" not in query(at)
+    assert all(not highlighted(f) for f in figures(at) if f.data and f.data[0].type == "scattergl")
+
+
+def test_largest_keeps_the_links_of_as_largest_clusters(factory_template):
+    db = WorkspaceDB(factory_template)
+    a = pd.read_parquet(factory_template / "clusters/checkpoint_id=ck1/k=4/part-0.parquet")
+    sizes = a.groupby("cluster").size()
+    top2 = set(sorted(sizes.index, key=lambda c: (-sizes[c], c))[:2])
+    links = views.checkpoints.cluster_links(db, dataset="toy", k=4, a="ck1", b="ck0", largest=2)
+    assert set(links["a"]) == top2
+    every = views.checkpoints.cluster_links(db, dataset="toy", k=4, a="ck1", b="ck0")
+    pd.testing.assert_frame_equal(links, every[every["a"].isin(top2)].reset_index(drop=True))

@@ -1,0 +1,204 @@
+"""`conceptlens analyze baselines` and the correlations built on it, end to end on a tiny
+workspace with a real (random) conv encoder."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from conceptlens import schema
+from conceptlens.analysis import comparisons
+from conceptlens.analysis.registry import run
+from conceptlens.metrics import baselines as B
+from conceptlens.workspace import Workspace
+from tests.factory import shapes_workspace
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory):
+    """shapes images as dataset `shapes` (labels: shape) and again as `colours` (labels:
+    colour); checkpoint `enc` has a loadable random encoder, `lost` names a model that
+    does not exist."""
+    from conceptlens.demo.encoders import random_encoder, save_weights
+    from conceptlens.extract import extract
+
+    root = tmp_path_factory.mktemp("bl") / "ws"
+    ws = shapes_workspace(root, n=48)
+    img = ws.read("images").to_pandas()
+    other = img.assign(
+        image_id="c-" + img["image_id"],
+        dataset="colours",
+        label=img["color"].astype("category").cat.codes.astype("int64"),
+        label_name=img["color"],
+    )
+    both = pd.concat([img, other], ignore_index=True)
+    ws.write("images", pa.Table.from_pandas(both, preserve_index=False))
+    pre = {"size": 64, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
+    save_weights(root / "models" / "enc.pt", random_encoder(64, seed=3), {"in_size": 64}, pre)
+    spec = "torch:conceptlens.demo.encoders:ConvEncoder"
+    extract(ws, "shapes", spec, weights=root / "models" / "enc.pt", checkpoint_id="enc", progress=False)
+    extract(ws, "shapes", spec, weights=root / "models" / "enc.pt", checkpoint_id="lost", progress=False)
+    ck = ws.read("checkpoints").to_pandas()
+    ck.loc[ck["checkpoint_id"] == "lost", "source"] = "torch:conceptlens.nowhere:Missing"
+    ws.write("checkpoints", pa.Table.from_pandas(ck, schema=schema.arrow_schema("checkpoints")))
+    ctx = run(root, ["baselines"], options={"k": [4], "baseline_images": 16}, progress_bars=False)
+    return Workspace(root), ctx, spec
+
+
+def _features(ws, cid):
+    t = ws.read("features", checkpoint_id=cid).to_pandas().sort_values("image_id")
+    return t["image_id"].to_numpy(), np.stack(t["embedding"].to_numpy()).astype(np.float64)
+
+
+def test_rate_reduction_and_uniformity_are_those_of_the_stored_features_and_clusters(analysed):
+    ws, _, _ = analysed
+    ids, X = _features(ws, "enc")
+    cl = ws.read("clusters", checkpoint_id="enc", k=4).to_pandas().set_index("image_id").loc[ids, "cluster"]
+    row = ws.read("baseline_scores", checkpoint_id="enc").to_pandas().iloc[0]
+    assert row["k"] == 4
+    assert row["mcr2"] == pytest.approx(B.rate_reduction(X, cl.to_numpy(), 0.5), rel=1e-5)
+    assert row["uniformity"] == pytest.approx(B.uniformity(X, max_points=16, random_state=0), rel=1e-5)
+    assert 0 <= row["alignment"] <= 4 and 0 <= row["rotation"] <= 1
+
+
+def test_transfer_is_a_linear_probe_on_the_other_dataset(analysed):
+    from conceptlens.extract import extract
+
+    ws, _, spec = analysed
+    t = ws.read("transfer_scores", checkpoint_id="enc").to_pandas()
+    assert list(t["target_dataset"]) == ["colours"]  # never its own dataset
+    # The same probe, computed from the target's features extracted the ordinary way.
+    extract(ws, "colours", spec, weights=ws.root / "models" / "enc.pt", checkpoint_id="probe", progress=False)
+    ids, X = _features(ws, "probe")
+    meta = ws.read("images").to_pandas().set_index("image_id").loc[ids]
+    tr = (meta["split"] == "train").to_numpy()
+    y = meta["label"].to_numpy()
+    want = B.linear_probe(X[tr], y[tr], X[~tr], y[~tr])
+    assert t["accuracy"].iloc[0] == pytest.approx(want["accuracy"])
+    assert t["target_neg_entropy"].iloc[0] == pytest.approx(want["neg_entropy"], rel=1e-4)
+    assert (t["n_train"].iloc[0], t["n_test"].iloc[0]) == (tr.sum(), (~tr).sum())
+
+
+def test_a_model_that_cannot_be_loaded_leaves_only_its_model_based_baselines_missing(analysed):
+    ws, ctx, _ = analysed
+    row = ws.read("baseline_scores", checkpoint_id="lost").to_pandas().iloc[0]
+    assert pd.isna(row["alignment"]) and pd.isna(row["rotation"])
+    assert np.isfinite(row["mcr2"]) and np.isfinite(row["uniformity"])
+    assert ws.read("transfer_scores", checkpoint_id="lost").num_rows == 0
+    assert any("lost" in n and "could not be loaded" in n for n in ctx.notes)
+
+
+def test_baselines_join_the_predictor_table_with_their_own_values():
+    m = pd.DataFrame(
+        {
+            "checkpoint_id": [f"c{i}" for i in range(6)],
+            "k": 4,
+            "image_set": "same",
+            "n_images": 10,
+            "cl": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+            "cl_heldout": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+            "id": [5.0, 4, 6, 3, 7, 2],
+            "knn_acc": [0.5, 0.6, 0.55, 0.7, 0.65, 0.8],
+            "rotation": [0.9, 0.1, 0.5, 0.3, 0.2, 0.4],
+            "mcr2": [1.0, 2, 3, 4, 5, 6],
+        }
+    )
+    _, corr, _ = comparisons._clid_and_correlations(m)
+    got = {r["predictor"]: r for r in corr}
+    from scipy.stats import pearsonr
+
+    assert got["rotation"]["pearson"] == pytest.approx(pearsonr(m["rotation"], m["knn_acc"])[0])
+    assert got["mcr2"]["pearson"] == pytest.approx(pearsonr(m["mcr2"], m["knn_acc"])[0])
+    assert got["alignment"]["pearson"] is None and got["alignment"]["n_checkpoints"] == 0
+    assert set(got) == set(schema.PREDICTORS)
+
+
+def test_transfer_correlations_use_each_targets_accuracy(tmp_path):
+    ws = Workspace.create(tmp_path / "w", name="t")
+    acc = {"c0": 0.2, "c1": 0.5, "c2": 0.4, "c3": 0.9}
+    for cid, a in acc.items():
+        ws.write(
+            "transfer_scores",
+            pa.Table.from_pylist(
+                [
+                    {
+                        "target_dataset": "far",
+                        "accuracy": a,
+                        "target_neg_entropy": -a,
+                        "n_train": 5,
+                        "n_test": 5,
+                    },
+                    {
+                        "target_dataset": "near",
+                        "accuracy": 1 - a,
+                        "target_neg_entropy": -1.0,
+                        "n_train": 5,
+                        "n_test": 5,
+                    },
+                ],
+                schema=schema.arrow_schema("transfer_scores", partition=False),
+            ),
+            checkpoint_id=cid,
+        )
+    sub = pd.DataFrame({"checkpoint_id": list(acc), "cl": [0.1, 0.3, 0.2, 0.8], "knn_acc": [1, 2, 3, 4.0]})
+    for p in schema.TRANSFER_PREDICTORS:
+        if p not in sub:
+            sub[p] = math.nan
+
+    class Ctx:
+        pass
+
+    ctx = Ctx()
+    ctx.ws = ws
+    rows = pd.DataFrame(comparisons._transfer_correlations(ctx, {4: sub}, seed=0)).set_index(
+        ["target_dataset", "predictor"]
+    )
+    from scipy.stats import pearsonr
+
+    a = np.array(list(acc.values()))
+    assert rows.loc[("far", "cl"), "pearson"] == pytest.approx(pearsonr(sub["cl"], a)[0])
+    assert rows.loc[("near", "cl"), "pearson"] == pytest.approx(pearsonr(sub["cl"], 1 - a)[0])
+    assert rows.loc[("far", "target_entropy"), "pearson"] == pytest.approx(-1.0)
+    assert pd.isna(rows.loc[("near", "target_entropy"), "pearson"])  # constant: no correlation
+
+
+# ---- the Checkpoints page ------------------------------------------------------------------------
+def test_checkpoints_page_without_baselines_says_how_to_compute_them(factory_template, monkeypatch):
+    from tests.test_app import assert_clean, open_app
+
+    at = open_app(monkeypatch, factory_template, "pages/checkpoints.py")
+    assert_clean(at)
+    assert "Transfer to other datasets" in [h.value for h in at.header]
+    # The factory has baselines but no second dataset: nothing to transfer to.
+    assert any("conceptlens analyze baselines" in c.value for c in at.code)
+
+
+def test_checkpoints_page_shows_baselines_and_transfer_of_the_demo(demo_ws, monkeypatch):
+    import plotly.io
+
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.views import checkpoints as V
+    from tests.test_app import assert_clean, open_app
+
+    db = WorkspaceDB(demo_ws)
+    assert V.transfer_targets(db, "shapes") == ["digits"]  # the shipped demo has them
+    at = open_app(monkeypatch, demo_ws, "pages/checkpoints.py", {"ds": "shapes", "target": "digits"})
+    assert_clean(at)
+    figs = {
+        c.proto.spec and plotly.io.from_json(c.proto.spec).layout.xaxis.title.text
+        for c in at.get("plotly_chart")
+    }
+    assert any(t and "transfer acc. (digits)" in t for t in figs)
+    assert any(t and "kNN acc." in t for t in figs)
+    # The transfer correlations shown are the stored ones, baselines included.
+    k = int(V.ks(db, "shapes")["k"].iloc[0])
+    tc = V.transfer_correlations(db, "shapes", k, "digits")
+    assert {"mcr2", "rotation", "knn_acc", "target_entropy", "clid"} <= set(tc["predictor"])
+    corr = V.predictor_correlations(db, "shapes", k)
+    assert {"alignment", "uniformity", "mcr2", "rotation"} <= set(corr["predictor"])

@@ -1,0 +1,121 @@
+"""The Checkpoints page in a real browser on the factory workspace: a box drawn on A's UMAP
+highlights the same images in B's, and the browser's Back button returns to each earlier view."""
+
+import pandas as pd
+import pytest
+
+from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+
+pytestmark = pytest.mark.browser
+VIEW = {"width": 1400, "height": 1600}
+
+
+@pytest.fixture(scope="module")
+def app_url(factory_template):
+    with serve(factory_template) as url:
+        yield url
+
+
+def link(base, **q):
+    return f"{base}/checkpoints?" + "&".join(f"{k}={v}" for k, v in q.items())
+
+
+def umap(page, side: str):
+    """The UMAP of checkpoint A or B (found by its title, "A: ..." / "B: ...")."""
+    return page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".gtitle", has_text=f"{side}: "))
+
+
+def shown_points(chart) -> list[dict]:
+    """Each trace of a chart as the browser holds it: its image ids and selected indices."""
+    return chart.locator(".js-plotly-plot").first.evaluate(
+        "gd => gd.data.map(t => ({ids: (t.customdata || []).map(r => r[0]),"
+        " selected: t.selectedpoints === undefined ? null : Array.from(t.selectedpoints)}))"
+    )
+
+
+def highlighted(chart) -> set[str]:
+    return {t["ids"][i] for t in shown_points(chart) for i in (t["selected"] or [])}
+
+
+def wait_for_query(page, param, value) -> None:
+    page.wait_for_function(
+        "([p, v]) => new URL(location.href).searchParams.get(p) === v", arg=[param, value], timeout=60_000
+    )
+    wait_for_script(page)
+
+
+def combobox(page, name) -> str:
+    return page.get_by_role("combobox", name=name, exact=True).input_value()
+
+
+def choose(page, name, option) -> None:
+    """Pick `option` in a selectbox; a click that lands while the app reruns opens no list,
+    so it is tried again."""
+    for _ in range(3):
+        page.get_by_role("combobox", name=name, exact=True).click()
+        wanted = page.get_by_role("option", name=option, exact=True)
+        try:
+            wanted.wait_for(timeout=15_000)
+        except Exception:
+            page.keyboard.press("Escape")
+            wait_for_script(page)
+            continue
+        wanted.click()
+        return
+    raise AssertionError(f"{name}: option {option!r} never listed")
+
+
+def test_a_box_on_a_highlights_the_same_images_in_b(browser, app_url, factory_template):
+    page = open_page(browser, link(app_url, a="ck0", b="ck2"), "checkpoints-linked-before", VIEW)
+    chart_a, chart_b = umap(page, "A"), umap(page, "B")
+    assert highlighted(chart_b) == set()
+    chart_a.scroll_into_view_if_needed()
+    box = chart_a.locator(".nsewdrag").first.bounding_box()
+    assert box, "A's plot area not found"
+    # A box over the middle of A's plot: some of its points, not all.
+    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.3)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5, steps=6)
+    page.mouse.move(box["x"] + box["width"] * 0.75, box["y"] + box["height"] * 0.8, steps=6)
+    page.mouse.up()
+    page.wait_for_function("() => new URL(location.href).searchParams.get('region') !== null", timeout=60_000)
+    wait_for_script(page)
+    screenshot(page, "checkpoints-linked-after")
+    assert page.get_by_test_id("stException").count() == 0
+    # The images inside the drawn box, from A's stored projection...
+    kind, _, numbers = query_of(page)["region"].partition(":")
+    x0, x1, y0, y1 = (float(v) for v in numbers.split(","))
+    xy = pd.read_parquet(factory_template / "projections/checkpoint_id=ck0/method=umap/part-0.parquet")
+    inside = set(xy.loc[xy.x.between(x0, x1) & xy.y.between(y0, y1), "image_id"])
+    assert kind == "box" and 0 < len(inside) < len(xy)
+    # ... are exactly those highlighted in B, and named in the table below.
+    assert highlighted(umap(page, "B")) == inside
+    assert f"{len(inside)} images selected in A" in main_text(page)
+    page.close()
+
+
+def test_back_returns_to_each_earlier_view(browser, app_url):
+    page = open_page(browser, link(app_url, a="ck0", b="ck1"), "checkpoints-history", VIEW)
+    page.get_by_role("radiogroup").get_by_text("all flows").click()
+    wait_for_query(page, "flows", "all flows")
+    choose(page, "To checkpoint (B)", "ck2 (toy-run · epoch 1)")
+    wait_for_query(page, "b", "ck2")
+    choose(page, "Sort by", "kNN acc.")
+    wait_for_query(page, "sort", "knn_acc")
+    page.go_back()
+    page.wait_for_function("() => !new URL(location.href).searchParams.has('sort')", timeout=60_000)
+    wait_for_script(page)
+    assert combobox(page, "Sort by") == "checkpoint" and combobox(page, "To checkpoint (B)").startswith("ck2")
+    page.go_back()
+    wait_for_query(page, "b", "ck1")
+    assert combobox(page, "To checkpoint (B)").startswith("ck1")
+    assert page.get_by_role("radio", name="all flows").is_checked()
+    page.go_back()
+    page.wait_for_function("() => !new URL(location.href).searchParams.has('flows')", timeout=60_000)
+    wait_for_script(page)
+    assert page.get_by_role("radio", name="significant flows").is_checked()
+    page.go_forward()
+    wait_for_query(page, "flows", "all flows")
+    assert page.get_by_role("radio", name="all flows").is_checked()
+    screenshot(page, "checkpoints-history-forward")
+    page.close()

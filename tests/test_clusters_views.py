@@ -1,0 +1,275 @@
+"""The Clusters page's views and figures, without Streamlit: whole-word caption search,
+sorting, selections (clusters, a drawn region), one image's details and neighbours, label
+counts, and the figures' colours, draw order and highlight — each checked against a value
+computed another way (the stored Parquet files, numpy, matplotlib, published CIELAB values)."""
+
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conceptlens import views
+from conceptlens.db import WorkspaceDB
+from conceptlens.figures import theme
+from conceptlens.figures.clusters import label_histogram, projection_scatter, purity_coherence
+from tests.factory import make_workspace
+
+V = views.clusters
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return make_workspace(tmp_path_factory.mktemp("cviews") / "ws", derived=True).root
+
+
+@pytest.fixture(scope="module")
+def db(root):
+    db = WorkspaceDB(root)
+    yield db
+    db.close()
+
+
+def stored(root, table, **part) -> pd.DataFrame:
+    parts = "/".join(f"{k}={v}" for k, v in part.items())
+    return pd.read_parquet(root / table / parts / "part-0.parquet")
+
+
+# ---- finding clusters ----------------------------------------------------------------------
+def test_caption_search_matches_whole_words_in_any_order():
+    caps = pd.Series(
+        ["a red circle", "a checkered square", "Red, large", "a redder star", None, "circle (red)", "a.b c"]
+    )
+
+    def hits(text):
+        return list(caps.index[V.caption_matches(caps, text)])
+
+    assert hits("red") == [0, 2, 5]  # not "checkered", not "redder", case ignored
+    assert hits("circle red") == [0, 5]  # every word, any order
+    assert hits("RED circle") == [0, 5]
+    assert hits("a.*") == [] and hits("(red)") == [5]  # plain text, no patterns
+    assert hits("a.b") == [6]
+    assert hits("") == hits("   ") == list(range(7))  # nothing typed: every caption, even none
+
+
+def test_filtered_clusters_sorts_with_missing_values_last(db, root):
+    t = V.filtered_clusters(db, "toy", "ck1", 4, sort="purity", descending=True)
+    want = stored(root, "cluster_metrics", checkpoint_id="ck1", k=4).sort_values("purity", ascending=False)
+    assert list(t["cluster"]) == list(want["cluster"])
+    asc = V.filtered_clusters(db, "toy", "ck1", 4, sort="size")
+    assert list(asc["size"]) == sorted(asc["size"])
+    # Words must be whole: the factory's captions are "a <colour> shape".
+    assert list(V.filtered_clusters(db, "toy", "ck1", 4, text="re")["cluster"]) == []
+    assert set(V.filtered_clusters(db, "toy", "ck1", 4, text="shape RED")["caption"]) == {"a red shape"}
+    with pytest.raises(ValueError, match="sort must be one of"):
+        V.filtered_clusters(db, "toy", "ck1", 4, sort="caption; DROP")
+
+
+def test_missing_purity_sorts_last():
+    m = pd.DataFrame({"cluster": [0, 1, 2], "size": [3, 3, 3], "purity": [0.2, None, 0.9]})
+
+    class FakeDB:
+        def query(self, sql, params):
+            return m.copy()
+
+        def has(self, table):
+            return False
+
+    for desc, order in ((False, [0, 2, 1]), (True, [2, 0, 1])):
+        t = V.filtered_clusters(FakeDB(), "d", "c", 3, sort="purity", descending=desc)
+        assert list(t["cluster"]) == order
+
+
+# ---- selections ------------------------------------------------------------------------------
+def test_selection_images_are_every_image_of_the_clusters(db, root):
+    assign = stored(root, "clusters", checkpoint_id="ck2", k=4)
+    one = V.selection_images(db, "ck2", 4, (1,))
+    want = assign[assign["cluster"] == 1].sort_values(["distance", "image_id"])
+    assert list(one["image_id"]) == list(want["image_id"])  # all of them, nearest the centre first
+    both = V.selection_images(db, "ck2", 4, (3, 1))
+    assert sorted(both["image_id"]) == sorted(assign.loc[assign["cluster"].isin([1, 3]), "image_id"])
+    assert list(both["cluster"]) == sorted(both["cluster"])
+    assert V.selection_images(db, "ck2", 4, ()).empty
+
+
+def test_points_in_polygon_agrees_with_matplotlib():
+    from matplotlib.path import Path
+
+    rng = np.random.default_rng(0)
+    pts = rng.uniform(-1, 2, (4000, 2))
+    # A concave "C" shape, with a horizontal edge (division by zero in the ray test).
+    poly = np.array([[0, 0], [1, 0], [1, 0.3], [0.3, 0.3], [0.3, 0.7], [1, 0.7], [1, 1], [0, 1]], float)
+    got = V.points_in_polygon(pts[:, 0], pts[:, 1], poly)
+    want = Path(poly).contains_points(pts)
+    assert got.sum() > 200 and (got == want).all()
+
+
+def test_region_text_round_trip_and_bad_regions():
+    kind, pts = V.parse_region(V.region_text("box", [2.0, -1.5], [0.25, 3.0]))
+    assert kind == "box" and pts.tolist() == [[-1.5, 0.25], [2.0, 3.0]]
+    xs, ys = np.linspace(0, 1, 500), np.sin(np.linspace(0, 3, 500))
+    text = V.region_text("lasso", xs, ys)
+    kind, pts = V.parse_region(text)
+    assert kind == "lasso" and 60 <= len(pts) <= 80 and len(text) < 1500  # thinned for the URL
+    for bad in ("box:1,2,3", "lasso:1,2,3,4", "circle:1,2,3", "box:a,b,c,d", "box:1,nan,2,3", ""):
+        with pytest.raises(ValueError, match="region"):
+            V.parse_region(bad)
+
+
+def test_region_images_box_and_lasso(db, root):
+    proj = stored(root, "projections", checkpoint_id="ck0", method="umap")
+    everything = V.region_images(db, "ck0", 4, "box:-100,100,-100,100")
+    assert sorted(everything["image_id"]) == sorted(proj["image_id"])
+    tri = np.array([[-3.0, -3.0], [3.0, -3.0], [0.0, 0.5]])
+    text = "lasso:" + ",".join(f"{v:g}" for v in tri.ravel())
+    inside = proj[
+        [
+            # Barycentric test of the triangle: another way to the same set.
+            _in_triangle(x, y, tri)
+            for x, y in zip(proj["x"], proj["y"])
+        ]
+    ]
+    got = V.region_images(db, "ck0", 4, text)
+    assert 0 < len(got) < len(proj) and sorted(got["image_id"]) == sorted(inside["image_id"])
+    assign = stored(root, "clusters", checkpoint_id="ck0", k=4).set_index("image_id")["cluster"]
+    assert (got.set_index("image_id")["cluster"] == assign.loc[got["image_id"]]).all()
+
+
+def _in_triangle(x, y, t) -> bool:
+    (x1, y1), (x2, y2), (x3, y3) = t
+    d = (y2 - y3) * (x1 - x3) + (x3 - x2) * (y1 - y3)
+    a = ((y2 - y3) * (x - x3) + (x3 - x2) * (y - y3)) / d
+    b = ((y3 - y1) * (x - x3) + (x1 - x3) * (y - y3)) / d
+    return a >= 0 and b >= 0 and 1 - a - b >= 0
+
+
+def test_label_counts_and_other_labels():
+    imgs = pd.DataFrame({"label_name": ["a"] * 5 + ["b"] * 3 + ["c"] * 3 + ["d"] + [None] * 2})
+    c = V.label_counts(imgs)
+    assert c.values.tolist() == [["a", 5], ["b", 3], ["c", 3], ["no label", 2], ["d", 1]]
+    top = V.label_counts(imgs, top=3)
+    assert top.values.tolist() == [["a", 5], ["b", 3], ["other labels (3)", 6]]
+    assert top["images"].sum() == len(imgs)
+
+
+# ---- one image -------------------------------------------------------------------------------------
+def test_neighbours_are_the_cosine_nearest(db, root):
+    ids, emb = db.features("ck1")
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    i = 5
+    sims = unit @ unit[i]
+    order = [j for j in np.lexsort((ids, -sims)) if j != i][:8]
+    near = V.neighbours(db, "ck1", 4, ids[i], n=8)
+    assert list(near["image_id"]) == [ids[j] for j in order]
+    np.testing.assert_allclose(near["similarity"], sims[order], atol=1e-5)
+    assign = stored(root, "clusters", checkpoint_id="ck1", k=4).set_index("image_id")["cluster"]
+    assert list(near["cluster"]) == list(assign.loc[near["image_id"]])
+    assert V.neighbours(db, "ck1", 4, "no-such-image").empty
+
+
+def test_image_details_and_captions(db, root):
+    d = V.image_details(db, "toy-0007", "ck2", 4)
+    assert len(d) == 1
+    r = d.iloc[0]
+    assign = stored(root, "clusters", checkpoint_id="ck2", k=4).set_index("image_id")
+    proj = stored(root, "projections", checkpoint_id="ck2", method="umap").set_index("image_id")
+    assert (r["label_name"], r["shape"], r["cluster"]) == (
+        "green",
+        "circle",
+        assign.loc["toy-0007", "cluster"],
+    )
+    assert (r["x"], r["y"]) == tuple(proj.loc["toy-0007", ["x", "y"]])
+    assert V.image_details(db, "nope", "ck2", 4).empty
+    caps = V.image_captions(db, "toy-0007")
+    assert caps.values.tolist() == [["groundtruth", "a green circle"]]
+
+
+# ---- figures -----------------------------------------------------------------------------------
+def test_theme_colour_space_against_published_cielab_values():
+    # sRGB -> CIELAB (D65) reference values (e.g. Bruce Lindbloom's calculator).
+    got = theme._lab(np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]))
+    want = [[100.0, 0.0, 0.0], [53.24, 80.09, 67.20], [32.30, 79.19, -107.86], [0.0, 0.0, 0.0]]
+    np.testing.assert_allclose(got, want, atol=0.05)
+
+
+@pytest.mark.parametrize("n", [5, 17, 24, 30, 71, 120])
+def test_categorical_colours_are_distinct(n):
+    colours = theme.categorical(n)
+    assert len(colours) == n and len(set(colours)) == n
+    assert colours[: min(n, len(theme.PALETTE))] == list(theme.PALETTE[:n])
+    lab = theme._lab(theme._hex_rgb(colours))
+    d = np.linalg.norm(lab[:, None] - lab[None], axis=2)
+    np.fill_diagonal(d, np.inf)
+    # The palette's own closest pair (two blues, 14.4 apart) bounds it; a hue walk gave 3.4.
+    assert d.min() > 14
+    assert (lab[:, 0] < 90).all()  # none too light to see on white
+
+
+def test_many_categories_get_a_legend_distinct_colours_and_small_ones_on_top():
+    rng = np.random.default_rng(1)
+    sizes = np.arange(1, 41)[::-1] * 3  # 40 clusters, 120 down to 3 points
+    cl = np.repeat(np.arange(40), sizes)
+    pts = pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(len(cl))],
+            "x": rng.normal(size=len(cl)),
+            "y": 0.0,
+            "cluster": cl,
+        }
+    )
+    fig = projection_scatter(pts, "cluster", highlight=7)
+    cats = [t for t in fig.data if t.mode == "markers" and not t.name.endswith("(selected)")]
+    assert len(cats) == 40 and all(t.showlegend is not False for t in cats)
+    assert len({t.marker.color for t in cats}) == 40
+    drawn = [len(t.x) for t in cats]
+    assert drawn == sorted(drawn, reverse=True)  # largest first: small ones are drawn over them
+    legend = sorted(cats, key=lambda t: t.legendrank)
+    assert [t.name for t in legend] == [str(c) for c in range(40)]  # legend in cluster order
+    (ring,) = [t for t in fig.data if t.name == "cluster 7 (selected)"]
+    assert len(ring.x) == sizes[7] and {row[1] for row in ring.customdata} == {"7"}
+    # Every cluster id is printed at its median point, unless it would cover another one.
+    (ids,) = [t for t in fig.data if t.mode == "text"]
+    assert ids.text[0] == "7" and set(ids.text) <= {str(c) for c in range(40)}
+    med = pts[pts["cluster"] == 7][["x", "y"]].median()
+    assert (ids.x[0], ids.y[0]) == (med["x"], med["y"])
+
+
+def test_region_is_drawn_as_the_plot_selection():
+    pts = pd.DataFrame({"image_id": ["a", "b"], "x": [0.0, 1.0], "y": [0.0, 1.0], "cluster": [0, 1]})
+    box = projection_scatter(pts, region=V.parse_region("box:0,1,2,3")).layout.selections[0]
+    assert (box.type, box.x0, box.x1, box.y0, box.y1) == ("rect", 0, 1, 2, 3)
+    lasso = projection_scatter(pts, region=V.parse_region("lasso:0,0,1,0,1,1")).layout.selections[0]
+    assert lasso.type == "path" and lasso.path == "M0.0,0.0L1.0,0.0L1.0,1.0Z"
+
+
+def test_purity_plot_rings_the_chosen_cluster_and_clicks_name_clusters():
+    m = pd.DataFrame(
+        {
+            "cluster": [0, 1, 2],
+            "size": [4, 5, 6],
+            "purity": [0.2, 0.5, 0.9],
+            "coherence_random": [0.6, 0.7, 0.8],
+            "coherence_hard": [0.55, 0.65, 0.75],
+        }
+    )
+    fig = purity_coherence(m, selected=1)
+    assert [int(row[0]) for row in fig.data[0].customdata] == [0, 1, 2]
+    ring = fig.data[-1]
+    assert list(ring.x) == [0.5, 0.5] and list(ring.y) == [0.7, 0.65]
+    assert fig.layout.clickmode == "event+select"
+    assert len(purity_coherence(m).data) == 2  # nothing ringed without a choice
+
+
+def test_label_histogram_most_frequent_on_top():
+    fig = label_histogram(pd.DataFrame({"label_name": ["a", "b"], "images": [5, 2]}))
+    assert list(fig.data[0].x) == [5, 2] and fig.layout.yaxis.autorange == "reversed"
+    assert fig.layout.yaxis.tickfont.size >= theme.MIN_FONT_PX
+
+
+def test_selection_csv_lists_every_image_once(db):
+    from components.cluster_tables import selection_csv
+
+    rows = V.selection_images(db, "ck0", 4, (0, 1, 2, 3))
+    back = pd.read_csv(io.BytesIO(selection_csv(rows)))
+    assert list(back.columns) == ["image_id", "label_name", "cluster"]
+    assert sorted(back["image_id"]) == [f"toy-{i:04d}" for i in range(48)]

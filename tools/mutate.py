@@ -1,0 +1,196 @@
+"""Mutation testing (mutmut) of the metrics, the analyses and the storage: `make mutate`.
+
+mutmut makes one small change at a time to a module (a `<` for a `<=`, a constant off by
+one, a dropped argument...) and runs the tests that execute the changed function; a
+mutant no test notices "survives" and points at a bug the suite would let through.
+
+Each module runs on its own, from a fresh scratch copy of the sources and tests under
+`--work`, with only the tests listed for it below, so one run fits a 2-core machine. At
+the end the kill rate of every module is printed and written to `<work>/summary.json`;
+each module's surviving mutants, with their diffs, go to `<work>/.../*.survivors.txt`.
+`--sample N` tests N random mutants per module (an estimate, for a busy machine).
+
+    python tools/mutate.py                      # every module below
+    python tools/mutate.py conceptlens/metrics/scores.py conceptlens/db.py
+    python tools/mutate.py conceptlens/db.py conceptlens/workspace.py --tests tests/test_db.py --sample 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Tests that exercise every metric or the whole pipeline.
+METRICS = ["tests/test_metrics.py", "tests/test_properties.py", "tests/test_pipeline_wiring.py"]
+PIPELINE = ["tests/test_pipeline_wiring.py", "tests/test_analysis.py", "tests/test_cluster_corrections.py"]
+STORAGE = ["tests/test_storage_crash.py", "tests/test_properties.py", "tests/test_db.py"]
+
+# module -> the tests relevant to it
+MODULES = {
+    "conceptlens/metrics/scores.py": METRICS,
+    "conceptlens/metrics/learnability.py": METRICS + ["tests/test_cluster_corrections.py"],
+    "conceptlens/metrics/coherence.py": METRICS,
+    "conceptlens/metrics/clid.py": METRICS + ["tests/test_cluster_corrections.py"],
+    "conceptlens/metrics/neighbors.py": METRICS,
+    "conceptlens/metrics/intrinsic.py": METRICS,
+    "conceptlens/metrics/captions.py": METRICS,
+    "conceptlens/analysis/compare.py": [
+        "tests/test_compare.py",
+        "tests/test_pipeline_wiring.py",
+        "tests/test_db.py",
+    ],
+    "conceptlens/analysis/cluster_metrics.py": PIPELINE,
+    "conceptlens/analysis/comparisons.py": PIPELINE,
+    "conceptlens/analysis/clustering.py": PIPELINE,
+    "conceptlens/analysis/common.py": PIPELINE,
+    "conceptlens/analysis/registry.py": PIPELINE + ["tests/test_cli.py"],
+    "conceptlens/workspace.py": STORAGE + ["tests/test_validate.py", "tests/test_migrate.py"],
+    "conceptlens/db.py": STORAGE,
+}
+
+
+def scratch_copy(work: Path) -> None:
+    """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
+    for name in ("conceptlens", "tests", "mutants"):
+        if (work / name).exists():
+            shutil.rmtree(work / name)
+        if name != "mutants":
+            ignore = shutil.ignore_patterns("__pycache__", "artifacts", ".*")
+            shutil.copytree(ROOT / name, work / name, ignore=ignore)
+    (work / "mutants").mkdir(parents=True, exist_ok=True)
+    for where in (work, work / "mutants"):
+        if not (where / "data").is_symlink():
+            (where / "data").symlink_to(ROOT / "data", target_is_directory=True)
+
+
+def config(modules: list[str], tests: list[str]) -> str:
+    """pyproject.toml with its [tool.mutmut] section narrowed to these modules and tests."""
+    text = (ROOT / "pyproject.toml").read_text()
+    quoted = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
+    for key, value in (("only_mutate", modules), ("pytest_add_cli_args_test_selection", tests)):
+        text, n = re.subn(rf"(?ms)^{key} = \[.*?\]$", f"{key} = {quoted(value)}", text, count=1)
+        if n != 1:
+            raise SystemExit(f"pyproject.toml: [tool.mutmut] lacks a one-line `{key} = [...]`")
+    return text
+
+
+def mutant_results(d: Path, module: str) -> dict[str, str]:
+    """Mutant name -> status (killed, survived, no tests, timeout...; None: not run yet)."""
+    from mutmut.stats import status_by_exit_code
+
+    meta = json.loads((d / "mutants" / (module + ".meta")).read_text())
+    return {
+        name: (None if code is None else status_by_exit_code[code])
+        for name, code in meta["exit_code_by_key"].items()
+    }
+
+
+def run_group(
+    modules: list[str], tests: list[str], work: Path, children: int, sample: int, seed: int
+) -> dict:
+    """One mutmut run over `modules` with `tests`; with `sample`, only that many mutants per
+    module (drawn with `seed`) are tested, after a first run that only generates them."""
+    d = work / modules[0].replace("/", "__").removesuffix(".py")
+    d.mkdir(parents=True, exist_ok=True)
+    scratch_copy(d)
+    (d / "pyproject.toml").write_text(config(modules, tests))
+    # One thread per worker: `--children` workers share the cores, and threads do not survive a fork.
+    threads = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = {**os.environ, **threads, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}
+    mutmut = [sys.executable, "-m", "mutmut"]
+    run = [*mutmut, "run", "--max-children", str(children)]
+    t0 = time.time()
+    with open(d / "mutmut.log", "w") as log:
+        if sample:
+            # A pattern no mutant matches: mutmut generates the mutants, times the tests, then stops.
+            subprocess.run([*run, "no-such-mutant*"], cwd=d, env=env, stdout=log, stderr=log)
+            rng = random.Random(seed)
+            names = [n for m in modules for n in sorted(rng.sample(sorted(mutant_results(d, m)), sample))]
+            run += names
+        code = subprocess.run(run, cwd=d, env=env, stdout=log, stderr=log).returncode
+    seconds = round(time.time() - t0)
+    out = {}
+    for m in modules:
+        try:
+            res = mutant_results(d, m)
+        except FileNotFoundError:
+            out[m] = {"module": m, "error": f"mutmut exited {code}; see {d / 'mutmut.log'}"}
+            continue
+        if sample:
+            res = {n: res[n] for n in names if n in res}
+        counts = {s: list(res.values()).count(s) for s in ("killed", "timeout", "survived", "no tests", None)}
+        if counts[None]:
+            out[m] = {"module": m, "error": f"{counts[None]} mutant(s) not run; see {d / 'mutmut.log'}"}
+            continue
+        survivors = [n for n, s in res.items() if s in ("survived", "no tests")]
+        diffs = [
+            subprocess.run([*mutmut, "show", n], cwd=d, env=env, capture_output=True, text=True)
+            for n in survivors
+        ]
+        (d / (m.replace("/", "__") + ".survivors.txt")).write_text(
+            "\n".join(f"## {n} ({res[n]})\n{r.stdout}" for n, r in zip(survivors, diffs))
+        )
+        killed = counts["killed"] + counts["timeout"]
+        out[m] = {
+            "module": m,
+            "mutants": len(res),
+            "sampled": bool(sample),
+            "killed": killed,
+            "timeouts": counts["timeout"],
+            "survived": counts["survived"],
+            "no_tests": counts["no tests"],
+            "kill_rate": round(killed / len(res), 4) if res else None,
+            "seconds": seconds,
+            "tests": tests,
+        }
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("modules", nargs="*", help="modules to mutate (default: all of MODULES)")
+    p.add_argument("--work", type=Path, default=ROOT / "build" / "mutate", help="scratch folder")
+    p.add_argument("--children", type=int, default=2, help="mutants tested in parallel")
+    p.add_argument(
+        "--tests", help="comma-separated test files for all the modules, which then share one mutmut run"
+    )
+    p.add_argument("--sample", type=int, default=0, help="test only this many random mutants per module")
+    p.add_argument("--seed", type=int, default=0, help="random_state of --sample")
+    args = p.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        p.error(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(MODULES)}")
+    modules = args.modules or list(MODULES)
+    groups = [(modules, args.tests.split(","))] if args.tests else [([m], MODULES[m]) for m in modules]
+    summary_path = args.work / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    for group, tests in groups:
+        print(f"mutating {', '.join(group)} ...", flush=True)
+        for m, r in run_group(group, tests, args.work, args.children, args.sample, args.seed).items():
+            summary[m] = r
+            args.work.mkdir(parents=True, exist_ok=True)
+            summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+            done = r.get("error") or f"{r['killed']}/{r['mutants']} killed ({r['kill_rate']:.0%})"
+            print(f"   {m}: {done}", flush=True)
+    print(f"\n{'module':45} {'mutants':>8} {'killed':>7} {'rate':>6} {'time':>7}")
+    for m, r in summary.items():
+        if "error" in r:
+            print(f"{m:45} {r['error']}")
+        else:
+            tag = " (sample)" if r.get("sampled") else ""
+            print(f"{m:45} {r['mutants']:8} {r['killed']:7} {r['kill_rate']:6.0%} {r['seconds']:6}s{tag}")
+    return 0 if all("error" not in r for r in summary.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
