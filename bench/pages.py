@@ -32,14 +32,12 @@ def run_once(at) -> tuple[float, float]:
 
 
 def measure(page, workspace: str, query: dict, repeat: int) -> dict:
-    import logging
-
     import streamlit as st
+    from streamlit import logger
     from streamlit.testing.v1 import AppTest
 
     # Clearing caches outside a server, and AppTest's bare mode, log warnings: not ours.
-    for name in ("streamlit", "streamlit.runtime"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    logger.set_log_level("error")
 
     sys.argv = ["app.py", "--workspace", workspace]  # reruns read it again
     cold, warm, errors = [], [], []

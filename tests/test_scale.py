@@ -257,3 +257,17 @@ def test_demo_scale_command_runs_the_analyses(tmp_path, capsys):
     }
     assert main(args[:-1] + [str(tmp_path / "t"), "--classes", "500", "--quiet"]) == 1
     assert "--classes" in capsys.readouterr().err
+
+
+def test_first_occurrences_as_np_unique():
+    from conceptlens.metrics.intrinsic import first_occurrences
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 5)).astype(np.float32)
+    X[rng.integers(0, 300, 40)] = X[rng.integers(0, 300, 40)]  # duplicates, some chained
+    X[7] = 0.0
+    X[9] = -0.0  # equal to row 7 as numbers, not as bytes
+    _, first = np.unique(X, axis=0, return_index=True)
+    ref = np.zeros(300, bool)
+    ref[first] = True
+    assert np.array_equal(first_occurrences(X), ref) and not ref[9]

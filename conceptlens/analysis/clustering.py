@@ -98,7 +98,7 @@ ANALYSIS = Analysis(
             "kmeans",
             str,
             "auto",
-            "k-means implementation: `sklearn`, `faiss` (k-means++ start, 25 Lloyd iterations, "
+            "k-means implementation: `sklearn`, `faiss` (k-means++ start, 15 Lloyd iterations, "
             "every point used; needs faiss-cpu) or `auto` (faiss from 20,000 images if installed)",
         ),
     ),

@@ -400,9 +400,9 @@ def convergence_curves(conv: pd.DataFrame, title: str | None = None) -> go.Figur
     """roads2021 Figure 3 for one dataset: coarse-grained loss, within-ensemble agreement and
     agreement with the previous share, against the trials fitted."""
     panels = [
-        ("coarse_loss", "coarse-grained loss"),
-        ("within_agreement", "within-ensemble r²"),
-        ("across_agreement", "across-share r²"),
+        ("coarse_loss", "coarse-grained<br>loss"),
+        ("within_agreement", "within-ensemble<br>agreement r²"),
+        ("across_agreement", "agreement with<br>last share r²"),
     ]
     fig = make_subplots(rows=1, cols=3, subplot_titles=[p for _, p in panels], horizontal_spacing=0.12)
     if conv.empty:
@@ -418,7 +418,7 @@ def convergence_curves(conv: pd.DataFrame, title: str | None = None) -> go.Figur
                 showlegend=False,
                 marker=dict(size=7, color=PALETTE[4]),
                 line=dict(color=PALETTE[4], width=2),
-                hovertemplate=f"%{{x}} trials<br>{name} %{{y:.4f}}<extra></extra>",
+                hovertemplate=f"%{{x}} trials<br>{name.replace('<br>', ' ')} %{{y:.4f}}<extra></extra>",
             ),
             row=1,
             col=c,
@@ -433,6 +433,6 @@ def convergence_curves(conv: pd.DataFrame, title: str | None = None) -> go.Figur
         template=TEMPLATE,
         font=FONT,
         height=300,
-        margin=dict(l=50, r=10, t=70 if title else 40, b=45),
+        margin=dict(l=50, r=10, t=90 if title else 60, b=45),
     )
     return fig
