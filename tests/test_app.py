@@ -208,7 +208,11 @@ def test_home_lists_factor_columns_with_any_name(monkeypatch, factory_copy):
 
 def test_undecodable_thumbnail_is_a_placeholder_and_checked_once(monkeypatch, factory_copy):
     shown = views.home.sample_images(WorkspaceDB(factory_copy), dataset="toy", n=40)
-    (factory_copy / shown["thumbnail"].iloc[5]).write_bytes(b"not a png")
+    # Replace, never write into, the file: the copy's files are hard links to the session's
+    # template, which later tests (the study pages show this image) must find intact.
+    broken = factory_copy / shown["thumbnail"].iloc[5]
+    broken.unlink()
+    broken.write_bytes(b"not a png")
     at = open_app(monkeypatch, factory_copy)
     assert_clean(at)
     captions = [im.caption for im in at.get("image")[0].proto.imgs]
