@@ -33,6 +33,15 @@ def backend(request, tmp_path):
     store.close()
 
 
+def _run(main):
+    """asyncio.run in its own thread: Playwright's sync API (the browser tests of the same
+    session) leaves an event loop running in the main thread, where asyncio.run refuses."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
 def test_sigkill_of_the_server_mid_study_keeps_every_acknowledged_answer(backend, factory_template):
     store, env = backend
     sid, _, d = create(store, factory_template, answers=2, per_participant=6, catch=1)
@@ -62,7 +71,7 @@ def test_sigkill_of_the_server_mid_study_keeps_every_acknowledged_answer(backend
             await loop.run_in_executor(None, server.start)
             return await asyncio.gather(*tasks), acked_before
 
-        outcomes, acked_before = asyncio.run(main())
+        outcomes, acked_before = _run(main)
     finally:
         server.stop()
     a = store.answers(sid)
@@ -115,7 +124,7 @@ def test_replayed_forged_and_malformed_messages_store_nothing_twice(factory_temp
             assert (await again.run()).task == (2, 10)
             await again.close()
 
-        asyncio.run(main())
+        _run(main)
     finally:
         server.stop()
     assert count(store, sid) == (1, 1)
