@@ -109,10 +109,14 @@ def test_a_broken_table_is_named_where_it_is_used(browser, tmp_path, factory_tem
         error = page.get_by_test_id("stAlertContentError")
         assert error.count() == 1
         assert "table projections, column x" in error.inner_text()
-        # The rest of the page is there: the cluster table and purity vs coherence.
+        # The rest of the page is there: the cluster table, purity vs coherence and the
+        # selection's label histogram; only the UMAP (which reads projections) is missing.
         assert page.get_by_test_id("stDataFrame").count() >= 2
-        assert page.locator('[data-testid="stMain"] .js-plotly-plot').count() == 1
+        assert page.locator('[data-testid="stMain"] .js-plotly-plot').count() == 2
+        assert page.get_by_text("UMAP of the features").count() == 1
         page.close()
+        # The Checkpoints page draws A's and B's UMAPs too: it names the same problem.
         page = open_page(browser, f"{url}/checkpoints", "broken-projections-checkpoints")
-        assert page.get_by_test_id("stAlertContentError").count() == 0
+        error = page.get_by_test_id("stAlertContentError")
+        assert error.count() == 1 and "table projections, column x" in error.inner_text()
         page.close()
