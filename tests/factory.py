@@ -313,7 +313,11 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
             schema.arrow_schema("transfer_scores", partition=False).empty_table(),
             checkpoint_id=cid,
         )
-    # No transfer_correlations: with one dataset there is no target to correlate with.
+    ws.write(
+        "transfer_correlations",
+        schema.arrow_schema("transfer_correlations", partition=False).empty_table(),
+        dataset="toy",
+    )
     from tests.compmap_factory import write_compmap
     from tests.concepts_factory import write_concepts
     from tests.similarity_factory import write_similarity
