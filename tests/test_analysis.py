@@ -398,3 +398,17 @@ def test_demo_numbers_are_what_the_code_computes(demo_copy):
                 )
             else:
                 assert a.fillna(-1).tolist() == b.fillna(-1).tolist(), f"{name}.{c}"
+
+
+def test_concept_models_are_clustered_only_when_named(tmp_path):
+    """`analyze all` must not k-means the learnt concepts of concept models (their features are
+    k concepts side by side, measured by `concepts`), yet a named one is clustered."""
+    from tests.concepts_factory import concept_workspace
+
+    ws = concept_workspace(tmp_path / "w", n=120, levels=(0.0,))
+    todo = registry.missing(ws.root, ["clustering", "projections"])
+    vision = {"checkpoint_id=vision-toy-d0.00-s0"}
+    assert {u.split("/")[0] for u in todo["clustering"]} == vision
+    assert {u.split("/")[0] for u in todo["projections"]} == vision
+    analyse(ws, ["clustering"], checkpoint="vae-toy-d0.00-s0", k=[4])
+    assert ws.has("clusters", checkpoint_id="vae-toy-d0.00-s0", k=4)

@@ -29,9 +29,16 @@ def kmeans(
 
 
 def checkpoints_with_features(ctx: Context, opts: dict) -> list[str]:
-    """Checkpoints of checkpoints.parquet with a features partition (or the one asked for)."""
+    """Checkpoints of checkpoints.parquet with a features partition (or the one asked for).
+
+    Without `--checkpoint`, checkpoints that declare `concept_names` are left out: their
+    features are k learnt concepts side by side, which the `concepts` analysis measures;
+    k-means over them is not a question any of the papers asks. Name one to cluster it."""
     wanted = opts.get("_checkpoint")
-    cids = [c for c in ctx.checkpoints["checkpoint_id"] if wanted is None or c == wanted]
+    ck = ctx.checkpoints
+    if wanted is None and "concept_names" in ck.columns:
+        ck = ck[ck["concept_names"].isna()]
+    cids = [c for c in ck["checkpoint_id"] if wanted is None or c == wanted]
     return [c for c in cids if ctx.ws.has("features", checkpoint_id=c)]
 
 
