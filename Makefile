@@ -13,8 +13,11 @@ export TRANSFORMERS_OFFLINE := 1
 run: $(VENV)/.app-deps
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true -- --workspace $(WORKSPACE)
 
+# Test files run in TEST_JOBS processes (pytest-xdist; each file stays in one process, so
+# its module fixtures are built once): most of a browser or server test is waiting.
+TEST_JOBS ?= 2
 test: $(VENV)/.dev-deps browser-deps postgres-deps lint
-	$(PY) -m pytest -q -p no:cacheprovider --cov=conceptlens --cov-report=term
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --cov=conceptlens --cov-report=term
 
 # Lint and format check (ruff; configuration in pyproject.toml). `ruff format .` fixes the format.
 lint: $(VENV)/.dev-deps

@@ -151,3 +151,20 @@ def select_grid_row(page, grid, row: int) -> None:
             break
     assert (page.evaluate(active) or "").endswith(f"-{row}"), page.evaluate(active)
     page.keyboard.press("Shift+Space")
+
+
+def choose(page, name: str, option: str) -> None:
+    """Pick `option` in the selectbox `name`; a click that lands while the app reruns opens
+    no list, so it is tried again."""
+    for _ in range(3):
+        page.get_by_role("combobox", name=name, exact=True).click()
+        wanted = page.get_by_role("option", name=option, exact=True)
+        try:
+            wanted.wait_for(timeout=15_000)
+        except Exception:
+            page.keyboard.press("Escape")
+            wait_for_script(page)
+            continue
+        wanted.click()
+        return
+    raise AssertionError(f"{name}: option {option!r} never listed")

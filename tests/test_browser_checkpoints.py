@@ -4,7 +4,7 @@ highlights the same images in B's, and the browser's Back button returns to each
 import pandas as pd
 import pytest
 
-from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import choose, main_text, open_page, query_of, screenshot, serve, wait_for_script
 
 pytestmark = pytest.mark.browser
 VIEW = {"width": 1400, "height": 1600}
@@ -46,23 +46,6 @@ def wait_for_query(page, param, value) -> None:
 
 def combobox(page, name) -> str:
     return page.get_by_role("combobox", name=name, exact=True).input_value()
-
-
-def choose(page, name, option) -> None:
-    """Pick `option` in a selectbox; a click that lands while the app reruns opens no list,
-    so it is tried again."""
-    for _ in range(3):
-        page.get_by_role("combobox", name=name, exact=True).click()
-        wanted = page.get_by_role("option", name=option, exact=True)
-        try:
-            wanted.wait_for(timeout=15_000)
-        except Exception:
-            page.keyboard.press("Escape")
-            wait_for_script(page)
-            continue
-        wanted.click()
-        return
-    raise AssertionError(f"{name}: option {option!r} never listed")
 
 
 def test_a_box_on_a_highlights_the_same_images_in_b(browser, app_url, factory_template):

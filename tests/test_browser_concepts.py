@@ -4,7 +4,7 @@ exporting a figure."""
 
 import pytest
 
-from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import choose, main_text, open_page, query_of, screenshot, serve, wait_for_script
 
 pytestmark = pytest.mark.browser
 
@@ -35,21 +35,6 @@ def wait_for_query(page, param, value) -> None:
         "([p, v]) => new URL(location.href).searchParams.get(p) === v", arg=[param, value], timeout=60_000
     )
     wait_for_script(page)
-
-
-def choose(page, name, option) -> None:
-    for _ in range(3):  # a click landing while the app reruns opens no list
-        page.get_by_role("combobox", name=name, exact=True).click()
-        wanted = page.get_by_role("option", name=option, exact=True)
-        try:
-            wanted.wait_for(timeout=15_000)
-        except Exception:
-            page.keyboard.press("Escape")
-            wait_for_script(page)
-            continue
-        wanted.click()
-        return
-    raise AssertionError(f"{name}: option {option!r} never listed")
 
 
 DEEP = {"family": "tabular_toy", "level": "0.75", "method": "vae", "seed": "vae-toy-d0.75-s0", "beta": "0.3"}

@@ -97,30 +97,25 @@ def _hover(d: pd.DataFrame, x: str) -> tuple[np.ndarray, str]:
     return data, text
 
 
-def impurity_sweep(sweep: pd.DataFrame, dependency: str = "level", title: str | None = None) -> go.Figure:
-    """OIS and the non-oracle impurity against the dependency level, a line per method with
-    95% intervals. `sweep` is `views.concepts.sweep`."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=list(SWEEP_SCORES.values()), horizontal_spacing=0.1)
-    fig.update_annotations(font=dict(size=12))
-    if sweep.empty:
-        return _empty(fig, "no scores")
-    colours = method_colours(sweep["method"])
-    for c, score in enumerate(SWEEP_SCORES, start=1):
+def _method_lines(fig: go.Figure, df: pd.DataFrame, scores: dict, x: str, x_name: str, marker: int) -> None:
+    """One subplot per score, a line per method with its 95% intervals (legend once)."""
+    colours = method_colours(df["method"])
+    for c, score in enumerate(scores, start=1):
         for method, colour in colours.items():
-            d = sweep[(sweep["method"] == method) & (sweep["score"] == score)].sort_values("level")
+            d = df[(df["method"] == method) & (df["score"] == score)].sort_values(x)
             if d.empty:
                 continue
-            data, text = _hover(d, dependency)
+            data, text = _hover(d, x_name)
             fig.add_trace(
                 go.Scatter(
-                    x=d["level"],
+                    x=d[x],
                     y=d["mean"],
                     name=method,
                     legendgroup=method,
                     showlegend=c == 1,
                     mode="lines+markers",
                     line=dict(color=colour),
-                    marker=dict(size=7),
+                    marker=dict(size=marker),
                     error_y=dict(_error(d), color=colour),
                     customdata=data,
                     hovertemplate=text,
@@ -128,6 +123,17 @@ def impurity_sweep(sweep: pd.DataFrame, dependency: str = "level", title: str | 
                 row=1,
                 col=c,
             )
+
+
+def impurity_sweep(sweep: pd.DataFrame, dependency: str = "level", title: str | None = None) -> go.Figure:
+    """OIS and the non-oracle impurity against the dependency level, a line per method with
+    95% intervals. `sweep` is `views.concepts.sweep`."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=list(SWEEP_SCORES.values()), horizontal_spacing=0.1)
+    fig.update_annotations(font=dict(size=12))
+    if sweep.empty:
+        return _empty(fig, "no scores")
+    _method_lines(fig, sweep, SWEEP_SCORES, "level", dependency, marker=7)
+    for c in range(1, len(SWEEP_SCORES) + 1):
         fig.update_xaxes(title_text=dependency, row=1, col=c)
     fig.update_yaxes(title_text="impurity", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
@@ -222,30 +228,8 @@ def niche_curves(curves: pd.DataFrame, beta: float | None = None, title: str | N
     fig.update_annotations(font=dict(size=12))
     if curves.empty:
         return _empty(fig, "no niche scores")
-    colours = method_colours(curves["method"])
-    for c, score in enumerate(NICHE_SCORES, start=1):
-        for method, colour in colours.items():
-            d = curves[(curves["method"] == method) & (curves["score"] == score)].sort_values("beta")
-            if d.empty:
-                continue
-            data, text = _hover(d, "β")
-            fig.add_trace(
-                go.Scatter(
-                    x=d["beta"],
-                    y=d["mean"],
-                    name=method,
-                    legendgroup=method,
-                    showlegend=c == 1,
-                    mode="lines+markers",
-                    line=dict(color=colour),
-                    marker=dict(size=5),
-                    error_y=dict(_error(d), color=colour),
-                    customdata=data,
-                    hovertemplate=text,
-                ),
-                row=1,
-                col=c,
-            )
+    _method_lines(fig, curves, NICHE_SCORES, "beta", "β", marker=5)
+    for c in range(1, len(NICHE_SCORES) + 1):
         if beta is not None:
             fig.add_vline(x=beta, line=dict(color="#555", dash="dot", width=1), row=1, col=c)
         fig.update_xaxes(title_text="β", range=[-0.02, 1.0], row=1, col=c)
