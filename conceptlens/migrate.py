@@ -1,4 +1,4 @@
-"""`conceptlens migrate W`: rewrite a workspace of format 1.0 in the current format (2.0).
+"""`conceptlens migrate W`: rewrite an older workspace in the current format (2.1).
 
 1.0 kept every derived table in one file (`clusters.parquet`, ...) and features as
 `features/ID.parquet`; 2.0 partitions them (docs/workspace.md). The migration:
@@ -12,6 +12,14 @@
 
 Every write is atomic, and a migration stopped half-way is finished by running it
 again: nothing of the 1.0 workspace is removed before step 4.
+
+A minor version only adds optional columns (docs/workspace.md), so a 2.0 workspace is read
+as it is; migrating it writes each added column into the files that lack it, as nulls, so
+every file of a table has one schema again (2.1: `similarity_trials.round`). 2.1 also
+stores the fingerprints of analysed inputs by their names inside the workspace (2.0 also
+hashed the folders above, so a copied or renamed workspace looked stale); the migration
+re-keys every unit that was up to date, so nothing is analysed again. Stopped half-way, a
+unit whose inputs were already rewritten is analysed again by the next `analyze`.
 """
 
 from __future__ import annotations
@@ -24,7 +32,10 @@ import pyarrow.parquet as pq
 
 from . import schema
 from .errors import ConceptLensError
-from .workspace import Workspace
+from .workspace import Workspace, WorkspaceError, atomic_write_table, legacy_signatures
+
+# Columns each minor version added: (version, table, column).
+ADDED_COLUMNS = (("2.1", "similarity_trials", "round"),)
 
 V1_FILES = (
     "clusters.parquet",
@@ -71,7 +82,14 @@ def migrate(root, progress: bool = True) -> list[str]:
     version = str(meta.get("schema_version", ""))
     major = version.split(".")[0]
     if major == schema.SCHEMA_MAJOR:
-        return _remove_v1(ws)
+        # Read before any file is rewritten: adding a column changes a file's bytes.
+        legacy = legacy_done(ws) if _minor(version) < 1 else []
+        done = _add_columns(ws, version)
+        done += _rekey(ws, legacy)
+        if _minor(version) < _minor(schema.SCHEMA_VERSION):
+            ws.write_meta({**meta, "schema_version": schema.SCHEMA_VERSION})
+            done.append(f"workspace.json: format {version} -> {schema.SCHEMA_VERSION}")
+        return done + _remove_v1(ws)
     if major != "1":
         raise ConceptLensError(
             f"{ws.meta_path}: cannot migrate format {version!r} "
@@ -122,9 +140,77 @@ def migrate(root, progress: bool = True) -> list[str]:
         # Without clusterings there is nothing to compare; keep CLID as 1.0 had it.
         km["dataset"] = km["checkpoint_id"].map(dataset_of)
         _partitions_of(ws, "clid_scores", km.dropna(subset=["dataset"]))
+    done += _add_columns(ws, "2.0")
     ws.write_meta({**meta, "schema_version": schema.SCHEMA_VERSION})
     done.append(f"workspace.json: format {version} -> {schema.SCHEMA_VERSION}")
     return done + _remove_v1(ws)
+
+
+def _minor(version: str) -> int:
+    parts = version.split(".")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
+def _add_columns(ws: Workspace, version: str) -> list[str]:
+    """Write the columns added after `version` into every file of their table that lacks
+    them, as nulls. A file already holding them is left as it is, so a stopped migration
+    finishes on the next run."""
+    done = []
+    for since, name, col in ADDED_COLUMNS:
+        if _minor(since) <= _minor(version):
+            continue
+        typ = schema.arrow_type(schema.TABLES_BY_NAME[name].column(col).type)
+        n = 0
+        for f in ws.files(name):
+            if col in pq.read_schema(f).names:
+                continue
+            t = pq.read_table(f)
+            atomic_write_table(f, t.append_column(pa.field(col, typ, nullable=True), pa.nulls(len(t), typ)))
+            n += 1
+        if n:
+            done.append(f"{name}: column {col} added (null) to {n} file(s)")
+    return done
+
+
+def legacy_done(ws: Workspace) -> list[tuple]:
+    """(analysis, unit) pairs whose stored fingerprint is of the pre-2.1 kind and matches
+    their inputs here: done, and to be re-keyed. Read before anything is rewritten."""
+    from .analysis import registry
+    from .analysis.common import Context
+
+    ctx = Context(ws, progress=False)
+    out = []
+    for a in registry.in_order([a.name for a in registry.ANALYSES]):
+        try:
+            units = a.units(ctx, {**a.option_defaults(), "_checkpoint": None})
+        except (WorkspaceError, ValueError):
+            continue
+        last = a.writes[-1]
+        for u in units:
+            part = a._partition_of(last, u)
+            if not ws.has(last, **part):
+                continue
+            stored = ws.read_metadata(last, **part).get("inputs")
+            if stored is None or stored == a.inputs(ctx, u):
+                continue
+            with legacy_signatures():
+                if stored == a.inputs(ctx, u):
+                    out.append((a, u))
+    return out
+
+
+def _rekey(ws: Workspace, done: list[tuple]) -> list[str]:
+    """Store the current fingerprint of each unit of `done`, in dependency order (a unit's
+    inputs may be the files rewritten before it)."""
+    from .analysis.common import Context
+
+    ctx = Context(ws, progress=False)
+    for a, u in done:
+        last = a.writes[-1]
+        part = a._partition_of(last, u)
+        md = ws.read_metadata(last, **part)
+        ws.write(last, ws.read(last, **part), metadata={**md, "inputs": a.inputs(ctx, u)}, **part)
+    return [f"fingerprints of {len(done)} analysed unit(s) now independent of the folder"] if done else []
 
 
 def _remove_v1(ws: Workspace) -> list[str]:

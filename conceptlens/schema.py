@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.0"
+SCHEMA_VERSION = "2.1"  # 2.1: similarity_trials.round
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -1093,6 +1093,15 @@ TABLES: tuple[Table, ...] = (
                 "Catch trial: the query itself (mirrored) is among the "
                 "references. It grades the session and is never fitted or scored.",
             ),
+            Column(
+                "round",
+                INT,
+                "The round of the study it was collected in (0 = the first; `conceptlens study "
+                "next-round`); null for trials not collected in rounds. Added in format 2.1.",
+                nullable=True,
+                required=False,
+                bounds=NON_NEGATIVE,
+            ),
         ),
         key=("dataset", "trial_id"),
         added_by="`conceptlens import hsj` (the demo's are simulated: `conceptlens demo build`)",
@@ -1129,7 +1138,13 @@ TABLES: tuple[Table, ...] = (
         "embedding inferred again from growing shares of the trials, in collection order.",
         (
             Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
-            Column("round", INT, "Share of the trials (0 = the first).", bounds=NON_NEGATIVE),
+            Column(
+                "round",
+                INT,
+                "Share of the trials (0 = the first): one per study round where the trials carry "
+                "`similarity_trials.round` (trials from before the rounds first), else equal shares.",
+                bounds=NON_NEGATIVE,
+            ),
             Column("n_trials", INT, "Trials fitted so far.", positive=True),
             Column("dim", INT, "Dimensionality of the embeddings (the chosen one).", positive=True),
             Column("members", INT, "Ensemble members per share.", positive=True),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as _dt
 import hashlib
 import json
@@ -374,16 +375,47 @@ def parse_partition(t: schema.Table, parts) -> dict:
     return out
 
 
+def _inside(p: Path) -> str:
+    """`p` as named inside its workspace: the table folder, its key=value folders and the
+    file (`features/checkpoint_id=x/part.parquet`, `images.parquet`), so that a copied or
+    renamed workspace keeps its fingerprints."""
+    parts = p.parts
+    i = len(parts) - 1
+    while i > 1 and "=" in parts[i - 1]:
+        i -= 1
+    if i < len(parts) - 1:
+        i -= 1
+    return "/".join(parts[i:])
+
+
+# Workspaces analysed before 2.1 stored fingerprints that also hashed the folders above
+# a table (the workspace's own name among them); `legacy_signatures()` recomputes those,
+# so that such a workspace, where it was analysed, is not analysed again.
+_LEGACY = contextvars.ContextVar("legacy_signatures", default=False)
+
+
+@contextlib.contextmanager
+def legacy_signatures():
+    token = _LEGACY.set(True)
+    try:
+        yield
+    finally:
+        _LEGACY.reset(token)
+
+
 def files_signature(paths) -> str:
-    """SHA-1 of the bytes of `paths` (the inputs an analysis read): a staleness check."""
+    """SHA-1 of the bytes of `paths` (the inputs an analysis read) and of their names inside
+    the workspace: a staleness check."""
     paths = sorted(Path(p) for p in paths)
+    legacy = _LEGACY.get()
     # Files are replaced by rename, never written in place: a new file has a new inode, so
     # (path, inode, size, mtime) of every file identifies the bytes hashed before.
-    key = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in paths for st in [p.stat()])
+    stats = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in paths for st in [p.stat()])
+    key = (legacy, *stats)
     if key not in _SIGNATURES:
         h = hashlib.sha1()
         for p in paths:
-            h.update("/".join(p.parts[-4:]).encode())
+            h.update(("/".join(p.parts[-4:]) if legacy else _inside(p)).encode())
             with open(p, "rb") as f:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)

@@ -3,8 +3,8 @@
 it, reads its results next to the proxy annotator's and exports them into the workspace.
 
 URL: ?kind=coherence|describability|similarity&ckpt=ID&k=K&neg=random|hard&src=SOURCE&ds=DATASET
-&clusters=0,1&stimuli=N&tasks=N&answers=N&per=N&catch=N&refs=N&seed=N&token=0|1&id=NAME
-&sid=STUDY&excl=none|0|0.25|0.5
+&clusters=0,1&stimuli=N&sel=random|active&tasks=N&answers=N&per=N&catch=N&refs=N&seed=N&token=0|1&id=NAME
+&sid=STUDY&excl=none|0|0.25|0.5&ntasks=N (a similarity study's next round: 0 = as this round)
 """
 
 from urllib.parse import urlsplit
@@ -17,9 +17,10 @@ from components.export_button import show_figure
 from components.metric_table import metric_table
 from components.text import literal
 from components.url_state import url_multiselect, url_number, url_selectbox, url_text, url_toggle
+from conceptlens.errors import ConceptLensError
 from conceptlens.figures.studies import human_vs_proxy
 from conceptlens.studies.cli import participant_link
-from conceptlens.studies.design import CAPTION_SOURCES, KINDS, NEGATIVES, StudyError, StudySpec
+from conceptlens.studies.design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudyError, StudySpec
 from conceptlens.views import studies as V
 from conceptlens.workspace import read_only
 
@@ -116,6 +117,10 @@ else:
         "Stimuli (0: every image)", key="st_stimuli", param="stimuli", default=0, min_value=0, container=c3
     )
     fields["stimuli"] = n or None
+    fields["selection"] = url_selectbox(
+        "Trials", SELECTIONS, key="st_sel", param="sel", container=c4,
+        format_func={"random": "random", "active": "active (information gain)"}.get,
+    )  # fmt: skip
 
 n1, n2, n3, n4, n5, n6 = st.columns(6)
 two_afc = kind != "similarity"
@@ -158,6 +163,7 @@ flags = {
     "captions": fields.get("caption_source"),
     "dataset": fields.get("dataset"),
     "stimuli": fields.get("stimuli"),
+    "selection": None if fields.get("selection", "random") == "random" else fields["selection"],
     "tasks": spec.tasks,
     "answers": spec.answers,
     "per-participant": spec.per_participant,
@@ -220,6 +226,8 @@ if table.empty:
     st.info("No study yet: create one above.", icon=":material/pending:")
     st.stop()
 metric_table(table, key="st_table")
+if "st_next_sid" in st.session_state:  # a round just started: show it
+    st.session_state["st_sid"] = st.session_state.pop("st_next_sid")
 sid = url_selectbox("Study", list(table["study_id"]), key="st_sid", param="sid")
 study = V.study(sid)
 row = table.set_index("study_id").loc[sid]
@@ -368,3 +376,67 @@ e2.download_button(
     on_click="ignore",
     icon=":material/download:",
 )
+
+# ---- the next round (similarity) ------------------------------------------------------------
+if study.spec.kind == "similarity":
+    now = study.spec
+    st.subheader("Next round")
+    st.caption(
+        f"This is round {now.round} ({now.selection} trials"
+        + (f", after study {literal(now.after)}" if now.after else "")
+        + "). roads2021 (section 4.3) collects judgments in rounds: the next round exports this "
+        "study's answers (leaving out the people chosen above), infers the psychological embedding "
+        "again (`conceptlens analyze similarity`) and creates a study whose trials are chosen by "
+        "expected information gain under it, a quarter of them confirmation trials."
+    )
+    ntasks = url_number(
+        "Trials of the next round (0: as this round)", key="st_ntasks", param="ntasks", default=0, min_value=0
+    )
+    # The click only raises a flag (a callback: nothing can lose it); the work runs below,
+    # where st.status can show its stages.
+    st.button(
+        "Start the next round",
+        key="st_next",
+        icon=":material/replay:",
+        disabled=not here or read_only(),
+        help="It writes into the workspace: from the command line on a read-only deployment."
+        if read_only()
+        else None,
+        on_click=st.session_state.__setitem__,
+        args=("st_next_go", sid),
+    )
+    if st.session_state.pop("st_next_go", None) == sid:
+        with st.status(f"Starting round {now.round + 1}", expanded=True) as box:
+            try:
+                made = V.next_round(
+                    ws.root, sid, ntasks, EXCLUDE[excl], bool(study.token_sha256), step=box.write
+                )
+            except (ConceptLensError, OSError, ValueError) as e:
+                box.update(label="The next round could not be started", state="error")
+                st.session_state["st_next_error"] = (sid, str(e))
+            else:
+                box.update(label=f"Round {now.round + 1} created", state="complete")
+                st.session_state.pop("st_next_error", None)
+                st.session_state["st_next_made"] = made
+                st.session_state["st_next_sid"] = made["study_id"]
+                st.rerun()
+    failed = st.session_state.get("st_next_error")
+    if failed and failed[0] == sid:
+        st.error(f"**The next round could not be started:** {literal(failed[1])}", icon=":material/error:")
+    made = st.session_state.get("st_next_made")
+    if made and made["study_id"] == sid:
+        st.success(
+            f"Round {now.round} started after study {literal(made['after'])} "
+            f"({made['exported']:,} trial(s) exported, the embedding inferred again). Send people this link:",
+            icon=":material/check_circle:",
+        )
+        st.code(participant_link(base_url, sid, made["token"], ws_name), language=None)
+        for note in made["notes"]:
+            st.caption(f"Note: {literal(note)}")
+    cmd = [f"conceptlens study next-round {sid}", f"--workspace {ws.label}"]
+    cmd += [f"--tasks {ntasks}"] if ntasks else []
+    cmd += [f"--max-catch-failure {EXCLUDE[excl]}"] if EXCLUDE[excl] is not None else []
+    cmd += ["--token"] if study.token_sha256 else []
+    cmd += [f"--url {base_url}"] + ([f"--ws {ws_name}"] if ws_name else [])
+    st.caption("The same from the command line:")
+    st.code(" \\\n  ".join(cmd), language="bash")

@@ -4,6 +4,7 @@ comparisons) through the registry, on a small synthetic workspace."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -122,6 +123,24 @@ def test_cluster_metrics_content(analysed):
         colour, shape = name.split()
         assert colour in r["caption"] and shape in r["caption"]
         assert isinstance(r["caption_rouge"], str) and isinstance(r["caption_noneg"], str)
+
+
+def test_a_copied_or_renamed_workspace_stays_analysed(analysed, tmp_path):
+    """Fingerprints name files inside the workspace only: a clone into another folder (or a
+    renamed workspace) must not look stale, yet a changed input still must."""
+    import shutil
+
+    from conceptlens.workspace import files_signature
+
+    ws, _ = analysed
+    copy = Path(shutil.copytree(ws.root, tmp_path / "another-name" / "elsewhere"))
+    assert not any(registry.missing(copy).values())
+    f = ws.files("images")
+    assert files_signature(f) == files_signature(Workspace(copy).files("images"))
+    clusters = Workspace(copy).partition_files("clusters", checkpoint_id="toy-ckpt0", k=12)
+    t = pq.read_table(clusters[0])
+    pq.write_table(t.slice(1), clusters[0])
+    assert registry.missing(copy, ["cluster_metrics"])["cluster_metrics"] == ["checkpoint_id=toy-ckpt0/k=12"]
 
 
 def test_resume_skips_done_and_force_recomputes(analysed):

@@ -307,3 +307,52 @@ def test_a_malformed_participant_id_in_the_link_gets_a_new_one(monkeypatch, stor
     pid = pid[0] if isinstance(pid, list) else pid
     assert S.PARTICIPANT_ID.fullmatch(pid) and list(store.participants(sid)["participant_id"]) == [pid]
     assert task_number(at) == 1
+
+
+# ---- a similarity study's next round ----------------------------------------------------------
+def test_next_round_from_the_page(monkeypatch, store, factory_copy):
+    sid, _, d = create(store, factory_copy, "similarity", study_id="round0", tasks=12)
+    for i in range(d.n_sessions):
+        answer_all(store, sid, store.join(sid).participant_id, seed=i)
+    at = clean(app(monkeypatch, factory_copy, "pages/studies.py", {"sid": sid, "ntasks": "9"}))
+    assert "This is round 0 (random trials)" in plain(at.caption)
+    assert "conceptlens study next-round round0" in at.code[-1].value and "--tasks 9" in at.code[-1].value
+    at.button(key="st_next").click().run()
+    clean(at)
+    new = [s for s in store.studies()["study_id"] if s != sid]
+    assert len(new) == 1
+    spec = store.study(new[0]).spec
+    assert (spec.round, spec.after, spec.selection, spec.tasks) == (1, sid, "active", 9)
+    # The page now shows the new round, with its link and what was exported.
+    assert "This is round 1 (active trials, after study round0)" in plain(at.caption)
+    assert f"Round 1 started after study round0 ({len(d.slots)} trial(s) exported" in plain(at.success)
+    assert any(f"/?study={new[0]}" in c.value for c in at.code)
+    trials = Workspace(factory_copy).read("similarity_trials", dataset="toy").to_pandas()
+    assert (trials.loc[trials["trial_id"].str.startswith("round0."), "round"] == 0).all()
+
+
+def test_next_round_failure_is_shown_not_raised(monkeypatch, store, factory_copy):
+    from conceptlens.analysis import registry
+    from conceptlens.workspace import WorkspaceError
+
+    def broken(*args, **kwargs):
+        raise WorkspaceError("similarity_trials/dataset=toy: cannot fit <b>here</b>")
+
+    monkeypatch.setattr(registry, "run", broken)
+    sid, _, _ = create(store, factory_copy, "similarity", study_id="round0", tasks=12)
+    at = clean(app(monkeypatch, factory_copy, "pages/studies.py", {"sid": sid}))
+    at.button(key="st_next").click().run()
+    clean(at)
+    assert "The next round could not be started" in plain(at.error) and "cannot fit" in plain(at.error)
+    assert list(store.studies()["study_id"]) == [sid]
+
+
+def test_create_an_active_similarity_study_from_the_page(monkeypatch, store, factory_copy):
+    query = {"kind": "similarity", "sel": "active", "tasks": "12"}
+    at = clean(app(monkeypatch, factory_copy, "pages/studies.py", query))
+    assert "--selection active" in at.code[0].value
+    at.button(key="st_create").click().run()
+    clean(at)
+    spec = store.study(store.studies()["study_id"].iloc[0]).spec
+    assert (spec.selection, spec.round, spec.tasks) == ("active", 0, 12)
+    assert "active selection (round 0): 9 trials by information gain" in plain(at.caption)

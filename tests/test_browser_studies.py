@@ -123,3 +123,24 @@ def test_owner_page_shows_the_study_and_its_results(browser, served):
     assert page.get_by_test_id("stPlotlyChart").count() == 1
     assert f"/?study={sid}" in text
     page.close()
+
+
+def test_owner_starts_the_next_round_of_a_similarity_study(browser, served):
+    url, store, root = served
+    sid, _, d = create(store, root, "similarity", study_id="round0", tasks=12)
+    for i in range(d.n_sessions):
+        answer_all(store, sid, store.join(sid).participant_id, seed=i)
+    page = open_page(browser, f"{url}/studies?sid={sid}&ntasks=9", "study-next-round")
+    text = main_text(page)
+    assert "Next round" in text and "This is round 0 (random trials)" in text
+    assert "conceptlens study next-round round0" in text and "--tasks 9" in text
+    page.get_by_role("button", name="Start the next round").click()
+    # Export, a fit of the embedding (analyze similarity's defaults) and the active design.
+    page.get_by_text("Round 1 started after study round0").wait_for(timeout=300_000)
+    wait_for_script(page)
+    text = main_text(page)
+    new = [s for s in store.studies()["study_id"] if store.study(s).spec.after == "round0"]
+    assert len(new) == 1 and f"/?study={new[0]}" in text
+    assert "This is round 1 (active trials, after study round0)" in text
+    screenshot(page, "study-next-round")
+    page.close()

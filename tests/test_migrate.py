@@ -90,7 +90,7 @@ def test_migrate_keeps_every_number(v1, capsys):
     ws, before = v1
     assert [p.message for p in validate(ws.root)][0].startswith("format 1.0: run `conceptlens migrate")
     assert main(["migrate", str(ws.root), "--quiet"]) == 0
-    assert "1.0 -> 2.0" in capsys.readouterr().out
+    assert f"1.0 -> {schema.SCHEMA_VERSION}" in capsys.readouterr().out
     assert json.loads(ws.meta_path.read_text())["schema_version"] == schema.SCHEMA_VERSION
     assert validate(ws.root) == []
     for name, old in before.items():
@@ -133,3 +133,29 @@ def test_unknown_version_is_refused(tmp_path, capsys):
     ws.write_meta({**ws.meta(), "schema_version": "9.0"})
     assert main(["migrate", str(ws.root)]) == 1
     assert "cannot migrate format '9.0'" in capsys.readouterr().err
+
+
+def test_migrating_2_0_rekeys_fingerprints_so_a_moved_workspace_stays_analysed(tmp_path):
+    """2.0 fingerprints also hashed the folders above a table: a moved workspace looked stale.
+    Migrating re-keys what was up to date, in place, so the move no longer matters."""
+    import shutil
+
+    from conceptlens.analysis import registry
+    from conceptlens.workspace import legacy_signatures
+    from tests.factory import factor_workspace
+
+    names = ["clustering", "cluster_metrics", "baselines", "comparisons"]
+    ws = factor_workspace(tmp_path / "here" / "ws")
+    with legacy_signatures():  # what a 2.0 ConceptLens stored
+        registry.run(ws.root, names, {"k": [6]}, progress_bars=False)
+    ws.write_meta({**ws.meta(), "schema_version": "2.0"})
+    assert not any(registry.missing(ws.root, names).values()), "2.0 fingerprints hold in place"
+    moved = shutil.copytree(ws.root, tmp_path / "there" / "renamed")
+    assert registry.missing(moved, names)["baselines"], "the 2.0 bug: features are 3 folders deep"
+
+    done = migrate(ws.root)
+    assert any("fingerprints of" in d for d in done)
+    assert Workspace(ws.root).meta()["schema_version"] == schema.SCHEMA_VERSION
+    moved = shutil.copytree(ws.root, tmp_path / "elsewhere" / "renamed-again")
+    assert not any(registry.missing(moved, names).values())
+    assert migrate(ws.root) == []

@@ -2,7 +2,9 @@
 
 One unit per dataset with a psychological embedding. The fitted (train, non-catch) trials
 are taken in collection order (`round` where a study ran in rounds, else trial id) and
-split into `--rounds` cumulative shares; after each share an ensemble is inferred at the
+split into cumulative shares: one per study round where the trials carry rounds (trials
+collected before the rounds, e.g. imported ones, are the first share), else `--rounds`
+equal shares; after each share an ensemble is inferred at the
 embedding's chosen dimensionality and measured three ways: the coarse-grained loss on
 randomly drawn trials (the `test` split; else a seeded tenth of the trials, held out),
 the agreement of the members within the ensemble, and its agreement with the previous
@@ -57,8 +59,9 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     index = {s: k for k, s in enumerate(stimuli)}
     t = read_trials(ctx, ds)
     t = t[~t["is_catch"]]
-    order = ["round", "trial_id"] if "round" in t.columns else ["trial_id"]
-    t = t.sort_values(order, kind="stable")
+    by_round = "round" in t.columns and t["round"].notna().any()
+    order = ["round", "trial_id"] if by_round else ["trial_id"]
+    t = t.sort_values(order, kind="stable", na_position="first")
     train, coarse = t[t["split"] == "train"], t[t["split"] == "test"]
     if coarse.empty:
         pick = np.random.default_rng([seed, 5]).random(len(train)) < 0.1
@@ -70,9 +73,16 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     cstim, csel = encode(coarse, index)
     ok = cstim[:, 0] >= 0
     cstim, csel = cstim[ok], csel[ok]
-    if len(stim) < rounds or not len(cstim):
-        raise WorkspaceError(f"convergence {ds}: {len(stim)} trials cannot make {rounds} rounds")
-    ends = np.linspace(0, len(stim), rounds + 1).round().astype(int)[1:]
+    ends = _round_ends(train["round"].to_numpy(np.float64)[keep]) if by_round else np.array([], int)
+    if len(ends) >= 2:
+        rounds = len(ends)
+        ctx.note(f"convergence {ds}: one share per study round ({rounds}, trials before the rounds first)")
+    else:
+        if len(stim) < rounds or not len(cstim):
+            raise WorkspaceError(f"convergence {ds}: {len(stim)} trials cannot make {rounds} rounds")
+        ends = np.linspace(0, len(stim), rounds + 1).round().astype(int)[1:]
+    if not len(cstim):
+        raise WorkspaceError(f"convergence {ds}: no trial left to measure the coarse-grained loss on")
     rows, prev = [], None
     for r, end in enumerate(ends):
         share = Trials(stim[:end], sel[:end], w[:end])
@@ -113,6 +123,12 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     return fingerprint
 
 
+def _round_ends(rounds: np.ndarray) -> np.ndarray:
+    """Where each round's trials end in trials sorted by round (nulls, i.e. no round, first)."""
+    code = np.where(np.isnan(rounds), -1.0, rounds)
+    return np.append(np.flatnonzero(np.diff(code)) + 1, len(code)) if len(code) else np.array([], int)
+
+
 ANALYSIS = Analysis(
     name="convergence",
     title="Convergence of the psychological embedding as judgments accumulate (roads2021 §5)",
@@ -123,7 +139,14 @@ ANALYSIS = Analysis(
     depends=("similarity",),
     page="Similarity",
     options=(
-        Option("rounds", int, 5, "cumulative shares of the trials to infer the embedding from", minimum=2),
+        Option(
+            "rounds",
+            int,
+            5,
+            "cumulative shares of the trials to infer the embedding from (trials collected in "
+            "study rounds: one share per round instead)",
+            minimum=2,
+        ),
         Option("convergence_members", int, 3, "ensemble members per share", minimum=2),
         _SHARED["beta"],
         _SHARED["max_epochs"],

@@ -1,5 +1,5 @@
-"""`conceptlens study create|list|export|close|open`: human studies from the command line
-(docs/studies.md).
+"""`conceptlens study create|list|export|next-round|close|open`: human studies from the
+command line (docs/studies.md).
 
 The answers store is `CONCEPTLENS_ANSWERS_URL` (PostgreSQL), else the SQLite file in
 `CONCEPTLENS_STATE_DIR`; `--store URL` overrides both.
@@ -11,7 +11,7 @@ import argparse
 import json
 from urllib.parse import urlencode
 
-from .design import CAPTION_SOURCES, KINDS, NEGATIVES, StudySpec
+from .design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudySpec
 
 
 def participant_link(base: str, study_id: str, token: str | None = None, ws: str | None = None) -> str:
@@ -52,18 +52,53 @@ def _create(args) -> int:
         refs=args.refs,
         seed=args.seed,
         reclaim_minutes=args.reclaim_minutes,
+        selection=args.selection,
     )
     store = open_store(args.store)
     d = design(Workspace(args.workspace), spec)
     study_id, token = store.create_study(d, args.id, token=True if args.token else None)
+    _created(store, d, study_id, token, args)
+    return 0
+
+
+def _created(store, d, study_id: str, token: str | None, args) -> None:
     real = sum(not t.is_catch for t in d.tasks)
     print(
         f"study {study_id} created in {store.label}: {real} tasks (+{len(d.tasks) - real} catch), "
-        f"{d.n_sessions} sessions of up to {spec.per_participant} tasks, {len(d.slots)} answers planned"
+        f"{d.n_sessions} sessions of up to {d.spec.per_participant} tasks, {len(d.slots)} answers planned"
     )
     for note in d.notes:
         print(f"note: {note}")
     print(f"participant link: {participant_link(args.url, study_id, token, args.ws)}")
+
+
+def _next_round(args) -> int:
+    from ..analysis.registry import all_options
+    from ..workspace import Workspace
+    from .rounds import next_round
+    from .store import open_store
+
+    store = open_store(args.store)
+    out = next_round(
+        store,
+        args.study,
+        Workspace(args.workspace),
+        tasks=args.tasks,
+        selection=args.selection,
+        max_catch_failure=args.max_catch_failure,
+        new_id=args.id,
+        token=True if args.token else None,
+        options={o: getattr(args, o, None) for o in all_options()},
+        progress_bars=not args.quiet,
+        step=None if args.quiet else print,
+    )
+    print(
+        f"study {args.study}: {out.exported['similarity_trials']} trial(s) appended to similarity_trials; "
+        f"the embedding inferred again"
+    )
+    for note in out.notes:
+        print(f"note: {note}")
+    _created(store, out.design, out.study_id, out.token, args)
     return 0
 
 
@@ -144,6 +179,13 @@ def register(sub, parents) -> None:
     c.add_argument("--dataset", help="similarity: dataset whose images are judged")
     c.add_argument("--stimuli", type=int, help="similarity: images sampled as stimuli (default: all)")
     c.add_argument(
+        "--selection",
+        choices=SELECTIONS,
+        default="random",
+        help="similarity: active picks trials by expected information gain under the dataset's "
+        "psychological embedding (roads2021 section 4.3)",
+    )
+    c.add_argument(
         "--tasks", type=int, default=20, help="tasks per cluster (2AFC) or trials in all (similarity)"
     )
     c.add_argument("--answers", type=int, default=3, help="people per task")
@@ -182,6 +224,38 @@ def register(sub, parents) -> None:
         help="leave out people whose catch failure rate is above this (default: nobody)",
     )
     e.set_defaults(func=_export)
+
+    from ..analysis.registry import _add_options, _registered
+
+    nr = ssub.add_parser(
+        "next-round",
+        parents=[store],
+        help="a similarity study's next round: export its answers, infer the embedding again "
+        "(analyze similarity), create the next study with trials chosen from it",
+    )
+    nr.add_argument("study", help="the similarity study whose round ends")
+    nr.add_argument("--workspace", required=True, help="the workspace the study was designed on")
+    nr.add_argument("--tasks", type=int, help="trials of the next round (default: the study's)")
+    nr.add_argument(
+        "--selection",
+        choices=SELECTIONS,
+        default="active",
+        help="active: by expected information gain under the new embedding (roads2021 §4.3)",
+    )
+    nr.add_argument(
+        "--max-catch-failure",
+        type=float,
+        help="leave out people whose catch failure rate is above this (default: nobody)",
+    )
+    nr.add_argument("--id", help="study id of the next round (default: generated)")
+    nr.add_argument("--token", action="store_true", help="the link carries an access token")
+    nr.add_argument(
+        "--url", default="http://localhost:8501", help="the dashboard's URL, for the printed link"
+    )
+    nr.add_argument("--ws", help="`?ws=` name of the workspace on the dashboard, for the printed link")
+    nr.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_options(nr, _registered()["BY_NAME"]["similarity"].options)
+    nr.set_defaults(func=_next_round)
 
     for status, what in (("close", "stop taking answers"), ("open", "take answers again")):
         sp = ssub.add_parser(status, parents=[store], help=f"{what}")

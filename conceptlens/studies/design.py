@@ -6,7 +6,11 @@ outside it (random negatives: any other cluster; hard: the cluster whose centroi
 Eq. 2). A describability task keeps the queries and shows the cluster's description instead of
 the references; a person answers at most one describability task per cluster. roads2021
 section 4.1: 8-rank-2 similarity trials (a query and 8 references, the two most similar chosen
-in order) and catch trials whose references include the query itself, mirrored.
+in order) and catch trials whose references include the query itself, mirrored. A similarity
+study can run in rounds (section 4.3): an `active` round picks its trials by expected
+information gain under the dataset's current psychological embedding
+(`conceptlens.embedding.active.select_trials`), read when the study is created, so its task
+list is as fixed as a random one's.
 
 Coherence and describability tasks are `metrics.coherence.make_trials` with the study's seed:
 with the trials, refs and seed of `conceptlens analyze cluster_metrics`, people answer the very
@@ -32,6 +36,7 @@ from ..workspace import Workspace, WorkspaceError, check_id
 
 KINDS = ("coherence", "describability", "similarity")
 NEGATIVES = ("random", "hard")
+SELECTIONS = ("random", "active")
 CAPTION_SOURCES = {
     "caption": "the class-level caption (laina2020 Eq. 4)",
     "caption_noneg": "Eq. 4 without its negative term",
@@ -42,7 +47,10 @@ SIDES = ("left", "right")
 N_REFERENCES, N_SELECT = 8, 2  # roads2021's 8-rank-2 trials
 MAX_SLOTS = 200_000  # answers one study may plan: a typo must not fill the store
 # Independent random streams, so that changing one part of a spec leaves the others' draws.
-_PACK, _CATCH, _LAYOUT, _STIMULI = 1, 2, 3, 4
+_PACK, _CATCH, _LAYOUT, _STIMULI, _ACTIVE = 1, 2, 3, 4, 5
+# An active round's share of confirmation trials (roads2021 section 4.3), and the trials kept
+# per query (as `active.simulate_rounds` does).
+CONFIRMATION_SHARE, KEEP_PER_QUERY = 0.25, 3
 
 
 class StudyError(ConceptLensError):
@@ -66,6 +74,9 @@ class StudySpec:
     refs: int = 10  # reference images of a coherence task
     seed: int = 0
     reclaim_minutes: int = 60  # a session idle this long with no finisher goes to someone new; 0: never
+    selection: str = "random"  # similarity: "active" picks trials by information gain (roads2021 §4.3)
+    round: int = 0  # similarity: the study's round (0 for the first)
+    after: str | None = None  # similarity: the study id of the previous round
 
     @property
     def measure(self) -> str:
@@ -90,6 +101,7 @@ class StudySpec:
             ("refs", 1),
             ("seed", 0),
             ("reclaim_minutes", 0),
+            ("round", 0),
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
@@ -100,6 +112,14 @@ class StudySpec:
                     check_id(str(getattr(self, name)), name)
                 except WorkspaceError as e:
                     bad(name, str(e))
+        if self.selection not in SELECTIONS:
+            bad("selection", f"must be one of {', '.join(SELECTIONS)}, got {self.selection!r}")
+        if self.two_afc and (self.selection != "random" or self.round or self.after is not None):
+            bad("selection", "rounds and active selection are for similarity studies")
+        if (self.round > 0) != (self.after is not None):
+            bad("after", f"names the previous round's study exactly when round > 0 (round {self.round})")
+        if self.after is not None and not isinstance(self.after, str):
+            bad("after", f"must be a study id, got {self.after!r}")
         if self.catch >= self.per_participant:
             bad("catch", f"must be below per_participant ({self.per_participant}), got {self.catch}")
         if self.two_afc:
@@ -309,12 +329,11 @@ def _two_afc_tasks(ws: Workspace, spec: StudySpec, notes: list[str]):
     return tasks, catch, key, chosen
 
 
-def _similarity_tasks(ws: Workspace, spec: StudySpec, notes: list[str]):
+def _random_trials(ws: Workspace, spec: StudySpec, rng: np.random.Generator):
     img = ws.read("images", columns=["image_id", "dataset"]).to_pandas()
     ids = np.array(sorted(img.loc[img["dataset"] == spec.dataset, "image_id"]), dtype=object)
     if len(ids) == 0:
         raise StudyError(f"{ws.root / 'images.parquet'}: dataset {spec.dataset!r} has no images")
-    rng = _rng(spec, _STIMULI)
     if spec.stimuli is not None:
         if spec.stimuli > len(ids):
             raise StudyError(
@@ -324,12 +343,76 @@ def _similarity_tasks(ws: Workspace, spec: StudySpec, notes: list[str]):
         ids = np.sort(rng.choice(ids, spec.stimuli, replace=False))
     if len(ids) < N_REFERENCES + 1:
         raise StudyError(f"dataset {spec.dataset!r} has {len(ids)} images; a trial shows {N_REFERENCES + 1}")
-    tasks = []
-    for j in range(spec.tasks):
-        pick = rng.choice(len(ids), N_REFERENCES + 1, replace=False)
-        tasks.append(
-            Task(f"t{j:05d}", None, False, {"query": ids[pick[0]], "references": ids[pick[1:]].tolist()})
+    return ids, [rng.choice(len(ids), N_REFERENCES + 1, replace=False) for _ in range(spec.tasks)]
+
+
+def _active_trials(ws: Workspace, spec: StudySpec, notes: list[str]):
+    """The embedding's stimuli and `spec.tasks` trials chosen by expected information gain
+    under its ensemble (roads2021 section 4.3), a quarter of them confirmation trials."""
+    from ..embedding import active as A
+    from ..embedding.psych import read_embedding
+
+    ds = spec.dataset
+    if not ws.has("psych_embedding", dataset=ds):
+        raise StudyError(
+            f"{ws.partition_dir('psych_embedding', dataset=ds)}: no psychological embedding of dataset "
+            f"{ds!r} (table psych_embedding, partition dataset={ds}) to choose active trials from; "
+            "collect a random round first and run `conceptlens analyze similarity`"
         )
+    stimuli, members = read_embedding(ws, ds)
+    ids = np.array(stimuli, dtype=object)
+    if len(ids) < N_REFERENCES + 1:
+        raise StudyError(
+            f"{ws.partition_dir('psych_embedding', dataset=ds)}: the embedding has {len(ids)} images; "
+            f"a trial shows {N_REFERENCES + 1}"
+        )
+    if spec.stimuli is not None:
+        notes.append(f"stimuli={spec.stimuli} not used: an active round's are the embedding's {len(ids)}")
+    index = {s: k for k, s in enumerate(stimuli)}
+    counts = np.zeros(len(ids))
+    if ws.has("similarity_trials", dataset=ds):
+        t = ws.read("similarity_trials", columns=["query", "is_catch"], dataset=ds).to_pandas()
+        q = t.loc[~t["is_catch"], "query"].map(index).dropna().astype(int)
+        np.add.at(counts, q.to_numpy(), 1)
+    n_confirm = int(round(spec.tasks * CONFIRMATION_SHARE)) if spec.tasks >= 4 else 0
+    want = spec.tasks - n_confirm
+    seed = int(_rng(spec, _ACTIVE).integers(2**31 - 1)) + int(spec.round)
+    sel = A.select_trials(
+        members,
+        -(-want // KEEP_PER_QUERY),
+        N_REFERENCES,
+        N_SELECT,
+        query_counts=counts,
+        keep_per_query=KEEP_PER_QUERY,
+        n_confirmation=n_confirm,
+        random_state=seed,
+    )
+    gain = np.flatnonzero(~sel.confirmation)
+    gain = gain[np.argsort(-sel.information_gain[gain], kind="stable")][:want]
+    keep = np.concatenate([gain, np.flatnonzero(sel.confirmation)])
+    if len(keep) < spec.tasks:
+        notes.append(
+            f"active selection found {len(keep)} distinct trials of the {spec.tasks} asked "
+            f"({len(ids)} images, at most {KEEP_PER_QUERY} per query)"
+        )
+    notes.append(
+        f"active selection (round {spec.round}): {len(gain)} trials by information gain (mean "
+        f"{sel.information_gain[gain].mean():.3f} nats) and {n_confirm} confirmation trials, under the "
+        f"{len(members)}-member embedding of {len(ids)} images"
+    )
+    return ids, list(sel.stimulus_set[keep])
+
+
+def _similarity_tasks(ws: Workspace, spec: StudySpec, notes: list[str]):
+    rng = _rng(spec, _STIMULI)
+    if spec.selection == "active":
+        ids, picks = _active_trials(ws, spec, notes)
+    else:
+        ids, picks = _random_trials(ws, spec, rng)
+    tasks = [
+        Task(f"t{j:05d}", None, False, {"query": ids[pick[0]], "references": ids[pick[1:]].tolist()})
+        for j, pick in enumerate(picks)
+    ]
 
     def catch(rng: np.random.Generator, used: set, n: int) -> Task:
         pick = rng.choice(len(ids), N_REFERENCES, replace=False)

@@ -6,7 +6,7 @@ reliability is Krippendorff's alpha (nominal; PyPI `krippendorff`) over the task
 two or more people. Catch tasks screen inattentive people: a participant whose catch failure
 rate is above `max_catch_failure` is left out of every result (None: nobody is). Similarity
 answers become `similarity_trials` rows (roads2021), weighted by the participant's mean catch
-grade, for `conceptlens analyze similarity`.
+grade, for `conceptlens analyze similarity`, with the study's round.
 """
 
 from __future__ import annotations
@@ -228,6 +228,7 @@ def similarity_trials(study: Study, res: Results) -> pd.DataFrame:
             "rt_ms": r["rt_ms"],
             "split": "train",
             "is_catch": r["is_catch"].astype(bool),
+            "round": int(study.spec.round),
         }
     ).reset_index(drop=True)
 

@@ -98,6 +98,10 @@ def create(root, spec: StudySpec, study_id: str | None = None, token: bool = Fal
     planned answers, tasks, catch tasks, notes."""
     d = design(Workspace(root), spec)
     sid, tok = S.open_store().create_study(d, study_id or None, token=True if token else None)
+    return _made(d, sid, tok)
+
+
+def _made(d, sid: str, tok: str | None) -> dict:
     real = sum(not t.is_catch for t in d.tasks)
     return {
         "study_id": sid,
@@ -108,6 +112,29 @@ def create(root, spec: StudySpec, study_id: str | None = None, token: bool = Fal
         "catch": len(d.tasks) - real,
         "notes": d.notes,
     }
+
+
+def next_round(
+    root, study_id: str, tasks: int | None, max_catch_failure: float | None, token: bool, step=None
+) -> dict:
+    """`conceptlens study next-round`: export the similarity study's answers, infer the
+    embedding again, create the next (active) round; what `create` returns, plus the trials
+    exported and the analysis' notes. `step(message)` hears each stage."""
+    from ..studies.rounds import next_round as run
+
+    out = run(
+        S.open_store(),
+        study_id,
+        Workspace(root),
+        tasks=tasks or None,
+        max_catch_failure=max_catch_failure,
+        token=True if token else None,
+        progress_bars=False,
+        step=step,
+    )
+    made = _made(out.design, out.study_id, out.token)
+    made["notes"] = out.notes + made["notes"]
+    return made | {"exported": out.exported["similarity_trials"], "after": study_id}
 
 
 def study_results(root, study_id: str, max_catch_failure: float | None) -> Results:
