@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--per-round", type=int, default=400)
     ap.add_argument("--members", type=int, default=3)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--random-rounds", type=int, default=1, help="random rounds before active selection")
     ap.add_argument("--out", default="bench/results/active_selection.json")
     a = ap.parse_args()
     images = Workspace(a.workspace).read("images").to_pandas()
@@ -42,7 +43,14 @@ def main() -> None:
         Z = generating_embedding(stimuli(images, seed, a.stimuli), seed)
         for strategy in ("random", "active"):
             for r in simulate_rounds(
-                Z, strategy, a.rounds, a.per_round, members=a.members, random_state=seed, n_candidates=100
+                Z,
+                strategy,
+                a.rounds,
+                a.per_round,
+                members=a.members,
+                random_state=seed,
+                n_candidates=100,
+                random_rounds=a.random_rounds,
             ):
                 rows.append({"seed": seed, **r})
                 print(
@@ -56,6 +64,7 @@ def main() -> None:
         "rounds": a.rounds,
         "per_round": a.per_round,
         "members": a.members,
+        "random_rounds": a.random_rounds,
         "seeds": a.seeds,
         "wall_s": round(time.perf_counter() - t0, 1),
         "cpu_s": round(time.process_time() - c0, 1),

@@ -8,6 +8,7 @@ stops half-way goes on where it stopped), unless `--force`. A unit is done when 
 file it writes last exists and, for analyses of derived tables, was computed from the
 input files as they are now (their fingerprint is stored in the file's metadata).
 Each finished unit is logged in the append-only `analysis_runs` table.
+`--engine ray` runs the pending units of each analysis as Ray tasks (engines.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..workspace import Workspace, WorkspaceError
-from .common import Context, partition_label, progress
+from ..errors import ConceptLensError
+from ..workspace import Workspace, WorkspaceError, legacy_signatures
+from .common import Context, log, partition_label, progress
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,11 @@ class Analysis:
         want = self.inputs(ctx, unit)
         if want is None:
             return True
-        return ctx.ws.read_metadata(last, **self._partition_of(last, unit)).get("inputs") == want
+        stored = ctx.ws.read_metadata(last, **self._partition_of(last, unit)).get("inputs")
+        if stored == want:
+            return True
+        with legacy_signatures():  # analysed before 2.1, in this same folder
+            return stored is not None and stored == self.inputs(ctx, unit)
 
     @staticmethod
     def _partition_of(table: str, unit: Unit) -> dict:
@@ -180,12 +186,28 @@ def run(
     force: bool = False,
     progress_bars: bool = True,
     with_dependencies: bool = True,
+    engine: str = "local",
+    workers: int | None = None,
+    threads: int | None = None,
 ) -> Context:
     """Run the analyses `names` (or "all") on the workspace at `root`; returns the run's context.
 
     `checkpoint` restricts per-checkpoint units to that checkpoint (dataset-level units
     then cover its dataset only). Units already done are skipped unless `force`.
+    `engine="ray"` runs each analysis' pending units as Ray tasks, at most `workers` at
+    once; a unit that fails there is reported by name once the others are written, and
+    the analyses after it are not run. `threads` limits the BLAS / OpenMP threads of a unit
+    (default: all locally, 1 per Ray task); the output depends on it (engines.py).
     """
+    if engine not in ("local", "ray"):
+        raise ValueError(f"--engine must be local or ray, got {engine!r}")
+    from .engines import unit_threads
+
+    if workers is not None and engine != "ray":
+        raise ValueError("--workers is the number of Ray tasks at once: it needs --engine ray")
+    for flag, v in (("--workers", workers), ("--threads", threads)):
+        if v is not None and v < 1:
+            raise ValueError(f"{flag} must be at least 1, got {v}")
     ws = Workspace(root)
     ws.meta()
     ctx = Context(ws, progress=progress_bars)
@@ -223,15 +245,45 @@ def run(
         pending = [u for u in units if force or not a.is_done(ctx, u)]
         if not units:
             ctx.note(f"{a.name}: nothing to analyse")
+        if engine == "ray" and pending:  # nothing to do starts no Ray
+            _run_on_ray(ctx, a, pending, opts, workers, threads, progress_bars)
+            continue
         for unit in progress(pending, a.name, progress_bars):
-            # Microseconds: two runs of one unit within a second must not share a key.
-            started, t0 = _now_us(), time.perf_counter()
-            inputs = a.run(ctx, unit, opts)
+            started, t0 = now_us(), time.perf_counter()
+            with unit_threads(threads):
+                inputs = a.run(ctx, unit, opts)
             _log_run(ws, a, unit, opts, inputs, started, time.perf_counter() - t0)
     return ctx
 
 
-def _now_us() -> str:
+def _run_on_ray(ctx: Context, a: Analysis, pending: list[Unit], opts: dict, workers, threads, bars) -> None:
+    from .engines import run_ray
+
+    failed = []
+    bar = progress(None, f"{a.name} (ray)", bars, total=len(pending))
+    for r in run_ray(ctx.ws.root, a.name, pending, opts, workers, threads):
+        for n in r.notes:
+            if n not in ctx.notes:  # each task notes what the local engine notes once per run
+                ctx.note(n)
+        if r.error is None:
+            _log_run(ctx.ws, a, r.unit, opts, r.inputs, r.started, r.seconds)
+        else:
+            failed.append(r)
+            log.debug("%s %s failed:\n%s", a.name, r.unit.label, r.trace or r.error)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    if failed:
+        raise ConceptLensError(
+            f"{a.name}: {len(failed)} of {len(pending)} unit(s) failed on Ray, the others are written "
+            "(run the same command again to retry them; --debug shows tracebacks): "
+            + "; ".join(f"{r.unit.label}: {r.error}" for r in failed)
+        )
+
+
+def now_us() -> str:
+    """Microseconds: two runs of one unit within a second must not share a key."""
     import datetime as dt
 
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
@@ -296,6 +348,23 @@ def _add_options(p, options) -> None:
             )
 
 
+def _add_engine(p) -> None:
+    p.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: one unit after the other here; ray: the units as Ray tasks (one per checkpoint "
+        "or dataset) on the cluster of $RAY_ADDRESS, else on this machine",
+    )
+    p.add_argument("--workers", type=int, help="Ray tasks at once with --engine ray (default: CPUs/threads)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        help="BLAS / OpenMP threads of one unit (default: all with local, 1 per Ray task); scikit-learn's "
+        "k-means depends on it, so a Ray run equals a local run with the same --threads",
+    )
+
+
 def _handler(name: str):
     def handle(args) -> int:
         opts = {o: getattr(args, o, None) for o in all_options()}
@@ -307,6 +376,9 @@ def _handler(name: str):
             force=args.force,
             progress_bars=not args.quiet,
             with_dependencies=name == "all",
+            engine=args.engine,
+            workers=args.workers,
+            threads=args.threads,
         )
         print(
             f"{name}: analyses written to {args.workspace}"
@@ -330,10 +402,12 @@ def register(sub, parents) -> None:
         ap = asub.add_parser(a.name, parents=common, help=a.title, description=a.doc or a.title)
         ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
         ap.add_argument("--force", action="store_true", help="recompute units already done")
+        _add_engine(ap)
         _add_options(ap, (SEED, *a.options))
         ap.set_defaults(func=_handler(a.name))
     ap = asub.add_parser("all", parents=common, help="every analysis not done yet, in dependency order")
     ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
     ap.add_argument("--force", action="store_true", help="recompute units already done")
+    _add_engine(ap)
     _add_options(ap, all_options().values())
     ap.set_defaults(func=_handler("all"))

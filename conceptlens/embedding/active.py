@@ -222,15 +222,17 @@ def simulate_rounds(
     beta: float = S.BETA,
     random_state: int = 0,
     progress: bool = False,
+    random_rounds: int = 1,
     **select_kw,
 ) -> list[dict]:
     """Collect similarity judgments in rounds from a simulated agent whose answers follow
     `Z_true` and infer the ensemble again after each: trials chosen by `strategy` "active"
-    (`select_trials`; the first round, with no embedding yet, is random as in roads2021) or
-    "random". One row per round: trials so far, coarse-grained loss on random trials,
-    within- and across-round agreement, and recovery (Spearman correlation of the inferred
-    and generating similarities, over all pairs and over the fine-grained pairs: each
-    stimulus with its nearest 5%)."""
+    (`select_trials`, once `random_rounds` rounds of random trials have given a first
+    embedding: roads2021 started from a random seed set) or "random". One row per round:
+    trials so far, coarse-grained loss on random trials, within- and across-round
+    agreement, and recovery (Spearman correlation of the inferred and generating
+    similarities, over all pairs and over the fine-grained pairs: each stimulus with its
+    nearest 5%)."""
     from scipy.stats import spearmanr
 
     from .psych import Trials, ensemble_similarity, expected_similarity, fit_embedding
@@ -259,7 +261,7 @@ def simulate_rounds(
     ens: Members | None = None
     out = []
     for r in range(rounds):
-        if strategy == "active" and ens is not None:
+        if strategy == "active" and ens is not None and r >= random_rounds:
             per_query = select_kw.get("keep_per_query", 3)
             n_conf = select_kw.pop("n_confirmation", None)
             n_conf = trials_per_round // 4 if n_conf is None else n_conf
