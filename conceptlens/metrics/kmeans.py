@@ -18,6 +18,11 @@ ENGINES = ("auto", "faiss", "sklearn")
 # `auto` uses faiss from this many points on (when installed); below it scikit-learn, whose
 # results every stored clustering of the demo and the tests was made with.
 FAISS_FROM = 20_000
+# scikit-learn sums each cluster's points in chunks, one per OpenMP thread: another thread
+# count can move a near-tied point (9 of the demo's 36 clusterings differ between 1 and 2
+# threads). A fixed count makes a clustering the same on every machine and engine; the
+# demo's were made with 2. (faiss's k-means gave the same output on 1 and 2 threads.)
+SKLEARN_THREADS = 2
 # Lloyd iterations of each faiss restart; scikit-learn iterates to convergence. On the
 # 50,000 x 2,048 scale checkpoint (k = 224) the objective after 15 is 0.07 % above that
 # after 25 and 0.16 % above that after 40, for 60 % of the cost of 25 (faiss's default).
@@ -81,8 +86,10 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
         raise ValueError(f"n_init must be >= 1, got {n_init}")
     if pick_engine(engine, len(X)) == "sklearn":
         from sklearn.cluster import KMeans
+        from threadpoolctl import threadpool_limits
 
-        km = KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(X)
+        with threadpool_limits(SKLEARN_THREADS):
+            km = KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(X)
         return KMeansFit(km.labels_.astype(np.int64), km.cluster_centers_.astype(np.float32), km)
     faiss = _faiss()
     from sklearn.cluster import kmeans_plusplus
