@@ -90,6 +90,14 @@ def _view(root: str, fp: str, name: str, args: dict, _fn) -> pd.DataFrame:
     return _fn(_db(root, fp), **args)
 
 
+# Views marked `large` (a projection's points, a drawn region's images: up to tens of
+# thousands of rows, megabytes each) get a cache of few entries, so flipping through
+# checkpoints and colours cannot grow the server's memory by gigabytes.
+@st.cache_data(show_spinner=False, max_entries=24)
+def _large_view(root: str, fp: str, name: str, args: dict, _fn) -> pd.DataFrame:
+    return _fn(_db(root, fp), **args)
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def _meta(root: str, fp: str) -> dict:
     return workspace_at(root).meta()
@@ -147,7 +155,8 @@ class AppWorkspace:
 
     def view(self, fn, **args) -> pd.DataFrame:
         """`fn(db, **args)`, a function of `conceptlens.views`, cached per fingerprint."""
-        return _view(str(self.root), self.fp, f"{fn.__module__}.{fn.__qualname__}", args, fn)
+        cache = _large_view if getattr(fn, "large", False) else _view
+        return cache(str(self.root), self.fp, f"{fn.__module__}.{fn.__qualname__}", args, fn)
 
     def path(self, rel: str) -> Path | str:
         """A file of the workspace (its URL for a remote one; `remote.open_source` opens both)."""

@@ -295,7 +295,7 @@ class _Validator:
                 continue
             for c in spec.partition:
                 typ = schema.arrow_type(spec.column(c).type)
-                t = t.append_column(c, pa.array([values[c]] * t.num_rows, typ))
+                t = t.append_column(c, pa.repeat(pa.scalar(values[c], typ), t.num_rows))
             t = t.append_column(_FILE, pa.array(np.full(t.num_rows, i, np.int32)))
             parts.append(t.append_column(_ROW, pa.array(np.arange(t.num_rows, dtype=np.int64))))
         if parts:
@@ -378,7 +378,10 @@ class _Validator:
         if ld.skipped & set(key) or not set(key) <= set(t.column_names) or t.num_rows == 0:
             return
         # Rows with a null key part were reported as nulls; they are not duplicates.
-        t = t.filter(functools.reduce(pc.and_, [pc.is_valid(t[k]) for k in key]))
+        if any(t[k].null_count for k in key):  # a filter copies every column: only when needed
+            t = t.filter(functools.reduce(pc.and_, [pc.is_valid(t[k]) for k in key]))
+        if self._surely_unique(ld, t, key):
+            return
         counts = t.group_by(key).aggregate([([], "count_all")])
         dup = counts.filter(pc.greater(counts["count_all"], 1))
         if dup.num_rows == 0:
@@ -397,6 +400,26 @@ class _Validator:
             f"key ({', '.join(key)}) is not unique: {dup.num_rows} value(s) repeat",
             ex,
         )
+
+    @staticmethod
+    def _surely_unique(ld: _Loaded, t: pa.Table, key: list[str]) -> bool:
+        """True when no key repeats, found without hashing the partition values of every
+        row (1.4M strings at 28 checkpoints x 50,000 images, most of a page's cold start):
+        rows of different partition folders differ in them, so when each folder is one
+        file and one key column is left, that column's distinct values per file decide.
+        False: the full check must say."""
+        inner = [k for k in key if k not in ld.spec.partition]
+        folders = [f.rsplit("/", 1)[0] for f in ld.files]
+        if len(inner) != 1 or not ld.spec.partition or len(set(folders)) != len(folders):
+            return False
+        # Files were concatenated in order: each one's rows are a slice.
+        file_of = t[_FILE].to_numpy()
+        bounds = np.flatnonzero(np.diff(file_of)) + 1
+        col = t[inner[0]]
+        for s, e in zip(np.r_[0, bounds], np.r_[bounds, len(file_of)]):
+            if pc.count_distinct(col.slice(int(s), int(e - s))).as_py() != e - s:
+                return False
+        return True
 
     def check_references(self, ld: _Loaded) -> None:
         spec, t = ld.spec, ld.table

@@ -4,8 +4,11 @@ a selection's labels and images, one image's details and nearest neighbours.
 Every choice is in the URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C, the table's filters
 (&min_size=N&purity=LO,HI&q=WORDS), sort (&sort=COLUMN&desc=1) and columns (&cols=A,B),
 the UMAP colour (&color=COLUMN) and drawn region (&region=box:...|lasso:...), the
+viewport of a UMAP too large to draw point by point (&view=X0,X1,Y0,Y1, &density=purity), the
 selection shown (&sel=cluster|filter|region, &page=N) and the image looked at (&img=ID).
 """
+
+import os
 
 import streamlit as st
 
@@ -27,9 +30,12 @@ from components.export_button import show_figure
 from components.image_grid import image_grid, image_picker
 from components.text import literal
 from conceptlens import views
+from conceptlens.errors import ConceptLensError
 from conceptlens.figures.clusters import label_histogram, projection_scatter, purity_coherence
+from conceptlens.figures.projection import DENSITY, projection_window_figure
+from conceptlens.views import projection_window as W
 
-MAX_POINTS = 20_000  # UMAP points drawn (a fixed sample above this)
+MAX_POINTS = W.MAX_POINTS  # UMAP points drawn; above this a binned overview ($CONCEPTLENS_MAX_POINTS)
 GRID_IMAGES = 24  # images per cluster panel
 PAGE_IMAGES = 48  # images per page of a selection
 NEIGHBOURS = 8
@@ -68,6 +74,7 @@ if not ckpts:
 def _forget_region() -> None:
     # A region drawn on one checkpoint's UMAP means nothing on another's.
     st.session_state["clusters_region"] = None
+    st.session_state["clusters_view"] = None
     if st.session_state.get("clusters_sel") == "region":
         st.session_state["clusters_sel"] = "cluster"
 
@@ -108,8 +115,8 @@ def _on_purity_click() -> None:
         _pick_cluster(int(points[0]["customdata"][0]))
 
 
-def _on_umap_select() -> None:
-    sel = st.session_state["clusters_umap"]["selection"]
+def _on_umap_select(key: str = "clusters_umap") -> None:
+    sel = st.session_state[key]["selection"]
     if sel.get("box"):
         b = sel["box"][0]
         st.session_state["clusters_region"] = V.region_text("box", b["x"], b["y"])
@@ -126,6 +133,44 @@ def _on_umap_select() -> None:
         st.session_state["clusters_region"] = None
         if st.session_state.get("clusters_sel") == "region":
             st.session_state["clusters_sel"] = "cluster"
+
+
+def _on_bins_select() -> None:
+    # A click on a bin of the overview zooms in around it; a box or lasso selects.
+    sel = st.session_state["clusters_umap_bins"]["selection"]
+    shown = st.session_state.get("_clusters_shown_view")
+    if sel.get("points") and not (sel.get("box") or sel.get("lasso")) and shown:
+        p = sel["points"][0]
+        st.session_state["clusters_view"] = W.zoom_at(shown, p["x"], p["y"])
+    else:
+        _on_umap_select("clusters_umap_bins")
+
+
+def _zoom_to_region() -> None:
+    _, pts = V.parse_region(st.session_state["clusters_region"])
+    (x0, y0), (x1, y1) = pts.min(axis=0), pts.max(axis=0)
+    if x0 < x1 and y0 < y1:
+        st.session_state["clusters_view"] = (float(x0), float(x1), float(y0), float(y1))
+
+
+def _zoom_out() -> None:
+    st.session_state["clusters_view"] = None
+
+
+def _viewport(raw: str):
+    try:
+        return W.parse_viewport(raw)
+    except ConceptLensError as e:
+        raise ValueError(str(e)) from None
+
+
+def _max_points() -> int:
+    raw = os.environ.get("CONCEPTLENS_MAX_POINTS")
+    try:
+        return max(1, int(raw)) if raw else MAX_POINTS
+    except ValueError:
+        st.warning(f"CONCEPTLENS_MAX_POINTS={literal(raw, limit=40)} is not a whole number: ignored.")
+        return MAX_POINTS
 
 
 def _inspect(image_id: str) -> None:
@@ -351,9 +396,74 @@ else:
         + (" Describability is self-referential here (see above)." if self_ref else "")
     )
 
+
+# ---- UMAP: more points than `limit` are binned, and drawn once zoomed in ----------------------
+def _projection_window(n: int, colour: str, limit: int) -> None:
+    view = U.url_value("clusters_view", "view", _viewport, None, "Viewport", encode=W.viewport_text)
+    win = ws.view(W.window, checkpoint=ckpt, k=k, method="umap", viewport=view, max_points=limit)
+    binned = win.attrs["kind"] == "bins"
+    st.session_state["_clusters_shown_view"] = win.attrs["viewport"]
+    z1, z2, z3 = st.columns([1, 1, 2], vertical_alignment="bottom")
+    density = U.url_selectbox(
+        "Bins show",
+        list(DENSITY),
+        key="clusters_density",
+        param="density",
+        omit_default=True,
+        container=z3,
+        disabled=not binned,
+    )
+    z1.button(
+        "Zoom to the region",
+        key="clusters_zoom_region",
+        on_click=_zoom_to_region,
+        disabled=not region,
+        icon=":material/zoom_in:",
+    )
+    z2.button(
+        "Show all",
+        key="clusters_zoom_out",
+        on_click=_zoom_out,
+        disabled=view is None,
+        icon=":material/zoom_out_map:",
+    )
+    in_view = f"{win.attrs['n']:,} of {n:,} points in view"
+    if binned:
+        b = win.attrs["bins"]
+        st.caption(
+            f"{in_view}: more than the {limit:,} drawn one by one, so each square is one of "
+            f"{b} × {b} bins, coloured by its images (log scale) or their clusters' mean purity; "
+            f"hover for its majority cluster. Click a bin to zoom in {W.ZOOM}× around it (the points "
+            "show once few enough are in view); pick Box or Lasso Select in the chart's toolbar to "
+            "select every image inside (shown below), then *Zoom to the region*."
+        )
+    else:
+        st.caption(
+            f"Zoomed in: {in_view}. Click a point to see its image, captions and nearest neighbours "
+            "in the sidebar; pick Box or Lasso Select in the chart's toolbar to select images "
+            "(shown below); the chosen cluster is ringed. *Show all* returns to the overview."
+        )
+    what = {"figure": "umap_density", "density": density} if binned else {"figure": "umap", "color": colour}
+    show_figure(
+        projection_window_figure(
+            win,
+            color=colour,
+            value=density,
+            highlight=cluster,
+            region=V.parse_region(region) if region else None,
+            zoomed=view is not None,
+        ),
+        f"umap-{ckpt}-k{k}-{density if binned else colour}",
+        {**provenance, **what, "region": region, "view": W.viewport_text(view) if view else None},
+        key="clusters_umap_bins" if binned else "clusters_umap",
+        on_select=_on_bins_select if binned else _on_umap_select,
+        selection_mode=("points", "box", "lasso"),
+    )
+
+
 # ---- UMAP --------------------------------------------------------------------------------------
 st.header("UMAP of the features")
-has_umap = False
+has_umap = large_umap = False
 if available(ws, "projections", ds):
     n = int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0])
     if n == 0:
@@ -367,27 +477,31 @@ if available(ws, "projections", ds):
             key="clusters_color",
             param="color",
         )
-        pts = ws.view(V.projection, checkpoint=ckpt, k=k, method="umap", limit=MAX_POINTS)
-        st.caption(
-            "Click a point to see its image, captions and nearest neighbours in the sidebar; "
-            "pick Box or Lasso Select in the chart's toolbar to select images (shown below); "
-            "the chosen cluster is ringed."
-            + (f" Showing a fixed sample of {MAX_POINTS:,} of {n:,} points." if n > MAX_POINTS else "")
-        )
-        show_figure(
-            projection_scatter(
-                pts,
-                color=colour,
-                highlight=cluster,
-                region=V.parse_region(region) if region else None,
-                dragmode="zoom",  # a click then selects one point: the image in the sidebar
-            ),
-            f"umap-{ckpt}-k{k}-{colour}",
-            {**provenance, "figure": "umap", "color": colour, "region": region},
-            key="clusters_umap",
-            on_select=_on_umap_select,
-            selection_mode=("points", "box", "lasso"),
-        )
+        limit = _max_points()
+        large_umap = n > limit
+        if large_umap:
+            _projection_window(n, colour, limit)
+        else:
+            pts = ws.view(V.projection, checkpoint=ckpt, k=k, method="umap", limit=limit)
+            st.caption(
+                "Click a point to see its image, captions and nearest neighbours in the sidebar; "
+                "pick Box or Lasso Select in the chart's toolbar to select images (shown below); "
+                "the chosen cluster is ringed."
+            )
+            show_figure(
+                projection_scatter(
+                    pts,
+                    color=colour,
+                    highlight=cluster,
+                    region=V.parse_region(region) if region else None,
+                    dragmode="zoom",  # a click then selects one point: the image in the sidebar
+                ),
+                f"umap-{ckpt}-k{k}-{colour}",
+                {**provenance, "figure": "umap", "color": colour, "region": region},
+                key="clusters_umap",
+                on_select=_on_umap_select,
+                selection_mode=("points", "box", "lasso"),
+            )
 
 # ---- the selection: labels, all its images, its ids as CSV ---------------------------------------
 st.header("Selection")
@@ -398,18 +512,51 @@ kinds["filter"] = f"the {len(ids)} clusters the filters keep"
 if region and has_umap:
     kinds["region"] = "the region drawn on the UMAP"
 sel = U.url_radio("Images of", list(kinds), "clusters_sel", "sel", format_func=kinds.get, horizontal=True)
-if sel == "region":
+if sel == "region" and large_umap:
+    # A region of a UMAP too large to draw may hold most images: DuckDB counts them and
+    # hands one page.
+    counted = ws.view(W.region_labels, checkpoint=ckpt, k=k, region=region)
+    labels, n_selected = V.top_labels(counted), int(counted["images"].sum())
+
+    def _page_of(page: int):
+        at = (page - 1) * PAGE_IMAGES
+        return ws.view(W.region_images, checkpoint=ckpt, k=k, region=region, offset=at, limit=PAGE_IMAGES)
+
+    def _all():
+        return W.region_images(ws.db(), checkpoint=ckpt, k=k, region=region)
+elif sel == "region":
     images = ws.view(V.region_images, checkpoint=ckpt, k=k, region=region)
+    labels = V.label_counts(images)
+    n_selected = len(images)
+
+    def _page_of(page: int):
+        return images.iloc[(page - 1) * PAGE_IMAGES : page * PAGE_IMAGES]
+
+    def _all():
+        return images
 else:
+    # A selection of clusters may be every image: DuckDB counts it and hands one page.
     chosen = (cluster,) if sel == "cluster" else tuple(ids)
-    images = ws.view(V.selection_images, checkpoint=ckpt, k=k, clusters=chosen)
-pages = max(1, -(-len(images) // PAGE_IMAGES))
+    counted = ws.view(V.selection_labels, checkpoint=ckpt, k=k, clusters=chosen)
+    labels, n_selected = V.top_labels(counted), int(counted["images"].sum())
+
+    def _page_of(page: int):
+        at = (page - 1) * PAGE_IMAGES
+        return ws.view(
+            V.selection_images, checkpoint=ckpt, k=k, clusters=chosen, offset=at, limit=PAGE_IMAGES
+        )
+
+    def _all():
+        return V.selection_images(ws.db(), checkpoint=ckpt, k=k, clusters=chosen)
+
+
+pages = max(1, -(-n_selected // PAGE_IMAGES))
 h_left, h_right = st.columns([3, 2], gap="large")
 with h_right:
-    st.metric("images selected", f"{len(images):,}")
+    st.metric("images selected", f"{n_selected:,}")
     st.download_button(
         "Download image ids (CSV)",
-        data=lambda: selection_csv(images),  # written when clicked, not on every rerun
+        data=lambda: selection_csv(_all()),  # written when clicked, not on every rerun
         file_name=f"selection-{ckpt}-k{k}-{sel}.csv",
         mime="text/csv",
         key="clusters_csv",
@@ -418,7 +565,7 @@ with h_right:
     )
 with h_left:
     show_figure(
-        label_histogram(V.label_counts(images)),
+        label_histogram(labels),
         f"labels-{ckpt}-k{k}-{sel}",
         {**provenance, "figure": "selection_labels", "selection": sel, "region": region},
         key="clusters_labels",
@@ -432,12 +579,12 @@ if st.session_state.get("_clusters_signature") not in (None, signature) and not 
 st.session_state["_clusters_signature"] = signature
 page = U.url_pagination(pages, key="clusters_page", param="page")
 st.caption(
-    f"Images {min(len(images), (page - 1) * PAGE_IMAGES + 1):,}–{min(len(images), page * PAGE_IMAGES):,} "
-    f"of {len(images):,}, by cluster and distance to its centre. Click a name to see the image."
+    f"Images {min(n_selected, (page - 1) * PAGE_IMAGES + 1):,}–{min(n_selected, page * PAGE_IMAGES):,} "
+    f"of {n_selected:,}, by cluster and distance to its centre. Click a name to see the image."
 )
 image_picker(
     ws,
-    images.iloc[(page - 1) * PAGE_IMAGES : page * PAGE_IMAGES],
+    _page_of(page),
     key="clusters_grid",
     on_pick=_inspect,
 )

@@ -12,7 +12,14 @@ import pytest
 from conceptlens import views
 from conceptlens.db import WorkspaceDB
 from conceptlens.figures import theme
-from conceptlens.figures.clusters import label_histogram, projection_scatter, purity_coherence
+from conceptlens.figures.clusters import (
+    FOCUS,
+    MAX_LEGEND,
+    OTHER,
+    label_histogram,
+    projection_scatter,
+    purity_coherence,
+)
 from tests.factory import make_workspace
 
 V = views.clusters
@@ -90,6 +97,25 @@ def test_selection_images_are_every_image_of_the_clusters(db, root):
     assert sorted(both["image_id"]) == sorted(assign.loc[assign["cluster"].isin([1, 3]), "image_id"])
     assert list(both["cluster"]) == sorted(both["cluster"])
     assert V.selection_images(db, "ck2", 4, ()).empty
+
+
+def test_a_selection_is_counted_and_paged_in_duckdb_as_pandas_would(db):
+    everything = V.selection_images(db, "ck2", 4, (0, 1, 2, 3))
+    # Paging: the pages, one after another, are the whole selection in its order.
+    pages = [V.selection_images(db, "ck2", 4, (0, 1, 2, 3), offset=o, limit=7) for o in range(0, 70, 7)]
+    assert all(len(p) <= 7 for p in pages)
+    paged = pd.concat(pages, ignore_index=True)
+    assert list(paged["image_id"]) == list(everything["image_id"])
+    # Label counts: the same as counting the whole selection in pandas, cut included.
+    for clusters, top in (((0, 1, 2, 3), 30), ((0, 1, 2, 3), 2), ((3,), 30)):
+        counted = V.selection_labels(db, "ck2", 4, clusters)
+        want = V.label_counts(V.selection_images(db, "ck2", 4, clusters), top=top)
+        got = V.top_labels(counted, top=top)
+        assert (
+            got.astype({"label_name": str}).values.tolist()
+            == want.astype({"label_name": str}).values.tolist()
+        )
+    assert int(V.selection_labels(db, "ck2", 4, (0, 1, 2, 3))["images"].sum()) == len(everything)
 
 
 def test_points_in_polygon_agrees_with_matplotlib():
@@ -207,8 +233,9 @@ def test_categorical_colours_are_distinct(n):
 
 def test_many_categories_get_a_legend_distinct_colours_and_small_ones_on_top():
     rng = np.random.default_rng(1)
-    sizes = np.arange(1, 41)[::-1] * 3  # 40 clusters, 120 down to 3 points
-    cl = np.repeat(np.arange(40), sizes)
+    n_cl = MAX_LEGEND  # the most that are each coloured
+    sizes = np.arange(1, n_cl + 1)[::-1] * 3  # 72 down to 3 points
+    cl = np.repeat(np.arange(n_cl), sizes)
     pts = pd.DataFrame(
         {
             "image_id": [f"i{j}" for j in range(len(cl))],
@@ -219,19 +246,63 @@ def test_many_categories_get_a_legend_distinct_colours_and_small_ones_on_top():
     )
     fig = projection_scatter(pts, "cluster", highlight=7)
     cats = [t for t in fig.data if t.mode == "markers" and not t.name.endswith("(selected)")]
-    assert len(cats) == 40 and all(t.showlegend is not False for t in cats)
-    assert len({t.marker.color for t in cats}) == 40
+    assert len(cats) == n_cl and all(t.showlegend is not False for t in cats)
+    assert len({t.marker.color for t in cats}) == n_cl
     drawn = [len(t.x) for t in cats]
     assert drawn == sorted(drawn, reverse=True)  # largest first: small ones are drawn over them
     legend = sorted(cats, key=lambda t: t.legendrank)
-    assert [t.name for t in legend] == [str(c) for c in range(40)]  # legend in cluster order
+    assert [t.name for t in legend] == [str(c) for c in range(n_cl)]  # legend in cluster order
     (ring,) = [t for t in fig.data if t.name == "cluster 7 (selected)"]
     assert len(ring.x) == sizes[7] and {row[1] for row in ring.customdata} == {"7"}
     # Every cluster id is printed at its median point, unless it would cover another one.
     (ids,) = [t for t in fig.data if t.mode == "text"]
-    assert ids.text[0] == "7" and set(ids.text) <= {str(c) for c in range(40)}
+    assert ids.text[0] == "7" and set(ids.text) <= {str(c) for c in range(n_cl)}
     med = pts[pts["cluster"] == 7][["x", "y"]].median()
     assert (ids.x[0], ids.y[0]) == (med["x"], med["y"])
+
+
+def _scale_points(n=6000, n_clusters=224, n_labels=300, seed=2):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "image_id": [f"i{j}" for j in range(n)],
+            "x": rng.normal(size=n),
+            "y": rng.normal(size=n),
+            "cluster": rng.integers(0, n_clusters, n),
+            "label_name": [f"label {v:03d}" for v in rng.integers(0, n_labels, n)],
+        }
+    )
+
+
+def test_hundreds_of_clusters_colour_the_chosen_one_over_grey():
+    pts = _scale_points()
+    fig = projection_scatter(pts, "cluster", highlight=5)
+    markers = [t for t in fig.data if t.mode == "markers"]
+    # Grey others, the chosen cluster in colour, its ring: not 224 traces of look-alike colours.
+    assert [t.name for t in markers] == ["223 other cluster values", "5", "cluster 5 (selected)"]
+    grey, mine, _ = markers
+    assert grey.marker.color == OTHER and mine.marker.color != OTHER
+    assert len(grey.x) + len(mine.x) == len(pts) and len(mine.x) == (pts["cluster"] == 5).sum()
+    # Every point still carries its own cluster in the hover, the grey ones too.
+    got = {row[0]: row[1] for t in markers[:2] for row in t.customdata}
+    assert got == dict(zip(pts["image_id"], pts["cluster"].astype(str)))
+    # Without a chosen cluster the FOCUS largest are coloured, largest drawn first.
+    free = [t for t in projection_scatter(pts, "cluster").data if t.mode == "markers"]
+    sizes = pts["cluster"].value_counts()
+    want = sorted(sizes.index, key=lambda c: (-sizes[c], c))[:FOCUS]
+    assert [t.name for t in free[1:]] == [str(c) for c in want]
+
+
+def test_hundreds_of_labels_colour_those_of_the_chosen_cluster():
+    pts = _scale_points()
+    fig = projection_scatter(pts, "label_name", highlight=3)
+    coloured = [t for t in fig.data if t.mode == "markers"][1:-1]  # between grey and the ring
+    mine = pts.loc[pts["cluster"] == 3, "label_name"].value_counts()
+    want = sorted(mine.index, key=lambda v: (-mine[v], v))[:FOCUS]
+    assert {t.name for t in coloured} == set(want)
+    # ...and each holds every point of its label, not only the chosen cluster's.
+    for t in coloured:
+        assert len(t.x) == (pts["label_name"] == t.name).sum()
 
 
 def test_region_is_drawn_as_the_plot_selection():
@@ -273,3 +344,41 @@ def test_selection_csv_lists_every_image_once(db):
     back = pd.read_csv(io.BytesIO(selection_csv(rows)))
     assert list(back.columns) == ["image_id", "label_name", "cluster"]
     assert sorted(back["image_id"]) == [f"toy-{i:04d}" for i in range(48)]
+
+
+def test_views_of_many_rows_get_the_app_cache_of_few_entries(monkeypatch, root):
+    from components import data
+
+    calls = []
+    monkeypatch.setattr(data, "_view", lambda root, fp, name, args, fn: calls.append(("few rows", name)))
+    monkeypatch.setattr(data, "_large_view", lambda root, fp, name, args, fn: calls.append(("many", name)))
+    ws = data.AppWorkspace(root)
+    ws.view(V.projection, checkpoint="ck0", k=4)
+    ws.view(V.region_images, checkpoint="ck0", k=4, region="box:0,1,0,1")
+    ws.view(views.checkpoints.linked_projection, dataset="toy", k=4, a="ck0", b="ck1", side="a")
+    ws.view(V.cluster_table, dataset="toy", checkpoint="ck0", k=4)
+    assert [kind for kind, _ in calls] == ["many", "many", "many", "few rows"]
+    assert calls[0][1] == "conceptlens.views.clusters.projection"
+
+
+@pytest.mark.parametrize("colour", ["cluster in A", "cluster in B", "label_name"])
+@pytest.mark.parametrize("limit", [10_000, 9])
+def test_linked_projection_is_the_merge_of_both_projections(db, colour, limit):
+    # The merge of the two sampled projections, as the page first computed it.
+    pa_, pb = V.projection(db, "ck0", 4, limit=limit), V.projection(db, "ck1", 4, limit=limit)
+    both = pa_.merge(pb[["image_id", "x", "y", "cluster"]], on="image_id", suffixes=("_a", "_b"))
+    want_colour = {
+        "cluster in A": both["cluster_a"].astype("Int64"),
+        "cluster in B": both["cluster_b"].astype("Int64"),
+        "label_name": both["label_name"],
+    }[colour]
+    for side in ("a", "b"):
+        got = views.checkpoints.linked_projection(db, "toy", 4, "ck0", "ck1", side, colour, limit=limit)
+        assert list(got.columns) == ["image_id", "x", "y", "cluster", colour]
+        assert list(got["image_id"]) == list(both["image_id"]) and 0 < len(got) <= limit
+        np.testing.assert_array_equal(got["x"], both[f"x_{side}"])
+        np.testing.assert_array_equal(got["y"], both[f"y_{side}"])
+        assert list(got["cluster"].astype(int)) == list(both[f"cluster_{side}"].astype(int))
+        assert list(got[colour].astype(str)) == list(want_colour.astype(str))
+    with pytest.raises(ValueError, match="colour"):
+        views.checkpoints.linked_projection(db, "toy", 4, "ck0", "ck1", "a", "no such column")

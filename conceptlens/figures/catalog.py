@@ -164,6 +164,17 @@ def _umap(db, p):
     return projection_scatter(pts, color=p["color"])
 
 
+def _umap_density(db, p):
+    from ..views import projection_window as W
+    from .projection import projection_density
+
+    whole, _ = W.whole_viewport(db, p["ckpt"], "umap")
+    if whole is None:
+        raise Unavailable(f"no UMAP of {p['ckpt']}")
+    bins = W.binned(db, p["ckpt"], p["k"], whole, "umap", W.BINS)
+    return projection_density(bins, whole, W.BINS, value=p["density"])
+
+
 def _cluster_labels(db, p):
     from .clusters import label_histogram
 
@@ -199,6 +210,20 @@ add(
         _umap,
         aspect=0.85,
         tables=("cluster_metrics", "projections"),
+    )
+)
+# The page's overview of a UMAP too large to draw point by point (not among the defaults:
+# below the page's limit the page draws the points, figure `umap`).
+add(
+    Figure(
+        "clusters",
+        "umap_density",
+        "UMAP of the features, binned",
+        CLUSTERS + (Param("density", lambda db, p: ["images", "purity"], help="bins coloured by"),),
+        _umap_density,
+        aspect=0.85,
+        tables=("cluster_metrics", "projections"),
+        default=False,
     )
 )
 add(

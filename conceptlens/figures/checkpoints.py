@@ -588,7 +588,8 @@ def highlight_images(fig: go.Figure, ids, dim: str = "#C8C8C8") -> go.Figure:
     for t in fig.data:
         if t.customdata is not None and len(t.customdata):
             # Plain assignments: `t.update(...)` validates again and costs 30x more (71 traces).
-            t.selectedpoints = [j for j, row in enumerate(t.customdata) if str(row[0]) in wanted]
+            ids_ = np.asarray(t.customdata, dtype=object)[:, 0].astype(str)
+            t.selectedpoints = np.flatnonzero(np.isin(ids_, list(wanted))).tolist()  # a JSON list
             t.selected = {"marker": {"opacity": 1.0}}
             t.unselected = {"marker": {"opacity": 0.25, "color": dim}}
     return fig

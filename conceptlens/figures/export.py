@@ -99,9 +99,15 @@ def _raise_fonts(node, minimum: int, in_font: bool = False):
             _raise_fonts(item, minimum, False)
 
 
+# A trace's `meta` for what only the dashboard needs (invisible click and selection
+# targets): left out of PDF, SVG and PNG, where it would only add elements.
+SCREEN_ONLY = "screen-only"
+
+
 def _svg_traces(d: dict) -> dict:
+    d["data"] = [t for t in d.get("data", []) if t.get("meta") != SCREEN_ONLY]
     # A WebGL trace is a canvas: a PDF or SVG would hold a screenshot of it (a raster image).
-    for trace in d.get("data", []):
+    for trace in d["data"]:
         if trace.get("type") == "scattergl":
             trace["type"] = "scatter"
     return d

@@ -328,24 +328,42 @@ def linked_projection(
     plots can be coloured by the same thing."""
     if side not in ("a", "b"):
         raise ValueError(f"side must be 'a' or 'b', got {side!r}")
-    pa_ = clusters.projection(db, a, k, method, limit)
-    if colour not in ("cluster in A", "cluster in B") and colour not in pa_.columns:
+    named = colour in ("cluster in A", "cluster in B")
+    if not named and colour not in db.columns("images"):
         raise ValueError(f"colour must be one of linked_colours, got {colour!r}")
-    pb = clusters.projection(db, b, k, method, limit)[["image_id", "x", "y", "cluster"]]
-    both = pa_.merge(pb, on="image_id", suffixes=("_a", "_b"))
-    both["cluster in A"] = both["cluster_a"].astype("Int64")
-    both["cluster in B"] = both["cluster_b"].astype("Int64")
-    s = side
+    # One query for both samples (they are the same images: the order hashes the image id
+    # and the method only), and only this side's coordinates: no second projection read.
+    sample = """(SELECT p.image_id, p.x, p.y FROM projections p
+                 WHERE p.checkpoint_id = ${c} AND p.method = $m
+                   AND p.image_id IN (SELECT image_id FROM images)
+                 ORDER BY hash(p.image_id || $m), p.image_id LIMIT $n)"""
+    both = db.query(
+        f"""
+        SELECT sa.image_id, s{side}.x, s{side}.y, ca.cluster AS cluster_a, cb.cluster AS cluster_b
+               {"" if named else ", i.* EXCLUDE (image_id)"}
+        FROM {sample.format(c="a")} sa
+        JOIN {sample.format(c="b")} sb USING (image_id)
+        {"" if named else "JOIN images i USING (image_id)"}
+        LEFT JOIN (SELECT image_id, cluster FROM clusters WHERE checkpoint_id = $a AND k = $k) ca
+               USING (image_id)
+        LEFT JOIN (SELECT image_id, cluster FROM clusters WHERE checkpoint_id = $b AND k = $k) cb
+               USING (image_id)
+        ORDER BY hash(sa.image_id || $m), sa.image_id""",
+        {"a": a, "b": b, "k": int(k), "m": method, "n": int(limit)},
+    )
     out = pd.DataFrame(
         {
             "image_id": both["image_id"],
-            "x": both[f"x_{s}"],
-            "y": both[f"y_{s}"],
-            "cluster": both[f"cluster_{s}"],
+            "x": both["x"],
+            "y": both["y"],
+            "cluster": both[f"cluster_{side}"],
         }
     )
-    out[colour] = both[colour]
+    out[colour] = both[f"cluster_{colour[-1].lower()}"].astype("Int64") if named else both[colour]
     return out
+
+
+linked_projection.large = True  # up to `limit` rows: the app caches few of them
 
 
 def linked_colours(db, dataset: str) -> pd.DataFrame:

@@ -176,6 +176,9 @@ def projection(db, checkpoint: str, k: int, method: str = "umap", limit: int = 2
     )
 
 
+projection.large = True  # up to `limit` rows: the app caches few of them
+
+
 def colour_options(db, dataset: str) -> pd.DataFrame:
     """`column`: what a projection can be coloured by (cluster, label, factors, split)."""
     cols = ["cluster", "label_name"] + list(factors(db, dataset)["column"]) + ["split"]
@@ -193,16 +196,38 @@ def images(db, ids: list[str], limit: int = 60) -> pd.DataFrame:
 
 
 # ---- selections: a cluster, the clusters a filter keeps, a region of the projection ---------
-def selection_images(db, checkpoint: str, k: int, clusters: tuple[int, ...]) -> pd.DataFrame:
-    """Every image of the given clusters (all of them, not a sample): `image_id`,
-    `label_name`, `thumbnail`, `split`, `cluster`, `distance`; by cluster, then nearest
-    to its centroid first."""
+def selection_images(
+    db, checkpoint: str, k: int, clusters: tuple[int, ...], offset: int = 0, limit: int | None = None
+) -> pd.DataFrame:
+    """The images of the given clusters (all of them, or `limit` from `offset`: one page
+    of a selection that may be every image): `image_id`, `label_name`, `thumbnail`,
+    `split`, `cluster`, `distance`; by cluster, then nearest to its centroid first."""
     return db.query(
-        """
+        f"""
         SELECT i.image_id, i.label_name, i.thumbnail, i.split, c.cluster, c.distance
         FROM clusters c JOIN images i USING (image_id)
         WHERE c.checkpoint_id = $ckpt AND c.k = $k AND list_contains($clusters, c.cluster)
-        ORDER BY c.cluster, c.distance, i.image_id""",
+        ORDER BY c.cluster, c.distance, i.image_id
+        {"LIMIT $n OFFSET $offset" if limit is not None else ""}""",
+        {
+            "ckpt": checkpoint,
+            "k": int(k),
+            "clusters": [int(c) for c in clusters],
+            **({"n": int(limit), "offset": int(offset)} if limit is not None else {}),
+        },
+    )
+
+
+def selection_labels(db, checkpoint: str, k: int, clusters: tuple[int, ...]) -> pd.DataFrame:
+    """`label_name`, `images`: every label of the given clusters' images with its count,
+    counted in DuckDB (a selection may be every image; `top_labels` cuts it as
+    `label_counts` does), most first, ties by name, missing labels as "no label"."""
+    return db.query(
+        """
+        SELECT coalesce(i.label_name, 'no label') AS label_name, count(*) AS images
+        FROM clusters c JOIN images i USING (image_id)
+        WHERE c.checkpoint_id = $ckpt AND c.k = $k AND list_contains($clusters, c.cluster)
+        GROUP BY 1 ORDER BY images DESC, label_name""",
         {"ckpt": checkpoint, "k": int(k), "clusters": [int(c) for c in clusters]},
     )
 
@@ -278,12 +303,20 @@ def region_images(db, checkpoint: str, k: int, region: str, method: str = "umap"
     return rows.drop(columns=["x", "y"]).reset_index(drop=True)
 
 
+region_images.large = True  # a region may hold every image
+
+
 def label_counts(images: pd.DataFrame, top: int = 30) -> pd.DataFrame:
     """`label_name`, `images`: how many images of a selection carry each label, most
     first (ties by name); labels past the `top` most frequent are summed as "other
     labels (n)", missing ones shown as "no label"."""
     names = images["label_name"].astype("string").fillna("no label")
     counts = names.value_counts().rename_axis("label_name").reset_index(name="images")
+    return top_labels(counts, top)
+
+
+def top_labels(counts: pd.DataFrame, top: int = 30) -> pd.DataFrame:
+    """`label_counts`' ordering and cut of counts already made (`selection_labels`)."""
     counts = counts.sort_values(["images", "label_name"], ascending=[False, True], kind="stable")
     if len(counts) > top:
         rest = counts.iloc[top - 1 :]
