@@ -76,3 +76,14 @@ def test_linear_probe_accuracy_and_entropy():
     # Confident predictions: entropy near 0; blind ones: near log 3.
     assert a["neg_entropy"] > -0.2 and b["neg_entropy"] < -0.9
     assert -math.log(3) - 1e-9 <= b["neg_entropy"] <= 0
+
+
+def test_uniformity_of_many_points_is_that_of_its_seeded_sample():
+    X = np.random.default_rng(5).normal(size=(40, 3))
+    rows = np.sort(np.random.default_rng(7).choice(40, 12, replace=False))
+    Z = X[rows] / np.linalg.norm(X[rows], axis=1, keepdims=True)
+    pairs = [np.sum((Z[i] - Z[j]) ** 2) for i, j in itertools.combinations(range(12), 2)]
+    want = math.log(np.mean(np.exp(-2 * np.array(pairs))))
+    assert B.uniformity(X, max_points=12, random_state=7) == pytest.approx(want)
+    # Another seed draws other rows: the sample, not the whole set, was measured.
+    assert B.uniformity(X, max_points=12, random_state=8) != pytest.approx(want)

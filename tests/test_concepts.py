@@ -422,3 +422,39 @@ def test_niches_shrink_as_beta_grows_and_correlations_ignore_scale(seed):
     assert np.allclose(corr, scaled) and ((0 <= corr) & (corr <= 1)).all()
     sizes = [CQ.niches(corr, b).sum() for b in CQ.BETAS]
     assert all(a >= b for a, b in zip(sizes, sizes[1:]))
+
+
+def test_each_input_dimension_is_standardised_on_its_own():
+    """Inputs are standardised per dimension (like sklearn's StandardScaler), so rescaling one
+    dimension changes nothing, even a noise dimension 1000 times larger than the signal."""
+    rng = np.random.default_rng(6)
+    n = 600
+    c = rng.integers(0, 2, (n, 1))
+    x = np.column_stack([c[:, 0] + 0.3 * rng.normal(size=n), rng.normal(size=n)])
+    train, test = CQ.split_rows(n, 0.2, 0)
+    plain = CQ.pairwise_mlp_auc([x], c, train, test, random_state=0)
+    loud = CQ.pairwise_mlp_auc([x * [1.0, 1000.0]], c, train, test, random_state=0)
+    assert plain[0, 0] > 0.9 and loud[0, 0] == pytest.approx(plain[0, 0], abs=0.01)
+
+
+def test_two_training_rows_are_enough_and_one_is_refused():
+    x = np.array([[0.0], [1.0], [0.1], [0.9], [0.2], [0.8]])
+    c = np.array([[0], [1], [0], [1], [0], [1]])
+    P = CQ.pairwise_mlp_auc([x], c, np.array([0, 1]), np.arange(2, 6), random_state=0)
+    assert P.shape == (1, 1) and 0 <= P[0, 0] <= 1
+    with pytest.raises(ValueError, match="at least 2 rows each, got 1 and 4"):
+        CQ.pairwise_mlp_auc([x], c, np.array([0]), np.arange(2, 6))
+
+
+def test_mean_niche_size_counts_the_niches_at_the_chosen_beta(analysed):
+    scores = _read(analysed, "concept_scores").dropna(subset=["mean_niche_size"])
+    niches = _read(analysed, "concept_niches")
+    assert len(scores)
+    for _, r in scores.iterrows():
+        at = niches[
+            (niches["checkpoint_id"] == r["checkpoint_id"])
+            & (niches["seed"] == r["seed"])
+            & np.isclose(niches["beta"], r["beta"])
+        ]
+        want = at.groupby("label")["in_niche"].sum().mean()
+        assert r["mean_niche_size"] == pytest.approx(want), r["checkpoint_id"]

@@ -48,14 +48,56 @@ MODULES = {
         "tests/test_compare.py",
         "tests/test_pipeline_wiring.py",
         "tests/test_db.py",
+        "tests/test_mutants_compare.py",
     ],
     "conceptlens/analysis/cluster_metrics.py": PIPELINE,
-    "conceptlens/analysis/comparisons.py": PIPELINE,
+    "conceptlens/analysis/comparisons.py": PIPELINE
+    + [
+        "tests/test_baselines_analysis.py::test_baselines_join_the_predictor_table_with_their_own_values",
+        "tests/test_baselines_analysis.py::test_transfer_correlations_use_each_targets_accuracy",
+        "tests/test_mutants_comparisons.py",
+    ],
     "conceptlens/analysis/clustering.py": PIPELINE,
-    "conceptlens/analysis/common.py": PIPELINE,
+    "conceptlens/analysis/common.py": PIPELINE + ["tests/test_mutants_common.py"],
     "conceptlens/analysis/registry.py": PIPELINE + ["tests/test_cli.py"],
     "conceptlens/workspace.py": STORAGE + ["tests/test_validate.py", "tests/test_migrate.py"],
     "conceptlens/db.py": STORAGE,
+    "conceptlens/metrics/baselines.py": ["tests/test_baselines.py"],
+    "conceptlens/metrics/concepts.py": ["tests/test_concepts.py"],
+    "conceptlens/metrics/kmeans.py": [
+        "tests/test_scale.py",
+        "tests/test_cluster_corrections.py",
+        "tests/test_mutants_kmeans.py",
+    ],
+    "conceptlens/embedding/active.py": ["tests/test_active.py", "tests/test_mutants_active.py"],
+    "conceptlens/analysis/baselines.py": [
+        f"tests/test_baselines_analysis.py::test_{t}"
+        for t in (
+            "rate_reduction_and_uniformity_are_those_of_the_stored_features_and_clusters",
+            "transfer_is_a_linear_probe_on_the_other_dataset",
+            "a_model_that_cannot_be_loaded_leaves_only_its_model_based_baselines_missing",
+        )
+    ],
+    "conceptlens/analysis/convergence.py": ["tests/test_active.py", "tests/test_mutants_convergence.py"],
+    "conceptlens/analysis/concepts.py": ["tests/test_concepts.py"],
+    "conceptlens/studies/store.py": [
+        "tests/test_studies_store.py",
+        "tests/test_studies.py",
+        "tests/test_mutants_studies.py",
+    ],
+    "conceptlens/studies/design.py": [
+        "tests/test_studies.py",
+        "tests/test_studies_store.py",
+        "tests/test_mutants_design.py",
+        "tests/test_study_rounds.py::test_active_trials_gain_more_information_than_random_ones",
+        "tests/test_study_rounds.py::test_an_active_round_is_fixed_by_its_workspace_and_spec",
+    ],
+}
+
+# Modules whose tests are in a file marked slow (it loads a real encoder): run those too.
+MARKERS = {
+    "conceptlens/analysis/baselines.py": "not browser",
+    "conceptlens/analysis/comparisons.py": "not browser",
 }
 
 
@@ -77,7 +119,12 @@ def config(modules: list[str], tests: list[str]) -> str:
     """pyproject.toml with its [tool.mutmut] section narrowed to these modules and tests."""
     text = (ROOT / "pyproject.toml").read_text()
     quoted = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
-    for key, value in (("only_mutate", modules), ("pytest_add_cli_args_test_selection", tests)):
+    args = json.loads(re.search(r"(?m)^pytest_add_cli_args = (\[.*\])$", text).group(1))
+    marker = next((MARKERS[m] for m in modules if m in MARKERS), None)
+    if marker:
+        args[args.index("-m") + 1] = marker
+    keys = [("only_mutate", modules), ("pytest_add_cli_args_test_selection", tests)]
+    for key, value in [*keys, ("pytest_add_cli_args", args)]:
         text, n = re.subn(rf"(?ms)^{key} = \[.*?\]$", f"{key} = {quoted(value)}", text, count=1)
         if n != 1:
             raise SystemExit(f"pyproject.toml: [tool.mutmut] lacks a one-line `{key} = [...]`")

@@ -151,16 +151,11 @@ def select_trials(
         cq = rng.choice(n, size=n_confirmation, replace=True, p=unc / unc.sum())
         rows = []
         for q in cq:
+            two = rng.choice(near[q], 2, replace=False)
             outside = np.setdiff1d(np.arange(n), np.append(near[q], q))
-            if len(outside) < n_references - 2:
-                outside = np.setdiff1d(np.arange(n), [q])
-            rows.append(
-                [
-                    q,
-                    *rng.choice(near[q], 2, replace=False),
-                    *rng.choice(outside, n_references - 2, replace=False),
-                ]
-            )
+            if len(outside) < n_references - 2:  # few stimuli: the rest of the neighbourhood too
+                outside = np.setdiff1d(np.arange(n), np.append(two, q))
+            rows.append([q, *two, *rng.choice(outside, n_references - 2, replace=False)])
         rows = np.array(rows)
         trials.append(rows)
         gains.append(information_gain(members, rows, n_select, beta, n_samples, random_state))
