@@ -278,13 +278,19 @@ def test_hundreds_of_clusters_colour_the_chosen_one_over_grey():
     pts = _scale_points()
     fig = projection_scatter(pts, "cluster", highlight=5)
     markers = [t for t in fig.data if t.mode == "markers"]
-    # Grey others, the chosen cluster in colour, its ring: not 224 traces of look-alike colours.
-    assert [t.name for t in markers] == ["223 other cluster values", "5", "cluster 5 (selected)"]
-    grey, mine, _ = markers
+    # Grey others, the chosen cluster in colour and then the largest others, its ring: not
+    # 224 traces of look-alike colours.
+    sizes = pts["cluster"].value_counts()
+    largest = [c for c in sorted(sizes.index, key=lambda c: (-sizes[c], c)) if c != 5][: FOCUS - 1]
+    assert markers[0].name == f"{224 - FOCUS} other cluster values"
+    assert markers[-1].name == "cluster 5 (selected)"
+    assert {t.name for t in markers[1:-1]} == {"5", *map(str, largest)}
+    grey, mine = markers[0], next(t for t in markers if t.name == "5")
     assert grey.marker.color == OTHER and mine.marker.color != OTHER
-    assert len(grey.x) + len(mine.x) == len(pts) and len(mine.x) == (pts["cluster"] == 5).sum()
+    assert len({t.marker.color for t in markers[1:-1]}) == FOCUS
+    assert sum(len(t.x) for t in markers[:-1]) == len(pts) and len(mine.x) == (pts["cluster"] == 5).sum()
     # Every point still carries its own cluster in the hover, the grey ones too.
-    got = {row[0]: row[1] for t in markers[:2] for row in t.customdata}
+    got = {row[0]: row[1] for t in markers[:-1] for row in t.customdata}
     assert got == dict(zip(pts["image_id"], pts["cluster"].astype(str)))
     # Without a chosen cluster the FOCUS largest are coloured, largest drawn first.
     free = [t for t in projection_scatter(pts, "cluster").data if t.mode == "markers"]
@@ -299,7 +305,10 @@ def test_hundreds_of_labels_colour_those_of_the_chosen_cluster():
     coloured = [t for t in fig.data if t.mode == "markers"][1:-1]  # between grey and the ring
     mine = pts.loc[pts["cluster"] == 3, "label_name"].value_counts()
     want = sorted(mine.index, key=lambda v: (-mine[v], v))[:FOCUS]
-    assert {t.name for t in coloured} == set(want)
+    # The chosen cluster's labels, then (it has fewer) the largest others.
+    sizes = pts["label_name"].value_counts()
+    largest = [v for v in sorted(sizes.index, key=lambda v: (-sizes[v], v)) if v not in want]
+    assert {t.name for t in coloured} == {*want, *largest[: FOCUS - len(want)]}
     # ...and each holds every point of its label, not only the chosen cluster's.
     for t in coloured:
         assert len(t.x) == (pts["label_name"] == t.name).sum()

@@ -175,15 +175,19 @@ def _label_positions(pts: pd.DataFrame, first=None, spacing: float = 0.07) -> pd
 def _focus(vals: pd.Series, cats: list, clusters: pd.Series | None, highlight) -> list:
     """The FOCUS categories coloured when there are too many to colour all: the most
     frequent among the `highlight` cluster's points (so colouring by label shows where
-    the chosen cluster's labels lie), else the largest; ties in category order."""
-    pool = vals
+    the chosen cluster's labels lie), then the largest of all (colouring by cluster: the
+    chosen one and the largest others); ties in category order."""
+    rank = {c: i for i, c in enumerate(cats)}
+
+    def by_size(pool: pd.Series) -> list:
+        counts = pool.value_counts()
+        return sorted(counts.index, key=lambda c: (-counts[c], rank[c]))
+
+    first = []
     if highlight is not None and clusters is not None:
         mine = clusters.astype("Int64").eq(int(highlight)).fillna(False).to_numpy(bool)
-        if mine.any():
-            pool = vals[mine]
-    counts = pool.value_counts()
-    rank = {c: i for i, c in enumerate(cats)}
-    return sorted(counts.index, key=lambda c: (-counts[c], rank[c]))[:FOCUS]
+        first = by_size(vals[mine]) if mine.any() else []
+    return (first + [c for c in by_size(vals) if c not in first])[:FOCUS]
 
 
 def _region_shape(region) -> dict:
