@@ -67,6 +67,9 @@ def click_row(page, grid, row: int) -> None:
 def table_rows(page) -> list[list[str]]:
     """The clusters table's cells as the grid's accessible table holds them."""
     grid = page.get_by_test_id("stDataFrame").first
+    grid.locator("th").first.wait_for(
+        state="attached", timeout=30_000
+    )  # the grid fills its accessible table late
     n = grid.locator("th").count()
     cells = grid.locator("td").all_inner_texts()
     return [cells[i : i + n] for i in range(0, len(cells), n)]
@@ -172,6 +175,9 @@ def test_url_restores_filters_sort_and_columns(browser, app_url):
     page = open_page(browser, link(app_url, "clusters", **q), "clusters-filters-link", SHORT)
     assert page.get_by_test_id("stAlertContentWarning").count() == 0
     grid = page.get_by_test_id("stDataFrame").first
+    grid.locator("th").first.wait_for(
+        state="attached", timeout=30_000
+    )  # the grid fills its accessible table late
     assert grid.locator("th").all_inner_texts() == ["cluster", "size", "caption"]
     rows = table_rows(page)
     # Min size, words and the sort come from the link: the two captions with "square", largest first.
