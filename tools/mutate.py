@@ -92,6 +92,9 @@ MODULES = {
         "tests/test_study_rounds.py::test_active_trials_gain_more_information_than_random_ones",
         "tests/test_study_rounds.py::test_an_active_round_is_fixed_by_its_workspace_and_spec",
     ],
+    "conceptlens/studies/rounds.py": ["tests/test_study_rounds.py"],
+    "conceptlens/views/projection_window.py": ["tests/test_projection_window.py"],
+    "conceptlens/analysis/engines.py": ["tests/test_analysis_ray.py"],
 }
 
 # Modules whose tests are in a file marked slow (it loads a real encoder): run those too.
