@@ -101,6 +101,7 @@ MODULES = {
 MARKERS = {
     "conceptlens/analysis/baselines.py": "not browser",
     "conceptlens/analysis/comparisons.py": "not browser",
+    "conceptlens/analysis/engines.py": "not browser",  # Ray runs are marked slow
 }
 
 
