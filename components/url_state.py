@@ -116,6 +116,20 @@ def _refresh_labels(key: str, labels: list[str]) -> None:
     seen[key] = labels
 
 
+def _url_choice(widget: str, label, options, key, param, format_func, default_index, container, omit, kwargs):
+    """A one-of-options widget (`selectbox` or `radio`) synced with `?param=`."""
+    options = list(options)
+    if not options:
+        set_param(param, None)
+        return None
+    default = options[min(default_index, len(options) - 1)]
+    restore(key, param, default, lambda raw: _match(options, raw), label, lambda v: v in options)
+    _refresh_labels(key, [format_func(o) for o in options])
+    box = container if container is not None else st
+    value = getattr(box, widget)(label, options, key=key, format_func=format_func, **kwargs)
+    return publish(key, param, value, default=default, omit=omit)
+
+
 def url_selectbox(
     label: str,
     options: Sequence,
@@ -128,16 +142,9 @@ def url_selectbox(
     **kwargs,
 ):
     """A selectbox synced with `?param=`; returns its value (None without options)."""
-    options = list(options)
-    if not options:
-        set_param(param, None)
-        return None
-    default = options[min(default_index, len(options) - 1)]
-    restore(key, param, default, lambda raw: _match(options, raw), label, lambda v: v in options)
-    _refresh_labels(key, [format_func(o) for o in options])
-    box = container if container is not None else st
-    value = box.selectbox(label, options, key=key, format_func=format_func, **kwargs)
-    return publish(key, param, value, default=default, omit=omit_default)
+    return _url_choice(
+        "selectbox", label, options, key, param, format_func, default_index, container, omit_default, kwargs
+    )
 
 
 def url_radio(
@@ -152,16 +159,9 @@ def url_radio(
     **kwargs,
 ):
     """A radio synced with `?param=`; returns its value (None without options)."""
-    options = list(options)
-    if not options:
-        set_param(param, None)
-        return None
-    default = options[min(default_index, len(options) - 1)]
-    restore(key, param, default, lambda raw: _match(options, raw), label, lambda v: v in options)
-    _refresh_labels(key, [format_func(o) for o in options])
-    box = container if container is not None else st
-    value = box.radio(label, options, key=key, format_func=format_func, **kwargs)
-    return publish(key, param, value, default=default, omit=omit_default)
+    return _url_choice(
+        "radio", label, options, key, param, format_func, default_index, container, omit_default, kwargs
+    )
 
 
 def url_multiselect(
