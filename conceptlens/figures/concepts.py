@@ -125,6 +125,19 @@ def _method_lines(fig: go.Figure, df: pd.DataFrame, scores: dict, x: str, x_name
             )
 
 
+def _lines_layout(fig: go.Figure, title: str | None) -> go.Figure:
+    """The frame of the method lines' figures: one horizontal legend above the plots."""
+    fig.update_layout(
+        title=title,
+        template=TEMPLATE,
+        font=FONT,
+        height=360,
+        legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=10)),
+        margin=dict(l=50, r=10, t=80 if title else 60, b=40),
+    )
+    return fig
+
+
 def impurity_sweep(sweep: pd.DataFrame, dependency: str = "level", title: str | None = None) -> go.Figure:
     """OIS and the non-oracle impurity against the dependency level, a line per method with
     95% intervals. `sweep` is `views.concepts.sweep`."""
@@ -137,15 +150,7 @@ def impurity_sweep(sweep: pd.DataFrame, dependency: str = "level", title: str | 
         fig.update_xaxes(title_text=dependency, row=1, col=c)
     fig.update_yaxes(title_text="impurity", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", row=1, col=2)
-    fig.update_layout(
-        title=title,
-        template=TEMPLATE,
-        font=FONT,
-        height=360,
-        legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=10)),
-        margin=dict(l=50, r=10, t=80 if title else 60, b=40),
-    )
-    return fig
+    return _lines_layout(fig, title)
 
 
 def niche_heatmap(matrix: pd.DataFrame, beta: float, title: str | None = None) -> go.Figure:
@@ -233,12 +238,4 @@ def niche_curves(curves: pd.DataFrame, beta: float | None = None, title: str | N
         if beta is not None:
             fig.add_vline(x=beta, line=dict(color="#555", dash="dot", width=1), row=1, col=c)
         fig.update_xaxes(title_text="β", range=[-0.02, 1.0], row=1, col=c)
-    fig.update_layout(
-        title=title,
-        template=TEMPLATE,
-        font=FONT,
-        height=360,
-        legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=10)),
-        margin=dict(l=50, r=10, t=80 if title else 60, b=40),
-    )
-    return fig
+    return _lines_layout(fig, title)
