@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -168,3 +169,12 @@ def choose(page, name: str, option: str) -> None:
         wanted.click()
         return
     raise AssertionError(f"{name}: option {option!r} never listed")
+
+
+def open_export(page, nth: int = 0):
+    """Open the nth "Export figure" popover and return it once its download button is drawn."""
+    page.get_by_role("button", name="Export figure").nth(nth).click()
+    popover = page.get_by_test_id("stPopoverBody")
+    popover.wait_for()
+    popover.get_by_role("button", name=re.compile(r"^Download ")).first.wait_for(timeout=60_000)
+    return popover

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
 from tests.conftest import copy_ws
 
 pytestmark = pytest.mark.browser
@@ -342,8 +342,6 @@ def test_export_popover_offers_every_format(browser, app_url):
     page = open_page(
         browser, link(app_url, "checkpoints"), "checkpoints-export", viewport={"width": 1400, "height": 1400}
     )
-    page.get_by_role("button", name="Export figure").first.click()
-    popover = page.get_by_test_id("stPopoverBody")
-    popover.wait_for()
+    popover = open_export(page)
     assert popover.get_by_role("button", name="Download PDF").count() == 1
     page.close()

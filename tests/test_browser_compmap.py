@@ -3,7 +3,7 @@ link, choosing a class and a setting, the figures drawn, an export actually down
 
 import pytest
 
-from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
 from tests.conftest import DEMO
 
 pytestmark = pytest.mark.browser
@@ -63,9 +63,7 @@ def test_figure_export_downloads_a_png(browser, app_url, tmp_path):
     page = open_page(
         browser, f"{app_url}/compmap", "compmap-export", viewport={"width": 1400, "height": 1400}
     )
-    page.get_by_role("button", name="Export figure").first.click()
-    popover = page.get_by_test_id("stPopoverBody")
-    popover.wait_for()
+    popover = open_export(page)
     popover.get_by_role("combobox").first.click()
     page.get_by_role("option", name="png", exact=True).click()
     with page.expect_download(timeout=120_000) as dl:

@@ -4,7 +4,16 @@ exporting a figure."""
 
 import pytest
 
-from tests.browser import choose, main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import (
+    choose,
+    main_text,
+    open_export,
+    open_page,
+    query_of,
+    screenshot,
+    serve,
+    wait_for_script,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -75,9 +84,10 @@ def test_every_figure_exports(browser, app_url):
     page = open_page(browser, link(app_url, **DEEP), "concepts-export", {"width": 1400, "height": 1400})
     buttons = page.get_by_role("button", name="Export figure")
     assert buttons.count() == 4
-    buttons.first.click()
-    assert (
-        page.get_by_role("button", name="Download PDF").count() + page.get_by_text("Download PDF").count()
-        >= 1
-    )
+    for k in range(4):
+        popover = open_export(page, k)
+        assert popover.get_by_role("button", name="Download PDF").count() == 1, k
+        page.keyboard.press("Escape")
+        popover.wait_for(state="hidden")
+    assert page.get_by_test_id("stException").count() == 0
     page.close()

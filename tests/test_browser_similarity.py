@@ -4,7 +4,7 @@ the export popover."""
 
 import pytest
 
-from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
 
 pytestmark = pytest.mark.browser
 
@@ -90,9 +90,6 @@ def test_trial_browser_and_export(browser, app_url):
     # The query itself is among the references of a catch trial.
     imgs = page.locator('[data-testid="stImage"] img')
     assert imgs.count() >= 9
-    page.get_by_role("button", name="Export figure").first.click()
-    assert (
-        page.get_by_role("button", name="Download PDF").count() + page.get_by_text("Download PDF").count()
-        >= 1
-    )
+    popover = open_export(page)
+    assert popover.get_by_role("button", name="Download PDF").count() == 1
     page.close()

@@ -276,7 +276,7 @@ metric_table(pd.DataFrame({"a": [1.0], "a_lo": [0.5], "a_hi": [1.5]}), key="t", 
 @pytest.mark.browser
 def test_copy_link_on_every_page(browser, factory_copy):
     from components import nav
-    from tests.browser import screenshot, serve, wait_for_script
+    from tests.browser import open_export, screenshot, serve, wait_for_script
 
     with serve(factory_copy) as url:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1200})
@@ -296,9 +296,7 @@ def test_copy_link_on_every_page(browser, factory_copy):
             if spec.name == "clusters":
                 assert "ckpt=" in copied and "k=" in copied
                 # The dashboard's own PDF export: the provenance names this very view.
-                page.get_by_role("button", name="Export figure").first.click()
-                popover = page.get_by_test_id("stPopoverBody")
-                popover.wait_for()
+                popover = open_export(page)
                 popover.get_by_role("combobox").first.click()
                 page.get_by_role("option", name="pdf", exact=True).click()
                 with page.expect_download(timeout=120_000) as dl:
