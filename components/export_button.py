@@ -57,7 +57,7 @@ def export_button(fig, name: str, provenance: dict, key: str) -> None:
             f"Download {fmt.upper()}",
             key=f"{key}-dl",
             data=lambda: figure_bytes(
-                fig, fmt, SIZES[size], prov, aspect=aspect_of(prov.get("figure")), title=name
+                fig, fmt, SIZES[size], prov, aspect=aspect_of(prov.get("figure"), SIZES[size]), title=name
             ),
             file_name=f"{slug(name)}.{fmt}",
             mime=FORMATS[fmt],

@@ -38,6 +38,16 @@ def select(at, label):
 DEEP = {"family": "tabular_toy", "level": "0.75", "method": "vae", "seed": "vae-toy-d0.75-s0", "beta": "0.3"}
 
 
+def _array(value) -> np.ndarray:
+    """A figure's array as sent to the browser (typed arrays travel as base64)."""
+    if isinstance(value, dict) and "bdata" in value:
+        import base64
+
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).astype(float)
+        return flat.reshape([int(n) for n in str(value.get("shape", len(flat))).split(",")])
+    return np.asarray(value, dtype=float)
+
+
 def test_deep_link_restores_every_choice_and_draws_every_figure(monkeypatch, cws):
     at = open_app(monkeypatch, cws, PAGE, query=DEEP)
     assert_clean(at)
@@ -55,7 +65,10 @@ def test_deep_link_restores_every_choice_and_draws_every_figure(monkeypatch, cws
     heat = [t for t in purity.data if t.type == "heatmap"]
     assert len(heat) == 3 and {t.coloraxis for t in heat} == {"coloraxis"}
     assert purity.layout.coloraxis.cmin == -1 and purity.layout.coloraxis.cmax == 1
-    assert list(heat[1].x) == list(TOY_CONCEPTS) == list(heat[1].y)
+    # Every panel has the learnt panel's rows; the oracle has none for unaligned concepts.
+    assert list(heat[1].x) == list(TOY_CONCEPTS) and list(heat[1].y) == list(heat[0].y)
+    oracle = _array(heat[1].z)
+    assert not np.isnan(oracle[:3]).any() and np.isnan(oracle[3:]).all()
     # The VAE's latents c0..c2 are aligned to the true concepts; c3..c5 follow unaligned.
     assert list(heat[0].y) == [f"c{i} → {t}" for i, t in enumerate(TOY_CONCEPTS)] + ["c3", "c4", "c5"]
     assert {t.name for t in sweep.data} == {"oracle", "swapped", "vae", "vision"}

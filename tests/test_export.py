@@ -177,6 +177,67 @@ def test_crowded_category_axis_labels_every_nth():
     assert wide.layout.yaxis.tickvals is None
 
 
+def _lines_figure(names, titles):
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=len(titles), subplot_titles=titles)
+    for c in range(1, len(titles) + 1):
+        for n in names:
+            fig.add_trace(
+                go.Scatter(x=[0, 1], y=[0, 1], name=n, legendgroup=n, showlegend=c == 1), row=1, col=c
+            )
+    fig.update_layout(
+        template=TEMPLATE, legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0), margin=dict(t=60)
+    )
+    return fig
+
+
+def test_a_legend_that_wraps_at_one_column_gets_its_own_room_and_the_plots_keep_theirs():
+    fig = _lines_figure([f"method number {i}" for i in range(6)], ["left panel", "right panel"])
+    narrow = E.paper_figure(fig, 3.5, aspect=0.5)
+    grown = narrow.layout.height - round(336 * 0.5)
+    # The figure grows by what the top margin grows: the plots stay 336 x 0.5 minus margins.
+    assert grown > 0 and narrow.layout.margin.t - 60 == grown
+    assert narrow.layout.legend.yref == "container" and narrow.layout.legend.yanchor == "top"
+    # Six entries of ~95 px do not fit one row of ~280 px: at least three rows of type.
+    assert narrow.layout.margin.t >= 3 * MIN_FONT_PX * 1.5
+    # Two short entries at two columns: one row, nothing to move.
+    wide = E.paper_figure(_lines_figure(["a", "b"], ["left", "right"]), 7.0, aspect=0.5)
+    assert wide.layout.height == round(672 * 0.5) and wide.layout.margin.t == 60
+    # The figure itself is not changed.
+    assert fig.layout.legend.yref is None and fig.layout.height is None
+
+
+def test_subplot_titles_wider_than_their_subplot_are_wrapped():
+    fig = _lines_figure(["a"], ["niche impurity (AUC) of concepts", "size", "purity"])
+    narrow = E.paper_figure(fig, 3.5)
+    texts = [a.text for a in narrow.layout.annotations]
+    assert "<br>" in texts[0] and texts[0].replace("<br>", " ") == "niche impurity (AUC) of concepts"
+    assert texts[1:] == ["size", "purity"]
+    assert all("<br>" not in a.text for a in E.paper_figure(fig, 14.0).layout.annotations)
+
+
+def test_heatmap_values_and_level_labels_that_overflow_are_dropped_or_turned():
+    names = [f"a long label number {i}" for i in range(8)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.ones((3, 8)),
+            x=names,
+            y=["p", "q", "r"],
+            text=np.full((3, 8), "0.123"),
+            texttemplate="%{text}",
+        )
+    )
+    fig.update_xaxes(tickangle=0)
+    narrow = E.paper_figure(fig, 3.5)
+    assert narrow.data[0].text is None and narrow.layout.xaxis.tickangle == -90
+    wide = E.paper_figure(go.Figure(fig).update_xaxes(tickangle=0), 40.0)
+    assert wide.data[0].texttemplate == "%{text}" and wide.layout.xaxis.tickangle == 0
+    # A slant the figure chose is kept where slanted labels have room.
+    few = go.Figure(go.Heatmap(z=np.ones((1, 3)), x=names[:3], y=["p"])).update_xaxes(tickangle=-30)
+    assert E.paper_figure(few, 3.5).layout.xaxis.tickangle == -30
+
+
 @pytest.mark.parametrize(
     "value,inches", [("single", 3.5), ("double", 7.0), ("5", 5.0), ("4.25in", 4.25), (6, 6.0)]
 )

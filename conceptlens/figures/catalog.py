@@ -28,6 +28,7 @@ from .export import (
     FORMATS,
     figure_bytes,
     inspect_pdf,
+    paper_height_in,
     parse_width,
     provenance,
     renderer,
@@ -35,6 +36,8 @@ from .export import (
 )
 
 PAPER_FORMATS = ("pdf", "svg", "png")
+# Widths up to this many inches are one column of a two-column venue.
+NARROW_IN = 4.5
 
 
 class Unavailable(ConceptLensError):
@@ -83,8 +86,13 @@ class Figure:
     params: tuple[Param, ...]
     build: Callable[[Any, dict], go.Figure]
     aspect: float = DEFAULT_ASPECT  # height / width on paper
+    # ... at one column (at most NARROW_IN wide), for a figure whose panels sit side by side
+    narrow_aspect: float | None = None
     tables: tuple[str, ...] = ()  # without them the figure is unavailable
     default: bool = True  # among the page's default figures
+
+    def aspect_at(self, width_in: float) -> float:
+        return self.narrow_aspect if self.narrow_aspect and width_in <= NARROW_IN else self.aspect
 
     def resolve(self, db, given: dict | None = None) -> dict:
         given = dict(given or {})
@@ -116,10 +124,10 @@ def add(fig: Figure) -> Figure:
     return fig
 
 
-def aspect_of(name: str | None) -> float | None:
-    """The paper aspect of a catalog figure (the dashboard's export uses it too)."""
+def aspect_of(name: str | None, width_in: float) -> float | None:
+    """The paper aspect of a catalog figure at that width (the dashboard's export uses it too)."""
     f = FIGURES.get(name or "")
-    return f.aspect if f else None
+    return f.aspect_at(width_in) if f else None
 
 
 def by_page() -> dict[str, list[Figure]]:
@@ -672,6 +680,7 @@ add(
         (CQ_DS, CQ_CKPT),
         _cq_purity,
         aspect=0.45,
+        narrow_aspect=0.8,
         tables=("purity_matrices", "oracle_purity"),
     )
 )
@@ -694,6 +703,7 @@ add(
         (CQ_DS, CQ_CKPT, CQ_BETA),
         _cq_niches,
         aspect=0.8,
+        narrow_aspect=1.2,
         tables=("concept_niches",),
     )
 )
@@ -828,7 +838,7 @@ def render_jobs(
             prov = provenance(workspace, fingerprint, fig_spec.url(params), figure=fig_spec.name, **params)
             for fmt in job.formats or formats:
                 t0 = time.perf_counter()
-                data = figure_bytes(fig, fmt, w, prov, aspect=fig_spec.aspect, title=fig_spec.title)
+                data = figure_bytes(fig, fmt, w, prov, aspect=fig_spec.aspect_at(w), title=fig_spec.title)
                 path = out / f"{stem}.{fmt}"
                 write_atomic(path, data)
                 checked = {"pdf": inspect_pdf(data)} if fmt == "pdf" else {}
@@ -840,7 +850,7 @@ def render_jobs(
                         "figure": fig_spec.name,
                         "params": params,
                         "width_in": w,
-                        "height_in": round(w * fig_spec.aspect, 3),
+                        "height_in": round(paper_height_in(fig, w, fig_spec.aspect_at(w)), 3),
                         "bytes": len(data),
                         "seconds": round(time.perf_counter() - t0, 3),
                         "provenance": prov,

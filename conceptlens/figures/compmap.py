@@ -18,6 +18,7 @@ MODEL_STYLE = {  # paper name -> (colour, marker)
 }
 GT_COLOUR, OTHER_COLOUR = "#1f77b4", "#b0b0b0"
 FONT = dict(size=11)
+TICK_PX = 10  # the paper minimum: a paper export keeps the size the layout was made for
 
 
 def _empty(fig: go.Figure, text: str) -> go.Figure:
@@ -47,65 +48,85 @@ def weights_heatmap(
     W = long.pivot(index="label", columns="primitive", values="weight")
     T = long.pivot(index="label", columns="primitive", values="truth")
     W, T = (m.reindex(index=rows["label"], columns=cols["primitive"]) for m in (W, T))
-    # A two-level axis (group, value); a value is unique within its group.
-    values = cols["value"].where(~cols.duplicated(["group", "value"]), cols["primitive"])
-    x = [cols["group"].tolist(), values.tolist()]
+    # Columns at 0..n-1 named by their value; each attribute group's name stands upright
+    # under its columns (Plotly's two-level axis writes group names level, where a group of
+    # two columns has no room for "background" at one column), groups split by lines.
+    names = cols["value"].astype(str).tolist()
+    groups = cols["group"].astype(str).tolist()
+    x = np.arange(len(cols))
     y = rows["label_name"].tolist()
     lim = float(np.nanmax(np.abs(W.to_numpy()))) or 1.0
-    hover = "%{y}<br>%{x}<br>%{z:.3f}<extra>%{fullData.name}</extra>"
-    fig.add_trace(
-        go.Heatmap(
-            z=W.to_numpy(),
-            x=x,
-            y=y,
-            name="weight",
-            colorscale="RdBu_r",
-            zmid=0,
-            zmin=-lim,
-            zmax=lim,
-            hovertemplate=hover,
-            colorbar=dict(
-                title=dict(text="weight", font=dict(size=10)),
-                thickness=10,
-                len=0.45,
-                y=0.78,
-                tickfont=dict(size=9),
-            ),
+    custom = np.array([[f"{g}: {v}" for g, v in zip(groups, names)]] * len(rows))
+    hover = "%{y}<br>%{customdata}<br>%{z:.3f}<extra>%{fullData.name}</extra>"
+    for r, (Z, name, scale, lo, bar) in enumerate(
+        (
+            (W, "weight", "RdBu_r", -lim, dict(title="weight", y=0.78)),
+            (T, "ground truth", "Blues", 0, dict(title="share", y=0.22)),
         ),
-        row=1,
-        col=1,
-    )
-    fig.add_trace(
-        go.Heatmap(
-            z=T.to_numpy(),
-            x=x,
-            y=y,
-            name="ground truth",
-            colorscale="Blues",
-            zmin=0,
-            zmax=1,
-            hovertemplate=hover,
-            colorbar=dict(
-                title=dict(text="share", font=dict(size=10)),
-                thickness=10,
-                len=0.45,
-                y=0.22,
-                tickfont=dict(size=9),
+        start=1,
+    ):
+        fig.add_trace(
+            go.Heatmap(
+                z=Z.to_numpy(),
+                x=x,
+                y=y,
+                name=name,
+                colorscale=scale,
+                zmid=0 if r == 1 else None,
+                zmin=lo,
+                zmax=lim if r == 1 else 1,
+                customdata=custom,
+                hovertemplate=hover,
+                colorbar=dict(
+                    title=dict(text=bar["title"], font=dict(size=10)),
+                    thickness=10,
+                    len=0.45,
+                    y=bar["y"],
+                    tickfont=dict(size=9),
+                ),
             ),
-        ),
-        row=2,
-        col=1,
-    )
+            row=r,
+            col=1,
+        )
+    starts = [i for i in range(len(groups)) if i == 0 or groups[i] != groups[i - 1]]
+    for i in starts[1:]:
+        fig.add_vline(x=i - 0.5, line=dict(color="#444", width=1))
+    # Tick labels are written at TICK_PX: the group names go below their longest one, upright
+    # where a name is longer than about two characters per column of its group.
+    below = max(len(v) for v in names) * 0.55 * TICK_PX + 8
+    depth = 1.4 * TICK_PX
+    for a, b in zip(starts, starts[1:] + [len(groups)]):
+        upright = len(groups[a]) > 2 * (b - a)
+        depth = max(depth, len(groups[a]) * 0.55 * TICK_PX if upright else 0)
+        fig.add_annotation(
+            x=(a + b - 1) / 2,
+            xref="x2",
+            y=0,
+            yref="paper",
+            yanchor="top",
+            yshift=-below,
+            text=groups[a],
+            textangle=-90 if upright else 0,
+            showarrow=False,
+            font=dict(size=TICK_PX),
+        )
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=9))
-    fig.update_xaxes(tickfont=dict(size=8), tickangle=-90)
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=x,
+        ticktext=names,
+        tickfont=dict(size=TICK_PX),
+        tickangle=-90,
+        automargin=False,
+    )
     # Screens: rows of up to 16 px, the whole figure at most ~1800 px tall.
     per_row = max(3, min(16, 800 // max(1, len(rows))))
     fig.update_layout(
         title=title,
         template=TEMPLATE,
         font=FONT,
-        height=2 * per_row * len(rows) + 220,
-        margin=dict(l=10, r=10, t=60 if title else 30, b=10),
+        height=2 * per_row * len(rows) + 220 + round(below + depth),
+        margin=dict(l=10, r=10, t=60 if title else 30, b=round(below + depth + 10)),
     )
     return fig
 

@@ -39,16 +39,19 @@ def purity_heatmaps(long: pd.DataFrame, title: str | None = None) -> go.Figure:
     fig.update_annotations(font=dict(size=12))
     if long.empty:
         return _empty(fig, "no purity matrix")
+    # Every panel has the learnt panel's rows (the others lack its unaligned concepts), so
+    # that row i is one line across the three and is named once, left of the first.
+    names = long[long["panel"] == "learnt"].drop_duplicates("row_order").set_index("row_order")["row"]
+    orders = sorted(names.index)
     for c, panel in enumerate(PANELS, start=1):
         d = long[long["panel"] == panel]
-        rows = d.drop_duplicates("row").sort_values("row_order")["row"].tolist()
         cols = d.drop_duplicates("col").sort_values("col_order")["col"].tolist()
-        Z = d.pivot(index="row", columns="col", values="value").reindex(index=rows, columns=cols)
+        Z = d.pivot(index="row_order", columns="col", values="value").reindex(index=orders, columns=cols)
         fig.add_trace(
             go.Heatmap(
                 z=Z.to_numpy(),
                 x=cols,
-                y=rows,
+                y=[names[o] for o in orders],
                 coloraxis="coloraxis",
                 text=np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(Z.to_numpy(float)),
                 texttemplate="%{text}",
@@ -59,8 +62,11 @@ def purity_heatmaps(long: pd.DataFrame, title: str | None = None) -> go.Figure:
             row=1,
             col=c,
         )
-        fig.update_yaxes(autorange="reversed", type="category", row=1, col=c)
-        fig.update_xaxes(type="category", tickangle=-30, title_text="true concept", row=1, col=c)
+        fig.update_yaxes(autorange="reversed", type="category", showticklabels=c == 1, row=1, col=c)
+        # One axis title under the middle panel: three would run into each other at one column.
+        fig.update_xaxes(
+            type="category", tickangle=-30, title_text="true concept" if c == 2 else None, row=1, col=c
+        )
     fig.update_yaxes(title_text="learnt concept", row=1, col=1)
     n_rows = long.loc[long["panel"] == "learnt", "row"].nunique()
     fig.update_layout(

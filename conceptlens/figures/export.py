@@ -16,10 +16,13 @@ import datetime as _dt
 import html
 import io
 import json
+import math
 import os
+import re
 import shutil
 import threading
 
+import numpy as np
 import plotly.graph_objects as go
 
 from .. import __version__
@@ -127,20 +130,7 @@ def _thin_category_ticks(d: dict, width_px: int, height_px: int) -> None:
     overlap at the paper size (an axis whose ticks the figure sets itself is left alone)."""
     layout = d.setdefault("layout", {})
     font = max(MIN_FONT_PX, (layout.get("font") or {}).get("size") or MIN_FONT_PX)
-    cats: dict[str, list] = {}
-    for trace in d.get("data", []):
-        if trace.get("type") in ("pie", "sankey", "table", "parcats", "parcoords", "indicator"):
-            continue
-        for letter in ("x", "y"):
-            values = trace.get(letter)
-            # Numbers come as typed arrays ({"dtype", "bdata"}): only lists of text are categories.
-            if isinstance(values, dict) or values is None or not len(values):
-                continue
-            if not all(isinstance(v, str) for v in values):
-                continue
-            seen = cats.setdefault(_axis_key(trace.get(letter + "axis", letter)), [])
-            seen.extend(v for v in dict.fromkeys(values) if v not in seen)
-    for key, values in cats.items():
+    for key, values in _categories(d).items():
         axis = layout.setdefault(key, {})
         if axis.get("tickvals") is not None or axis.get("type") not in (None, "category"):
             continue
@@ -154,6 +144,191 @@ def _thin_category_ticks(d: dict, width_px: int, height_px: int) -> None:
             axis["tickvals"] = values[:: int(step)]
 
 
+# Average advance of a character of the theme's sans-serif, in font sizes.
+CHAR_EM = 0.5
+
+
+def _text_px(text: str, size: float) -> float:
+    return len(re.sub(r"<[^>]+>", "", str(text))) * CHAR_EM * size
+
+
+def _wrap(text: str, size: float, width_px: float) -> list[str]:
+    """`text` broken at spaces into lines no wider than `width_px` where words allow."""
+    lines: list[str] = []
+    for word in str(text).split(" "):
+        if lines and _text_px(lines[-1] + " " + word, size) <= width_px:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _font_size(d: dict, *nodes) -> float:
+    """The font size in effect: the first node's own, else the layout's, at least the minimum."""
+    layout = d.get("layout", {})
+    base = (layout.get("font") or {}).get("size") or ((layout.get("template") or {}).get("layout") or {}).get(
+        "font", {}
+    ).get("size")
+    for node in nodes:
+        size = ((node or {}).get("font") or {}).get("size")
+        if size:
+            return max(size, MIN_FONT_PX)
+    return max(base or MIN_FONT_PX, MIN_FONT_PX)
+
+
+def _title_size(d: dict) -> float:
+    """The size of the figure title's type: Plotly's is 1.4 times the figure's unless set."""
+    layout = d.get("layout", {})
+    tmpl = (layout.get("template") or {}).get("layout") or {}
+    given = ((layout.get("title") or {}).get("font") or {}).get("size") or (
+        (tmpl.get("title") or {}).get("font") or {}
+    ).get("size")
+    return max(given, MIN_FONT_PX) if given else _font_size(d) * 1.4
+
+
+def _make_room_above(d: dict, width_px: int, height_px: int) -> int:
+    """Subplot titles wrapped to their subplot's width, and a horizontal legend above the
+    plots moved into a top margin as tall as its rows need at this width: at one column
+    a legend that wraps to a second row otherwise lands on the subplot titles. The figure
+    grows by what the margin grows, so the plots keep their size. Returns the new height."""
+    layout = d.setdefault("layout", {})
+    tmpl = (layout.get("template") or {}).get("layout") or {}
+    margin = {**(tmpl.get("margin") or {}), **(layout.get("margin") or {})}
+    left, top = margin.get("l", 80), margin.get("t", 100)
+    plot_w = _plot_width(d, width_px)
+    domains = [
+        v.get("domain") or [0, 1] for k, v in layout.items() if k.startswith("xaxis") and isinstance(v, dict)
+    ]
+    titles_h = 0.0
+    for a in layout.get("annotations") or []:
+        # make_subplots's titles: centred on a subplot, anchored on its top edge.
+        if a.get("yanchor") != "bottom" or a.get("xref") != "paper" or (a.get("y") or 0) < 0.99:
+            continue
+        size = _font_size(d, a)
+        x = a.get("x", 0.5)
+        dom = min(domains, key=lambda dm: abs((dm[0] + dm[1]) / 2 - x)) if domains else [0, 1]
+        lines = _wrap(a.get("text", ""), size, (dom[1] - dom[0]) * plot_w * 1.2)
+        a["text"] = "<br>".join(lines)
+        titles_h = max(titles_h, len(lines) * size * 1.25 + 4)
+    legend = layout.get("legend") or {}
+    shown = layout.get("showlegend", True) is not False
+    above = (
+        legend.get("orientation") == "h" and (legend.get("y") or 0) >= 1 and legend.get("yref") != "container"
+    )
+    if not (above and shown):
+        if titles_h + 6 > top:
+            layout["margin"] = {**margin, "t": round(titles_h + 6)}
+            return height_px + round(titles_h + 6 - top)
+        return height_px
+    size = _font_size(d, legend)
+    names = []
+    for t in d.get("data", []):
+        group = t.get("legendgroup")
+        if t.get("showlegend", True) is not False and t.get("name") and (group is None or group not in names):
+            names.append(group if group is not None else t["name"])
+    item = legend.get("itemwidth", 30) + 8 + 12
+    rows, used = 1, 0.0
+    room = width_px - left - (legend.get("x") or 0) * plot_w - 4
+    for name in names:
+        w = item + _text_px(name, size)
+        if used and used + w > room:
+            rows, used = rows + 1, 0.0
+        used += w
+    title = layout.get("title") or {}
+    title_h = (
+        _title_size(d) * 1.3 * (str(title.get("text")).count("<br>") + 1) + 6 if title.get("text") else 0.0
+    )
+    legend_h = rows * max(size * 1.5, 20) + 6
+    new_top = round(title_h + legend_h + titles_h + 8)
+    new_h = height_px + max(0, new_top - top)
+    if title_h:  # the title on top (Plotly centres it in the margin, where the legend now is)
+        layout["title"] = {**title, "yref": "container", "y": 1 - 4 / new_h, "yanchor": "top"}
+    layout["legend"] = {**legend, "yref": "container", "y": 1 - (title_h + 2) / new_h, "yanchor": "top"}
+    layout["legend"]["tracegroupgap"] = 0
+    layout["margin"] = {**margin, "t": max(top, new_top)}
+    return new_h
+
+
+def _categories(d: dict) -> dict[str, list[str]]:
+    """The text categories of each axis ("xaxis2": [...]), in order of appearance."""
+    cats: dict[str, list] = {}
+    for trace in d.get("data", []):
+        if trace.get("type") in ("pie", "sankey", "table", "parcats", "parcoords", "indicator"):
+            continue
+        for letter in ("x", "y"):
+            values = trace.get(letter)
+            # Numbers come as typed arrays ({"dtype", "bdata"}): only lists of text are categories.
+            if isinstance(values, dict) or values is None or not len(values):
+                continue
+            if not all(isinstance(v, str) for v in values):
+                continue
+            seen = cats.setdefault(_axis_key(trace.get(letter + "axis", letter)), [])
+            seen.extend(v for v in dict.fromkeys(values) if v not in seen)
+    return cats
+
+
+def _plot_width(d: dict, width_px: int) -> float:
+    """Roughly what Plotly leaves for the plots: the margins, widened (as its automargin
+    does) by the first y axis's labels and title and by a colour bar."""
+    layout = d.get("layout", {})
+    tmpl = (layout.get("template") or {}).get("layout") or {}
+    margin = {**(tmpl.get("margin") or {}), **(layout.get("margin") or {})}
+    y = layout.get("yaxis") or {}
+    size = _font_size(d, {"font": y.get("tickfont")})
+    labels = y.get("ticktext") or _categories(d).get("yaxis") or []
+    left = max(t for t in [0.0] + [_text_px(line, size) for t in labels for line in str(t).split("<br>")])
+    left += (size * 2 if (y.get("title") or {}).get("text") else 0) + 8
+    bars = any(
+        (t.get("showscale", True) and t.get("type") in ("heatmap", "contour")) for t in d.get("data", [])
+    ) or any(isinstance(v, dict) and "colorbar" in v for k, v in layout.items() if k.startswith("coloraxis"))
+    right = margin.get("r", 80) + (60 if bars else 0)
+    return max(width_px - max(margin.get("l", 80), left) - right, 1)
+
+
+def _fit_texts(d: dict, width_px: int) -> None:
+    """Texts that would collide at this width made to fit: the title wrapped, the labels of
+    an x axis turned upright (their lines joined) where they are wider than a tick's share
+    of the axis, and a heatmap's cell values left out where they overflow a cell."""
+    layout = d.setdefault("layout", {})
+    plot_w = _plot_width(d, width_px)
+    title = layout.get("title")
+    if isinstance(title, dict) and title.get("text") and "<br>" not in title["text"]:
+        title["text"] = "<br>".join(_wrap(title["text"], _title_size(d), width_px - 20))
+    cats = _categories(d)
+    for key, axis in list(layout.items()):
+        if not (key.startswith("xaxis") and isinstance(axis, dict)):
+            continue
+        labels = axis.get("ticktext") or cats.get(key)
+        if not labels:
+            continue
+        lo, hi = axis.get("domain") or (0.0, 1.0)
+        span = plot_w * (hi - lo) / len(labels)
+        size = _font_size(d, {"font": axis.get("tickfont")})
+        angle = axis.get("tickangle")
+        if angle in (None, "auto"):  # Plotly slants crowded labels itself
+            continue
+        # Level labels need their width; slanted ones their height across the axis.
+        widest = max(_text_px(line, size) for t in labels for line in str(t).split("<br>"))
+        need = widest if angle % 180 == 0 else size / abs(math.sin(math.radians(angle)))
+        if need > span:
+            if axis.get("ticktext"):
+                axis["ticktext"] = [str(t).replace("<br>", " ") for t in axis["ticktext"]]
+            axis["tickangle"] = -90
+    for trace in d.get("data", []):
+        if trace.get("type") != "heatmap" or trace.get("text") is None:
+            continue
+        text = np.asarray(trace["text"], dtype=object)
+        if text.ndim != 2 or not text.size:
+            continue
+        xaxis = layout.get(_axis_key(trace.get("xaxis", "x"))) or {}
+        lo, hi = xaxis.get("domain") or (0.0, 1.0)
+        cell = plot_w * (hi - lo) / text.shape[1]
+        size = _font_size(d, {"font": trace.get("textfont")})
+        if max(_text_px(t, size) for t in text.ravel()) > cell - 2:
+            trace.pop("texttemplate", None)
+            trace["text"] = None
+
+
 def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -> go.Figure:
     """A copy of `fig` sized `width_in` inches wide (height: `aspect` x width), with WebGL
     traces drawn as SVG and every text at least MIN_FONT_PX (7.5 pt at that size)."""
@@ -165,9 +340,16 @@ def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -
     w = round(width_in * DPI)
     h = round(w * (aspect or DEFAULT_ASPECT))
     _thin_category_ticks(d, w, h)
+    _fit_texts(d, w)
+    h = _make_room_above(d, w, h)
     out = go.Figure(d, skip_invalid=True)
     out.update_layout(width=w, height=h, autosize=False)
     return out
+
+
+def paper_height_in(fig: go.Figure, width_in: float, aspect: float | None = None) -> float:
+    """The height of `fig` on paper at `width_in` inches (room made above the plots included)."""
+    return paper_figure(fig, width_in, aspect).layout.height / DPI
 
 
 def write_atomic(path, data: bytes) -> None:
