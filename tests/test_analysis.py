@@ -431,3 +431,29 @@ def test_concept_models_are_clustered_only_when_named(tmp_path):
     assert {u.split("/")[0] for u in todo["projections"]} == vision
     analyse(ws, ["clustering"], checkpoint="vae-toy-d0.00-s0", k=[4])
     assert ws.has("clusters", checkpoint_id="vae-toy-d0.00-s0", k=4)
+
+
+def test_a_dataset_restricts_every_unit_to_its_own(demo_copy):
+    """`dataset=` (a study's next round refits its own dataset's embedding only): dataset
+    units of other datasets and checkpoint units of their checkpoints are left alone."""
+    ws = Workspace(demo_copy)
+    before = len(ws.read("analysis_runs", analysis="comparisons").to_pandas())
+    registry.run(
+        demo_copy,
+        ["comparisons"],
+        {},
+        dataset="digits",
+        force=True,
+        progress_bars=False,
+        with_dependencies=False,
+    )
+    runs = ws.read("analysis_runs", analysis="comparisons").to_pandas().iloc[before:]
+    assert list(runs["unit"]) == ["dataset=digits"]
+    ck = ws.read("checkpoints").to_pandas()
+    digits = set(ck.loc[ck["dataset"] == "digits", "checkpoint_id"])
+    units = registry.Unit
+    ctx = registry.Context(ws, progress=False)
+    assert registry._dataset_of(ctx, units({"checkpoint_id": sorted(digits)[0], "k": 42})) == "digits"
+    assert registry._dataset_of(ctx, units({"dataset": "shapes"})) == "shapes"
+    with pytest.raises(WorkspaceError, match="'nowhere' has no images"):
+        registry.run(demo_copy, ["comparisons"], {}, dataset="nowhere", progress_bars=False)

@@ -189,11 +189,14 @@ def run(
     engine: str = "local",
     workers: int | None = None,
     threads: int | None = None,
+    dataset: str | None = None,
 ) -> Context:
     """Run the analyses `names` (or "all") on the workspace at `root`; returns the run's context.
 
     `checkpoint` restricts per-checkpoint units to that checkpoint (dataset-level units
-    then cover its dataset only). Units already done are skipped unless `force`.
+    then cover its dataset only); `dataset` restricts every unit to that dataset's (a
+    checkpoint's unit to the checkpoints of that dataset). Units already done are skipped
+    unless `force`.
     `engine="ray"` runs each analysis' pending units as Ray tasks, at most `workers` at
     once; a unit that fails there is reported by name once the others are written, and
     the analyses after it are not run. `threads` limits the BLAS / OpenMP threads of a unit
@@ -218,6 +221,8 @@ def run(
     todo = in_order(names) if with_dependencies else in_order(names)[-len(names) :]
     if checkpoint is not None:
         ctx.checkpoint_row(checkpoint)  # an unknown id is an error, not an empty run
+    if dataset is not None and dataset not in set(ctx.images["dataset"]):
+        raise WorkspaceError(f"dataset {dataset!r} has no images in images.parquet")
     given = {k: v for k, v in (options or {}).items() if v is not None}
     known = all_options()
     unknown = set(given) - set(known)
@@ -242,6 +247,8 @@ def run(
                     )
                     break
         units = a.units(ctx, opts)
+        if dataset is not None:
+            units = [u for u in units if _dataset_of(ctx, u) in (dataset, None)]
         pending = [u for u in units if force or not a.is_done(ctx, u)]
         if not units:
             ctx.note(f"{a.name}: nothing to analyse")
@@ -254,6 +261,14 @@ def run(
                 inputs = a.run(ctx, unit, opts)
             _log_run(ws, a, unit, opts, inputs, started, time.perf_counter() - t0)
     return ctx
+
+
+def _dataset_of(ctx: Context, unit: Unit) -> str | None:
+    """The dataset a unit belongs to: its partition's, else its checkpoint's (None: no one)."""
+    if "dataset" in unit.partition:
+        return str(unit.partition["dataset"])
+    cid = unit.checkpoint_id or unit.partition.get("checkpoint_id")
+    return None if cid is None else str(ctx.checkpoint_row(cid)["dataset"])
 
 
 def _run_on_ray(ctx: Context, a: Analysis, pending: list[Unit], opts: dict, workers, threads, bars) -> None:
@@ -373,6 +388,7 @@ def _handler(name: str):
             name,
             opts,
             checkpoint=args.checkpoint,
+            dataset=args.dataset,
             force=args.force,
             progress_bars=not args.quiet,
             with_dependencies=name == "all",
@@ -401,12 +417,14 @@ def register(sub, parents) -> None:
     for a in _registered()["ANALYSES"]:
         ap = asub.add_parser(a.name, parents=common, help=a.title, description=a.doc or a.title)
         ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
+        ap.add_argument("--dataset", help="only this dataset's units (default: all)")
         ap.add_argument("--force", action="store_true", help="recompute units already done")
         _add_engine(ap)
         _add_options(ap, (SEED, *a.options))
         ap.set_defaults(func=_handler(a.name))
     ap = asub.add_parser("all", parents=common, help="every analysis not done yet, in dependency order")
     ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
+    ap.add_argument("--dataset", help="only this dataset's units (default: all)")
     ap.add_argument("--force", action="store_true", help="recompute units already done")
     _add_engine(ap)
     _add_options(ap, all_options().values())

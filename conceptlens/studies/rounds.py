@@ -51,7 +51,7 @@ def next_round(
     say(f"Exporting the answers of {study_id} into the workspace")
     exported = export(store, study_id, ws, max_catch_failure)
     say(f"Inferring the psychological embedding of {spec.dataset!r} again (analyze similarity)")
-    ctx = registry.run(ws.root, "similarity", options, progress_bars=progress_bars)
+    ctx = registry.run(ws.root, "similarity", options, progress_bars=progress_bars, dataset=spec.dataset)
     nxt = replace(
         spec,
         round=spec.round + 1,
