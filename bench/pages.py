@@ -8,7 +8,8 @@ checkpoint), whose views are not cached yet: what a user waits for. The median o
 `--repeat` measurements of each is printed, then the process's RSS: after all pages,
 its peak, and, with `--browse N`, before and after visiting N clusters of the Clusters
 page in one session (the server's caches must keep that bounded). Nothing is asserted:
-compare a demo run with a scale run (`conceptlens demo scale`).
+compare a demo run with a scale run (`conceptlens demo scale`). `sent MB`: the
+element messages of a warm rerun (what the browser receives, charts included).
 
     nice -n 19 .venv/bin/python bench/pages.py --workspace data/demo [--repeat 5] \\
         [--page clusters] [--query clusters:k=224] [--switch clusters:clusters_cluster] \\
@@ -28,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
+from million import sent  # noqa: E402  (bench/ is this script's folder)
 
 # The select boxes switched by default: what a user changes most on each page.
 SWITCHES = {
@@ -87,6 +88,7 @@ def measure(page, workspace: str, query: dict, repeat: int, switches=()) -> dict
         at.switch_page(page.path)
         cold.append(run_once(at))
         warm.append(run_once(at))
+        sent_bytes = sent(at)["elements_bytes"]
         errors = [e.message for e in at.exception] + [e.value for e in at.error]
         for key in switches:
             try:
@@ -101,6 +103,7 @@ def measure(page, workspace: str, query: dict, repeat: int, switches=()) -> dict
         "cold_cpu": statistics.median(c for _, c in cold),
         "warm_wall": statistics.median(w for w, _ in warm),
         "warm_cpu": statistics.median(c for _, c in warm),
+        "bytes_per_rerun": sent_bytes,
         "switch": {
             key: {"wall": _median(v, 0), "cpu": _median(v, 1)} for key, v in switched.items() if any(v)
         },
@@ -163,7 +166,8 @@ def main() -> None:
     pages = [p for p in nav.PAGES if not args.page or p.name in args.page]
     workspace = str(Path(args.workspace).resolve())
     print(f"{args.workspace}: median of {args.repeat}; seconds (wall / cpu)")
-    print(f"{'page':<14s} {'cold wall':>10s} {'cold cpu':>9s} {'warm wall':>10s} {'warm cpu':>9s}")
+    head = ("cold wall", "cold cpu", "warm wall", "warm cpu", "sent MB")
+    print(f"{'page':<14s} " + " ".join(f"{h:>{max(len(h), 8)}s}" for h in head))
     rows = []
     for page in pages:
         keys = switches.get(page.name, SWITCHES.get(page.name, ()) if not args.switch else ())
@@ -171,7 +175,8 @@ def main() -> None:
         rows.append(r)
         print(
             f"{r['page']:<14s} {r['cold_wall']:10.2f} {r['cold_cpu']:9.2f} {r['warm_wall']:10.2f} "
-            f"{r['warm_cpu']:9.2f}" + (f"   errors: {r['errors']}" if r["errors"] else ""),
+            f"{r['warm_cpu']:9.2f} {r['bytes_per_rerun'] / 1e6:8.2f}"
+            + (f"   errors: {r['errors']}" if r["errors"] else ""),
             flush=True,
         )
         for key, t in r["switch"].items():
