@@ -380,7 +380,7 @@ class _Validator:
         # Rows with a null key part were reported as nulls; they are not duplicates.
         if any(t[k].null_count for k in key):  # a filter copies every column: only when needed
             t = t.filter(functools.reduce(pc.and_, [pc.is_valid(t[k]) for k in key]))
-        if self._surely_unique(ld, t, key):
+        if self._surely_unique(ld, t, key) or _codes_unique(t, key):
             return
         counts = t.group_by(key).aggregate([([], "count_all")])
         dup = counts.filter(pc.greater(counts["count_all"], 1))
@@ -776,6 +776,24 @@ def _parse_folder(spec: schema.Table, col: str, name: str):
     if name != f"{col}={canonical}":
         raise ValueError(f"write it {col}={canonical}: readers look for that name")
     return value
+
+
+def _codes_unique(t: pa.Table, key: list[str]) -> bool:
+    """True when no key repeats, decided on one int64 code per row (each column's
+    dictionary code in a mixed radix) without a group-by: Acero's costs 0.1 s a table in
+    thread start-up alone, most of the dashboard's check of the demo's 28 tables. False
+    when the codes would overflow or some repeat: the group-by then names the duplicate."""
+    code = np.zeros(t.num_rows, np.int64)
+    radix = 1
+    for k in key:
+        codes = pc.dictionary_encode(t[k]).combine_chunks()
+        size = max(len(codes.dictionary), 1)
+        if radix * size >= 2**62:
+            return False
+        code += codes.indices.to_numpy(zero_copy_only=False).astype(np.int64) * radix
+        radix *= size
+    code.sort()
+    return not bool((code[1:] == code[:-1]).any())
 
 
 def _is_inside(path: str, root: str) -> bool:

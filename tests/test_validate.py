@@ -6,6 +6,8 @@ import shutil
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conceptlens import schema
 from conceptlens.cli import main
@@ -226,3 +228,22 @@ def test_unexpected_error_in_a_check_becomes_a_problem(ws, monkeypatch):
     problems = validate(ws.root)
     assert "images.parquet" in {p.file for p in problems}
     assert all("ZeroDivisionError" in p.message for p in problems), format_problems(problems)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 3), st.sampled_from([0.5, 1.5, 2.0])),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_key_uniqueness_by_codes_is_what_a_group_by_says(rows):
+    import pyarrow as pa
+
+    from conceptlens.validate import _codes_unique
+
+    t = pa.table({"s": [r[0] for r in rows], "i": [r[1] for r in rows], "f": [r[2] for r in rows]})
+    for key in (["s"], ["s", "i"], ["i", "s", "f"]):
+        counts = t.group_by(key).aggregate([([], "count_all")])
+        assert _codes_unique(t, key) == (counts.num_rows == t.num_rows), (key, rows)
