@@ -202,3 +202,36 @@ def test_checkpoints_page_shows_baselines_and_transfer_of_the_demo(demo_ws, monk
     assert {"mcr2", "rotation", "knn_acc", "target_entropy", "clid"} <= set(tc["predictor"])
     corr = V.predictor_correlations(db, "shapes", k)
     assert {"alignment", "uniformity", "mcr2", "rotation"} <= set(corr["predictor"])
+
+
+def test_the_source_probe_learns_from_the_same_capped_sample_for_every_checkpoint(
+    analysed, monkeypatch, tmp_path
+):
+    """Past `probe_images` train images the probe of -H(Y|X) learns from a seeded sample
+    (ImageNet-sized datasets), the same images for both checkpoints; below it from all."""
+    import shutil
+
+    ws, _, _ = analysed
+    root = tmp_path / "ws"
+    shutil.copytree(ws.root, root)
+    seen = []
+
+    def probe(train_x, train_y, test_x, test_y, random_state=0):
+        seen.append((len(train_x), round(float(np.asarray(train_x, np.float64).sum()), 3)))
+        return {"accuracy": 0.5, "neg_entropy": -1.0}
+
+    from conceptlens.analysis import baselines as analysis
+
+    monkeypatch.setattr(B, "linear_probe", probe)
+    monkeypatch.setattr(analysis, "_targets", lambda *a: [])  # no transfer probes
+    opts = {"k": [4], "baseline_images": 16}
+    run(root, ["baselines"], options={**opts, "probe_images": 10}, force=True, progress_bars=False)
+    train = (
+        Workspace(root).read("images").to_pandas().query("dataset == 'shapes'")["split"] == "train"
+    ).sum()
+    assert [n for n, _ in seen] == [10, 10] and train > 10
+    # Both checkpoints embed with one encoder: the same sample gives the same sums.
+    assert seen[0][1] == seen[1][1]
+    seen.clear()
+    run(root, ["baselines"], options=opts, force=True, progress_bars=False)
+    assert [n for n, _ in seen] == [train, train]
