@@ -356,8 +356,8 @@ elif projected:
 
 # ---- cluster matching ---------------------------------------------------------------------------
 st.subheader("Cluster matching")
-if not compared:
-    st.caption("Needs the comparisons between checkpoints (see above).")
+if not compared or ws.problems(("clusters",)) or not ws.has("clusters"):  # links come from clusters
+    st.caption("Needs the clusterings and the comparisons between checkpoints (see above).")
     st.stop()
 c_t, c_f, c_n = st.columns([1, 2, 1])
 min_share = U.url_slider(

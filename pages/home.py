@@ -47,7 +47,8 @@ for a in analyses.itertuples(index=False):
         st.markdown(f":orange[:material/radio_button_unchecked:] **{a.title}** — not computed yet:")
         st.code(a.command, language="bash")
     else:
-        data.show_problems(ws, ws.problems(a.tables), f"{a.title}: its tables have problems")
+        checked = [t for t in a.tables if t in ws.checked]  # not those no page reads (nav.UNREAD)
+        data.show_problems(ws, ws.problems(checked), f"{a.title}: its tables have problems")
 
 st.header("Sample images")
 ds = st.segmented_control(

@@ -198,3 +198,25 @@ def test_largest_keeps_the_links_of_as_largest_clusters(factory_template):
     assert set(links["a"]) == top2
     every = views.checkpoints.cluster_links(db, dataset="toy", k=4, a="ck1", b="ck0")
     pd.testing.assert_frame_equal(links, every[every["a"].isin(top2)].reset_index(drop=True))
+
+
+def test_a_pairs_links_counted_from_clusters_are_the_stored_contingency(factory_template):
+    """The page counts the links of the two checkpoints it shows from their clusters: the
+    same cells as `compare.contingency` and the comparisons analysis' `cluster_links`."""
+    from conceptlens.analysis.compare import contingency
+    from conceptlens.views.checkpoints import _pair_links
+
+    db = WorkspaceDB(factory_template)
+    stored = pd.read_parquet(factory_template / "cluster_links")
+    cl = {
+        c: pd.read_parquet(factory_template / f"clusters/checkpoint_id={c}/k=4/part-0.parquet")
+        for c in ("ck0", "ck1", "ck2")
+    }
+    cols = ["a", "b", "count", "size_a", "size_b"]
+    for a, b in (("ck0", "ck1"), ("ck1", "ck0"), ("ck0", "ck2"), ("ck2", "ck1")):
+        got = _pair_links(db, 4, a, b)[cols].astype("int64")
+        want = contingency(cl[a], cl[b]).sort_values(["a", "b"]).reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want)
+        lo, hi = sorted((a, b))
+        row = stored[(stored["checkpoint_a"] == lo) & (stored["checkpoint_b"] == hi) & (stored["k"] == 4)]
+        assert int(row["count"].sum()) == int(got["count"].sum()) and len(row) == len(got)

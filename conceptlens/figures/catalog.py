@@ -384,7 +384,7 @@ add(
         ),
         _sankey,
         aspect=1.0,
-        tables=("cluster_links",),
+        tables=("clusters",),
     )
 )
 

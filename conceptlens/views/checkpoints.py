@@ -1,7 +1,9 @@
 """The Checkpoints page: a dataset's checkpoints side by side, and their clusterings compared.
 
 Comparisons between checkpoints are read from the tables `conceptlens analyze comparisons`
-stores (`clid_scores`, `clustering_similarity`, `cluster_links`), never recomputed.
+stores (`clid_scores`, `clustering_similarity`), never recomputed; the cluster links of the
+two checkpoints shown are counted from their clusters (a group-by over their shared images,
+the numbers `cluster_links` stores for every pair).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from ..analysis import compare
 from . import clusters
 
 # The tables of `conceptlens analyze comparisons` the page reads.
-COMPARISON_TABLES = ("clid_scores", "predictor_correlations", "clustering_similarity", "cluster_links")
+COMPARISON_TABLES = ("clid_scores", "predictor_correlations", "clustering_similarity")
 # Which link kinds (see `compare.classify_links`) each choice of the page draws.
 FLOWS = {
     "significant flows": ("one-to-one", "split", "merge", "split+merge", "partial"),
@@ -259,19 +261,22 @@ def anmi_matrix(db, dataset: str, k: int) -> pd.DataFrame:
     return m
 
 
-def _stored_links(db, dataset: str, k: int, a: str, b: str) -> pd.DataFrame:
-    """The contingency of A and B as stored (once per unordered pair, checkpoint_a <
-    checkpoint_b), its columns swapped when A is the stored second one."""
-    lo, hi = sorted((a, b))
-    links = db.query(
+def _pair_links(db, k: int, a: str, b: str) -> pd.DataFrame:
+    """The contingency of A's and B's clusterings at k over their shared images (`a`, `b`,
+    `count`, `size_a`, `size_b`: `compare.contingency`, what `cluster_links` stores), counted
+    for this pair only: the stored table holds every pair's cells (7.1 million rows at 28
+    checkpoints of 50,000 images), which the page's first open had to read and check."""
+    return db.query(
         """
-        SELECT a, b, count, size_a, size_b FROM cluster_links
-        WHERE dataset = $ds AND k = $k AND checkpoint_a = $lo AND checkpoint_b = $hi""",
-        {"ds": dataset, "k": int(k), "lo": lo, "hi": hi},
+        WITH j AS (SELECT ca.cluster AS a, cb.cluster AS b
+                   FROM clusters ca JOIN clusters cb USING (image_id)
+                   WHERE ca.checkpoint_id = $a AND ca.k = $k AND cb.checkpoint_id = $b AND cb.k = $k)
+        SELECT a, b, count(*) AS count,
+               CAST(sum(count(*)) OVER (PARTITION BY a) AS BIGINT) AS size_a,
+               CAST(sum(count(*)) OVER (PARTITION BY b) AS BIGINT) AS size_b
+        FROM j GROUP BY a, b ORDER BY a, b""",
+        {"a": a, "b": b, "k": int(k)},
     )
-    if a == lo:
-        return links
-    return links.rename(columns={"a": "b", "b": "a", "size_a": "size_b", "size_b": "size_a"})
 
 
 def cluster_links(
@@ -287,7 +292,7 @@ def cluster_links(
     """Links from A's clusters to B's, classified (`compare.classify_links`), restricted to
     the kinds of `flows` (a key of FLOWS) and, with `largest`, to the links of A's
     `largest` clusters (by shared images, whatever `flows`; ties: the lower cluster id)."""
-    links = compare.classify_links(_stored_links(db, dataset, k, a, b), min_share)
+    links = compare.classify_links(_pair_links(db, k, a, b), min_share)
     if largest is not None:
         sizes = links.drop_duplicates("a").sort_values(["size_a", "a"], ascending=[False, True])
         links = links[links["a"].isin(sizes["a"].head(int(largest)))]
