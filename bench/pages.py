@@ -38,10 +38,31 @@ SWITCHES = {
 }
 
 
-def run_once(at) -> tuple[float, float]:
+SCRIPT = [0.0]  # seconds spent running the scripts themselves (app.py and the page)
+
+
+def _timed_scripts() -> None:
+    """Time the script execution inside each AppTest run: `wall` also holds AppTest's own
+    work (starting its script runner, parsing every element the run sent)."""
+    import streamlit.runtime.scriptrunner.script_runner as runner
+
+    inner = runner.exec_func_with_error_handling
+
+    def timed(func, ctx):
+        t = time.perf_counter()
+        try:
+            return inner(func, ctx)
+        finally:
+            SCRIPT[0] += time.perf_counter() - t
+
+    runner.exec_func_with_error_handling = timed
+
+
+def run_once(at) -> tuple[float, float, float]:
     t, c = time.perf_counter(), time.process_time()
+    SCRIPT[0] = 0.0
     at.run()
-    return time.perf_counter() - t, time.process_time() - c
+    return time.perf_counter() - t, time.process_time() - c, SCRIPT[0]
 
 
 def rss_mb() -> float:
@@ -75,6 +96,7 @@ def measure(page, workspace: str, query: dict, repeat: int, switches=()) -> dict
 
     # Clearing caches outside a server, and AppTest's bare mode, log warnings: not ours.
     logger.set_log_level("error")
+    _timed_scripts()
 
     sys.argv = ["app.py", "--workspace", workspace]  # reruns read it again
     cold, warm, errors = [], [], []
@@ -99,13 +121,17 @@ def measure(page, workspace: str, query: dict, repeat: int, switches=()) -> dict
             errors += [e.message for e in at.exception] + [e.value for e in at.error]
     return {
         "page": page.name,
-        "cold_wall": statistics.median(w for w, _ in cold),
-        "cold_cpu": statistics.median(c for _, c in cold),
-        "warm_wall": statistics.median(w for w, _ in warm),
-        "warm_cpu": statistics.median(c for _, c in warm),
+        "cold_wall": statistics.median(r[0] for r in cold),
+        "cold_cpu": statistics.median(r[1] for r in cold),
+        "cold_script": statistics.median(r[2] for r in cold),
+        "warm_wall": statistics.median(r[0] for r in warm),
+        "warm_cpu": statistics.median(r[1] for r in warm),
+        "warm_script": statistics.median(r[2] for r in warm),
         "bytes_per_rerun": sent_bytes,
         "switch": {
-            key: {"wall": _median(v, 0), "cpu": _median(v, 1)} for key, v in switched.items() if any(v)
+            key: {"wall": _median(v, 0), "cpu": _median(v, 1), "script": _median(v, 2)}
+            for key, v in switched.items()
+            if any(v)
         },
         "errors": errors[:3],
     }
@@ -180,7 +206,11 @@ def main() -> None:
             flush=True,
         )
         for key, t in r["switch"].items():
-            print(f"  switch {key:<22s} {'':>20s} {t['wall']:10.2f} {t['cpu']:9.2f}", flush=True)
+            print(
+                f"  switch {key:<22s} {'':>20s} {t['wall']:10.2f} {t['cpu']:9.2f}"
+                f"  (script {t['script']:.2f})",
+                flush=True,
+            )
     out = {"workspace": args.workspace, "pages": rows, "rss_mb": rss_mb()}
     print(f"RSS of this process after the pages {out['rss_mb']:.0f} MB")
     if args.browse:
