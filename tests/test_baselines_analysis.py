@@ -208,7 +208,7 @@ def test_the_source_probe_learns_from_the_same_capped_sample_for_every_checkpoin
     analysed, monkeypatch, tmp_path
 ):
     """Past `probe_images` train images the probe of -H(Y|X) learns from a seeded sample
-    (ImageNet-sized datasets), the same images for both checkpoints; below it from all."""
+    (ImageNet-sized datasets), the same images for every checkpoint; below it from all."""
     import shutil
 
     ws, _, _ = analysed
@@ -217,7 +217,7 @@ def test_the_source_probe_learns_from_the_same_capped_sample_for_every_checkpoin
     seen = []
 
     def probe(train_x, train_y, test_x, test_y, random_state=0):
-        seen.append((len(train_x), round(float(np.asarray(train_x, np.float64).sum()), 3)))
+        seen.append((len(train_x), tuple(np.asarray(train_y).tolist())))
         return {"accuracy": 0.5, "neg_entropy": -1.0}
 
     from conceptlens.analysis import baselines as analysis
@@ -225,13 +225,14 @@ def test_the_source_probe_learns_from_the_same_capped_sample_for_every_checkpoin
     monkeypatch.setattr(B, "linear_probe", probe)
     monkeypatch.setattr(analysis, "_targets", lambda *a: [])  # no transfer probes
     opts = {"k": [4], "baseline_images": 16}
-    run(root, ["baselines"], options={**opts, "probe_images": 10}, force=True, progress_bars=False)
-    train = (
-        Workspace(root).read("images").to_pandas().query("dataset == 'shapes'")["split"] == "train"
-    ).sum()
-    assert [n for n, _ in seen] == [10, 10] and train > 10
-    # Both checkpoints embed with one encoder: the same sample gives the same sums.
-    assert seen[0][1] == seen[1][1]
+    shapes = dict(force=True, progress_bars=False, dataset="shapes")  # other tests add checkpoints
+    run(root, ["baselines"], options={**opts, "probe_images": 10}, **shapes)
+    ws = Workspace(root)
+    train = (ws.read("images").to_pandas().query("dataset == 'shapes'")["split"] == "train").sum()
+    n_ckpts = (ws.read("checkpoints").to_pandas()["dataset"] == "shapes").sum()
+    assert [n for n, _ in seen] == [10] * n_ckpts and n_ckpts >= 2 and train > 10
+    # One sample of images for every checkpoint: the same labels in the same order.
+    assert len({labels for _, labels in seen}) == 1
     seen.clear()
-    run(root, ["baselines"], options=opts, force=True, progress_bars=False)
-    assert [n for n, _ in seen] == [train, train]
+    run(root, ["baselines"], options=opts, **shapes)
+    assert [n for n, _ in seen] == [train] * n_ckpts

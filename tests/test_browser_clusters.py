@@ -59,6 +59,9 @@ def wait_for_query(page, key, value) -> None:
 def click_row(page, grid, row: int) -> None:
     """Click row `row`'s tick box. The grid is a canvas: the row's place follows from the
     canvas and the number of rows its accessible table holds (header + rows, one height)."""
+    # The grid fills its accessible table late: counted before, no rows gave one tall row
+    # and a click below the grid (a CI flake).
+    grid.locator("tbody tr").first.wait_for(state="attached", timeout=30_000)
     box = grid.get_by_test_id("data-grid-canvas").bounding_box()
     height = box["height"] / (grid.locator("tbody tr").count() + 1)
     page.mouse.click(box["x"] + 15, box["y"] + height * (row + 1.5))
