@@ -244,8 +244,14 @@ def projection_scatter(
     # (7 significant digits are far finer than a pixel).
     xs, ys = pts["x"].to_numpy("float32"), pts["y"].to_numpy("float32")
 
-    def custom(mask=None):
-        return all_custom if mask is None else all_custom[mask]
+    def points(mask=None, **trace):
+        """One WebGL trace of the points in `mask` (all: None), with their hover data."""
+        sel = slice(None) if mask is None else mask
+        fig.add_trace(
+            go.Scattergl(
+                x=xs[sel], y=ys[sel], mode="markers", customdata=all_custom[sel], hovertemplate=hover, **trace
+            )
+        )
 
     n = len(pts)
     marker = dict(size=7 if n <= 2_000 else 5 if n <= 10_000 else 3, opacity=0.7)
@@ -255,34 +261,17 @@ def projection_scatter(
         else color in pts.columns and (color in ("cluster", "label") or is_categorical(pts[color]))
     )
     if color is None or color not in pts.columns:
-        fig.add_trace(
-            go.Scattergl(
-                x=xs,
-                y=ys,
-                mode="markers",
-                marker=marker,
-                customdata=custom(),
-                hovertemplate=hover,
-                showlegend=False,
-            )
-        )
+        points(marker=marker, showlegend=False)
     elif not cat:
-        fig.add_trace(
-            go.Scattergl(
-                x=xs,
-                y=ys,
-                mode="markers",
-                customdata=custom(),
-                hovertemplate=hover,
-                showlegend=False,
-                marker=dict(
-                    **marker,
-                    color=pts[color].to_numpy("float32"),
-                    colorscale="Viridis",
-                    showscale=True,
-                    colorbar=dict(title=dict(text=color)),
-                ),
-            )
+        points(
+            showlegend=False,
+            marker=dict(
+                **marker,
+                color=pts[color].to_numpy("float32"),
+                colorscale="Viridis",
+                showscale=True,
+                colorbar=dict(title=dict(text=color)),
+            ),
         )
     else:
         vals = pts[color].astype("string").fillna("(none)")
@@ -292,52 +281,28 @@ def projection_scatter(
         if len(cats) > MAX_LEGEND:
             shown = _focus(vals, cats, pts["cluster"] if "cluster" in pts.columns else None, highlight)
             rest = ~vals.isin(shown).to_numpy(bool)
-            fig.add_trace(
-                go.Scattergl(
-                    x=xs[rest],
-                    y=ys[rest],
-                    mode="markers",
-                    name=f"{len(cats) - len(shown)} other {color} values",
-                    legendrank=2,
-                    customdata=custom(rest),
-                    hovertemplate=hover,
-                    marker=dict(**marker, color=OTHER),
-                )
+            points(
+                rest,
+                name=f"{len(cats) - len(shown)} other {color} values",
+                legendrank=2,
+                marker=dict(**marker, color=OTHER),
             )
         colours = dict(zip(shown, theme.categorical(len(shown))))
         codes = vals.to_numpy(object)
         sizes = vals.value_counts()
         # Large categories first: every later (smaller) one is drawn over them.
         for v in sorted(shown, key=lambda c: (-sizes[c], rank[c])):
-            mask = codes == v
-            fig.add_trace(
-                go.Scattergl(
-                    x=xs[mask],
-                    y=ys[mask],
-                    mode="markers",
-                    name=str(v),
-                    legendrank=1000 + rank[v],
-                    customdata=custom(mask),
-                    hovertemplate=hover,
-                    marker=dict(**marker, color=colours[v]),
-                )
+            points(
+                codes == v, name=str(v), legendrank=1000 + rank[v], marker=dict(**marker, color=colours[v])
             )
     many = cat and color in pts.columns and pts[color].nunique(dropna=False) > 12
     if highlight is not None and "cluster" in pts.columns:
         mine = pts["cluster"].astype("Int64").eq(int(highlight)).fillna(False).to_numpy(bool)
-        fig.add_trace(
-            go.Scattergl(
-                x=xs[mine],
-                y=ys[mine],
-                mode="markers",
-                name=f"cluster {highlight} (selected)",
-                legendrank=1,
-                customdata=custom(mine),
-                hovertemplate=hover,
-                marker=dict(
-                    symbol="circle-open", size=marker["size"] + 4, color=HIGHLIGHT, line=dict(width=1.5)
-                ),
-            )
+        points(
+            mine,
+            name=f"cluster {highlight} (selected)",
+            legendrank=1,
+            marker=dict(symbol="circle-open", size=marker["size"] + 4, color=HIGHLIGHT, line=dict(width=1.5)),
         )
     if cat and color == "cluster" and many:
         # Many clusters: each one's id at its median point, so a printed figure (where
