@@ -46,6 +46,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from apptest import open_page, run_once, sent  # noqa: E402  (bench/ is this script's folder)
 
 CKPT, K, DATASET = "synthetic-umap", 1000, "million"
 
@@ -178,48 +179,12 @@ def build(out: Path, n: int, seed: int = 0) -> None:
     print(f"built {out} ({n:,} images) in {time.perf_counter() - t:.1f} s", flush=True)
 
 
-def _elements(node):
-    yield node
-    for child in getattr(node, "children", {}).values():
-        yield from _elements(child)
-
-
-def sent(at) -> dict:
-    """Bytes of the Plotly JSON this run sent: the UMAP's and every chart's, and of all
-    elements' messages together."""
-    charts = [c.proto.spec for c in at.get("plotly_chart")]
-    umap = [s for s in charts if '"UMAP 1"' in s]
-    total = sum(e.proto.ByteSize() for e in _elements(at._tree) if getattr(e, "proto", None) is not None)
-    return {
-        "umap_bytes": sum(len(s.encode()) for s in umap),
-        "charts_bytes": sum(len(s.encode()) for s in charts),
-        "elements_bytes": total,
-    }
-
-
 def measure_page(workspace: Path, query: dict, repeat: int) -> dict:
-    import streamlit as st
-    from streamlit import logger
-    from streamlit.testing.v1 import AppTest
-
-    logger.set_log_level("error")
-    sys.argv = ["app.py", "--workspace", str(workspace)]
-    cold, warm, cold_cpu, warm_cpu = [], [], [], []
+    cold, warm = [], []
     for _ in range(repeat):
-        st.cache_data.clear()
-        st.cache_resource.clear()
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
-        for k, v in query.items():
-            at.query_params[k] = v
-        at.switch_page("pages/clusters.py")
-        t, c = time.perf_counter(), time.process_time()
-        at.run()
-        cold.append(time.perf_counter() - t)
-        cold_cpu.append(time.process_time() - c)
-        t, c = time.perf_counter(), time.process_time()
-        at.run()
-        warm.append(time.perf_counter() - t)
-        warm_cpu.append(time.process_time() - c)
+        at = open_page(workspace, "pages/clusters.py", query, timeout=900)
+        cold.append(run_once(at))
+        warm.append(run_once(at))
     errors = [e.message for e in at.exception] + [e.value for e in at.error]
     kinds = [
         json.loads(s)["data"][0]["type"]
@@ -227,10 +192,10 @@ def measure_page(workspace: Path, query: dict, repeat: int) -> dict:
         if '"UMAP 1"' in s
     ]
     return {
-        "cold_s": statistics.median(cold),
-        "warm_s": statistics.median(warm),
-        "cold_cpu_s": statistics.median(cold_cpu),
-        "warm_cpu_s": statistics.median(warm_cpu),
+        "cold_s": statistics.median(r[0] for r in cold),
+        "warm_s": statistics.median(r[0] for r in warm),
+        "cold_cpu_s": statistics.median(r[1] for r in cold),
+        "warm_cpu_s": statistics.median(r[1] for r in warm),
         "drawn": kinds[0] if kinds else None,
         "selected": {m.label: m.value for m in at.metric}.get("images selected"),
         **sent(at),

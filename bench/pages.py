@@ -24,45 +24,17 @@ import os
 import resource
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from million import sent  # noqa: E402  (bench/ is this script's folder)
+from apptest import open_page, run_once, sent  # noqa: E402  (bench/ is this script's folder)
 
 # The select boxes switched by default: what a user changes most on each page.
 SWITCHES = {
     "clusters": ("clusters_cluster", "clusters_ckpt"),
     "checkpoints": ("ckpts_a", "ckpts_k"),
 }
-
-
-SCRIPT = [0.0]  # seconds spent running the scripts themselves (app.py and the page)
-
-
-def _timed_scripts() -> None:
-    """Time the script execution inside each AppTest run: `wall` also holds AppTest's own
-    work (starting its script runner, parsing every element the run sent)."""
-    import streamlit.runtime.scriptrunner.script_runner as runner
-
-    inner = runner.exec_func_with_error_handling
-
-    def timed(func, ctx):
-        t = time.perf_counter()
-        try:
-            return inner(func, ctx)
-        finally:
-            SCRIPT[0] += time.perf_counter() - t
-
-    runner.exec_func_with_error_handling = timed
-
-
-def run_once(at) -> tuple[float, float, float]:
-    t, c = time.perf_counter(), time.process_time()
-    SCRIPT[0] = 0.0
-    at.run()
-    return time.perf_counter() - t, time.process_time() - c, SCRIPT[0]
 
 
 def rss_mb() -> float:
@@ -90,24 +62,10 @@ def _median(pairs, i):
 
 
 def measure(page, workspace: str, query: dict, repeat: int, switches=()) -> dict:
-    import streamlit as st
-    from streamlit import logger
-    from streamlit.testing.v1 import AppTest
-
-    # Clearing caches outside a server, and AppTest's bare mode, log warnings: not ours.
-    logger.set_log_level("error")
-    _timed_scripts()
-
-    sys.argv = ["app.py", "--workspace", workspace]  # reruns read it again
     cold, warm, errors = [], [], []
     switched = {key: [] for key in switches}
     for _ in range(repeat):
-        st.cache_data.clear()
-        st.cache_resource.clear()
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
-        for k, v in query.items():
-            at.query_params[k] = v
-        at.switch_page(page.path)
+        at = open_page(workspace, page.path, query)
         cold.append(run_once(at))
         warm.append(run_once(at))
         sent_bytes = sent(at)["elements_bytes"]
@@ -139,14 +97,9 @@ def measure(page, workspace: str, query: dict, repeat: int, switches=()) -> dict
 
 def browse(workspace: str, query: dict, n: int) -> dict:
     """RSS before and after visiting `n` clusters, one after another, in one session."""
-    from streamlit.testing.v1 import AppTest
-
     from components import nav
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.switch_page(nav.BY_NAME["clusters"].path)
+    at = open_page(workspace, nav.BY_NAME["clusters"].path, query, clear=False)
     at.run()
     before, seconds = rss_mb(), []
     for _ in range(n):
