@@ -324,8 +324,8 @@ def projection_scatter(
         template=TEMPLATE,
         dragmode=dragmode,
         clickmode="event+select",
-        xaxis=dict(title="UMAP 1", showticklabels=False, zeroline=False),
-        yaxis=dict(title="UMAP 2", showticklabels=False, zeroline=False),
+        xaxis=theme.umap_axis(1),
+        yaxis=theme.umap_axis(2),
         legend=dict(
             title=dict(text=color or ""),
             itemsizing="constant",

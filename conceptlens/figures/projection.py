@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from .clusters import _region_shape, projection_scatter
 from .export import SCREEN_ONLY
-from .theme import SEQUENTIAL, TEMPLATE
+from .theme import SEQUENTIAL, TEMPLATE, umap_axis
 
 # What the overview's bins can be coloured by: column of `binned`, colour bar title.
 DENSITY = {"images": ("count", "images"), "purity": ("purity", "mean purity")}
@@ -106,12 +106,8 @@ def projection_density(
         dragmode=dragmode,
         clickmode="event+select",
         # A margin of PAD around the bins, so the outermost can be boxed or clicked.
-        xaxis=dict(
-            title="UMAP 1", showticklabels=False, zeroline=False, range=_padded(x0, x1), showgrid=False
-        ),
-        yaxis=dict(
-            title="UMAP 2", showticklabels=False, zeroline=False, range=_padded(y0, y1), showgrid=False
-        ),
+        xaxis=umap_axis(1, range=_padded(x0, x1), showgrid=False),
+        yaxis=umap_axis(2, range=_padded(y0, y1), showgrid=False),
         margin=dict(l=40, r=20, t=50 if title else 20, b=40),
         height=560,
         selections=[_region_shape(region)] if region is not None else None,

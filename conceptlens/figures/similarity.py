@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .clusters import MAX_LEGEND, PALETTE, is_categorical
-from .theme import TEMPLATE
+from .theme import TEMPLATE, umap_axis
 
 METRICS = {"triplet_accuracy": "triplet accuracy", "rsa": "RSA (Spearman)"}
 DISTANCE_NAMES = {"l1": "L1", "l2": "L2", "cosine": "cosine"}
@@ -155,8 +155,8 @@ def embedding_map(
         template=TEMPLATE,
         font=FONT,
         dragmode="pan",
-        xaxis=dict(title="UMAP 1", showticklabels=False, zeroline=False),
-        yaxis=dict(title="UMAP 2", showticklabels=False, zeroline=False, scaleanchor="x"),
+        xaxis=umap_axis(1),
+        yaxis=umap_axis(2, scaleanchor="x"),
         legend=dict(font=dict(size=10), itemsizing="constant"),
         margin=dict(l=40, r=10, t=40 if title else 10, b=40),
         height=560,

@@ -94,6 +94,11 @@ def categorical(n: int) -> list[str]:
     return list(_extended(n))
 
 
+def umap_axis(n: int, **extra) -> dict:
+    """Axis `n` (1 or 2) of a UMAP: named, without ticks (its coordinates mean nothing)."""
+    return dict(title=f"UMAP {n}", showticklabels=False, zeroline=False, **extra)
+
+
 def _register() -> None:
     base = pio.templates["plotly_white"]
     t = go.layout.Template(base)
