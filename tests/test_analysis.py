@@ -348,6 +348,21 @@ def test_factor_matrix():
     assert cols == ["label", "shape", "size"] and A.shape == (3, 2 + 2 + 1)
 
 
+def test_one_hot_is_get_dummies():
+    import pandas as pd
+
+    from conceptlens.analysis.common import one_hot
+
+    for s in (
+        pd.Series(["b", None, "a", "B", "é", "10", "9", None, "a"]),
+        pd.Series([3, 1, 20, 1]),
+        pd.Series([True, None, False], dtype=object),
+    ):
+        want = pd.get_dummies(s.astype("string"), dtype=float).to_numpy()
+        got = one_hot(s)
+        assert got.dtype == np.float32 and np.array_equal(got, want)
+
+
 def test_analysis_runs_log_every_unit(analysed):
     ws, _ = analysed
     runs = table(ws, "analysis_runs")

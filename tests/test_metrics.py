@@ -319,6 +319,18 @@ def test_hard_negative_is_nearest_centroid():
     assert M.hard_negative_clusters(X, labels) == {0: 1, 1: 0, 2: 1}
 
 
+def test_hard_negative_centroids_match_a_float64_mask_per_cluster():
+    # Catches a wrong grouping of the sorted rows (clusters of unequal sizes, labels not 0..k-1).
+    rng = np.random.default_rng(3)
+    labels = rng.choice([7, 2, 40, 11, 5], size=400, p=[0.5, 0.2, 0.15, 0.1, 0.05])
+    X = rng.normal(size=(400, 16)).astype(np.float32) + labels[:, None] * rng.normal(size=16).astype(np.float32) / 9
+    ids = np.unique(labels)
+    C = np.stack([X.astype(np.float64)[labels == c].mean(axis=0) for c in ids])
+    d = ((C[:, None] - C[None]) ** 2).sum(axis=2)
+    np.fill_diagonal(d, np.inf)
+    assert M.hard_negative_clusters(X, labels) == {int(c): int(ids[j]) for c, j in zip(ids, d.argmin(axis=1))}
+
+
 def test_2afc_validation_and_proxy_annotator():
     labels = np.repeat(np.arange(4), 30)
     with pytest.raises(ValueError, match="at least 20"):

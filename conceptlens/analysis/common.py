@@ -59,10 +59,20 @@ def factor_matrix(images_df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
             v = (v - np.nanmean(v)) / (sd if sd > 0 else 1.0)
             blocks.append(np.nan_to_num(v)[:, None])
         else:
-            blocks.append(pd.get_dummies(s.astype("string"), dtype=float).to_numpy())
+            blocks.append(one_hot(s))
     if not blocks:
         return np.zeros((len(images_df), 0)), []
-    return np.hstack(blocks).astype(np.float32), cols
+    return np.hstack([b.astype(np.float32, copy=False) for b in blocks]), cols
+
+
+def one_hot(s: pd.Series) -> np.ndarray:
+    """pd.get_dummies(s.astype("string")) as float32 (columns in sorted order, missing values
+    all zero), written into one array: get_dummies builds a column per category first."""
+    codes, cats = pd.factorize(s.astype("string"), sort=True)
+    out = np.zeros((len(s), len(cats)), np.float32)
+    hit = np.flatnonzero(codes >= 0)
+    out[hit, codes[hit]] = 1
+    return out
 
 
 def pick_captioner(caps_df: pd.DataFrame | None) -> str | None:

@@ -30,15 +30,17 @@ class Trials:
 
 def hard_negative_clusters(features, labels) -> dict:
     """Cluster -> cluster whose centroid (mean feature) is nearest (Eq. 2, Euclidean)."""
-    X = np.asarray(features, dtype=np.float64)
+    X = np.asarray(features)
     labels = np.asarray(labels)
     if X.ndim != 2 or len(X) != len(labels):
         raise ValueError("features must be 2-D with one row per label")
-    ids = np.unique(labels)
+    ids, inv, counts = np.unique(labels, return_inverse=True, return_counts=True)
     if len(ids) < 2:
         return {}
-    C = np.stack([X[labels == c].mean(axis=0) for c in ids])
-    d = ((C[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+    # The rows of each cluster from one sort (a mask per cluster reads all labels k times).
+    order, ends = np.argsort(inv, kind="stable"), np.cumsum(counts)
+    C = np.stack([X[order[e - m : e]].astype(np.float64).mean(axis=0) for m, e in zip(counts, ends)])
+    d = np.stack([((c - C) ** 2).sum(axis=1) for c in C])  # row by row: no k x k x d array
     np.fill_diagonal(d, np.inf)
     return {c.item(): ids[j].item() for c, j in zip(ids, d.argmin(axis=1))}
 
@@ -103,7 +105,12 @@ def annotate(trials: Trials, annotator_features, random_state: int = 0) -> np.nd
     """
     A = l2_normalize(annotator_features).astype(np.float64)
     rng = np.random.default_rng(random_state)
-    mean_ref = A[trials.refs].mean(axis=1)
+    # The mean of the references added one column of refs at a time, as mean(axis=1) of
+    # A[refs] adds them, without its trials x M x d array.
+    mean_ref = A[trials.refs[:, 0]]
+    for j in range(1, trials.refs.shape[1]):
+        mean_ref += A[trials.refs[:, j]]
+    mean_ref /= trials.refs.shape[1]
     sq = np.einsum("ij,ij->i", A[trials.query], mean_ref)
     sn = np.einsum("ij,ij->i", A[trials.negative], mean_ref)
     tie = np.isclose(sq, sn, rtol=0, atol=1e-9)
