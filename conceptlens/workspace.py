@@ -102,10 +102,16 @@ def atomic_write_bytes(path: Path, data: bytes, fsync: bool = True) -> None:
             os.fsync(f.fileno())
 
 
+# Row groups of about this many bytes: readers decode row groups on parallel threads, and a
+# 50,000 x 2,048 features file in one row group reads on one core (2x slower on two).
+ROW_GROUP_BYTES = 32 << 20
+
+
 def atomic_write_table(path: Path, table: pa.Table) -> None:
     """Write a Parquet file to a temporary name, then rename it into place."""
+    rows = max(4096, int(ROW_GROUP_BYTES * max(1, table.num_rows) // max(1, table.nbytes)))
     with _replacing(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="zstd", row_group_size=rows)
 
 
 class Workspace:

@@ -22,24 +22,29 @@ def _clustered(n, d, k, spread, seed, dup=0):
 
 # ---- the one pass ---------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "n,d,m,block,chunk", [(300, 8, 5, 64, 64), (1000, 16, 20, 100, 250), (50, 3, 49, 7, 7)]
+    "n,d,m,block,chunk,threads",
+    [(300, 8, 5, 64, 64, 1), (300, 8, 5, 64, 64, 3), (1000, 16, 20, 100, 250, 2), (50, 3, 49, 7, 7, 2)],
 )
-def test_top_self_equals_a_full_sort(n, d, m, block, chunk):
+def test_top_self_equals_a_full_sort(n, d, m, block, chunk, threads):
     X = np.random.default_rng(n).normal(size=(n, d)).astype(np.float32)
     S = X @ X.T
     np.fill_diagonal(S, -np.inf)
-    s, j = N.top_self(X, m, block_size=block, chunk=chunk)
+    s, j = N.top_self(X, m, block_size=block, chunk=chunk, threads=threads)
     assert np.array_equal(j, np.argsort(-S, axis=1, kind="stable")[:, :m])
     np.testing.assert_allclose(s, -np.sort(-S, axis=1)[:, :m], rtol=1e-5, atol=1e-5)
     bias = (X * X).sum(axis=1) / 2
-    _, j = N.top_self(X, m, bias=bias, block_size=block, chunk=chunk)
+    _, j = N.top_self(X, m, bias=bias, block_size=block, chunk=chunk, threads=threads)
     assert np.array_equal(j, np.argsort(-(S - bias[None]), axis=1, kind="stable")[:, :m])
 
 
-def test_top_self_ties_by_lower_index():
+@pytest.mark.parametrize("threads", [1, 2])
+def test_top_self_ties_by_lower_index(threads):
     X = np.repeat(np.eye(3, dtype=np.float32), 4, axis=0)  # rows 0-3 equal, 4-7 equal, ...
-    _, j = N.top_self(X, 3, block_size=5, chunk=5)
+    _, j = N.top_self(X, 3, block_size=5, chunk=5, threads=threads)
     assert j[0].tolist() == [1, 2, 3] and j[5].tolist() == [4, 6, 7]
+    X = np.ones((40, 2), np.float32)  # every pair tied, offered by different threads
+    _, j = N.top_self(X, 4, block_size=3, chunk=3, threads=threads)
+    assert j[0].tolist() == [1, 2, 3, 4] and j[39].tolist() == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize(
@@ -271,3 +276,18 @@ def test_first_occurrences_as_np_unique():
     ref = np.zeros(300, bool)
     ref[first] = True
     assert np.array_equal(first_occurrences(X), ref) and not ref[9]
+
+
+def test_wide_tables_are_written_in_row_groups_small_ones_in_one(tmp_path):
+    # Readers decode row groups in parallel: a 50k x 2048 features file in one group reads
+    # on one core. Narrow tables (the demo's) keep one group, so their bytes do not change.
+    import pyarrow as pa
+
+    from conceptlens.workspace import ROW_GROUP_BYTES, atomic_write_table
+
+    n, d = 6000, ROW_GROUP_BYTES // (4 * 4096) + 1  # 4,096 rows come just above the target
+    emb = pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(n * d, np.float32)), d)
+    atomic_write_table(tmp_path / "wide.parquet", pa.table({"embedding": emb}))
+    assert pq.ParquetFile(tmp_path / "wide.parquet").metadata.num_row_groups == 2
+    atomic_write_table(tmp_path / "narrow.parquet", pa.table({"x": np.arange(200_000)}))
+    assert pq.ParquetFile(tmp_path / "narrow.parquet").metadata.num_row_groups == 1

@@ -76,7 +76,8 @@ class KMeansFit:
 
 
 def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "auto") -> KMeansFit:
-    """The best (lowest inertia) of `n_init` k-means runs on the rows of X."""
+    """The best (lowest inertia) of `n_init` k-means runs on the rows of X (with faiss: the
+    lowest objective at its last assignment)."""
     X = np.ascontiguousarray(X, dtype=np.float32)
     if X.ndim != 2 or len(X) == 0:
         raise ValueError(f"X must be a non-empty 2-D array, got shape {X.shape}")
@@ -93,7 +94,6 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
         return KMeansFit(km.labels_.astype(np.int64), km.cluster_centers_.astype(np.float32), km)
     faiss = _faiss()
     from sklearn.cluster import kmeans_plusplus
-    from threadpoolctl import threadpool_limits
 
     # A k-means++ start for each restart (faiss's own is uniformly random, which leaves
     # clusters split and merged): scikit-learn's seeding of a sample of INIT_PER_CLUSTER
@@ -101,15 +101,14 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
     # of its k steps reads every point it seeds from: on all points in full dimension it
     # costs more than the Lloyd iterations.
     rng = np.random.RandomState(random_state)
-    best, best_inertia = None, np.inf
+    best, best_obj = None, np.inf
     for _ in range(n_init):
         m = min(len(X), INIT_PER_CLUSTER * k)
         sample = X if m == len(X) else X[np.sort(rng.choice(len(X), m, replace=False))]
         low = sample
         if X.shape[1] > INIT_DIM:
             low = sample @ (rng.normal(size=(X.shape[1], INIT_DIM)) / np.sqrt(INIT_DIM)).astype(np.float32)
-        with threadpool_limits(1, "blas"):  # k small products: threads only add overhead
-            _, picked = kmeans_plusplus(low.astype(np.float64), k, random_state=rng)
+        _, picked = kmeans_plusplus(low, k, random_state=rng)
         init = sample[picked]
         km = faiss.Kmeans(
             X.shape[1],
@@ -122,9 +121,9 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
             verbose=False,
         )
         km.train(X, init_centroids=np.ascontiguousarray(init, dtype=np.float32))
-        d2, labels = km.index.search(X, 1)
-        inertia = float(d2.sum(dtype=np.float64))
-        if inertia < best_inertia:
-            best_inertia = inertia
-            best = KMeansFit(labels[:, 0].astype(np.int64), np.asarray(km.centroids, np.float32), km)
-    return best
+        # The objective of the last assignment ranks the restarts: only the best one needs
+        # the search that assigns every point to its final centroid.
+        if km.obj[-1] < best_obj:
+            best, best_obj = km, float(km.obj[-1])
+    labels = best.index.search(X, 1)[1][:, 0]
+    return KMeansFit(labels.astype(np.int64), np.asarray(best.centroids, np.float32), best)

@@ -97,8 +97,8 @@ def _pairwise_sq_exact(X: np.ndarray, rows: np.ndarray, cols: np.ndarray, chunk:
 # ---- one symmetric pass: the m best other rows of every row ------------------------------
 # Row blocks of SELF_BLOCK against column chunks of SELF_CHUNK from the block on: each
 # product serves its rows and, read down its columns, the later rows it holds.
-SELF_BLOCK = 1024
-SELF_CHUNK = 8192
+SELF_BLOCK = 2048
+SELF_CHUNK = 2048
 # Unit roundoff of float32.
 U32 = float(np.finfo(np.float32).eps) / 2
 
@@ -147,12 +147,20 @@ def _offer(best, bidx, thr, S: np.ndarray, r0: int, c0: int, axis: int) -> None:
     _merge(best, bidx, thr, r + own, c + other, vals)
 
 
+def blas_threads() -> int:
+    """The threads BLAS may use here now (e.g. 1 inside a `--threads 1` Ray task)."""
+    from threadpoolctl import threadpool_info
+
+    return max([1] + [int(p["num_threads"]) for p in threadpool_info() if p.get("user_api") == "blas"])
+
+
 def top_self(
     X: np.ndarray,
     m: int,
     bias: np.ndarray | None = None,
     block_size: int = SELF_BLOCK,
     chunk: int = SELF_CHUNK,
+    threads: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """For every row i of float32 X, the m other rows j with the largest score
     X_i . X_j - bias_j, computed in float32: (scores, indices), best first, ties by index.
@@ -162,6 +170,10 @@ def top_self(
     computed once and offered to both of its rows, so the pass costs half of the blocked
     X X^T product; a running threshold per row keeps the selection to about one
     comparison per score.
+
+    `threads` (default: as many as BLAS may use) split the products between them, each
+    with single-threaded BLAS and lists of its own, merged at the end: the selection,
+    which numpy runs on one core, then runs on all of them too.
     """
     X = np.ascontiguousarray(X, dtype=np.float32)
     n = len(X)
@@ -170,12 +182,14 @@ def top_self(
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     chunk = max(int(chunk), block_size)
-    best = np.full((n, m), -np.inf, np.float32)
-    bidx = np.full((n, m), -1, np.int64)
-    thr = np.full(n, -np.inf, np.float32)
-    for s0, e0 in _blocks(n, block_size):
-        for c0 in range(s0, n, chunk):
-            c1 = min(c0 + chunk, n)
+    tiles = [(s0, e0, c0, min(c0 + chunk, n)) for s0, e0 in _blocks(n, block_size) for c0 in range(s0, n, chunk)]
+    workers = max(1, min(int(threads or blas_threads()), len(tiles)))
+
+    def run(mine):
+        best = np.full((n, m), -np.inf, np.float32)
+        bidx = np.full((n, m), -1, np.int64)
+        thr = np.full(n, -np.inf, np.float32)
+        for s0, e0, c0, c1 in mine:
             S = X[s0:e0] @ X[c0:c1].T
             if c0 == s0:
                 S[np.arange(e0 - s0), np.arange(e0 - s0)] = -np.inf  # never the point itself
@@ -184,7 +198,21 @@ def top_self(
             if later < c1 - c0:
                 T = S[:, later:] if bias is None else S[:, later:] - bias[s0:e0, None]
                 _offer(best, bidx, thr, T, s0, c0 + later, axis=0)
-    order = np.lexsort((bidx, -best), axis=-1)
+        return best, bidx
+
+    if workers == 1:
+        best, bidx = run(tiles)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from threadpoolctl import threadpool_limits
+
+        # Tile t to thread t % workers: a fixed split, so the same lists on every run.
+        with threadpool_limits(1, "blas"), ThreadPoolExecutor(workers) as pool:
+            parts = list(pool.map(run, [tiles[w::workers] for w in range(workers)]))
+        # Each pair was offered by one thread only; a row a thread never saw has -inf there.
+        best, bidx = np.hstack([p[0] for p in parts]), np.hstack([p[1] for p in parts])
+    order = np.lexsort((bidx, -best), axis=-1)[:, :m]
     return np.take_along_axis(best, order, axis=1), np.take_along_axis(bidx, order, axis=1)
 
 
