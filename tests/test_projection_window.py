@@ -140,17 +140,24 @@ def test_density_figure_puts_each_bin_in_its_cell(db):
     assert (heat.type, targets.type) == ("heatmap", "scattergl")
     z = np.asarray(heat.z, float)
     # z[row iy][column ix] = log10(count); empty bins are blank.
-    np.testing.assert_allclose(10 ** z[win.iy, win.ix], win["count"])
+    np.testing.assert_allclose(10 ** z[win.iy, win.ix], win["count"], rtol=1e-6)  # sent as float32
     assert np.isnan(z).sum() == 81 - len(win)
     x0, x1, y0, y1 = win.attrs["viewport"]
     assert heat.x0 == pytest.approx(x0 + (x1 - x0) / 18)
     lo, hi = fig.layout.xaxis.range  # the bins and a margin around them
     assert lo < x0 and hi > x1 and hi - lo == pytest.approx(1.04 * (x1 - x0))
     # The invisible targets carry each bin's hover values and sit at its centre.
-    np.testing.assert_allclose(targets.x, win["x"])
+    np.testing.assert_allclose(targets.x, win["x"], rtol=1e-6)
     assert [int(c[0]) for c in targets.customdata] == list(win["count"])
+    np.testing.assert_allclose([c[3] for c in targets.customdata], win["purity"].round(2), rtol=1e-6)
     by_purity = projection_density(win, win.attrs["viewport"], 9, value="purity")
-    np.testing.assert_allclose(np.asarray(by_purity.data[0].z, float)[win.iy, win.ix], win["purity"])
+    np.testing.assert_allclose(np.asarray(by_purity.data[0].z, float)[win.iy, win.ix], win["purity"], rtol=1e-6)
+    # A bin without a purity keeps its place and says so in words, not as NaN.
+    gap = win.copy()
+    gap.loc[gap.index[0], "purity"] = np.nan
+    _, whole, text = projection_density(gap, gap.attrs["viewport"], 9).data
+    assert len(whole.x) == len(win) - 1 and len(text.x) == 1 and text.x[0] == pytest.approx(win["x"].iloc[0])
+    assert text.customdata[0][3] == "\u2014" and "NaN" not in text.hovertemplate
     with pytest.raises(ValueError, match="value"):
         projection_density(win, win.attrs["viewport"], 9, value="size")
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .theme import BASE_FONT_PX, MIN_FONT_PX, OKABE_ITO, SEQUENTIAL, TEMPLATE, categorical
+from .theme import BASE_FONT_PX, MIN_FONT_PX, OKABE_ITO, SEQUENTIAL, categorical
 
 METRIC_TITLES = {
     "knn_acc": "kNN accuracy",
@@ -244,7 +244,6 @@ def cl_id_scatter(
     )
     layout = dict(
         title=title,
-        template=TEMPLATE,
         height=420,
         xaxis_title="intrinsic dimension (ID)",
         yaxis_title="cluster learnability (CL)",
@@ -344,7 +343,6 @@ def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str
     fig.add_vline(x=0, line=dict(color=GREY, width=1, dash="dot"))
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         height=max(300, 34 * len(preds) + 110),
         xaxis=dict(range=[-1.05, 1.05], title=f"correlation with {target}{n_text}"),
         yaxis=dict(
@@ -403,7 +401,6 @@ def metrics_vs_epoch(long: pd.DataFrame, metric: str | None = None, title: str |
             )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         height=380,
         xaxis=dict(title="epoch", tickformat="d"),
         yaxis=dict(title=METRIC_TITLES.get(metric, metric or "")),
@@ -449,7 +446,6 @@ def anmi_heatmap(matrix: pd.DataFrame, title: str | None = None) -> go.Figure:
     )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=MIN_FONT_PX)),
         xaxis=dict(tickangle=-45, automargin=True, tickfont=dict(size=MIN_FONT_PX)),
         height=max(420, min(900, 18 * n + 200)),
@@ -568,7 +564,6 @@ def cluster_sankey(
     n = max(len(a_nodes), len(b_nodes), 1)
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         height=min(1200, max(380, 20 * n + 80)),
         margin=dict(_SANKEY_MARGIN, t=_SANKEY_MARGIN["t"] + (30 if title else 0)),
         font=dict(size=BASE_FONT_PX),

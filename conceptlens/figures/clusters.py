@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from . import theme
-from .theme import MIN_FONT_PX, OKABE_ITO, TEMPLATE
+from .theme import MIN_FONT_PX, OKABE_ITO
 
 SERIES = {
     "coherence_random": ("random negatives", OKABE_ITO[4], "circle"),
@@ -119,7 +119,6 @@ def purity_coherence(
             x=0.01, y=0.01, xanchor="left", yanchor="bottom", bgcolor="rgba(255,255,255,0.8)", borderwidth=0
         ),
         margin=dict(l=50, r=10, t=40 if title else 10, b=40),
-        template=TEMPLATE,
         clickmode="event+select",
     )
     if not fig.data:
@@ -321,7 +320,6 @@ def projection_scatter(
         )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         dragmode=dragmode,
         clickmode="event+select",
         xaxis=theme.umap_axis(1),
@@ -354,7 +352,6 @@ def label_histogram(counts: pd.DataFrame, title: str | None = None) -> go.Figure
     )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         xaxis=dict(title="images", rangemode="tozero"),
         yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=MIN_FONT_PX)),
         margin=dict(l=10, r=20, t=40 if title else 10, b=40),

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .theme import TEMPLATE
+from . import theme  # noqa: F401  (makes its template plotly's default)
 
 MODEL_STYLE = {  # paper name -> (colour, marker)
     "Prim": ("#1f77b4", "circle"),
@@ -123,7 +123,6 @@ def weights_heatmap(
     per_row = max(3, min(16, 800 // max(1, len(rows))))
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         height=2 * per_row * len(rows) + 220 + round(below + depth),
         margin=dict(l=10, r=10, t=60 if title else 30, b=round(below + depth + 10)),
@@ -155,7 +154,6 @@ def top_weights_bar(weights: pd.DataFrame, n: int = 15, title: str | None = None
         )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         barmode="overlay",
         xaxis=dict(categoryorder="array", categoryarray=names, tickangle=-45, tickfont=dict(size=9)),
@@ -206,7 +204,6 @@ def accuracy_by_setting(acc: pd.DataFrame, title: str | None = None) -> go.Figur
         )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         scattermode="group",
         scattergap=0.5,
@@ -244,7 +241,6 @@ def delta_by_model(delta: pd.DataFrame, setting_label: str = "", title: str | No
     fig.add_hline(y=0, line=dict(color="gray", width=1))
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         showlegend=False,
         xaxis_title=f"VL model{' · ' + setting_label if setting_label else ''}",

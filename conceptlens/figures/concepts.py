@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .theme import DIVERGING, SEQUENTIAL, TEMPLATE, categorical
+from .theme import DIVERGING, SEQUENTIAL, categorical
 
 PANELS = {"learnt": "learnt purity", "oracle": "oracle purity", "difference": "learnt − oracle"}
 SWEEP_SCORES = {"ois": "oracle impurity (OIS)", "non_oracle_impurity": "non-oracle impurity"}
@@ -71,7 +71,6 @@ def purity_heatmaps(long: pd.DataFrame, title: str | None = None) -> go.Figure:
     n_rows = long.loc[long["panel"] == "learnt", "row"].nunique()
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         coloraxis=dict(
             colorscale=DIVERGING,
@@ -135,7 +134,6 @@ def _lines_layout(fig: go.Figure, title: str | None) -> go.Figure:
     """The frame of the method lines' figures: one horizontal legend above the plots."""
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         height=360,
         legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=10)),
@@ -224,7 +222,6 @@ def niche_heatmap(matrix: pd.DataFrame, beta: float, title: str | None = None) -
     )
     fig.update_layout(
         title=title or f"concept niches at β = {beta:g} (outlined: |corr| > β)",
-        template=TEMPLATE,
         font=FONT,
         height=max(320, 26 * len(rows) + 200),
         margin=dict(l=10, r=10, t=50, b=10),

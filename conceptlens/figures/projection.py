@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from .clusters import _region_shape, projection_scatter
 from .export import SCREEN_ONLY
-from .theme import SEQUENTIAL, TEMPLATE, umap_axis
+from .theme import SEQUENTIAL, umap_axis
 
 # What the overview's bins can be coloured by: column of `binned`, colour bar title.
 DENSITY = {"images": ("count", "images"), "purity": ("purity", "mean purity")}
@@ -61,7 +61,7 @@ def projection_density(
         bar.update(tickvals=list(range(top + 1)), ticktext=[f"{10**t:,}" for t in range(top + 1)])
     fig = go.Figure(
         go.Heatmap(
-            z=z,
+            z=z.astype(np.float32),  # sent as binary: half the bytes of float64
             x0=x0 + dx / 2,
             dx=dx,
             y0=y0 + dy / 2,
@@ -74,35 +74,49 @@ def projection_density(
             name=label,
         )
     )
-    custom = np.column_stack(
-        [
-            bins["count"].to_numpy(),
-            bins["cluster"].astype("string").fillna("\u2014").to_numpy(),
-            (100 * bins["share"].astype(float)).round().to_numpy(),
-            bins["purity"].astype(float).round(2).astype("string").fillna("\u2014").to_numpy(),
-        ]
+    # Hover data as float32 numbers: plotly sends them as one binary array and copies them
+    # in one piece, where an object array of strings costs a deep copy per value (40 ms and
+    # 0.6 MB per rerun at 14,000 bins). Bins lacking a cluster or a purity, rare, keep text.
+    cluster = bins["cluster"].astype(float).to_numpy()
+    purity = bins["purity"].astype(float).round(2).to_numpy()
+    share = (100 * bins["share"].astype(float)).round().to_numpy()
+    count = bins["count"].astype(float).to_numpy()
+    whole = np.isfinite(cluster) & np.isfinite(purity)
+    hover = (
+        "%{customdata[0]:,} images<br>mostly cluster %{customdata[1]} (%{customdata[2]}%)"
+        "<br>mean purity %{customdata[3]@}<br>click to zoom in<extra></extra>"
     )
-    fig.add_trace(
-        go.Scattergl(
-            x=bins["x"],
-            y=bins["y"],
-            mode="markers",
-            marker=dict(size=6, opacity=0),
-            selected=dict(marker=dict(opacity=0)),
-            unselected=dict(marker=dict(opacity=0)),
-            customdata=custom,
-            hovertemplate=(
-                "%{customdata[0]:,} images<br>mostly cluster %{customdata[1]} (%{customdata[2]}%)"
-                "<br>mean purity %{customdata[3]}<br>click to zoom in<extra></extra>"
-            ),
-            showlegend=False,
-            name="bins",
-            meta=SCREEN_ONLY,
+    parts = [(whole, np.column_stack([count, cluster, share, purity]).astype(np.float32), ":.2f")]
+    if not whole.all():
+        text = np.column_stack(
+            [
+                count,
+                bins["cluster"].astype("string").fillna("\u2014").to_numpy(),
+                share,
+                bins["purity"].astype(float).round(2).astype("string").fillna("\u2014").to_numpy(),
+            ]
         )
-    )
+        parts.append((~whole, text, ""))
+    for rows, custom, purity_format in parts:
+        if not rows.any():
+            continue
+        fig.add_trace(
+            go.Scattergl(
+                x=bins["x"].to_numpy(np.float32)[rows],
+                y=bins["y"].to_numpy(np.float32)[rows],
+                mode="markers",
+                marker=dict(size=6, opacity=0),
+                selected=dict(marker=dict(opacity=0)),
+                unselected=dict(marker=dict(opacity=0)),
+                customdata=custom[rows],
+                hovertemplate=hover.replace("@", purity_format),
+                showlegend=False,
+                name="bins",
+                meta=SCREEN_ONLY,
+            )
+        )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         dragmode=dragmode,
         clickmode="event+select",
         # A margin of PAD around the bins, so the outermost can be boxed or clicked.

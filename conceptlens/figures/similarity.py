@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .clusters import MAX_LEGEND, PALETTE, is_categorical
-from .theme import TEMPLATE, umap_axis
+from .theme import umap_axis
 
 METRICS = {"triplet_accuracy": "triplet accuracy", "rsa": "RSA (Spearman)"}
 DISTANCE_NAMES = {"l1": "L1", "l2": "L2", "cosine": "cosine"}
@@ -152,7 +152,6 @@ def embedding_map(
             )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         dragmode="pan",
         xaxis=umap_axis(1),
@@ -249,7 +248,6 @@ def agreement_bars(
     fig.update_layout(
         title=title or f"Agreement with people ({DISTANCE_NAMES[distance]})",
         title_font=TITLE_FONT,
-        template=TEMPLATE,
         font=FONT,
         bargap=0.25,
         height=max(260, 22 * len(order) + 130),
@@ -284,7 +282,6 @@ def label_heatmap(by_label: pd.DataFrame, metric: str, distance: str, title: str
     )
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         height=max(300, 16 * len(z) + 170),
         xaxis=dict(tickangle=-45, tickfont=dict(size=9), title=None, dtick=1),
@@ -372,7 +369,6 @@ def fit_diagnostics(fit: pd.DataFrame, title: str | None = None) -> go.Figure:
     fig.update_annotations(font=TITLE_FONT)
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         height=330,
         legend=dict(orientation="h", yanchor="bottom", y=1.12, x=0),
@@ -430,7 +426,6 @@ def convergence_curves(conv: pd.DataFrame, title: str | None = None) -> go.Figur
     fig.update_annotations(font=TITLE_FONT)
     fig.update_layout(
         title=title,
-        template=TEMPLATE,
         font=FONT,
         height=300,
         margin=dict(l=50, r=10, t=90 if title else 60, b=45),

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .theme import OKABE_ITO, TEMPLATE
+from .theme import OKABE_ITO
 
 MEASURES = {
     "coherence_random": "semantic coherence, random negatives",
@@ -84,7 +84,6 @@ def human_vs_proxy(clusters: pd.DataFrame, measure: str) -> go.Figure:
         yaxis=dict(range=[0, 1.05]),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
         margin=dict(l=60, r=20, t=30, b=60),
-        template=TEMPLATE,
     )
     if d.empty:
         fig.add_annotation(text="no answers yet", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)

@@ -1,7 +1,10 @@
 """The look of every ConceptLens figure, in one place: template, fonts and colours.
 
-Figures pass `template=TEMPLATE` and take categorical colours from `categorical(n)`;
-nothing else in `conceptlens/figures/` sets a font family or a palette of its own.
+Importing this module makes TEMPLATE plotly's default template, so every figure built
+after it has it without naming it: a template named in `update_layout` is deep-copied
+into each figure (8 ms a figure, a quarter of a small figure's build). Figures take
+categorical colours from `categorical(n)`; nothing else in `conceptlens/figures/` sets a
+font family or a palette of its own.
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ def _register() -> None:
     t.layout.colorway = list(PALETTE)
     t.layout.colorscale = dict(sequential=SEQUENTIAL, diverging=DIVERGING)
     pio.templates[TEMPLATE] = t
+    pio.templates.default = TEMPLATE
 
 
 _register()
