@@ -11,11 +11,12 @@ from __future__ import annotations
 import functools
 import io
 import os
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from conceptlens.workspace import WorkspaceError
+from conceptlens.workspace import WorkspaceError, inside
 
 UNREADABLE = "unreadable image"
 
@@ -63,18 +64,28 @@ def _remote_image(url: str, fp: str) -> bytes | None:
         return None
 
 
+@functools.lru_cache(maxsize=50_000)
+def _inside(root: str, rel) -> str | None:
+    # Two path resolutions per thumbnail (a quarter of a grid's time), once per path: the
+    # answer, a path inside the workspace, stays inside it.
+    try:
+        return str(inside(Path(root), rel))
+    except (WorkspaceError, TypeError):
+        return None
+
+
 def _readable(ws, rel) -> str | bytes | None:
     if getattr(ws, "remote", False):
         try:
             return _remote_image(ws.path(rel), ws.fp)
         except (WorkspaceError, TypeError):
             return None
+    p = _inside(str(ws.root), rel)
     try:
-        p = ws.path(rel)
-        info = os.stat(p)
-    except (WorkspaceError, OSError, TypeError):
-        return None
-    return str(p) if _decodes(str(p), info.st_size, info.st_mtime_ns) else None
+        info = os.stat(p) if p is not None else None
+    except OSError:
+        info = None
+    return p if info is not None and _decodes(p, info.st_size, info.st_mtime_ns) else None
 
 
 def image_grid(

@@ -346,16 +346,19 @@ def _cluster_panel(m):
                 st.caption(f"Chosen from the image captions of {literal(src)} (laina2020 Eq. 4).")
             for name, cap in ablations:
                 st.markdown(f"- *{name}*: {literal(cap)}")
-    image_grid(
-        ws,
-        ws.view(V.cluster_images, checkpoint=ckpt, k=k, cluster=int(m["cluster"]), limit=GRID_IMAGES),
-        width=72,
-    )
+    image_grid(ws, pair_images[pair_images["cluster"] == int(m["cluster"])], width=72)
 
 
 st.subheader("Cluster and its hard negative")
 if cluster is not None:
-    pair = ws.view(V.cluster_and_hard_negative, **where, cluster=cluster, captions=captions)
+    pair = V.pair_rows(metrics, cluster)
+    pair_images = ws.view(
+        V.clusters_images,
+        checkpoint=ckpt,
+        k=k,
+        clusters=tuple(int(c) for c in pair["cluster"]),
+        limit=GRID_IMAGES,
+    )
     left, right = st.columns(2, gap="large")
     with left:
         _cluster_panel(pair.iloc[0])

@@ -161,6 +161,22 @@ def test_cluster_images_nearest_first(db, root):
     got = views.clusters.cluster_images(db, checkpoint="ck0", k=4, cluster=1, limit=5)
     want = c[c.cluster == 1].sort_values(["distance", "image_id"]).head(5)
     assert list(got["image_id"]) == list(want["image_id"])
+    # Two clusters in one query: each one's own first five, not the first five of both.
+    sizes = c.cluster.value_counts()
+    pair = tuple(int(x) for x in sizes.index[:2][::-1])
+    assert sizes.iloc[1] > 5
+    both = views.clusters.clusters_images(db, checkpoint="ck0", k=4, clusters=pair, limit=5)
+    for cl in pair:
+        one = views.clusters.cluster_images(db, checkpoint="ck0", k=4, cluster=cl, limit=5)
+        assert list(both.loc[both.cluster == cl, "image_id"]) == list(one["image_id"]) and len(one) == 5
+
+
+def test_pair_rows_of_a_table_at_hand(db):
+    kw = dict(dataset="toy", checkpoint="ck2", k=4)
+    table = views.clusters.cluster_table(db, **kw)
+    for c in table["cluster"]:
+        want = views.clusters.cluster_and_hard_negative(db, **kw, cluster=int(c))
+        assert views.clusters.pair_rows(table, int(c)).equals(want)
 
 
 def test_projection_sample_is_bounded_stable_and_clustered(db, root):

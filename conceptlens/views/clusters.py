@@ -121,7 +121,12 @@ def cluster_and_hard_negative(
 ) -> pd.DataFrame:
     """The `cluster_table` rows of `cluster` and of its hard negative, with `role`
     (`cluster`, `hard negative`); no second row when it has none."""
-    t = cluster_table(db, dataset, checkpoint, k, captions)
+    return pair_rows(cluster_table(db, dataset, checkpoint, k, captions), cluster)
+
+
+def pair_rows(t: pd.DataFrame, cluster: int) -> pd.DataFrame:
+    """cluster_and_hard_negative from a `cluster_table` already at hand (a page has it:
+    choosing another cluster then costs no query)."""
     me = t[t["cluster"] == int(cluster)].assign(role="cluster")
     if me.empty:
         return me
@@ -149,6 +154,20 @@ def cluster_images(db, checkpoint: str, k: int, cluster: int, limit: int = 24) -
         WHERE c.checkpoint_id = $ckpt AND c.k = $k AND c.cluster = $cluster
         ORDER BY c.distance, i.image_id LIMIT $n""",
         {"ckpt": checkpoint, "k": int(k), "cluster": int(cluster), "n": int(limit)},
+    )
+
+
+def clusters_images(db, checkpoint: str, k: int, clusters: tuple[int, ...], limit: int = 24) -> pd.DataFrame:
+    """`cluster_images` of several clusters in one query (a cluster and its hard negative),
+    with `cluster`: the first `limit` of each, by cluster."""
+    return db.query(
+        """
+        SELECT c.cluster, i.image_id, i.label_name, i.thumbnail, c.distance
+        FROM clusters c JOIN images i USING (image_id)
+        WHERE c.checkpoint_id = $ckpt AND c.k = $k AND list_contains($clusters, c.cluster)
+        QUALIFY row_number() OVER (PARTITION BY c.cluster ORDER BY c.distance, i.image_id) <= $n
+        ORDER BY c.cluster, c.distance, i.image_id""",
+        {"ckpt": checkpoint, "k": int(k), "clusters": [int(c) for c in clusters], "n": int(limit)},
     )
 
 
