@@ -8,7 +8,7 @@ aNMI, kNN accuracies, prequential and held-out CL, TwoNN) of one checkpoint of a
 Wall and CPU seconds (all threads) are both reported: the machine may be shared.
 
     nice -n 19 .venv/bin/python bench/analysis.py --images 50000 --dim 2048 \\
-        [--workspace /tmp/scale-1x2048] [--out bench-analysis.json]
+        [--workspace /tmp/scale-1x2048] [--n-init 3] [--out bench-analysis.json]
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=2_048)
     ap.add_argument("--workspace", help="reuse (or create) this 1-checkpoint scale workspace")
     ap.add_argument("--kmeans", default="auto", help="k-means engine (auto, faiss, sklearn)")
+    ap.add_argument("--n-init", type=int, default=3, help="k-means restarts (the clustering's n_init)")
     ap.add_argument("--out", help="write the numbers as JSON here")
     args = ap.parse_args()
 
@@ -121,7 +122,7 @@ def main() -> None:
     ctx = registry.run(
         root,
         ["clustering", "cluster_metrics"],
-        {"kmeans": args.kmeans},
+        {"kmeans": args.kmeans, "n_init": args.n_init},
         checkpoint=cid,
         force=True,
         progress_bars=False,
@@ -144,6 +145,7 @@ def main() -> None:
     if args.out:
         out = {
             "images": args.images,
+            "n_init": args.n_init,
             "dim": args.dim,
             "floor": {"wall": f_wall, "cpu": f_cpu},
             "analysis": {"wall": a_wall, "cpu": a_cpu},

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .neighbors import l2_normalize
+from .neighbors import as_matrix, l2_normalize
 from .scores import clopper_pearson
 
 MIN_TRIALS = 20
@@ -103,16 +103,20 @@ def annotate(trials: Trials, annotator_features, random_state: int = 0) -> np.nd
     Closeness = mean cosine similarity to the references; exact ties (common with
     one-hot factors) are decided by a seeded coin, as a guessing human would.
     """
-    A = l2_normalize(annotator_features).astype(np.float64)
+    A = as_matrix(annotator_features, "annotator_features")
     rng = np.random.default_rng(random_state)
+
+    def unit(rows):  # l2_normalize(A).astype(float64)[rows], normalising only those rows
+        return l2_normalize(A[rows]).astype(np.float64)
+
     # The mean of the references added one column of refs at a time, as mean(axis=1) of
     # A[refs] adds them, without its trials x M x d array.
-    mean_ref = A[trials.refs[:, 0]]
+    mean_ref = unit(trials.refs[:, 0])
     for j in range(1, trials.refs.shape[1]):
-        mean_ref += A[trials.refs[:, j]]
+        mean_ref += unit(trials.refs[:, j])
     mean_ref /= trials.refs.shape[1]
-    sq = np.einsum("ij,ij->i", A[trials.query], mean_ref)
-    sn = np.einsum("ij,ij->i", A[trials.negative], mean_ref)
+    sq = np.einsum("ij,ij->i", unit(trials.query), mean_ref)
+    sn = np.einsum("ij,ij->i", unit(trials.negative), mean_ref)
     tie = np.isclose(sq, sn, rtol=0, atol=1e-9)
     coin = rng.random(len(sq)) < 0.5
     return np.where(tie, coin, sq > sn)
