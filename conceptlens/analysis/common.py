@@ -161,7 +161,12 @@ class Context:
         X = X.astype(np.float32, copy=False).reshape(len(ids), -1)
         # Sorted by image id, so results do not depend on the order rows were written in.
         order = np.argsort(ids.astype(str), kind="stable")
-        return ids[order], X[order]
+        if not (order == np.arange(len(order))).all():  # extract and demo scale write them sorted
+            ids, X = ids[order], X[order]
+        # Read-only, whether a view of Arrow's buffer or a copy: the run caches it for every
+        # analysis of the checkpoint, so none may change it in place.
+        X.flags.writeable = False
+        return ids, X
 
     def normalized(self, cid: str) -> tuple[np.ndarray, np.ndarray]:
         from ..metrics import l2_normalize
