@@ -50,3 +50,39 @@ def test_faiss_start_is_seeded_from_a_sample_of_distinct_points(monkeypatch, d, 
         if d == init_dim:  # no projection: the sample is rows of X
             assert np.isin(low.view([("", low.dtype)] * d), X.view([("", X.dtype)] * d)).all()
     assert not np.array_equal(seen[0], seen[1])  # each restart draws its own sample
+
+
+@pytest.mark.parametrize("n_init", [1, 3])
+def test_faiss_restarts_are_compared_early_and_only_the_best_goes_on(monkeypatch, n_init):
+    """Each start runs FAISS_SCREEN iterations; the one with the lowest objective goes on
+    from its own centroids for the rest of FAISS_ITER; one start runs FAISS_ITER at once."""
+    faiss = pytest.importorskip("faiss")
+
+    runs = []
+    Original = faiss.Kmeans
+
+    class Spy(Original):
+        def __init__(self, d, k, **kw):
+            super().__init__(d, k, **kw)
+            self.niter_, self.seed_ = kw["niter"], kw["seed"]
+            runs.append(self)
+
+        def train(self, x, init_centroids=None, **kw):
+            self.init_ = np.array(init_centroids)
+            return super().train(x, init_centroids=init_centroids, **kw)
+
+    monkeypatch.setattr(faiss, "Kmeans", Spy)
+    X = np.random.default_rng(7).normal(size=(900, 12)).astype(np.float32)  # no clusters: starts differ
+    fit = M.kmeans(X, 8, n_init=n_init, random_state=1, engine="faiss")
+    if n_init == 1:
+        assert [r.niter_ for r in runs] == [K.FAISS_ITER]
+        assert fit.model is runs[0]
+        return
+    starts, final = runs[:n_init], runs[n_init:]
+    assert [r.niter_ for r in starts] == [K.FAISS_SCREEN] * n_init and len(final) == 1
+    best = min(starts, key=lambda r: r.obj[-1])
+    assert final[0].niter_ == K.FAISS_ITER - K.FAISS_SCREEN and final[0].seed_ == best.seed_
+    np.testing.assert_array_equal(final[0].init_, best.centroids)
+    assert fit.model is final[0] and np.array_equal(fit.centres, final[0].centroids)
+    assert len({round(float(r.obj[-1]), 3) for r in starts}) > 1  # the starts did differ
+

@@ -105,8 +105,9 @@ ANALYSIS = Analysis(
             "kmeans",
             str,
             "auto",
-            "k-means implementation: `sklearn`, `faiss` (k-means++ start, 15 Lloyd iterations, "
-            "every point used; needs faiss-cpu) or `auto` (faiss from 20,000 images if installed)",
+            "k-means implementation: `sklearn`, `faiss` (k-means++ starts compared after 5 Lloyd "
+            "iterations, the best run to 15, every point used; needs faiss-cpu) or `auto` (faiss "
+            "from 20,000 images if installed)",
         ),
     ),
     doc=__doc__.splitlines()[0],
