@@ -323,7 +323,10 @@ def test_hard_negative_centroids_match_a_float64_mask_per_cluster():
     # Catches a wrong grouping of the sorted rows (clusters of unequal sizes, labels not 0..k-1).
     rng = np.random.default_rng(3)
     labels = rng.choice([7, 2, 40, 11, 5], size=400, p=[0.5, 0.2, 0.15, 0.1, 0.05])
-    X = rng.normal(size=(400, 16)).astype(np.float32) + labels[:, None] * rng.normal(size=16).astype(np.float32) / 9
+    X = (
+        rng.normal(size=(400, 16)).astype(np.float32)
+        + labels[:, None] * rng.normal(size=16).astype(np.float32) / 9
+    )
     ids = np.unique(labels)
     C = np.stack([X.astype(np.float64)[labels == c].mean(axis=0) for c in ids])
     d = ((C[:, None] - C[None]) ** 2).sum(axis=2)

@@ -85,4 +85,3 @@ def test_faiss_restarts_are_compared_early_and_only_the_best_goes_on(monkeypatch
     np.testing.assert_array_equal(final[0].init_, best.centroids)
     assert fit.model is final[0] and np.array_equal(fit.centres, final[0].centroids)
     assert len({round(float(r.obj[-1]), 3) for r in starts}) > 1  # the starts did differ
-

@@ -151,7 +151,9 @@ def test_density_figure_puts_each_bin_in_its_cell(db):
     assert [int(c[0]) for c in targets.customdata] == list(win["count"])
     np.testing.assert_allclose([c[3] for c in targets.customdata], win["purity"].round(2), rtol=1e-6)
     by_purity = projection_density(win, win.attrs["viewport"], 9, value="purity")
-    np.testing.assert_allclose(np.asarray(by_purity.data[0].z, float)[win.iy, win.ix], win["purity"], rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(by_purity.data[0].z, float)[win.iy, win.ix], win["purity"], rtol=1e-6
+    )
     # A bin without a purity keeps its place and says so in words, not as NaN.
     gap = win.copy()
     gap.loc[gap.index[0], "purity"] = np.nan

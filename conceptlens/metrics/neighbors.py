@@ -182,7 +182,9 @@ def top_self(
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     chunk = max(int(chunk), block_size)
-    tiles = [(s0, e0, c0, min(c0 + chunk, n)) for s0, e0 in _blocks(n, block_size) for c0 in range(s0, n, chunk)]
+    tiles = [
+        (s0, e0, c0, min(c0 + chunk, n)) for s0, e0 in _blocks(n, block_size) for c0 in range(s0, n, chunk)
+    ]
     workers = max(1, min(int(threads or blas_threads()), len(tiles)))
 
     def run(mine):
