@@ -72,7 +72,7 @@ a = U.url_selectbox(
     order,
     key="ckpts_a",
     param="a",
-    format_func=name_of.get,
+    format_func=lambda c: name_of.get(c, c),
     container=c_a,
     on_change=_forget_region,
 )
@@ -81,7 +81,7 @@ b = U.url_selectbox(
     order,
     key="ckpts_b",
     param="b",
-    format_func=name_of.get,
+    format_func=lambda c: name_of.get(c, c),
     default_index=1,
     container=c_b,
 )

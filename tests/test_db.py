@@ -270,3 +270,18 @@ def test_a_corrupt_table_is_left_out_not_fatal(tmp_path):
         assert db.query("SELECT count(*) AS n FROM clusters")["n"].iloc[0] > 0
     finally:
         db.close()
+
+
+def test_small_images_table_is_held_in_memory_a_large_one_stays_a_view(root, monkeypatch):
+    from conceptlens import db as D
+
+    def kind(db):
+        q = "SELECT table_type FROM information_schema.tables WHERE table_name = 'images'"
+        return db.query(q).iloc[0, 0]
+
+    small = D.WorkspaceDB(root)
+    monkeypatch.setattr(D, "IMAGES_IN_MEMORY", 0)
+    large = D.WorkspaceDB(root)
+    assert (kind(small), kind(large)) == ("BASE TABLE", "VIEW")
+    q = "SELECT * FROM images ORDER BY image_id"
+    assert small.query(q).equals(large.query(q)) and len(small.query(q)) > 0
