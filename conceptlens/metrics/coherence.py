@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .neighbors import as_matrix
+from .neighbors import as_matrix, unit_rows
 from .scores import clopper_pearson
 
 MIN_TRIALS = 20
@@ -107,8 +107,7 @@ def annotate(trials: Trials, annotator_features, random_state: int = 0) -> np.nd
     rng = np.random.default_rng(random_state)
 
     def unit(rows):  # l2_normalize(A).astype(float64)[rows], normalising only those rows
-        R = A[rows]
-        return (R / np.maximum(np.linalg.norm(R, axis=1, keepdims=True), 1e-12)).astype(np.float64)
+        return unit_rows(A[rows]).astype(np.float64)
 
     # The mean of the references added one column of refs at a time, as mean(axis=1) of
     # A[refs] adds them, without its trials x M x d array.

@@ -28,9 +28,12 @@ def as_matrix(X, name: str = "X", dtype=np.float32) -> np.ndarray:
 
 def l2_normalize(X, eps: float = 1e-12) -> np.ndarray:
     """Rows scaled to unit length (float32); all-zero rows stay zero."""
-    X = as_matrix(X)
-    n = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.maximum(n, eps)
+    return unit_rows(as_matrix(X), eps)
+
+
+def unit_rows(X: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """l2_normalize of a matrix already checked (as_matrix), any number of rows."""
+    return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), eps)
 
 
 def _blocks(n: int, block: int):

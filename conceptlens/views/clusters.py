@@ -147,19 +147,12 @@ def checkpoint_metrics(db, checkpoint: str, k: int) -> pd.DataFrame:
 
 def cluster_images(db, checkpoint: str, k: int, cluster: int, limit: int = 24) -> pd.DataFrame:
     """The images of one cluster, nearest to the centroid first."""
-    return db.query(
-        """
-        SELECT i.image_id, i.label_name, i.thumbnail, c.distance
-        FROM clusters c JOIN images i USING (image_id)
-        WHERE c.checkpoint_id = $ckpt AND c.k = $k AND c.cluster = $cluster
-        ORDER BY c.distance, i.image_id LIMIT $n""",
-        {"ckpt": checkpoint, "k": int(k), "cluster": int(cluster), "n": int(limit)},
-    )
+    return clusters_images(db, checkpoint, k, (cluster,), limit).drop(columns="cluster")
 
 
 def clusters_images(db, checkpoint: str, k: int, clusters: tuple[int, ...], limit: int = 24) -> pd.DataFrame:
-    """`cluster_images` of several clusters in one query (a cluster and its hard negative),
-    with `cluster`: the first `limit` of each, by cluster."""
+    """The images of several clusters in one query (a cluster and its hard negative), with
+    `cluster`: the first `limit` of each, nearest to its centroid first, by cluster."""
     return db.query(
         """
         SELECT c.cluster, i.image_id, i.label_name, i.thumbnail, c.distance
