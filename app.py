@@ -14,7 +14,7 @@ if nav.STUDY_PARAM in st.query_params:
     # no workspace validation: the page only reads the study's thumbnails).
     p = nav.PARTICIPANT
     st.navigation([st.Page(p.path, title=p.title, icon=p.icon, default=True)], position="hidden").run()
-    st.stop()
+    url_state.stop()
 ws = data.open_workspace()
 navigation = st.navigation(
     [st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name, default=p.default) for p in nav.PAGES]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from components import url_state
 from components.data import show_problems
 from conceptlens.analyses import ANALYSES, command_for
 
@@ -44,4 +45,4 @@ def require(ws, names: tuple[str, ...], dataset: str = "DATASET") -> None:
     """Stop the page unless every analysis of `names` is available."""
     for name in names:
         if not available(ws, name, dataset):
-            st.stop()
+            url_state.stop()

@@ -18,7 +18,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from components import nav
+from components import nav, url_state
 from components.frame import ensure_app_frame
 from components.text import literal
 from conceptlens.db import WorkspaceDB
@@ -196,13 +196,13 @@ def open_page(name: str) -> AppWorkspace:
             f"Workspace folder {literal(ws.label)} does not exist. Start the dashboard with "
             "`--workspace PATH` or set `CONCEPTLENS_WORKSPACE`."
         )
-        st.stop()
+        url_state.stop()
     problems = ws.check(nav.BY_NAME[name].tables)
     # Validating no table reports only what makes the whole workspace unreadable.
     fatal = ws.blocking() + [p for p in problems if p.table in nav.BASE_TABLES]
     if fatal:
         show_problems(ws, fatal, "This workspace cannot be shown")
-        st.stop()
+        url_state.stop()
     try:
         ws.db()
     except duckdb.Error as e:
@@ -212,5 +212,5 @@ def open_page(name: str) -> AppWorkspace:
             show_problems(ws, problems, "Problems of the tables this page shows")
         else:
             st.code(ws.validate_command(), language="bash")
-        st.stop()
+        url_state.stop()
     return ws

@@ -315,6 +315,14 @@ def flush() -> None:
         st.query_params.from_dict(new)
 
 
+def stop() -> None:
+    """st.stop() after sending this run's URL changes: once a stop is requested, Streamlit
+    drops what the run sends next, so app.py's flush would lose them (a page that stops
+    early, e.g. A = B on Checkpoints, left the old choice in the URL)."""
+    flush()
+    st.stop()
+
+
 def current_params() -> dict[str, str]:
     """The URL's parameters as this run will leave them (its pending changes applied):
     what a link or an export's provenance should say."""

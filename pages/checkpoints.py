@@ -63,7 +63,7 @@ ks = [int(k) for k in ws.view(V.ks, dataset=ds)["k"]]
 if not ks:
     st.info(f"No checkpoint of {literal(ds)} has cluster metrics yet. Compute them with:")
     st.code(command(ws, "cluster_metrics", ds), language="bash")
-    st.stop()
+    U.stop()
 k = U.url_selectbox("k (clusters)", ks, key="ckpts_k", param="k", container=c_k)
 order = list(ws.view(V.summary, dataset=ds, k=k, clid=False)["checkpoint_id"])
 name_of = dict(ws.view(V.names, dataset=ds, k=k).itertuples(index=False))
@@ -255,10 +255,10 @@ else:
 st.header("A and B")
 if len(order) < 2:
     st.info("Comparing two checkpoints needs two clustered checkpoints.")
-    st.stop()
+    U.stop()
 if a == b:
     st.info("Choose two different checkpoints as A and B (at the top of the page).")
-    st.stop()
+    U.stop()
 pair = {"dataset": ds, "k": k, "a": a, "b": b}
 st.markdown(f"**A** = {literal(name_of[a])} · **B** = {literal(name_of[b])}")
 
@@ -358,7 +358,7 @@ elif projected:
 st.subheader("Cluster matching")
 if not compared or ws.problems(("clusters",)) or not ws.has("clusters"):  # links come from clusters
     st.caption("Needs the clusterings and the comparisons between checkpoints (see above).")
-    st.stop()
+    U.stop()
 c_t, c_f, c_n = st.columns([1, 2, 1])
 min_share = U.url_slider(
     "Significant share",

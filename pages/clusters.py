@@ -68,7 +68,7 @@ ckpts = list(ws.view(V.checkpoints, dataset=ds)["checkpoint_id"])
 if not ckpts:
     st.info(f"No checkpoint of {literal(ds)} has cluster metrics yet. Compute them with:")
     st.code(command(ws, "cluster_metrics", ds), language="bash")
-    st.stop()
+    U.stop()
 
 
 def _forget_region() -> None:

@@ -6,7 +6,7 @@ URL: ?ds=DATASET&vl=VL_MODEL&setting=5w1s|full&model=prim|oracle&sort=label|name
 
 import streamlit as st
 
-from components import data
+from components import data, url_state
 from components.analysis_gate import available
 from components.export_button import show_figure
 from components.image_grid import image_grid
@@ -35,10 +35,10 @@ if not available(ws, "compmap", datasets[0] if datasets else "DATASET"):
         "or `mit-states`; the demo has them for shapes) and a VL model of that dataset in "
         "`vl_models`."
     )
-    st.stop()
+    url_state.stop()
 if not datasets:
     st.info("No VL model has CompMap scores in this workspace.")
-    st.stop()
+    url_state.stop()
 
 c_ds, c_vl, c_set = st.columns(3)
 ds = url_selectbox("Dataset", datasets, key="cm_ds", param="ds", container=c_ds)

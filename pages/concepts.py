@@ -8,7 +8,7 @@ import math
 
 import streamlit as st
 
-from components import data
+from components import data, url_state
 from components.analysis_gate import available, command
 from components.export_button import show_figure
 from components.metric_table import metric_table
@@ -34,7 +34,7 @@ st.caption(
 problems = ws.problems(("concept_labels", "concept_datasets"))
 if problems:
     data.show_problems(ws, problems, "The ground-truth concepts have problems")
-    st.stop()
+    url_state.stop()
 sets = ws.view(V.datasets)
 if sets.empty:
     st.info(
@@ -43,14 +43,14 @@ if sets.empty:
         icon=":material/pending:",
     )
     st.code(command(ws, "concepts"), language="bash")
-    st.stop()
+    url_state.stop()
 if not available(ws, "concepts", sets["dataset"].iloc[0]):
-    st.stop()
+    url_state.stop()
 sets = sets[sets["analysed"]]
 if sets.empty:
     st.info("No checkpoint of a dataset with concepts has been scored yet:", icon=":material/pending:")
     st.code(command(ws, "concepts"), language="bash")
-    st.stop()
+    url_state.stop()
 
 c_fam, c_lvl, c_met, c_seed = st.columns(4)
 families = list(dict.fromkeys(sets["family"]))

@@ -8,7 +8,7 @@ URL: ?ds=DATASET&color=COLUMN&thumbs=N&img=IMAGE&ckpt=CHECKPOINT&dist=l1|l2|cosi
 import pandas as pd
 import streamlit as st
 
-from components import data
+from components import data, url_state
 from components.analysis_gate import available, command
 from components.export_button import show_figure
 from components.image_grid import image_grid
@@ -54,7 +54,7 @@ if datasets.empty:
             icon=":material/pending:",
         )
         st.code(f"conceptlens import hsj {ws.label} SOURCE --dataset DATASET", language="bash")
-    st.stop()
+    url_state.stop()
 
 c_ds, c_ck = st.columns([1, 2])
 ds = url_selectbox("Dataset", list(datasets["dataset"]), key="sim_ds", param="ds", container=c_ds)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pandas as pd
 import streamlit as st
 
-from components import data
+from components import data, url_state
 from components.export_button import show_figure
 from components.metric_table import metric_table
 from components.text import literal
@@ -48,7 +48,7 @@ try:
     store = V.store_label()
 except StudyError as e:
     st.error(f"**The answers store cannot be opened:** {literal(e)}", icon=":material/error:")
-    st.stop()
+    url_state.stop()
 st.caption(
     f"Answers store: {literal(store)} (outside the workspace; set `CONCEPTLENS_ANSWERS_URL` to a "
     "postgresql:// URL for a deployed dashboard, docs/studies.md)."
@@ -221,10 +221,10 @@ try:
     table = V.studies()
 except StudyError as e:
     st.error(f"**The answers store cannot be read:** {literal(e)}", icon=":material/error:")
-    st.stop()
+    url_state.stop()
 if table.empty:
     st.info("No study yet: create one above.", icon=":material/pending:")
-    st.stop()
+    url_state.stop()
 metric_table(table, key="st_table")
 if "st_next_sid" in st.session_state:  # a round just started: show it
     st.session_state["st_sid"] = st.session_state.pop("st_next_sid")

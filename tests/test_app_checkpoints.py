@@ -220,3 +220,14 @@ def test_a_pairs_links_counted_from_clusters_are_the_stored_contingency(factory_
         lo, hi = sorted((a, b))
         row = stored[(stored["checkpoint_a"] == lo) & (stored["checkpoint_b"] == hi) & (stored["k"] == 4)]
         assert int(row["count"].sum()) == int(got["count"].sum()) and len(row) == len(got)
+
+
+def test_a_choice_that_stops_the_page_still_reaches_the_url(monkeypatch, factory_template):
+    # A = B stops the page early (st.stop): its URL change must still be sent.
+    at = open_app(
+        monkeypatch, factory_template, CHECKPOINTS, query={"ds": "toy", "k": "4", "a": "ck2", "b": "ck0"}
+    )
+    at.selectbox(key="ckpts_a").set_value("ck0").run()
+    assert_clean(at)
+    assert any("two different checkpoints" in i.value for i in at.info)
+    assert query(at)["a"] == "ck0"
