@@ -228,3 +228,20 @@ def test_defaults_are_what_the_page_shows_first(factory_template):
     assert (p["a"], p["b"]) == (order[0], order[1])
     assert p["ds"] == views.clusters.datasets(db)["dataset"].iloc[0]
     assert set(schema.TABLES_BY_NAME) >= {t for f in catalog.FIGURES.values() for t in f.tables}
+
+
+def test_kaleidos_ignored_messages_print_no_traceback(capsys):
+    # choreographer logs a Chromium message it cannot parse (then ignores) with a traceback;
+    # once it leaked into the stderr of a later `conceptlens figures` error in CI.
+    import logging
+
+    from conceptlens.cli import _configure_logging
+    from conceptlens.figures import export
+
+    _configure_logging(debug=False)
+    export._browser()
+    try:
+        raise ValueError("bad JSON")
+    except ValueError:
+        logging.getLogger("choreographer.channels.pipe").exception("JSONError decoding message. Ignoring")
+    assert "Traceback" not in capsys.readouterr().err

@@ -16,6 +16,7 @@ import datetime as _dt
 import html
 import io
 import json
+import logging
 import math
 import os
 import re
@@ -372,6 +373,13 @@ def write_atomic(path, data: bytes) -> None:
 
 # ---- rendering --------------------------------------------------------------------------------
 def _browser() -> None:
+    # choreographer (kaleido's Chromium driver) logs a message of Chromium's it cannot parse
+    # as an error with its traceback, then ignores it: on a user's terminal (and in the
+    # stderr of whatever runs next) that reads as a crash of ours. Its real failures raise.
+    # kaleido first: it creates that logger as logistro's class, which choreographer needs.
+    import kaleido  # noqa: F401
+
+    logging.getLogger("choreographer.channels.pipe").setLevel(logging.CRITICAL)
     # kaleido drives a Chromium; point it at the system one instead of downloading its own.
     if "BROWSER_PATH" not in os.environ:
         for cand in (
@@ -451,8 +459,6 @@ def _render(fig: go.Figure, fmt: str, scale: float) -> bytes:
 @contextlib.contextmanager
 def _quiet_pypdf():
     # Chromium's PDFs declare a cross-reference size pypdf warns about; the files are fine.
-    import logging
-
     log = logging.getLogger("pypdf")
     level = log.level
     log.setLevel(logging.ERROR)
