@@ -46,13 +46,28 @@ figures: $(VENV)/.dev-deps
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# Without room, pip stops halfway through with "No space left on device". GB free needed:
+# the dashboard's packages take about 0.6 GB; the dev extras about 7.5 GB more (PyPI's torch
+# comes with its CUDA libraries), unless torch is in the venv already.
+APP_GB ?= 1
+DEV_GB ?= 9
+define need_disk
+	@need=$(1); if ls -d $(VENV)/lib/python*/site-packages/torch >/dev/null 2>&1; then need=1; fi; \
+	free=$$(df -Pk $(VENV) | awk 'NR==2 {print int($$4 / 1048576)}'); \
+	if [ "$$free" -lt "$$need" ]; then \
+	  echo "make: installing into $(VENV) needs about $$need GB free on its disk, which has $$free GB" >&2; exit 1; \
+	fi
+endef
+
 # The dashboard alone: what a deployment installs.
 $(VENV)/.app-deps: requirements.txt | $(PY)
+	$(call need_disk,$(APP_GB))
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
 # The library with its pipeline and test extras.
 $(VENV)/.dev-deps: pyproject.toml requirements.txt | $(PY)
+	$(call need_disk,$(DEV_GB))
 	$(PY) -m pip install -q -r requirements.txt -e '.[dev]'
 	touch $@ $(VENV)/.app-deps
 
