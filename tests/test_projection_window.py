@@ -136,8 +136,8 @@ def test_viewports_parse_and_zoom():
 def test_density_figure_puts_each_bin_in_its_cell(db):
     win = W.window(db, "ck0", 4, max_points=50, bins=9)
     fig = projection_window_figure(win)
-    heat, targets = fig.data
-    assert (heat.type, targets.type) == ("heatmap", "scattergl")
+    heat, *targets = fig.data
+    assert heat.type == "heatmap" and {t.type for t in targets} == {"scattergl"}
     z = np.asarray(heat.z, float)
     # z[row iy][column ix] = log10(count); empty bins are blank.
     np.testing.assert_allclose(10 ** z[win.iy, win.ix], win["count"], rtol=1e-6)  # sent as float32
@@ -146,10 +146,22 @@ def test_density_figure_puts_each_bin_in_its_cell(db):
     assert heat.x0 == pytest.approx(x0 + (x1 - x0) / 18)
     lo, hi = fig.layout.xaxis.range  # the bins and a margin around them
     assert lo < x0 and hi > x1 and hi - lo == pytest.approx(1.04 * (x1 - x0))
-    # The invisible targets carry each bin's hover values and sit at its centre.
-    np.testing.assert_allclose(targets.x, win["x"], rtol=1e-6)
-    assert [int(c[0]) for c in targets.customdata] == list(win["count"])
-    np.testing.assert_allclose([c[3] for c in targets.customdata], win["purity"].round(2), rtol=1e-6)
+    # The invisible targets carry each bin's hover values and sit at its centre; a bin of
+    # one image says "1 image".
+    xs = np.concatenate([t.x for t in targets])
+    ys = np.concatenate([t.y for t in targets])
+    custom = np.concatenate([t.customdata for t in targets])
+    order = np.lexsort((ys, xs))
+    want = win.sort_values(["x", "y"])
+    np.testing.assert_allclose(xs[order], want["x"], rtol=1e-6)
+    assert [int(c[0]) for c in custom[order]] == list(want["count"])
+    np.testing.assert_allclose([c[3] for c in custom[order]], want["purity"].round(2), rtol=1e-6)
+    assert (win["count"] == 1).any() and (win["count"] > 1).any()
+    for t in targets:
+        counts = {int(c[0]) for c in t.customdata}
+        noun = "image" if counts == {1} else "images"
+        assert t.hovertemplate.startswith("%{customdata[0]:,} " + noun + "<br>")
+        assert counts == {1} or 1 not in counts
     by_purity = projection_density(win, win.attrs["viewport"], 9, value="purity")
     np.testing.assert_allclose(
         np.asarray(by_purity.data[0].z, float)[win.iy, win.ix], win["purity"], rtol=1e-6
@@ -157,9 +169,10 @@ def test_density_figure_puts_each_bin_in_its_cell(db):
     # A bin without a purity keeps its place and says so in words, not as NaN.
     gap = win.copy()
     gap.loc[gap.index[0], "purity"] = np.nan
-    _, whole, text = projection_density(gap, gap.attrs["viewport"], 9).data
-    assert len(whole.x) == len(win) - 1 and len(text.x) == 1 and text.x[0] == pytest.approx(win["x"].iloc[0])
-    assert text.customdata[0][3] == "\u2014" and "NaN" not in text.hovertemplate
+    _, *gap_targets = projection_density(gap, gap.attrs["viewport"], 9).data
+    text = [t for t in gap_targets if any(c[3] == "\u2014" for c in t.customdata)]
+    assert [len(t.x) for t in text] == [1] and text[0].x[0] == pytest.approx(win["x"].iloc[0])
+    assert sum(len(t.x) for t in gap_targets) == len(win) and "NaN" not in text[0].hovertemplate
     with pytest.raises(ValueError, match="value"):
         projection_density(win, win.attrs["viewport"], 9, value="size")
 
@@ -212,4 +225,4 @@ def test_paper_exports_leave_out_the_invisible_targets(db):
 
     fig = projection_window_figure(W.window(db, "ck0", 4, max_points=50, bins=9))
     assert [t.type for t in paper_figure(fig, 7.0).data] == ["heatmap"]
-    assert [t.type for t in fig.data] == ["heatmap", "scattergl"]
+    assert [t.type for t in fig.data][:2] == ["heatmap", "scattergl"]

@@ -82,10 +82,7 @@ def projection_density(
     share = (100 * bins["share"].astype(float)).round().to_numpy()
     count = bins["count"].astype(float).to_numpy()
     whole = np.isfinite(cluster) & np.isfinite(purity)
-    hover = (
-        "%{customdata[0]:,} images<br>mostly cluster %{customdata[1]} (%{customdata[2]}%)"
-        "<br>mean purity %{customdata[3]@}<br>click to zoom in<extra></extra>"
-    )
+    xs, ys = bins["x"].to_numpy(np.float32), bins["y"].to_numpy(np.float32)
     parts = [(whole, np.column_stack([count, cluster, share, purity]).astype(np.float32), ":.2f")]
     if not whole.all():
         text = np.column_stack(
@@ -97,24 +94,29 @@ def projection_density(
             ]
         )
         parts.append((~whole, text, ""))
+    # A hover template has no plural: bins of one image get a trace of their own.
     for rows, custom, purity_format in parts:
-        if not rows.any():
-            continue
-        fig.add_trace(
-            go.Scattergl(
-                x=bins["x"].to_numpy(np.float32)[rows],
-                y=bins["y"].to_numpy(np.float32)[rows],
-                mode="markers",
-                marker=dict(size=6, opacity=0),
-                selected=dict(marker=dict(opacity=0)),
-                unselected=dict(marker=dict(opacity=0)),
-                customdata=custom[rows],
-                hovertemplate=hover.replace("@", purity_format),
-                showlegend=False,
-                name="bins",
-                meta=SCREEN_ONLY,
+        for noun, of_noun in (("images", count != 1), ("image", count == 1)):
+            take = rows & of_noun
+            if not take.any():
+                continue
+            fig.add_trace(
+                go.Scattergl(
+                    x=xs[take],
+                    y=ys[take],
+                    mode="markers",
+                    marker=dict(size=6, opacity=0),
+                    selected=dict(marker=dict(opacity=0)),
+                    unselected=dict(marker=dict(opacity=0)),
+                    customdata=custom[take],
+                    hovertemplate=f"%{{customdata[0]:,}} {noun}<br>mostly cluster %{{customdata[1]}} "
+                    f"(%{{customdata[2]}}%)<br>mean purity %{{customdata[3]{purity_format}}}"
+                    "<br>click to zoom in<extra></extra>",
+                    showlegend=False,
+                    name="bins",
+                    meta=SCREEN_ONLY,
+                )
             )
-        )
     fig.update_layout(
         title=title,
         dragmode=dragmode,
