@@ -95,6 +95,11 @@ def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
         log.close()
 
 
+def server_log(url: str) -> str:
+    """What the server `serve` started at `url` has printed so far."""
+    return (ARTIFACTS / f"streamlit-{urlparse(url).port}.log").read_text()
+
+
 def wait_for_script(page, timeout_ms: int = 120_000) -> None:
     """Wait until the app's script has finished and stayed finished (reruns settle)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)

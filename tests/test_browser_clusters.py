@@ -10,7 +10,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import (
+    main_text,
+    open_export,
+    open_page,
+    query_of,
+    screenshot,
+    serve,
+    server_log,
+    wait_for_script,
+)
 from tests.conftest import copy_ws
 
 pytestmark = pytest.mark.browser
@@ -348,3 +357,12 @@ def test_export_popover_offers_every_format(browser, app_url):
     popover = open_export(page)
     assert popover.get_by_role("button", name="Download PDF").count() == 1
     page.close()
+
+
+def test_the_server_logs_no_stack_trace(browser, app_url):
+    """url_state puts a widget's value into session_state before drawing it, by design.
+    Streamlit logged that with a stack trace the first time a server drew the Clusters
+    page's pagination (until .streamlit/config.toml turned that warning off)."""
+    open_page(browser, link(app_url, "clusters"), "clusters-server-log", SHORT).close()
+    log = server_log(app_url)
+    assert "Session State API" not in log and "Stack (most recent call last)" not in log, log[-2000:]
