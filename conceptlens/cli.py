@@ -1,7 +1,10 @@
 """The `conceptlens` command line.
 
 Each command lives in its own module, which exposes `register(subparsers, parents)`;
-the module's handler is stored as the parser default `func(args) -> int`. Heavy
+the module's handler is stored as the parser default `func(args) -> int`. Every command
+that reads or writes a workspace names it `--workspace W`; that option and the others
+several commands share (`--quiet`, `--engine`, `--seed`) are declared once, in
+`conceptlens.cliargs`, with the one-release aliases of the old positional form. Heavy
 imports (torch, ...) happen inside handlers so `--help` and `validate` stay light:
 `conceptlens validate` runs with only requirements.txt installed.
 Errors: a `ConceptLensError` (or bad input: ValueError, OSError) is one line on stderr
@@ -16,6 +19,7 @@ import logging
 import sys
 
 from . import __version__
+from .cliargs import Parser, add_seed, add_workspace, quiet_parent, workspace_parent
 from .errors import ConceptLensError
 
 # Modules that add subcommands after the core ones, in --help order.
@@ -33,22 +37,22 @@ COMMAND_MODULES: tuple[str, ...] = (
 def _validate(args) -> int:
     from .validate import format_problems, summary_json, validate
 
-    problems = validate(args.path)
+    problems = validate(args.workspace)
     if args.json:
         print(summary_json(problems))
     elif problems:
-        print(f"{args.path}: {len(problems)} problem(s)")
+        print(f"{args.workspace}: {len(problems)} problem(s)")
         print(format_problems(problems))
     else:
-        print(f"{args.path}: valid workspace")
+        print(f"{args.workspace}: valid workspace")
     return 1 if problems else 0
 
 
 def _migrate(args) -> int:
     from .migrate import migrate
 
-    done = migrate(args.path, progress=not args.quiet)
-    print(f"{args.path}: " + ("; ".join(done) if done else "already in the current format"))
+    done = migrate(args.workspace, progress=not args.quiet)
+    print(f"{args.workspace}: " + ("; ".join(done) if done else "already in the current format"))
     return 0
 
 
@@ -56,8 +60,8 @@ def _demo_build(args) -> int:
     from .demo.build import build
 
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    build(args.out, seed=args.seed, stages=stages, progress=not args.quiet)
-    print(f"demo workspace written to {args.out}")
+    build(args.workspace, seed=args.seed, stages=stages, progress=not args.quiet)
+    print(f"demo workspace written to {args.workspace}")
     return 0
 
 
@@ -66,7 +70,7 @@ def _demo_scale(args) -> int:
 
     analyses = [a.strip() for a in args.analyses.split(",") if a.strip()]
     build_scale(
-        args.out,
+        args.workspace,
         n_images=args.images,
         n_checkpoints=args.checkpoints,
         dim=args.dim,
@@ -75,37 +79,29 @@ def _demo_scale(args) -> int:
         analyses="all" if analyses == ["all"] else analyses,
         progress=not args.quiet,
     )
-    print(f"scale workspace written to {args.out}")
+    print(f"scale workspace written to {args.workspace}")
     return 0
 
 
-def _parents() -> list[argparse.ArgumentParser]:
-    """Options every workspace command shares."""
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--workspace", required=True, help="workspace folder")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    return [p]
-
-
 def register(sub) -> None:
-    quiet = argparse.ArgumentParser(add_help=False)
-    quiet.add_argument("--quiet", action="store_true", help="no progress bars")
     p = sub.add_parser("validate", help="check a workspace; exit 1 if it has problems")
-    p.add_argument("path", help="workspace folder")
+    add_workspace(p, positional_alias=True)
     p.add_argument("--json", action="store_true", help="print problems as JSON")
     p.set_defaults(func=_validate)
 
     p = sub.add_parser(
-        "migrate", parents=[quiet], help="rewrite a workspace of an older format in the current one"
+        "migrate", parents=[quiet_parent()], help="rewrite a workspace of an older format in the current one"
     )
-    p.add_argument("path", help="workspace folder")
+    add_workspace(p, positional_alias=True)
     p.set_defaults(func=_migrate)
 
     demo = sub.add_parser("demo", help="the bundled demo workspace")
     dsub = demo.add_subparsers(dest="demo_command", required=True)
-    b = dsub.add_parser("build", parents=[quiet], help="build data/demo deterministically from a seed")
-    b.add_argument("--out", default="data/demo", help="output folder (default data/demo)")
-    b.add_argument("--seed", type=int, default=0)
+    b = dsub.add_parser(
+        "build", parents=[quiet_parent()], help="build data/demo deterministically from a seed"
+    )
+    add_workspace(b, option_alias="--out", default="data/demo", help="workspace folder to write")
+    add_seed(b, "the images, the models and the analyses")
     b.add_argument(
         "--stages",
         default="data,models,concepts,analysis",
@@ -113,14 +109,14 @@ def register(sub) -> None:
     )
     b.set_defaults(func=_demo_build)
     s = dsub.add_parser(
-        "scale", parents=[quiet], help="a large synthetic workspace for benchmarks (deterministic)"
+        "scale", parents=[quiet_parent()], help="a large synthetic workspace for benchmarks (deterministic)"
     )
+    add_workspace(s, option_alias="--out", help="workspace folder to write")
     s.add_argument("--images", type=int, default=50_000, help="number of images (default 50000)")
     s.add_argument("--checkpoints", type=int, default=28, help="number of checkpoints (default 28)")
     s.add_argument("--dim", type=int, default=512, help="feature dimension (default 512)")
     s.add_argument("--classes", type=int, help="number of classes (default images / 50, at most 1000)")
-    s.add_argument("--out", required=True, help="output folder")
-    s.add_argument("--seed", type=int, default=0)
+    add_seed(s, "the images and the features")
     s.add_argument(
         "--analyses", default="all", help="analyses to run: all, none or a comma-separated list (default all)"
     )
@@ -128,12 +124,12 @@ def register(sub) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="conceptlens", description=__doc__.splitlines()[0])
+    ap = Parser(prog="conceptlens", description=__doc__.splitlines()[0])
     ap.add_argument("--version", action="version", version=f"conceptlens {__version__}")
     ap.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
     sub = ap.add_subparsers(dest="command", required=True)
     register(sub)
-    parents = _parents()
+    parents = [workspace_parent()]
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub, parents)
     return ap

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
+from .cliargs import ENGINES, add_engine
 from .workspace import (
     Workspace,
     WorkspaceError,
@@ -298,8 +299,8 @@ def extract(
     ws.meta()  # fails early with a clear message if this is not a workspace
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if engine not in ("local", "ray"):
-        raise ValueError(f"--engine must be local or ray, got {engine!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if actors is not None and actors < 1:
         raise ValueError(f"--ray-actors must be >= 1, got {actors}")
     shard = parse_shard(shard) if isinstance(shard, str) else shard
@@ -544,13 +545,8 @@ def register(sub, parents) -> None:
     p.add_argument("--epoch", type=int, help="training epoch stored in checkpoints.epoch")
     p.add_argument("--run", help="training run stored in checkpoints.run")
     p.add_argument("--model-name", help="name stored in checkpoints.model (default: from the spec)")
-    p.add_argument(
-        "--engine",
-        choices=("local", "ray"),
-        default="local",
-        help="local: this process; ray: a pool of Ray model actors (joins $RAY_ADDRESS, else local)",
-    )
-    p.add_argument("--ray-actors", type=int, help="model actors of --engine ray (default: one per CPU)")
+    add_engine(p)
+    p.add_argument("--ray-actors", type=int, help="Ray model actors with --engine ray (default: one per CPU)")
     p.add_argument(
         "--shard", metavar="I/N", help="embed only slice I of N of the images (e.g. $SLURM_ARRAY_TASK_ID/8)"
     )

@@ -1,15 +1,18 @@
-"""`conceptlens init` and `conceptlens import images|features|captions|hsj` (docs/import.md).
+"""`conceptlens init` and `conceptlens import images|features|captions|cub|mit-states|hsj`
+(docs/import.md, docs/compmap.md, docs/similarity.md): the importers' whole command line.
 
-The workspace is the first positional argument, as in `conceptlens import images W
---dataset D SOURCE`. Heavy imports happen in the handlers: `conceptlens --help` and
-`validate` must run with requirements.txt alone.
+The workspace is `--workspace W`, as in `conceptlens import images --workspace W --dataset D
+SOURCE` (the old `conceptlens import images W ...` still works for one release, with a
+deprecation line: `cliargs.add_workspace`). Heavy imports happen in the handlers:
+`conceptlens --help` and `validate` must run with requirements.txt alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
+
+from ..cliargs import add_seed, add_workspace, quiet_parent
 
 FORMATS = ("auto", "imagefolder", "manifest", "imagenet", "hf")
 
@@ -26,7 +29,10 @@ def _init(args) -> int:
     ws = Workspace.create(root, name=args.name or root.resolve().name, description=args.description)
     ws.write("images", empty("images"))
     ws.write("checkpoints", empty("checkpoints"))
-    print(f"workspace {ws.root} created; next: conceptlens import images {ws.root} --dataset NAME SOURCE")
+    print(
+        f"workspace {ws.root} created; next: conceptlens import images --workspace {ws.root} "
+        "--dataset NAME SOURCE"
+    )
     return 0
 
 
@@ -76,7 +82,7 @@ def listing(source: Path, fmt: str, args):
 
 
 def _images(args) -> int:
-    from .images import Thumbs, import_images
+    from .images import import_images
 
     source = Path(args.source).expanduser()
     fmt = detect_format(source, args) if args.format == "auto" else args.format
@@ -88,11 +94,7 @@ def _images(args) -> int:
         split=args.split,
         test_fraction=args.test_fraction,
         seed=args.seed,
-        thumbs=Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality),
-        workers=args.workers,
-        strict=args.strict,
-        replace=args.replace,
-        progress=not args.quiet,
+        **_image_options(args),
     )
     rate = f"{(r.made / r.seconds * 60):,.0f} images/min" if r.made and r.seconds > 0 else "nothing to decode"
     print(
@@ -145,47 +147,69 @@ def _captions(args) -> int:
     return 0
 
 
-def register(sub, parents) -> None:
-    quiet = argparse.ArgumentParser(add_help=False)
-    quiet.add_argument("--quiet", action="store_true", help="no progress bars")
+def _image_options(args) -> dict:
+    """What `import images|cub|mit-states` pass on about thumbnails and decoding."""
+    from .images import Thumbs
 
-    p = sub.add_parser(
-        "init",
-        help="create an empty workspace",
-        description="Create an empty, valid workspace in a new (or empty) folder.",
-    )
-    p.add_argument("workspace", metavar="W", help="workspace folder to create")
-    p.add_argument("--name", help="workspace name (default: the folder's name)")
-    p.add_argument("--description", default="", help="one line about the workspace")
-    p.set_defaults(func=_init)
+    return {
+        "thumbs": Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality),
+        "workers": args.workers,
+        "strict": args.strict,
+        "replace": args.replace,
+        "progress": not args.quiet,
+    }
 
-    imp = sub.add_parser(
-        "import",
-        help="bring your own images, features or captions",
-        description="Bring your own data into a workspace (docs/import.md).",
-    )
-    isub = imp.add_subparsers(dest="what", required=True, metavar="WHAT")
 
-    p = isub.add_parser(
-        "images",
-        parents=[quiet],
-        help="images from a folder, manifest, ImageNet validation set or saved Hugging Face dataset",
-        description="Add a dataset of images: thumbnails and images.parquet rows. "
-        "Rerun the same command to resume after an interruption.",
+def _compmap_report(r, dataset: str, workspace: str) -> None:
+    if r is not None:
+        print(
+            f"dataset {dataset}: {r.n_images} images in {workspace}; {r.made} thumbnails made, "
+            f"{r.reused} reused"
+        )
+        for where, why in r.skipped:
+            print(f"  skipped {where}: {why}")
+        for n in r.notes:
+            print(f"note: {n}")
+    print(
+        f"primitives and label_primitives of {dataset} written; next: conceptlens analyze compmap "
+        f"--workspace {workspace} (needs a VL model of {dataset} in vl_models.parquet)"
     )
-    p.add_argument("workspace", metavar="W", help="workspace folder (see `conceptlens init`)")
-    p.add_argument("source", metavar="SOURCE", help="folder, manifest (.csv/.tsv/.parquet) or saved dataset")
-    p.add_argument("--dataset", required=True, help="name of the dataset in images.parquet")
-    p.add_argument("--format", choices=FORMATS, default="auto", help="what SOURCE is (default: detected)")
-    p.add_argument(
-        "--split", help="split of every image when SOURCE gives none: train, val or test (default train)"
+
+
+def _cub(args) -> int:
+    from .cub import import_cub
+
+    r = import_cub(args.workspace, args.source, args.dataset, **_image_options(args))
+    _compmap_report(r, args.dataset, args.workspace)
+    return 0
+
+
+def _mit_states(args) -> int:
+    from .mit_states import import_mit_states
+
+    r = import_mit_states(args.workspace, args.source, args.dataset, **_image_options(args))
+    if r is None:
+        print(f"{args.source}: no images/ folder; only the split's vocabulary was imported")
+    _compmap_report(r, args.dataset, args.workspace)
+    return 0
+
+
+def _hsj(args) -> int:
+    from .hsj import import_hsj
+
+    r = import_hsj(args.workspace, args.source, dataset=args.dataset, skip_missing=args.skip_missing)
+    print(
+        f"dataset {r['dataset']} ({r['format']}): {r['trials']} similarity trials over {r['stimuli']} "
+        f"images appended to {args.workspace} ({r['catch']} catch trials"
+        + (f"; {r['dropped']} trials with unmatched images dropped" if r["dropped"] else "")
+        + ")"
     )
-    p.add_argument(
-        "--test-fraction",
-        type=float,
-        help="when SOURCE gives no splits: mark this share of each class `test` (seeded)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of --test-fraction (default 0)")
+    print(f"next: conceptlens analyze similarity --workspace {args.workspace}")
+    return 0
+
+
+def _add_image_options(p) -> None:
+    """Thumbnails and decoding: the options every importer of images shares."""
     p.add_argument("--thumbnail-size", type=int, default=128, help="longest side in pixels (default 128)")
     p.add_argument(
         "--thumbnail-format",
@@ -206,6 +230,49 @@ def register(sub, parents) -> None:
         help="fail (writing no rows) when an image does not decode, instead of skipping it",
     )
     p.add_argument("--replace", action="store_true", help="import a dataset the workspace already has again")
+
+
+def register(sub, parents) -> None:
+    quiet = quiet_parent()
+
+    p = sub.add_parser(
+        "init",
+        help="create an empty workspace",
+        description="Create an empty, valid workspace in a new (or empty) folder.",
+    )
+    add_workspace(p, positional_alias=True, help="workspace folder to create")
+    p.add_argument("--name", help="workspace name (default: the folder's name)")
+    p.add_argument("--description", default="", help="one line about the workspace")
+    p.set_defaults(func=_init)
+
+    imp = sub.add_parser(
+        "import",
+        help="bring your own images, features or captions",
+        description="Bring your own data into a workspace (docs/import.md).",
+    )
+    isub = imp.add_subparsers(dest="what", required=True, metavar="WHAT")
+
+    p = isub.add_parser(
+        "images",
+        parents=[quiet],
+        help="images from a folder, manifest, ImageNet validation set or saved Hugging Face dataset",
+        description="Add a dataset of images: thumbnails and images.parquet rows. "
+        "Rerun the same command to resume after an interruption.",
+    )
+    add_workspace(p, positional_alias=True, help="workspace folder (see `conceptlens init`)")
+    p.add_argument("source", metavar="SOURCE", help="folder, manifest (.csv/.tsv/.parquet) or saved dataset")
+    p.add_argument("--dataset", required=True, help="name of the dataset in images.parquet")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="what SOURCE is (default: detected)")
+    p.add_argument(
+        "--split", help="split of every image when SOURCE gives none: train, val or test (default train)"
+    )
+    p.add_argument(
+        "--test-fraction",
+        type=float,
+        help="when SOURCE gives no splits: mark this share of each class `test` (seeded)",
+    )
+    add_seed(p, "--test-fraction")
+    _add_image_options(p)
     g = p.add_argument_group("manifest")
     g.add_argument("--root", help="folder relative paths of the manifest start from (default: its folder)")
     g.add_argument("--unlabeled", action="store_true", help="import images without labels (manifest, hf)")
@@ -224,7 +291,7 @@ def register(sub, parents) -> None:
         description="Add embeddings computed elsewhere as a checkpoint of a dataset "
         "(.npy/.npz, .h5, .pt, .parquet).",
     )
-    p.add_argument("workspace", metavar="W", help="workspace folder")
+    add_workspace(p, positional_alias=True)
     p.add_argument("file", metavar="FILE", help="the vectors (and usually their ids)")
     p.add_argument("--checkpoint", required=True, metavar="ID", help="id of the new checkpoint")
     p.add_argument("--dataset", required=True, help="dataset of images.parquet the vectors embed")
@@ -245,7 +312,7 @@ def register(sub, parents) -> None:
         help="captions written by your own captioner",
         description="Add one caption per image (CSV/TSV/Parquet: image_id, text) as captioner NAME.",
     )
-    p.add_argument("workspace", metavar="W", help="workspace folder")
+    add_workspace(p, positional_alias=True)
     p.add_argument("file", metavar="FILE", help=".csv, .tsv or .parquet with image ids and texts")
     p.add_argument("--captioner", required=True, metavar="NAME", help="name stored in captions.captioner")
     p.add_argument("--dataset", help="match paths among this dataset's images only")
@@ -253,10 +320,46 @@ def register(sub, parents) -> None:
     p.add_argument("--text-column", default="text", help="column of captions (default text)")
     p.set_defaults(func=_captions)
 
-    from .compmap_cli import register as register_compmap
+    for name, func, title, what in (
+        (
+            "cub",
+            _cub,
+            "CUB-200-2011 with its 312 attributes (CompMap)",
+            "Import CUB_200_2011 (images, classes, split, attribute labels) with its attributes as "
+            "CompMap primitives.",
+        ),
+        (
+            "mit-states",
+            _mit_states,
+            "MIT-States' compositional split: attribute-object pairs (CompMap)",
+            "Import MIT-States' {train,val,test}_pairs.txt (and its images/ folder, if present) with "
+            "attributes and objects as primitives.",
+        ),
+    ):
+        p = isub.add_parser(name, parents=[quiet], help=title, description=what)
+        add_workspace(p, positional_alias=True, help="workspace folder (see `conceptlens init`)")
+        p.add_argument("source", metavar="DIR", help="the dataset's folder")
+        p.add_argument("--dataset", default=name, help=f"name of the dataset (default {name})")
+        _add_image_options(p)
+        p.set_defaults(func=func)
 
-    register_compmap(isub, quiet)
-
-    from .hsj import register as register_hsj
-
-    register_hsj(isub)
+    p = isub.add_parser(
+        "hsj",
+        help="human similarity judgments (ImageNet-HSJ release or psiz HDF5)",
+        description="Append human similarity judgments (roads2021) to a dataset's "
+        "similarity_trials (docs/similarity.md).",
+    )
+    add_workspace(p, positional_alias=True)
+    p.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="release folder (stimuli.txt, train_seqs/, "
+        "test_seqs/) or psiz observations .hdf5 (with catalog.hdf5 or stimuli.txt beside it)",
+    )
+    p.add_argument("--dataset", help="dataset of images.parquet the stimuli are (default: the only one)")
+    p.add_argument(
+        "--skip-missing",
+        action="store_true",
+        help="drop trials showing a stimulus that matches no image (default: an error)",
+    )
+    p.set_defaults(func=_hsj)

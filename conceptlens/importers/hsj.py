@@ -1,4 +1,4 @@
-"""`conceptlens import hsj W SOURCE`: human similarity judgments (roads2021) as
+"""`conceptlens import hsj --workspace W SOURCE`: human similarity judgments (roads2021) as
 `similarity_trials` rows of a dataset of the workspace.
 
 Two formats (docs/similarity.md):
@@ -425,39 +425,3 @@ def import_hsj(workspace, source, dataset: str | None = None, skip_missing: bool
     meta.setdefault("provenance", {}).setdefault("hsj_imports", []).append(summary)
     ws.write_meta(meta)
     return summary
-
-
-def _handle(args) -> int:
-    r = import_hsj(args.workspace, args.source, dataset=args.dataset, skip_missing=args.skip_missing)
-    print(
-        f"dataset {r['dataset']} ({r['format']}): {r['trials']} similarity trials over {r['stimuli']} "
-        f"images appended to {args.workspace} ({r['catch']} catch trials"
-        + (f"; {r['dropped']} trials with unmatched images dropped" if r["dropped"] else "")
-        + ")"
-    )
-    print(f"next: conceptlens analyze similarity --workspace {args.workspace}")
-    return 0
-
-
-def register(isub) -> None:
-    """Add `hsj` to the `import` subcommands."""
-    p = isub.add_parser(
-        "hsj",
-        help="human similarity judgments (ImageNet-HSJ release or psiz HDF5)",
-        description="Append human similarity judgments (roads2021) to a dataset's "
-        "similarity_trials (docs/similarity.md).",
-    )
-    p.add_argument("workspace", metavar="W", help="workspace folder")
-    p.add_argument(
-        "source",
-        metavar="SOURCE",
-        help="release folder (stimuli.txt, train_seqs/, "
-        "test_seqs/) or psiz observations .hdf5 (with catalog.hdf5 or stimuli.txt beside it)",
-    )
-    p.add_argument("--dataset", help="dataset of images.parquet the stimuli are (default: the only one)")
-    p.add_argument(
-        "--skip-missing",
-        action="store_true",
-        help="drop trials showing a stimulus that matches no image (default: an error)",
-    )
-    p.set_defaults(func=_handle)

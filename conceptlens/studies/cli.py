@@ -11,6 +11,7 @@ import argparse
 import json
 from urllib.parse import urlencode
 
+from ..cliargs import add_quiet, add_seed, add_workspace
 from .design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudySpec
 
 
@@ -107,12 +108,19 @@ def _list(args) -> int:
 
     store = open_store(args.store)
     df = store.studies()
+    where = store.label
+    if args.workspace is not None:
+        from ..workspace import Workspace
+
+        name = Workspace(args.workspace).meta().get("name")
+        df = df[df["workspace"] == name].reset_index(drop=True)
+        where = f"{store.label} designed on workspace {name!r} ({args.workspace})"
     if args.json:
         print(json.dumps(df.to_dict(orient="records"), indent=2))
     elif df.empty:
-        print(f"no study in {store.label}")
+        print(f"no study in {where}")
     else:
-        print(f"{len(df)} stud{'y' if len(df) == 1 else 'ies'} in {store.label}")
+        print(f"{len(df)} stud{'y' if len(df) == 1 else 'ies'} in {where}")
         print(df.to_string(index=False))
     return 0
 
@@ -156,13 +164,29 @@ def register(sub, parents) -> None:
         help="answers store URL (postgresql://... or sqlite:///PATH); default "
         "$CONCEPTLENS_ANSWERS_URL, else answers.sqlite in $CONCEPTLENS_STATE_DIR",
     )
+    # What a command that creates a study shares: its id and the participant link printed.
+    link = argparse.ArgumentParser(add_help=False)
+    link.add_argument("--id", help="study id (default: generated)")
+    link.add_argument("--token", action="store_true", help="the link carries an access token")
+    link.add_argument(
+        "--url", default="http://localhost:8501", help="the dashboard's URL, for the printed link"
+    )
+    link.add_argument("--ws", help="`?ws=` name of the workspace on the dashboard, for the printed link")
+    catch = argparse.ArgumentParser(add_help=False)
+    catch.add_argument(
+        "--max-catch-failure",
+        type=float,
+        help="leave out people whose catch failure rate is above this (default: nobody)",
+    )
     p = sub.add_parser("study", help="human studies: create one, list them, export their answers")
     ssub = p.add_subparsers(dest="study_command", required=True)
 
     c = ssub.add_parser(
-        "create", parents=[store], help="design a study (fixed from its seed) and print its participant link"
+        "create",
+        parents=[store, link],
+        help="design a study (fixed from its seed) and print its participant link",
     )
-    c.add_argument("--workspace", required=True, help="workspace folder")
+    add_workspace(c)
     c.add_argument("--kind", required=True, choices=KINDS)
     c.add_argument("--checkpoint", help="checkpoint whose clusters are tested (coherence, describability)")
     c.add_argument("--k", type=int, help="number of clusters of the clustering tested")
@@ -194,47 +218,41 @@ def register(sub, parents) -> None:
     )
     c.add_argument("--catch", type=int, default=2, help="catch tasks per participant")
     c.add_argument("--refs", type=int, default=10, help="reference images of a coherence task")
-    c.add_argument("--seed", type=int, default=0)
+    add_seed(c, "the study's design: its tasks, sessions and catch tasks")
     c.add_argument(
         "--reclaim-minutes",
         type=int,
         default=60,
         help="give an unfinished session idle this long to someone new (0: never)",
     )
-    c.add_argument("--id", help="study id (default: generated)")
-    c.add_argument("--token", action="store_true", help="the link carries an access token")
-    c.add_argument("--url", default="http://localhost:8501", help="the dashboard's URL, for the printed link")
-    c.add_argument("--ws", help="`?ws=` name of the workspace on the dashboard, for the printed link")
     c.set_defaults(func=_create)
 
     lp = ssub.add_parser(
         "list", parents=[store], help="the studies in the answers store, with their progress"
     )
+    add_workspace(lp, required=False, help="only the studies designed on this workspace (default: all)")
     lp.add_argument("--json", action="store_true")
     lp.set_defaults(func=_list)
 
     e = ssub.add_parser(
-        "export", parents=[store], help="write a study's answers and results into workspace tables"
+        "export",
+        parents=[store, catch],
+        help="write a study's answers and results into workspace tables",
     )
     e.add_argument("study")
-    e.add_argument("--workspace", required=True, help="the workspace the study was designed on")
-    e.add_argument(
-        "--max-catch-failure",
-        type=float,
-        help="leave out people whose catch failure rate is above this (default: nobody)",
-    )
+    add_workspace(e, help="the workspace the study was designed on")
     e.set_defaults(func=_export)
 
     from ..analysis.registry import _add_options, _registered
 
     nr = ssub.add_parser(
         "next-round",
-        parents=[store],
+        parents=[store, link, catch],
         help="a similarity study's next round: export its answers, infer the embedding again "
         "(analyze similarity), create the next study with trials chosen from it",
     )
     nr.add_argument("study", help="the similarity study whose round ends")
-    nr.add_argument("--workspace", required=True, help="the workspace the study was designed on")
+    add_workspace(nr, help="the workspace the study was designed on")
     nr.add_argument("--tasks", type=int, help="trials of the next round (default: the study's)")
     nr.add_argument(
         "--selection",
@@ -242,18 +260,7 @@ def register(sub, parents) -> None:
         default="active",
         help="active: by expected information gain under the new embedding (roads2021 §4.3)",
     )
-    nr.add_argument(
-        "--max-catch-failure",
-        type=float,
-        help="leave out people whose catch failure rate is above this (default: nobody)",
-    )
-    nr.add_argument("--id", help="study id of the next round (default: generated)")
-    nr.add_argument("--token", action="store_true", help="the link carries an access token")
-    nr.add_argument(
-        "--url", default="http://localhost:8501", help="the dashboard's URL, for the printed link"
-    )
-    nr.add_argument("--ws", help="`?ws=` name of the workspace on the dashboard, for the printed link")
-    nr.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_quiet(nr)
     _add_options(nr, _registered()["BY_NAME"]["similarity"].options)
     nr.set_defaults(func=_next_round)
 
