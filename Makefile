@@ -35,7 +35,7 @@ mutate: $(VENV)/.dev-deps
 	$(PY) tools/mutate.py
 
 demo: $(VENV)/.dev-deps
-	$(PY) -m conceptlens.cli demo build --out $(WORKSPACE)
+	$(PY) -m conceptlens.cli demo build --workspace $(WORKSPACE)
 
 # Every page's figures for a paper (PDF, SVG, PNG, a manifest.json of their provenance) and the
 # static report, from the demo (or WORKSPACE=...), into build/ (git-ignored).

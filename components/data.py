@@ -163,7 +163,7 @@ class AppWorkspace:
         return RemoteWorkspace(self.root).loc(rel) if self.remote else inside(self.root, rel)
 
     def validate_command(self) -> str:
-        return f"conceptlens validate {shlex.quote(self.label)}"
+        return f"conceptlens validate --workspace {shlex.quote(self.label)}"
 
 
 def open_workspace() -> AppWorkspace:

@@ -60,6 +60,8 @@ class Parser(argparse.ArgumentParser):
                 for a, v in zip(after, values[1:]):
                     setattr(ns, a.dest, v)
                 extras = []
+        if extras:
+            return extras  # a positional too many: argparse's own error names it
         old = getattr(ns, _ALIAS_DEST)
         delattr(ns, _ALIAS_DEST)
         written = old if alias.option is None else f"{alias.option} {old}"

@@ -187,7 +187,8 @@ class _Validator:
         major = v.split(".")[0]
         if major == "1":
             blocking(
-                f"format {v}: run `conceptlens migrate {self.root}` to upgrade it to {schema.SCHEMA_VERSION}",
+                f"format {v}: run `conceptlens migrate --workspace {self.root}` to upgrade it to "
+                f"{schema.SCHEMA_VERSION}",
                 "schema_version",
             )
             return False

@@ -53,7 +53,7 @@ if datasets.empty:
             "psiz HDF5 observations, docs/similarity.md) with:",
             icon=":material/pending:",
         )
-        st.code(f"conceptlens import hsj {ws.label} SOURCE --dataset DATASET", language="bash")
+        st.code(f"conceptlens import hsj --workspace {ws.label} SOURCE --dataset DATASET", language="bash")
     url_state.stop()
 
 c_ds, c_ck = st.columns([1, 2])

@@ -491,14 +491,14 @@ def make_cub(root, bad: str | None = None):
 
 
 def _ws(tmp_path):
-    assert main(["init", str(tmp_path / "ws")]) == 0
+    assert main(["init", "--workspace", str(tmp_path / "ws")]) == 0
     return Workspace(tmp_path / "ws")
 
 
 def test_import_cub(tmp_path):
     src = make_cub(tmp_path / "CUB_200_2011")
     w = _ws(tmp_path)
-    assert main(["import", "cub", str(w.root), str(src), "--quiet", "--workers", "1"]) == 0
+    assert main(["import", "cub", "--workspace", str(w.root), str(src), "--quiet", "--workers", "1"]) == 0
     img = w.read("images").to_pandas().sort_values("image_id")
     assert len(img) == 6 and set(img.dataset) == {"cub"}
     assert img.label.tolist() == [0, 0, 1, 1, 2, 2]
@@ -526,7 +526,7 @@ def test_cub_import_then_analysis(tmp_path, capsys):
     """From the release's files to CompMap scores through the command line."""
     src = make_cub(tmp_path / "CUB_200_2011")
     w = _ws(tmp_path)
-    assert main(["import", "cub", str(w.root), str(src), "--quiet", "--workers", "1"]) == 0
+    assert main(["import", "cub", "--workspace", str(w.root), str(src), "--quiet", "--workers", "1"]) == 0
     _tiny_vl(w, tmp_path, dataset="cub")
     assert (
         main(
@@ -617,7 +617,9 @@ def make_mit_states(root, bad: str | None = None):
 def test_import_mit_states(tmp_path, capsys):
     src = make_mit_states(tmp_path / "mit")
     w = _ws(tmp_path)
-    assert main(["import", "mit-states", str(w.root), str(src), "--quiet", "--workers", "1"]) == 0
+    assert (
+        main(["import", "mit-states", "--workspace", str(w.root), str(src), "--quiet", "--workers", "1"]) == 0
+    )
     assert "skipped 1 image folder(s) of pairs no split lists" in capsys.readouterr().out
     p = w.read("primitives", dataset="mit-states").to_pandas().sort_values("position")
     assert p.primitive.tolist() == [

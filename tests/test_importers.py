@@ -45,7 +45,7 @@ def make_imagefolder(root, per_class=6, splits=("train", "val"), seed=0, size=(4
 
 
 def init(tmp_path, name="ws"):
-    assert main(["init", str(tmp_path / name), "--description", "test"]) == 0
+    assert main(["init", "--workspace", str(tmp_path / name), "--description", "test"]) == 0
     return tmp_path / name
 
 
@@ -84,16 +84,24 @@ def test_init_makes_an_empty_valid_workspace_and_never_overwrites(tmp_path, caps
     meta = json.loads((ws / "workspace.json").read_text())
     assert meta["name"] == "ws" and meta["description"] == "test"
     before = snapshot(ws)
-    fails(["init", str(ws)], capsys, "already a workspace")
+    fails(["init", "--workspace", str(ws)], capsys, "already a workspace")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
-    fails(["init", str(tmp_path / "other")], capsys, "not an empty folder")
+    fails(["init", "--workspace", str(tmp_path / "other")], capsys, "not an empty folder")
     assert snapshot(ws) == before and not (tmp_path / "other" / "workspace.json").exists()
     fails(
-        ["import", "images", str(tmp_path / "other"), str(tmp_path / "other"), "--dataset", "d"],
+        [
+            "import",
+            "images",
+            "--workspace",
+            str(tmp_path / "other"),
+            str(tmp_path / "other"),
+            "--dataset",
+            "d",
+        ],
         capsys,
         "workspace.json: not found",
-        f"conceptlens init {tmp_path / 'other'}",
+        f"conceptlens init --workspace {tmp_path / 'other'}",
     )
 
 
@@ -104,7 +112,7 @@ def test_imagefolder_with_splits(tmp_path, capsys):
     (src / "train" / "red" / "broken.jpg").write_bytes(b"not an image")
     ws = init(tmp_path)
     capsys.readouterr()
-    assert main(["import", "images", str(ws), "--dataset", "colors", str(src), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "colors", str(src), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "skipped 1 image(s)" in out and str(src / "train" / "red" / "broken.jpg") in out
     df = table(ws)
@@ -126,11 +134,11 @@ def test_imagefolder_with_splits(tmp_path, capsys):
 def test_strict_fails_naming_the_file_and_leaves_the_table(tmp_path, capsys):
     src = make_imagefolder(tmp_path / "src", splits=None)
     ws = init(tmp_path)
-    assert main(["import", "images", str(ws), "--dataset", "a", str(src), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "a", str(src), "--quiet"]) == 0
     (src / "blue" / "000.jpg").write_bytes(b"\xff\xd8\xff truncated jpeg")
     before = snapshot(ws)
     fails(
-        ["import", "images", str(ws), "--dataset", "b", str(src), "--strict", "--quiet"],
+        ["import", "images", "--workspace", str(ws), "--dataset", "b", str(src), "--strict", "--quiet"],
         capsys,
         str(src / "blue" / "000.jpg"),
         "--strict",
@@ -212,12 +220,12 @@ def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, cap
     ws = init(tmp_path)
     a = make_imagefolder(tmp_path / "a", splits=None)
     b = make_imagefolder(tmp_path / "b", per_class=2, splits=("test",), seed=1)
-    assert main(["import", "images", str(ws), "--dataset", "a", str(a), "--quiet"]) == 0
-    assert main(["import", "images", str(ws), "--dataset", "b", str(b), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "a", str(a), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "b", str(b), "--quiet"]) == 0
     assert table(ws).groupby("dataset").size().to_dict() == {"a": 18, "b": 6}
     before = snapshot(ws)
     fails(
-        ["import", "images", str(ws), "--dataset", "a", str(a), "--quiet"],
+        ["import", "images", "--workspace", str(ws), "--dataset", "a", str(a), "--quiet"],
         capsys,
         "already has 18 image(s)",
         "--replace",
@@ -230,7 +238,7 @@ def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, cap
     before = snapshot(ws)
     (a / "red" / "000.jpg").unlink()
     fails(
-        ["import", "images", str(ws), "--dataset", "a", str(a), "--replace", "--quiet"],
+        ["import", "images", "--workspace", str(ws), "--dataset", "a", str(a), "--replace", "--quiet"],
         capsys,
         "checkpoint ck has features of 1 image(s)",
         "a-red-000",
@@ -239,7 +247,10 @@ def test_second_dataset_keeps_the_first_and_reimport_needs_replace(tmp_path, cap
     draw(a / "red" / "000.jpg", COLORS["red"], np.random.default_rng(0))
     draw(a / "red" / "new.jpg", COLORS["red"], np.random.default_rng(0))
     capsys.readouterr()
-    assert main(["import", "images", str(ws), "--dataset", "a", str(a), "--replace", "--quiet"]) == 0
+    assert (
+        main(["import", "images", "--workspace", str(ws), "--dataset", "a", str(a), "--replace", "--quiet"])
+        == 0
+    )
     assert "checkpoint ck has no features of 1 new image(s)" in capsys.readouterr().out
     assert table(ws).groupby("dataset").size().to_dict() == {"a": 19, "b": 6}
 
@@ -269,7 +280,7 @@ def test_manifest_csv_extra_columns_become_factors(tmp_path, capsys):
     ]
     m = write_manifest(tmp_path, rows)
     ws = init(tmp_path)
-    assert main(["import", "images", str(ws), "--dataset", "m", str(m), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "m", str(m), "--quiet"]) == 0
     df = table(ws).set_index("image_id")
     assert dict(zip(df["label_name"], df["label"])) == {"blue": 0, "green": 1, "red": 2}
     assert df.loc["m-img-green-001", "weather"] == "sunny" and df.loc["m-img-green-001", "brightness"] == 0.5
@@ -314,9 +325,27 @@ def test_bad_manifests_fail_naming_file_and_row(tmp_path, capsys, case, needles)
     m = write_manifest(tmp_path, rows)
     ws = init(tmp_path)
     make_imagefolder(tmp_path / "other", per_class=1, splits=None)
-    assert main(["import", "images", str(ws), "--dataset", "first", str(tmp_path / "other"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "images",
+                "--workspace",
+                str(ws),
+                "--dataset",
+                "first",
+                str(tmp_path / "other"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     before = snapshot(ws)
-    fails(["import", "images", str(ws), "--dataset", "m", str(m), "--strict", "--quiet"], capsys, *needles)
+    fails(
+        ["import", "images", "--workspace", str(ws), "--dataset", "m", str(m), "--strict", "--quiet"],
+        capsys,
+        *needles,
+    )
     assert snapshot(ws) == before
 
 
@@ -328,7 +357,23 @@ def test_manifest_parquet_with_ids_labels_and_unlabeled(tmp_path, capsys):
     ]
     ws = init(tmp_path)
     m = write_manifest(tmp_path, rows, "m.parquet")
-    assert main(["import", "images", str(ws), "--dataset", "p", str(m), "--split", "test", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "images",
+                "--workspace",
+                str(ws),
+                "--dataset",
+                "p",
+                str(m),
+                "--split",
+                "test",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     df = table(ws).set_index("image_id")
     assert df.loc["img-green", "label"] == 8 and df.loc["img-green", "label_name"] == "8"
     assert set(df["split"]) == {"test"}
@@ -336,7 +381,7 @@ def test_manifest_parquet_with_ids_labels_and_unlabeled(tmp_path, capsys):
     m = write_manifest(tmp_path, rows, "dup.parquet")
     before = snapshot(ws)
     fails(
-        ["import", "images", str(ws), "--dataset", "q", str(m), "--quiet"],
+        ["import", "images", "--workspace", str(ws), "--dataset", "q", str(m), "--quiet"],
         capsys,
         "dup.parquet row 3",
         "duplicate image id 'img-red'",
@@ -344,7 +389,10 @@ def test_manifest_parquet_with_ids_labels_and_unlabeled(tmp_path, capsys):
     )
     assert snapshot(ws) == before
     m = write_manifest(tmp_path, [{"path": r["path"]} for r in rows], "plain.csv")
-    assert main(["import", "images", str(ws), "--dataset", "u", str(m), "--unlabeled", "--quiet"]) == 0
+    assert (
+        main(["import", "images", "--workspace", str(ws), "--dataset", "u", str(m), "--unlabeled", "--quiet"])
+        == 0
+    )
     assert table(ws).query("dataset == 'u'")["label"].isna().all()
     assert_valid(ws)
 
@@ -444,7 +492,10 @@ def _meta_mat(path):
 def test_imagenet_validation_layouts_give_the_standard_labels(tmp_path, capsys, layout, args):
     root = make_imagenet(tmp_path / "imagenet", layout)
     ws = init(tmp_path)
-    assert main(["import", "images", str(ws), "--dataset", "imagenet", *args(root), "--quiet"]) == 0
+    assert (
+        main(["import", "images", "--workspace", str(ws), "--dataset", "imagenet", *args(root), "--quiet"])
+        == 0
+    )
     assert "(imagenet)" in capsys.readouterr().out
     df = table(ws).set_index("image_id")
     assert len(df) == len(TRUTH) and set(df["split"]) == {"val"}
@@ -480,7 +531,7 @@ def test_imagenet_errors_name_the_file(tmp_path, capsys):
     extra = root / "ILSVRC2012_img_val" / "ILSVRC2012_val_00000099.JPEG"
     shutil.copy(root / "ILSVRC2012_img_val" / "ILSVRC2012_val_00000001.JPEG", extra)
     fails(
-        ["import", "images", str(ws), "--dataset", "i", str(root)],
+        ["import", "images", "--workspace", str(ws), "--dataset", "i", str(root)],
         capsys,
         str(extra),
         "not in the ground truth",
@@ -489,7 +540,7 @@ def test_imagenet_errors_name_the_file(tmp_path, capsys):
     bad = kaggle / "LOC_val_solution.csv"
     bad.write_text(bad.read_text().replace("n01440764 10", "n09999999 10", 1))
     fails(
-        ["import", "images", str(ws), "--dataset", "i", str(kaggle)],
+        ["import", "images", "--workspace", str(ws), "--dataset", "i", str(kaggle)],
         capsys,
         "LOC_val_solution.csv line",
         "n09999999",
@@ -539,7 +590,7 @@ def make_hf(root, dict_=True, bad_row=None):
 def test_hf_dataset_dict_keeps_its_labels_and_saves_sources(tmp_path, capsys):
     src = make_hf(tmp_path / "hf", bad_row=3)
     ws = init(tmp_path)
-    assert main(["import", "images", str(ws), "--dataset", "hf", str(src), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "hf", str(src), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "(hf)" in out and f"{src} split train row 3" in out  # the bad row is reported
     df = table(ws).set_index("image_id")
@@ -552,13 +603,26 @@ def test_hf_dataset_dict_keeps_its_labels_and_saves_sources(tmp_path, capsys):
     assert_valid(ws)
     single = make_hf(tmp_path / "single", dict_=False)
     assert (
-        main(["import", "images", str(ws), "--dataset", "one", str(single), "--split", "test", "--quiet"])
+        main(
+            [
+                "import",
+                "images",
+                "--workspace",
+                str(ws),
+                "--dataset",
+                "one",
+                str(single),
+                "--split",
+                "test",
+                "--quiet",
+            ]
+        )
         == 0
     )
     assert set(table(ws).query("dataset == 'one'")["split"]) == {"test"}
     capsys.readouterr()
     fails(
-        ["import", "images", str(ws), "--dataset", "x", str(src), "--split", "test"],
+        ["import", "images", "--workspace", str(ws), "--dataset", "x", str(src), "--split", "test"],
         capsys,
         "has its own splits",
     )
@@ -573,9 +637,9 @@ def test_extract_reads_source_path_not_the_thumbnail(tmp_path):
 
     src = make_imagefolder(tmp_path / "src", per_class=2, splits=None)
     ws = init(tmp_path)
-    assert main(["import", "images", str(ws), "--dataset", "d", str(src), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "d", str(src), "--quiet"]) == 0
     hf = make_hf(tmp_path / "hf")
-    assert main(["import", "images", str(ws), "--dataset", "h", str(hf), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "h", str(hf), "--quiet"]) == 0
     for t in (ws / "thumbnails").rglob("*.jpg"):  # unreadable thumbnails: only originals work
         t.write_bytes(b"broken")
     w = save_torch_weights(
@@ -598,7 +662,7 @@ def feat_ws(tmp_path):
     """A workspace of 9 images (dataset d) and their vectors, rows of the files shuffled."""
     src = make_imagefolder(tmp_path / "src", per_class=3, splits=None)
     ws = init(tmp_path)
-    assert main(["import", "images", str(ws), "--dataset", "d", str(src), "--quiet"]) == 0
+    assert main(["import", "images", "--workspace", str(ws), "--dataset", "d", str(src), "--quiet"]) == 0
     ids = table(ws)["image_id"].tolist()
     X = np.random.default_rng(0).normal(size=(len(ids), 5)).astype(np.float32)
     perm = np.random.default_rng(1).permutation(len(ids))
@@ -719,7 +783,21 @@ def test_bad_features_fail_naming_file_and_row(tmp_path, feat_ws, capsys, case, 
         f, extra = _write_vectors(tmp_path, "npy", ids, X)
         if case == "other dataset":
             make_imagefolder(tmp_path / "e", per_class=3, splits=None)
-            assert main(["import", "images", str(ws), "--dataset", "e", str(tmp_path / "e"), "--quiet"]) == 0
+            assert (
+                main(
+                    [
+                        "import",
+                        "images",
+                        "--workspace",
+                        str(ws),
+                        "--dataset",
+                        "e",
+                        str(tmp_path / "e"),
+                        "--quiet",
+                    ]
+                )
+                == 0
+            )
             e_ids = table(ws).query("dataset == 'e'")["image_id"].tolist()
             (tmp_path / "e.txt").write_text("\n".join(e_ids))
             assert (
@@ -741,7 +819,20 @@ def test_bad_features_fail_naming_file_and_row(tmp_path, feat_ws, capsys, case, 
             )
         else:
             assert (
-                main(["import", "features", str(ws), str(f), "--checkpoint", "ck", "--dataset", "d", *extra])
+                main(
+                    [
+                        "import",
+                        "features",
+                        "--workspace",
+                        str(ws),
+                        str(f),
+                        "--checkpoint",
+                        "ck",
+                        "--dataset",
+                        "d",
+                        *extra,
+                    ]
+                )
                 == 0
             )
     elif case == "length":
@@ -788,7 +879,20 @@ def test_import_captions_feed_eq4_and_bad_rows_fail(tmp_path, feat_ws, capsys):
     src_of = dict(zip(table(ws)["image_id"], table(ws)["source_path"]))
     rows = [{"image_id": i if j % 2 else src_of[i], "text": f"a photo number {j}"} for j, i in enumerate(ids)]
     pd.DataFrame(rows).to_csv(tmp_path / "caps.csv", index=False)
-    assert main(["import", "captions", str(ws), str(tmp_path / "caps.csv"), "--captioner", "my-blip"]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "captions",
+                "--workspace",
+                str(ws),
+                str(tmp_path / "caps.csv"),
+                "--captioner",
+                "my-blip",
+            ]
+        )
+        == 0
+    )
     caps = pq.read_table(ws / "captions.parquet").to_pandas()
     assert len(caps) == 9 and set(caps["image_id"]) == set(ids) and pick_captioner(caps) == "my-blip"
     assert_valid(ws)
@@ -802,7 +906,15 @@ def test_import_captions_feed_eq4_and_bad_rows_fail(tmp_path, feat_ws, capsys):
         change(bad)
         pd.DataFrame(bad).to_csv(tmp_path / "caps.csv", index=False)
         fails(
-            ["import", "captions", str(ws), str(tmp_path / "caps.csv"), "--captioner", "my-blip"],
+            [
+                "import",
+                "captions",
+                "--workspace",
+                str(ws),
+                str(tmp_path / "caps.csv"),
+                "--captioner",
+                "my-blip",
+            ],
             capsys,
             *needles,
         )
@@ -861,7 +973,7 @@ def test_readme_three_commands_end_to_end(tmp_path, capsys, monkeypatch):
         if argv[0] == "analyze":  # quick: a small k, no vision-language model
             argv += ["--no-describability", "--k", "3"]
         assert main(argv + (["--quiet"] if argv[0] != "init" else [])) == 0, argv
-    ws = tmp_path / re.search(r"conceptlens init (\S+)", "\n".join(lines)).group(1)
+    ws = tmp_path / re.search(r"conceptlens init --workspace (\S+)", "\n".join(lines)).group(1)
     assert_valid(ws)
     df = table(ws)
     assert len(df) == 300 and (df["split"] == "test").sum() == 60

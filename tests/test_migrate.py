@@ -89,7 +89,7 @@ def v1(tmp_path):
 def test_migrate_keeps_every_number(v1, capsys):
     ws, before = v1
     assert [p.message for p in validate(ws.root)][0].startswith("format 1.0: run `conceptlens migrate")
-    assert main(["migrate", str(ws.root), "--quiet"]) == 0
+    assert main(["migrate", "--workspace", str(ws.root), "--quiet"]) == 0
     assert f"1.0 -> {schema.SCHEMA_VERSION}" in capsys.readouterr().out
     assert json.loads(ws.meta_path.read_text())["schema_version"] == schema.SCHEMA_VERSION
     assert validate(ws.root) == []
@@ -131,7 +131,7 @@ def test_a_stopped_migration_finishes_on_rerun(v1, monkeypatch):
 def test_unknown_version_is_refused(tmp_path, capsys):
     ws = make_workspace(tmp_path / "w", n_images=12, n_checkpoints=1)
     ws.write_meta({**ws.meta(), "schema_version": "9.0"})
-    assert main(["migrate", str(ws.root)]) == 1
+    assert main(["migrate", "--workspace", str(ws.root)]) == 1
     assert "cannot migrate format '9.0'" in capsys.readouterr().err
 
 

@@ -253,7 +253,7 @@ def test_demo_scale_command_runs_the_analyses(tmp_path, capsys):
     from conceptlens.workspace import Workspace
 
     out = tmp_path / "s"
-    args = ["demo", "scale", "--images", "120", "--checkpoints", "2", "--dim", "8", "--out", str(out)]
+    args = ["demo", "scale", "--images", "120", "--checkpoints", "2", "--dim", "8", "--workspace", str(out)]
     assert main(args + ["--analyses", "clustering,cluster_metrics", "--quiet"]) == 0
     ws = Workspace(out)
     assert {p["checkpoint_id"] for p in ws.partitions("checkpoint_metrics")} == {

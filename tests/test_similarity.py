@@ -343,9 +343,9 @@ def test_import_cli(toy, tmp_path, capsys):
 
     ws, ids, rows = toy
     src = F.write_release(tmp_path / "hsj", rows, ids)
-    assert main(["import", "hsj", str(ws.root), str(src), "--dataset", "toy"]) == 0
+    assert main(["import", "hsj", "--workspace", str(ws.root), str(src), "--dataset", "toy"]) == 0
     assert "120 similarity trials" in capsys.readouterr().out
-    assert main(["import", "hsj", str(ws.root), str(tmp_path / "nothing")]) == 1
+    assert main(["import", "hsj", "--workspace", str(ws.root), str(tmp_path / "nothing")]) == 1
     assert "no such file or folder" in capsys.readouterr().err
 
 

@@ -256,7 +256,7 @@ def test_a_20_workspace_is_valid_and_migrates_to_21(ws, capsys):
     to_v20(ws)
     assert "round" not in pq.read_schema(ws.files("similarity_trials")[0]).names
     assert validate(ws.root) == []  # a minor version only adds optional columns
-    assert main(["migrate", str(ws.root), "--quiet"]) == 0
+    assert main(["migrate", "--workspace", str(ws.root), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "similarity_trials: column round added (null) to 1 file(s)" in out and "2.0 -> 2.1" in out
     assert ws.meta()["schema_version"] == schema.SCHEMA_VERSION == "2.1"

@@ -29,7 +29,7 @@ def ws(tmp_path, template):
 
 
 def run_cli(root, capsys, *options):
-    code = main(["validate", str(root), *options])
+    code = main(["validate", "--workspace", str(root), *options])
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err, out
     return code, out.out
@@ -108,7 +108,7 @@ def test_format_1_is_one_problem_pointing_at_migrate(ws, capsys):
     MALFORMATIONS["meta_format_1"].apply(ws)
     problems = validate(ws.root)
     assert len(problems) == 1, format_problems(problems)  # no layout noise on top
-    assert f"conceptlens migrate {ws.root}" in problems[0].message
+    assert f"conceptlens migrate --workspace {ws.root}" in problems[0].message
     # Whatever a page asks for: none of its tables can be read.
     assert validate(ws.root, deep=False, tables={"clusters"}) == problems
 

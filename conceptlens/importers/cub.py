@@ -1,4 +1,4 @@
-"""`conceptlens import cub W DIR`: Caltech-UCSD Birds-200-2011 with its 312 attributes.
+"""`conceptlens import cub --workspace W DIR`: Caltech-UCSD Birds-200-2011 with its 312 attributes.
 
 DIR is the `CUB_200_2011` folder of the release:
 

@@ -111,7 +111,7 @@ def open_workspace(workspace) -> Workspace:
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     if not ws.meta_path.exists():
         raise WorkspaceError(
-            f"{ws.meta_path}: not found; create the workspace first: conceptlens init {ws.root}"
+            f"{ws.meta_path}: not found; create the workspace first: conceptlens init --workspace {ws.root}"
         )
     ws.meta()
     return ws

@@ -1,4 +1,4 @@
-"""`conceptlens import mit-states W DIR`: MIT-States' compositional split (Purushwalkam et al.
+"""`conceptlens import mit-states --workspace W DIR`: MIT-States' compositional split (Purushwalkam et al.
 2019), as yun2023 uses it.
 
 DIR holds `train_pairs.txt`, `val_pairs.txt` and `test_pairs.txt` (directly or in
