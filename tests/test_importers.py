@@ -515,6 +515,7 @@ def test_imagenet_errors_name_the_file(tmp_path, capsys):
         [
             "import",
             "images",
+            "--workspace",
             str(ws),
             "--dataset",
             "i",
@@ -715,6 +716,7 @@ def test_import_features_every_format(tmp_path, feat_ws, fmt):
             [
                 "import",
                 "features",
+                "--workspace",
                 str(ws),
                 str(f),
                 "--checkpoint",
@@ -805,6 +807,7 @@ def test_bad_features_fail_naming_file_and_row(tmp_path, feat_ws, capsys, case, 
                     [
                         "import",
                         "features",
+                        "--workspace",
                         str(ws),
                         str(f),
                         "--checkpoint",
@@ -854,6 +857,7 @@ def test_bad_features_fail_naming_file_and_row(tmp_path, feat_ws, capsys, case, 
         [
             "import",
             "features",
+            "--workspace",
             str(ws),
             str(tmp_path / "v.npy"),
             "--checkpoint",
@@ -922,6 +926,7 @@ def test_import_captions_feed_eq4_and_bad_rows_fail(tmp_path, feat_ws, capsys):
         [
             "import",
             "captions",
+            "--workspace",
             str(ws),
             str(tmp_path / "caps.csv"),
             "--captioner",
