@@ -56,11 +56,23 @@ def _migrate(args) -> int:
     return 0
 
 
+def _demo_stages(text: str) -> list[str]:
+    """`--stages a,b`, checked when the arguments are parsed (not after the first stages ran)."""
+    from .demo.build import STAGES
+
+    stages = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in stages if s not in STAGES]
+    if bad or not stages:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(map(repr, bad)) or repr(text)}: not a stage; choose from {', '.join(STAGES)}"
+        )
+    return stages
+
+
 def _demo_build(args) -> int:
     from .demo.build import build
 
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
-    build(args.workspace, seed=args.seed, stages=stages, progress=not args.quiet)
+    build(args.workspace, seed=args.seed, stages=args.stages, progress=not args.quiet)
     print(f"demo workspace written to {args.workspace}")
     return 0
 
@@ -104,6 +116,7 @@ def register(sub) -> None:
     add_seed(b, "the images, the models and the analyses")
     b.add_argument(
         "--stages",
+        type=_demo_stages,
         default="data,models,concepts,analysis",
         help="comma-separated stages to run (data, models, concepts, analysis)",
     )

@@ -259,3 +259,11 @@ def test_study_list_by_workspace(factory_copy, tmp_path, capsys):
     assert capsys.readouterr().out.startswith("1 study in ")
     assert main(["study", "list", "--store", url, "--workspace", str(tmp_path / "nowhere")]) == 1
     assert "workspace.json: not found" in capsys.readouterr().err
+
+
+def test_demo_stages_are_checked_before_any_stage_runs(capsys):
+    assert parser().parse_args(["demo", "build", "--stages", "data, models"]).stages == ["data", "models"]
+    assert parser().parse_args(["demo", "build"]).stages == ["data", "models", "concepts", "analysis"]
+    with pytest.raises(SystemExit):
+        parser().parse_args(["demo", "build", "--stages", "data,modles"])
+    assert "argument --stages: 'modles': not a stage; choose from data, models" in capsys.readouterr().err
