@@ -203,7 +203,7 @@ def test_largest_keeps_the_links_of_as_largest_clusters(factory_template):
 def test_a_pairs_links_counted_from_clusters_are_the_stored_contingency(factory_template):
     """The page counts the links of the two checkpoints it shows from their clusters: the
     same cells as `compare.contingency` and the comparisons analysis' `cluster_links`."""
-    from conceptlens.analysis.compare import contingency
+    from conceptlens.metrics.compare import contingency
     from conceptlens.views.checkpoints import _pair_links
 
     db = WorkspaceDB(factory_template)

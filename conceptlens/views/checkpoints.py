@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis import compare
+from ..metrics import compare
 from . import clusters
 
 # The tables of `conceptlens analyze comparisons` the page reads.
