@@ -1,6 +1,7 @@
 """The import graph of `conceptlens/` (issue 22): no import cycle among module-level
 imports, no private name used across modules, the demo generator imported only by itself,
 the tests, the benchmarks and the CLI's `demo` commands, and no Streamlit in the library.
+And the views return data: no display format is declared in `conceptlens/views/`.
 
 The graph is read with `ast` from every module's source (relative imports resolved, imports
 inside functions included), so a module that is never imported by a test is checked too.
@@ -11,6 +12,8 @@ of each kind: the checks can fail.
 from __future__ import annotations
 
 import ast
+import functools
+import re
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +36,15 @@ class Import:
     local: tuple[str, ...]  # the names it binds in the importing module (`as` names included)
     toplevel: bool  # runs when the module is imported (not inside a function or TYPE_CHECKING)
     function: str | None  # the innermost function around it
+
+
+def parse(path: Path) -> ast.Module:
+    return _parse(path, path.stat().st_mtime_ns)
+
+
+@functools.cache
+def _parse(path: Path, mtime: int) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
 
 
 def modules(root: Path, package: str = PACKAGE) -> dict[str, tuple[Path, bool]]:
@@ -85,7 +97,7 @@ def imports_of(root: Path, path: Path, module: str, is_pkg: bool) -> list[Import
         for child in ast.iter_child_nodes(node):
             visit(child, toplevel, function)
 
-    visit(ast.parse(path.read_text(), str(path)), True, None)
+    visit(parse(path), True, None)
     return out
 
 
@@ -167,7 +179,7 @@ def private_uses(root: Path, package: str = PACKAGE) -> list[str]:
                 # `import p.m` binds p; `import p.m as x` binds x to p.m
                 top = imp.target.split(".")[0]
                 bound[imp.local[0]] = top if imp.local[0] == top else imp.target
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.Attribute) and _private(node.attr):
                 chain, base = [], node.value
                 while isinstance(base, ast.Attribute):
@@ -213,6 +225,28 @@ def streamlit_imports(root: Path, package: str = PACKAGE) -> list[str]:
     return [f"{imp.where}: {imp.module}" for imp in imps if imp.target.split(".")[0] == "streamlit"]
 
 
+# printf formats (`%.3f`, `%d`) and str.format fields (`{:.2f}`) as a whole string constant
+DISPLAY_FORMAT = re.compile(r"%[-+ #0]*\d*(\.\d+)?[dfeEgGsx%]|\{[^{}]*:[^{}]*[dfeEgG%]\}")
+
+
+def display_formats(root: Path, package: str = PACKAGE) -> list[str]:
+    """String constants of the views that are number formats: how a value is shown is
+    declared in components/ (components/formats.py), the views return the values."""
+    out = []
+    for path in sorted((root / package / "views").rglob("*.py")):
+        found = [
+            (node.lineno, node.col_offset, node.value)
+            for node in ast.walk(parse(path))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ]
+        out += [
+            f"{path.relative_to(root)}:{line}: {v!r}"
+            for line, _, v in sorted(found)
+            if DISPLAY_FORMAT.fullmatch(v)
+        ]
+    return out
+
+
 # ---- the repository ----------------------------------------------------------------------------
 def test_no_import_cycle_in_the_package():
     assert cycles(ROOT) == []
@@ -228,6 +262,10 @@ def test_only_the_demo_its_tests_and_its_cli_commands_import_the_demo():
 
 def test_the_library_never_imports_streamlit():
     assert streamlit_imports(ROOT) == []
+
+
+def test_views_declare_no_display_format():
+    assert display_formats(ROOT) == []
 
 
 def test_the_walk_sees_the_whole_package():
@@ -276,6 +314,12 @@ SYNTHETIC = {
         """,
     "sub/__init__.py": "from .. import d as _  # a package importing a sibling\nfrom .leaf import x\n",
     "sub/leaf.py": "from .. import __doc__ as doc  # a dunder is not private\nx = 1\n",
+    "views/__init__.py": "",
+    "views/table.py": """
+        COLUMNS = {"n": "%d", "share": "%.2f", "name": None}
+        LABEL = "{:.1%}"
+        SQL = "SELECT * FROM t WHERE name LIKE '%a%'"
+        """,
     "demo/__init__.py": "",
     "demo/gen.py": "from ..a import b  # the demo may import the library\n\n\ndef make():\n    return b\n",
 }
@@ -319,3 +363,11 @@ def test_demo_imports_outside_the_demo_and_its_cli_commands_are_found(synthetic)
 
 def test_streamlit_anywhere_in_the_package_is_found(synthetic):
     assert streamlit_imports(synthetic, "pkg") == ["pkg/c.py:13: pkg.c"]
+
+
+def test_number_formats_in_a_view_are_found(synthetic):
+    assert display_formats(synthetic, "pkg") == [
+        "pkg/views/table.py:1: '%d'",
+        "pkg/views/table.py:1: '%.2f'",
+        "pkg/views/table.py:2: '{:.1%}'",
+    ]
