@@ -458,7 +458,8 @@ def instrument(version: str) -> Clock:
     else:
         # registry first: importing analysis.clustering first hits a circular import.
         registry = importlib.import_module("conceptlens.analysis.registry")
-        from conceptlens.analysis import clustering, compare
+        from conceptlens.analysis import clustering
+        from conceptlens.metrics import compare, scores
 
         # Fingerprints hash the bytes of derived files: a read of them.
         for mod in ("workspace", "analysis.cluster_metrics", "analysis.comparisons"):
@@ -473,7 +474,7 @@ def instrument(version: str) -> Clock:
             (a["cluster_metrics"], "run", "analysis cluster_metrics"),
             *metric,
             (a["comparisons"], "run", "analysis comparisons"),
-            (compare, "anmi", "  aNMI of the new pairs"),
+            (scores, "anmi", "  aNMI of the new pairs"),
             (compare, "contingency", "  contingency tables of the new pairs"),
         ]
     for owner_, attr, name in phases:

@@ -59,7 +59,7 @@ def build(out: Path, n: int, seed: int = 0) -> None:
 
     from conceptlens import schema
     from conceptlens.demo import scale
-    from conceptlens.extract import _features_table
+    from conceptlens.extract import features_table
     from conceptlens.metrics.intrinsic import twonn
     from conceptlens.metrics.learnability import cluster_learnability
     from conceptlens.metrics.scores import purity
@@ -136,7 +136,7 @@ def build(out: Path, n: int, seed: int = 0) -> None:
     x32 = np.ascontiguousarray(xy, dtype=np.float32)
     # The checkpoint's features are the 2-D points themselves (feature_dim 2): the page's
     # nearest neighbours of an image are then its neighbours on the plot.
-    ws.write("features", _features_table(list(ids), x32), checkpoint_id=CKPT)
+    ws.write("features", features_table(list(ids), x32), checkpoint_id=CKPT)
     # Centres from a 100,000-point sample (k-means of 2-D points on every point would take
     # minutes here), then every point assigned to its nearest centre.
     km = faiss.Kmeans(2, K, niter=20, seed=seed, max_points_per_centroid=100)

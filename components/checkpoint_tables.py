@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from components.cluster_tables import interval_text
-from conceptlens.views.checkpoints import TABLE_COLUMNS
+from components.formats import CHECKPOINT_FORMATS
 
 COLUMN_NAMES = {
     "checkpoint_id": "checkpoint",
@@ -32,7 +32,7 @@ def column_name(col: str) -> str:
 def checkpoint_formats(table: pd.DataFrame) -> dict[str, str]:
     """The number format of each column of `views.checkpoints.checkpoint_table` (its
     headers stay the stored column names, as the docs and a CSV of it name them)."""
-    return {c: fmt for c, fmt in TABLE_COLUMNS.items() if fmt and c in table.columns}
+    return {c: fmt for c, fmt in CHECKPOINT_FORMATS.items() if c in table.columns}
 
 
 def correlation_table(corr: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:

@@ -53,7 +53,7 @@ class HFCaptioner(Captioner):
         from transformers import AutoProcessor
 
         from .models import resolve_path
-        from .models.huggingface import _dtype_kwargs
+        from .models.huggingface import dtype_kwargs
 
         local = resolve_path(name, root)
         src = str(local) if local is not None else name
@@ -75,7 +75,7 @@ class HFCaptioner(Captioner):
             if cls is None:
                 continue
             try:
-                self.model = cls.from_pretrained(src, local_files_only=local_only, **_dtype_kwargs())
+                self.model = cls.from_pretrained(src, local_files_only=local_only, **dtype_kwargs())
                 break
             except ValueError as e:  # this auto class does not cover the architecture
                 last = e

@@ -121,7 +121,8 @@ class _Images:
         return self.positions[i], self.preprocess(img)
 
 
-def _features_table(ids: list[str], emb: np.ndarray) -> pa.Table:
+def features_table(ids: list[str], emb: np.ndarray) -> pa.Table:
+    """A `features` partition: `image_id` and its embedding as a list of float32."""
     emb = np.ascontiguousarray(emb, dtype=np.float32)
     n, d = emb.shape
     offsets = pa.array(np.arange(0, (n + 1) * d, d, dtype=np.int32))
@@ -168,7 +169,7 @@ def _embed_batch(embedder, spec: str, batch, batch_ids: list[str], device) -> pa
             f"{spec}: NaN or infinite embedding for {int(bad.sum())} image(s), e.g. "
             f"{batch_ids[int(np.flatnonzero(bad)[0])]!r}; features not written"
         )
-    return _features_table(batch_ids, emb)
+    return features_table(batch_ids, emb)
 
 
 class RayEmbedder:
@@ -196,7 +197,7 @@ class RayEmbedder:
         return {"n": len(ids)}
 
 
-def _ray_init(ray) -> None:
+def ray_init(ray) -> None:
     """Join $RAY_ADDRESS's cluster, or start one here whose workers import what we import."""
     import os
 
@@ -219,7 +220,7 @@ def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, ba
         import ray
     except ImportError:
         raise ValueError("--engine ray needs Ray: pip install 'conceptlens[ray]'") from None
-    _ray_init(ray)
+    ray_init(ray)
     n_actors = actors or max(1, min(len(batches), int(ray.cluster_resources().get("CPU", 1))))
     ds = ray.data.from_items(batches)
     ds = ds.map(
@@ -248,7 +249,7 @@ def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, ba
         raise
 
 
-def _upsert_checkpoint(ws: Workspace, row: dict) -> None:
+def upsert_checkpoint(ws: Workspace, row: dict) -> None:
     """Replace the checkpoint's row; keep the existing file's column types."""
     new = pa.Table.from_pylist([row], schema=schema.arrow_schema("checkpoints"))
     path = ws.table_path("checkpoints")
@@ -476,7 +477,7 @@ def _finish(
         "created": now_iso(),
     }
     row.update(meta)
-    _upsert_checkpoint(ws, row)
+    upsert_checkpoint(ws, row)
     shutil.rmtree(partial, ignore_errors=True)
     return cid
 

@@ -231,10 +231,10 @@ class _MetaOnly:
 def validate_remote(url: str, tables, db=None) -> list:
     """The dashboard's check of a remote workspace: workspace.json as `validate` checks
     it, and the tables DuckDB could not open (`db.errors`). Rows are not read here."""
-    from .validate import Problem, _Validator
+    from .validate import Problem, Validator
 
     ws = RemoteWorkspace(url)
-    v = _Validator(_MetaOnly(ws), deep=False, tables=tables)
+    v = Validator(_MetaOnly(ws), deep=False, tables=tables)
     v.check_meta()
     problems = list(v.problems)
     for name, error in sorted((getattr(db, "errors", None) or {}).items()):

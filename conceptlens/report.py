@@ -225,7 +225,7 @@ document.querySelectorAll("script[id$='-spec']").forEach(function (el) {{
 
 
 def _report(args) -> int:
-    from .figures.export import write_atomic
+    from .workspace import atomic_write_bytes
 
     t0 = time.perf_counter()
     page, summary = build_report(args.workspace, progress=not args.quiet)
@@ -234,7 +234,7 @@ def _report(args) -> int:
         raise ConceptLensError(f"--out {out}: is a folder; give a file name such as report.html")
     out.parent.mkdir(parents=True, exist_ok=True)
     data = page.encode()
-    write_atomic(out, data)
+    atomic_write_bytes(out, data)
     skipped = f"; {len(summary['skipped'])} not drawn" if summary["skipped"] else ""
     seconds = time.perf_counter() - t0
     print(f"{out}: {summary['figures']} figures, {len(data) / 1e6:.1f} MB, {seconds:.1f} s{skipped}")

@@ -62,7 +62,7 @@ def validate(
     reported, so a page whose tables are sound can render next to a broken one.
     """
     try:
-        return _Validator(Path(root), deep, tables).run()
+        return Validator(Path(root), deep, tables).run()
     except Exception as e:  # a bug in a check must not take the dashboard down
         return [Problem(".", "workspace", None, f"validation stopped unexpectedly: {_why(e)}")]
 
@@ -93,7 +93,10 @@ class _Loaded:
     unread: set[int]  # indices of files that could not be read (already reported)
 
 
-class _Validator:
+class Validator:
+    """One check of a workspace (`validate`), its problems in `problems`; `remote.py` runs
+    its workspace.json check on a URL."""
+
     def __init__(self, root: Path, deep: bool, tables: Iterable[str] | None):
         self.root, self.deep = root, deep
         self.problems: list[Problem] = []

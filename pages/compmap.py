@@ -9,6 +9,7 @@ import streamlit as st
 from components import data, url_state
 from components.analysis_gate import available
 from components.export_button import show_figure
+from components.formats import WEIGHT_ACCURACY_COLUMNS, WEIGHT_ACCURACY_FORMATS
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
@@ -90,9 +91,9 @@ st.caption(
 acc = ws.view(V.weight_accuracy, vl_model=vl)
 shown = acc[acc["setting"] == setting].drop(columns=["setting", "setting_label"])
 metric_table(
-    shown.rename(columns=V.WEIGHT_ACCURACY_COLUMNS),
+    shown.rename(columns=WEIGHT_ACCURACY_COLUMNS),
     key="cm_weight_acc",
-    formats={c: "%.3f" for c in V.WEIGHT_ACCURACY_COLUMNS.values()},
+    formats=WEIGHT_ACCURACY_FORMATS,
 )
 st.caption(f"{label_of[setting]}; lo and hi: the ends of the 95% interval.")
 

@@ -216,7 +216,8 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
             checkpoint_id=cid,
             method="umap",
         )
-    from conceptlens.analysis.compare import anmi, contingency
+    from conceptlens.metrics.compare import contingency
+    from conceptlens.metrics.scores import anmi
 
     clid, corr, sim, links = [], [], [], []
     for k in ks:

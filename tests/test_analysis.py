@@ -80,7 +80,8 @@ def test_analysis_writes_valid_tables(analysed):
 
 def test_comparisons_match_a_direct_computation(analysed):
     """clustering_similarity and cluster_links agree with the clusterings they compare."""
-    from conceptlens.analysis.compare import anmi, match_clusters
+    from conceptlens.metrics.compare import match_clusters
+    from conceptlens.metrics.scores import anmi
 
     ws, _ = analysed
     cl = table(ws, "clusters")

@@ -1,6 +1,7 @@
 """AppTest of the Checkpoints page's controls and of what it shows for missing or left-out
 values, on the factory workspace (tests/factory.py: toy dataset, ck0..ck2, k = 4)."""
 
+import json
 import os
 
 import numpy as np
@@ -10,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from components.formats import CHECKPOINT_FORMATS
 from conceptlens import views
 from conceptlens.db import WorkspaceDB
 from tests.test_app import assert_clean, open_app, plain
@@ -157,6 +159,11 @@ def test_missing_values_show_as_an_em_dash(monkeypatch, factory_copy):
     assert_clean(at)
     t = table_with(at, "epoch")
     assert pd.isna(t.value.set_index("checkpoint_id").loc["ck1", "epoch"]) and t.proto.placeholder == DASH
+    config = json.loads(t.proto.columns)
+    shown = {
+        c: cfg["type_config"]["format"] for c, cfg in config.items() if "format" in cfg.get("type_config", {})
+    }
+    assert shown == CHECKPOINT_FORMATS  # every number of the table in its format
     assert {m.label: m.value for m in at.metric}["aNMI(A, B)"] == DASH
 
 
@@ -200,10 +207,22 @@ def test_largest_keeps_the_links_of_as_largest_clusters(factory_template):
     pd.testing.assert_frame_equal(links, every[every["a"].isin(top2)].reset_index(drop=True))
 
 
+def test_every_number_of_the_checkpoint_table_has_a_format_declared_once(factory_template):
+    """The view returns the columns (in order), components/formats.py how each number is
+    shown: a column added to the view without a format would show raw floats."""
+    from components.checkpoint_tables import checkpoint_formats
+
+    t = views.checkpoints.checkpoint_table(WorkspaceDB(factory_template), dataset="toy", k=4)
+    assert list(t.columns) == list(views.checkpoints.TABLE_COLUMNS)
+    numbers = {c for c in t.columns if pd.api.types.is_numeric_dtype(t[c])}
+    assert len(numbers) > 10 and set(checkpoint_formats(t)) == numbers
+    assert set(CHECKPOINT_FORMATS) <= set(views.checkpoints.TABLE_COLUMNS)
+
+
 def test_a_pairs_links_counted_from_clusters_are_the_stored_contingency(factory_template):
     """The page counts the links of the two checkpoints it shows from their clusters: the
     same cells as `compare.contingency` and the comparisons analysis' `cluster_links`."""
-    from conceptlens.analysis.compare import contingency
+    from conceptlens.metrics.compare import contingency
     from conceptlens.views.checkpoints import _pair_links
 
     db = WorkspaceDB(factory_template)

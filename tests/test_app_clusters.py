@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptlens import views
-from conceptlens.analysis import compare
+from conceptlens.metrics import compare
 from conceptlens.workspace import Workspace
 from tests.factory import COLORS
 from tests.malformed import MALFORMATIONS

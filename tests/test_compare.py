@@ -1,4 +1,4 @@
-"""conceptlens.analysis.compare and the page figures, on hand-worked cases."""
+"""conceptlens.metrics.compare and the page figures, on hand-worked cases."""
 
 import math
 
@@ -7,15 +7,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from conceptlens.analysis.compare import (
-    cluster_changes,
-    epoch_long,
-    filter_clusters,
-    match_clusters,
-    pairwise_anmi,
-    purity_bins,
-    runs_with_stages,
-)
 from conceptlens.figures.checkpoints import (
     CHECK_SIZES,
     anmi_heatmap,
@@ -29,6 +20,15 @@ from conceptlens.figures.checkpoints import (
     short_names,
 )
 from conceptlens.figures.clusters import projection_scatter, purity_coherence
+from conceptlens.metrics.compare import (
+    cluster_changes,
+    epoch_long,
+    filter_clusters,
+    match_clusters,
+    pairwise_anmi,
+    purity_bins,
+    runs_with_stages,
+)
 
 
 def assign(labels, prefix="i"):

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptlens import views
-from conceptlens.analysis import compare
 from conceptlens.db import WorkspaceDB
+from conceptlens.metrics import compare
 from tests.factory import COLORS, make_workspace
 
 

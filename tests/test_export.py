@@ -398,8 +398,25 @@ st.json(view_provenance(figure="umap"))
     assert prov["conceptlens_version"] == __version__ and prov["date"] and prov["figure"] == "umap"
 
 
-def test_tables_and_figures_modules_never_import_streamlit():
-    from tests.conftest import ROOT
+def test_exported_files_are_written_whole_and_readable_by_everyone(factory_template, tmp_path):
+    """`conceptlens figures` writes through the workspace's atomic writer: each file is
+    renamed into place (no temporary file left) with the mode of any other file the user
+    creates (0644 under the default umask 022), not mkstemp's private 0600."""
+    import os
+    import stat
 
-    for rel in ("conceptlens/tables.py", "conceptlens/figures/export.py", "conceptlens/figures/catalog.py"):
-        assert "import streamlit" not in (ROOT / rel).read_text(), rel
+    from conceptlens.cli import main
+
+    spec = tmp_path / "figures.toml"
+    spec.write_text('formats = ["html"]\n[[figure]]\nfigure = "umap"\npage = "clusters"\n')
+    out = tmp_path / "out"
+    args = ["figures", "--workspace", str(factory_template), "--out", str(out), "--spec", str(spec)]
+    assert main([*args, "--quiet"]) == 0
+    umask = os.umask(0o022)
+    os.umask(umask)
+    files = sorted(p.name for p in out.iterdir())
+    assert len(files) == 2 and "manifest.json" in files and files[0].endswith(".html"), files
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()}
+    assert set(modes.values()) == {0o666 & ~umask}, modes
+    if umask == 0o022:
+        assert set(modes.values()) == {0o644}

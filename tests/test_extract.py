@@ -204,6 +204,16 @@ def test_missing_hub_model_offline_is_fast(ws, monkeypatch):
     assert time.time() - t < 10 and "huggingface" in str(e.value)
 
 
+def test_a_model_that_cannot_load_is_a_model_error_not_a_workspace_one(ws, capsys):
+    with pytest.raises(ModelLoadError, match="unknown family") as e:
+        ex.extract(ws, "shapes", "nofamily:x", progress=False)
+    assert not isinstance(e.value, WorkspaceError)  # the workspace is fine: the model is not
+    rc = main(["extract", "--workspace", str(ws), "--dataset", "shapes", "--model", "nofamily:x"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("conceptlens: error: model spec 'nofamily:x': unknown family")
+    assert err.count("\n") == 1
+
+
 def test_cli(ws, tiny_weights, capsys):
     rc = main(
         [

@@ -142,3 +142,26 @@ def test_missing_weights_offline_fail_fast(monkeypatch, spec):
     assert time.time() - t < 10
     msg = str(e.value)
     assert "offline" in msg and "Looked in" in msg and "cache" in msg
+
+
+def test_augment_is_seeded_in_range_and_the_identity_without_its_random_parts():
+    from conceptlens.models.augment import augment
+
+    x = torch.rand(4, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    a = augment(x, torch.Generator().manual_seed(7))
+    assert a.shape == x.shape and 0 <= a.min() and a.max() <= 1
+    assert torch.equal(a, augment(x, torch.Generator().manual_seed(7)))  # the seed fixes the views
+    assert not torch.allclose(a, augment(x, torch.Generator().manual_seed(8)))
+    # A crop of the whole image, no flip, no jitter, no grey: the image itself.
+    same = augment(x, torch.Generator().manual_seed(7), flip=False, min_scale=1.0, color=0.0, gray_p=0.0)
+    torch.testing.assert_close(same, x, atol=1e-5, rtol=0)
+    # Greyscale always: the three channels are their mean.
+    grey = augment(x, torch.Generator().manual_seed(7), min_scale=1.0, flip=False, color=0.0, gray_p=1.0)
+    torch.testing.assert_close(grey, x.mean(dim=1, keepdim=True).expand_as(x), atol=1e-5, rtol=0)
+    # A horizontal flip of a full-area crop mirrors the columns.
+    g = torch.Generator().manual_seed(3)
+    flips = [augment(x[:1], g, min_scale=1.0, color=0.0, gray_p=0.0) for _ in range(8)]
+    assert any(torch.allclose(f, x[:1].flip(-1), atol=1e-5) for f in flips)
+    assert all(
+        torch.allclose(f, x[:1], atol=1e-5) or torch.allclose(f, x[:1].flip(-1), atol=1e-5) for f in flips
+    )

@@ -1,12 +1,12 @@
 """What mutation testing found untested in the comparison helpers (tools/mutate.py,
-conceptlens/analysis/compare.py)."""
+conceptlens/metrics/compare.py)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from conceptlens.analysis.compare import cluster_changes, purity_bins
+from conceptlens.metrics.compare import cluster_changes, purity_bins
 
 
 def test_a_split_and_merge_link_counts_as_both():

@@ -22,9 +22,9 @@ from sklearn.metrics import adjusted_rand_score
 from conceptlens import metrics as M
 from conceptlens import schema
 from conceptlens.analysis import registry
-from conceptlens.analysis.compare import purity_bins
 from conceptlens.analysis.comparisons import _clid_and_correlations
 from conceptlens.db import WorkspaceDB
+from conceptlens.metrics.compare import purity_bins
 from conceptlens.validate import format_problems, validate
 from conceptlens.views import clusters as clusters_view
 from conceptlens.workspace import Workspace

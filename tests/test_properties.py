@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from conceptlens import metrics as M
-from conceptlens.analysis.compare import purity_bins
+from conceptlens.metrics.compare import purity_bins
 from conceptlens.workspace import Workspace, parse_partition, partition_value
 
 SETTINGS = settings(

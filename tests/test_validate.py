@@ -219,7 +219,7 @@ def test_unexpected_error_in_a_check_becomes_a_problem(ws, monkeypatch):
     def boom(self, ld):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(v._Validator, "check_values", boom)
+    monkeypatch.setattr(v.Validator, "check_values", boom)
     problems = validate(ws.root, deep=False, tables={"clusters"})
     assert [(p.file, p.table, p.column) for p in problems] == [("clusters", "clusters", None)]
     assert "RuntimeError: disk on fire" in problems[0].message

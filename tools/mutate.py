@@ -44,7 +44,7 @@ MODULES = {
     "conceptlens/metrics/neighbors.py": METRICS,
     "conceptlens/metrics/intrinsic.py": METRICS,
     "conceptlens/metrics/captions.py": METRICS,
-    "conceptlens/analysis/compare.py": [
+    "conceptlens/metrics/compare.py": [
         "tests/test_compare.py",
         "tests/test_pipeline_wiring.py",
         "tests/test_db.py",

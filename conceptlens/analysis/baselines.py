@@ -11,9 +11,10 @@ transfer accuracy.
 Alignment, rotation and transfer run the checkpoint's model again on transformed images,
 so they need its weights (`checkpoints.source` and `weights`); a checkpoint whose model
 cannot be loaded gets them as missing values, with a note. Alignment's two views come
-from the demo's SimCLR-style augmentation (`conceptlens.demo.encoders.augment`: random
-resized crop of at least half the area with a horizontal flip, colour jitter 0.4,
-greyscale with probability 0.2), applied to every checkpoint alike.
+from a SimCLR-style augmentation (`conceptlens.models.augment`, the one the demo's
+contrastive checkpoints train with: random resized crop of at least half the area with a
+horizontal flip, colour jitter 0.4, greyscale with probability 0.2), applied to every
+checkpoint alike.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def _augmented_views(images: list, seed: int) -> tuple[list, list]:
     import torch
     from PIL import Image
 
-    from ..demo.encoders import augment
+    from ..models.augment import augment
 
     g = torch.Generator().manual_seed(int(seed))
     views = ([], [])

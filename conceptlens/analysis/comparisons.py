@@ -195,7 +195,8 @@ def _clid_and_correlations(
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
-    from .compare import anmi, contingency
+    from ..metrics.compare import contingency
+    from ..metrics.scores import anmi
 
     ds = unit.partition["dataset"]
     inputs = _inputs_of(ctx, ds)

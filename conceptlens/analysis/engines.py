@@ -95,9 +95,9 @@ def run_ray(
         import ray
     except ImportError:
         raise ValueError("--engine ray needs Ray: pip install 'conceptlens[ray]'") from None
-    from ..extract import _ray_init
+    from ..extract import ray_init
 
-    _ray_init(ray)
+    ray_init(ray)
     threads = threads or 1
     if workers is None:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)

@@ -185,7 +185,7 @@ def build_scale(
     """Write the workspace at `out`; `analyses`: `all`, `none` or a list of analysis names."""
     from tqdm import tqdm
 
-    from ..extract import _features_table
+    from ..extract import features_table
 
     if n_images < 8:
         raise ValueError(f"--images must be at least 8, got {n_images}")
@@ -251,7 +251,7 @@ def build_scale(
     rows = []
     for j, ck in enumerate(tqdm(plan, desc="scale: features", disable=not progress)):
         X = _features(z, ck["quality"], dim, seed, j)
-        ws.write("features", _features_table(ids, X), checkpoint_id=ck["checkpoint_id"])
+        ws.write("features", features_table(ids, X), checkpoint_id=ck["checkpoint_id"])
         rows.append(
             {
                 "checkpoint_id": ck["checkpoint_id"],

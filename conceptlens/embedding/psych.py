@@ -52,7 +52,7 @@ class Trials:
     weight: np.ndarray
 
     def __post_init__(self):
-        S._check_trials(self.stimulus_set, self.n_select)
+        S.check_trials(self.stimulus_set, self.n_select)
         if np.shape(self.weight) != (len(self.stimulus_set),):
             raise ValueError("weight must have one value per trial")
         if (np.asarray(self.weight) < 0).any():

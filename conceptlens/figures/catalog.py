@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 
 from .. import views
 from ..errors import ConceptLensError
+from ..workspace import atomic_write_bytes
 from .export import (
     DEFAULT_ASPECT,
     FORMATS,
@@ -32,7 +33,6 @@ from .export import (
     parse_width,
     provenance,
     renderer,
-    write_atomic,
 )
 
 PAPER_FORMATS = ("pdf", "svg", "png")
@@ -840,7 +840,7 @@ def render_jobs(
                 t0 = time.perf_counter()
                 data = figure_bytes(fig, fmt, w, prov, aspect=fig_spec.aspect_at(w), title=fig_spec.title)
                 path = out / f"{stem}.{fmt}"
-                write_atomic(path, data)
+                atomic_write_bytes(path, data)
                 checked = {"pdf": inspect_pdf(data)} if fmt == "pdf" else {}
                 manifest["files"].append(
                     {
@@ -857,5 +857,5 @@ def render_jobs(
                         **checked,
                     }
                 )
-    write_atomic(out / "manifest.json", (json.dumps(manifest, indent=2, default=str) + "\n").encode())
+    atomic_write_bytes(out / "manifest.json", (json.dumps(manifest, indent=2, default=str) + "\n").encode())
     return manifest

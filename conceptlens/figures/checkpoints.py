@@ -368,7 +368,7 @@ def metrics_vs_epoch(long: pd.DataFrame, metric: str | None = None, title: str |
     by method (one legend entry each), the runs of one method told apart by dash.
 
     `long` has columns run, epoch, checkpoint_id, metric, value and method
-    (`conceptlens.analysis.compare.epoch_long`).
+    (`conceptlens.metrics.compare.epoch_long`).
     """
     metrics = list(dict.fromkeys(long["metric"].astype(str)))
     metric = metric or (metrics[0] if metrics else None)
@@ -498,7 +498,7 @@ def cluster_sankey(
     """Flows of images from A's clusters (left) to B's (right).
 
     `links` comes from `conceptlens.views.checkpoints.cluster_links` (or
-    `conceptlens.analysis.compare.classify_links`); link colour is its kind (split,
+    `conceptlens.metrics.compare.classify_links`); link colour is its kind (split,
     merge, ...). `meta_a`/`meta_b` are cluster rows (`views.clusters.cluster_table`)
     with a `cluster` column or indexed by cluster; their size, purity, coherence and
     caption go into node hovers. A node is labelled only when it is tall enough for its

@@ -211,7 +211,7 @@ def _focus(vals: pd.Series, cats: list, clusters: pd.Series | None, highlight) -
     return (first + [c for c in by_size(vals) if c not in first])[:FOCUS]
 
 
-def _region_shape(region) -> dict:
+def region_shape(region) -> dict:
     """A drawn selection (`views.clusters.parse_region`'s kind and vertices) as a
     `layout.selections` entry, so a region restored from a link is drawn again."""
     kind, pts = region
@@ -354,7 +354,7 @@ def projection_scatter(
         ),
         margin=dict(l=40, r=20, t=50 if title else 20, b=40),
         height=560,
-        selections=[_region_shape(region)] if region is not None else None,
+        selections=[region_shape(region)] if region is not None else None,
     )
     return fig
 

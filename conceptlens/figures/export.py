@@ -353,24 +353,6 @@ def paper_height_in(fig: go.Figure, width_in: float, aspect: float | None = None
     return paper_figure(fig, width_in, aspect).layout.height / DPI
 
 
-def write_atomic(path, data: bytes) -> None:
-    """Write a file through a temporary one renamed into place (never half-written)."""
-    import tempfile
-    from pathlib import Path
-
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 # ---- rendering --------------------------------------------------------------------------------
 def _browser() -> None:
     # choreographer (kaleido's Chromium driver) logs a message of Chromium's it cannot parse

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .clusters import _region_shape, projection_scatter
+from .clusters import projection_scatter, region_shape
 from .export import SCREEN_ONLY
 from .theme import SEQUENTIAL, umap_axis
 
@@ -126,7 +126,7 @@ def projection_density(
         yaxis=umap_axis(2, range=_padded(y0, y1), showgrid=False),
         margin=dict(l=40, r=20, t=50 if title else 20, b=40),
         height=560,
-        selections=[_region_shape(region)] if region is not None else None,
+        selections=[region_shape(region)] if region is not None else None,
     )
     if bins.empty:
         fig.add_annotation(text="no images here", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)

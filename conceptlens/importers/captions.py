@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .features import _fail, dataset_rows, match_ids
+from .features import dataset_rows, match_ids, raise_reasons
 from .images import ImportInputError, open_workspace
 from .manifest import read_table
 
@@ -50,7 +50,7 @@ def import_captions(
                 "a captioner has one caption per image"
             )
         first.setdefault(iid, i)
-    _fail(why)
+    raise_reasons(why)
     table = pa.table(
         {
             "image_id": pa.array(ids, pa.string()),

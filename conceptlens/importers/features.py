@@ -243,7 +243,8 @@ def dataset_rows(ws: Workspace, dataset: str | None) -> list[dict]:
     return rows
 
 
-def _fail(reasons: list[str]) -> None:
+def raise_reasons(reasons: list[str]) -> None:
+    """ImportInputError naming the first three of `reasons` (and how many more), if any."""
     if reasons:
         more = f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else ""
         raise ImportInputError("; ".join(reasons[:3]) + more)
@@ -268,7 +269,7 @@ def import_features(
 
     Returns (checkpoint_id, number of images, feature_dim). Nothing is written on error.
     """
-    from ..extract import _features_table, _upsert_checkpoint
+    from ..extract import features_table, upsert_checkpoint
 
     ws = open_workspace(workspace)
     cid = check_id(checkpoint_id, "--checkpoint")
@@ -285,13 +286,13 @@ def import_features(
         raise ImportInputError(f"{src}: {len(keys)} ids but {path} has {len(X)} vectors")
     where = lambda i: f"{src} row {i + 1}"
     matched, why = match_ids(images, keys, where)
-    _fail(why)
+    raise_reasons(why)
     first: dict[str, int] = {}
     for i, iid in enumerate(matched):
         if iid in first:
             why.append(f"{where(i)}: image {iid!r} again (also row {first[iid] + 1})")
         first.setdefault(iid, i)
-    _fail(why)
+    raise_reasons(why)
     bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
     if len(bad):
         raise ImportInputError(
@@ -305,7 +306,7 @@ def import_features(
             f"dataset {dataset!r}, e.g. {lacking[:3]}"
         )
     X = X[[first[iid] for iid in order]]
-    ws.write("features", _features_table(order, X), checkpoint_id=cid)
+    ws.write("features", features_table(order, X), checkpoint_id=cid)
     row = {
         "checkpoint_id": cid,
         "dataset": dataset,
@@ -321,7 +322,7 @@ def import_features(
         "preprocessing": None,
         "created": now_iso(),
     }
-    _upsert_checkpoint(ws, row)
+    upsert_checkpoint(ws, row)
     return cid, len(order), int(X.shape[1])
 
 

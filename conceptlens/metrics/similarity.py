@@ -16,7 +16,8 @@ DISTANCES = ("l1", "l2", "cosine")
 BETA = 10.0
 
 
-def _check_trials(stimulus_set, n_select) -> tuple[np.ndarray, np.ndarray]:
+def check_trials(stimulus_set, n_select) -> tuple[np.ndarray, np.ndarray]:
+    """`stimulus_set` and `n_select` as int64 arrays; ValueError saying which is malformed."""
     stim = np.asarray(stimulus_set)
     sel = np.asarray(n_select)
     if stim.ndim != 2 or stim.shape[1] < 3:
@@ -35,7 +36,7 @@ def rank_log_likelihood(Z: np.ndarray, stimulus_set, n_select, beta: float = BET
     """log p(choices | trial, Z) of every trial (roads2021 Eq. 2, any N-rank-K):
     the sum over chosen positions k of log s(q, chosen_k) - log sum of s(q, r) over the
     references r not chosen before k, with s = exp(-beta ||z_q - z_r||) (Eq. 3)."""
-    stim, sel = _check_trials(stimulus_set, n_select)
+    stim, sel = check_trials(stimulus_set, n_select)
     Z = np.asarray(Z, np.float64)
     refs = stim[:, 1:]
     valid = refs >= 0
@@ -92,7 +93,7 @@ def most_probable_correct(Z: np.ndarray, stimulus_set, n_select) -> np.ndarray:
 
     Under the rank likelihood that outcome is the n_select nearest references, nearest
     first (swapping a nearer reference in never lowers the probability)."""
-    stim, sel = _check_trials(stimulus_set, n_select)
+    stim, sel = check_trials(stimulus_set, n_select)
     d = query_distances(Z, stim, "l2")
     order = np.argsort(np.where(np.isnan(d), np.inf, d), axis=1, kind="stable")
     # Chosen references sit in columns 0..n_select-1 of the references, in choice order.
@@ -104,7 +105,7 @@ def triplets(stimulus_set, n_select) -> np.ndarray:
     """The triplets a trial implies (roads2021 section 6.1): rows (trial, query, a, b) meaning
     "a is more similar to the query than b". The k-th choice beats every reference not
     chosen before it, so an 8-rank-2 trial gives 7 + 6 = 13."""
-    stim, sel = _check_trials(stimulus_set, n_select)
+    stim, sel = check_trials(stimulus_set, n_select)
     refs = stim[:, 1:]
     rows = []
     for k in range(int(sel.max(initial=0))):
@@ -167,7 +168,7 @@ def triplet_scores(dist: np.ndarray, n_select) -> tuple[np.ndarray, np.ndarray]:
 def triplet_accuracy(X: np.ndarray, stimulus_set, n_select, distance: str = "l2", weights=None) -> float:
     """Share of the trials' triplets that representation X ranks as people did; each
     trial's triplets count with the trial's weight (all 1: the paper's plain mean)."""
-    stim, sel = _check_trials(stimulus_set, n_select)
+    stim, sel = check_trials(stimulus_set, n_select)
     c, n = triplet_scores(query_distances(X, stim, distance), sel)
     w = np.ones(len(stim)) if weights is None else np.asarray(weights, np.float64)
     den = float((w * n).sum())

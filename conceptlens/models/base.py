@@ -6,14 +6,16 @@ import difflib
 import os
 from pathlib import Path
 
-from ..workspace import WorkspaceError
+from ..errors import ConceptLensError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
-class ModelLoadError(WorkspaceError):
-    """A model or its weights cannot be loaded; the message says where we looked."""
+class ModelLoadError(ConceptLensError):
+    """A model or its weights cannot be loaded; the message says where we looked. Not a
+    `WorkspaceError`: the workspace is fine, and code that handles an unreadable workspace
+    must not take a missing model for one."""
 
 
 class LayerError(ModelLoadError):

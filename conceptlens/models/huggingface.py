@@ -40,7 +40,8 @@ _DESCRIBE_KEYS = (
 )
 
 
-def _dtype_kwargs():
+def dtype_kwargs():
+    """`from_pretrained`'s keyword for float32 weights in this version of transformers."""
     import torch
     import transformers
 
@@ -104,7 +105,7 @@ def load(name: str, weights=None, root=None) -> Adapter:
     local_only = local is not None or offline()
     where = str(local) if local is not None else f"the Hugging Face cache {hf_cache_dir()}"
     try:
-        model = AutoModel.from_pretrained(src, local_files_only=local_only, **_dtype_kwargs())
+        model = AutoModel.from_pretrained(src, local_files_only=local_only, **dtype_kwargs())
     except OSError as e:
         if local is not None:
             raise ModelLoadError(

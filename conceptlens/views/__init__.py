@@ -11,7 +11,8 @@ only renders and a script makes the same figures without it:
     db = WorkspaceDB("data/demo")
     purity_coherence(views.clusters.cluster_table(db, dataset="shapes", checkpoint="c", k=5))
 
-Nothing here imports Streamlit.
+Views only read, and return data: how a number is shown (its format, a readable column
+header) is the dashboard's, in components/formats.py. Nothing here imports Streamlit.
 """
 
 from . import checkpoints, clusters, home

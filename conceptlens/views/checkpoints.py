@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..analysis import compare
+from ..metrics import compare
 from . import clusters
 
 # The tables of `conceptlens analyze comparisons` the page reads.
@@ -64,26 +64,26 @@ def summary(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
     )
 
 
-# The page's table of checkpoints: its columns, in order, and the number format of each.
-TABLE_COLUMNS = {
-    "checkpoint_id": None,
-    "model": None,
-    "method": None,
-    "run": None,
-    "epoch": "%d",
-    "knn_acc": "%.3f",
-    "cl": "%.3f",
-    "cl_heldout": "%.3f",
-    "id": "%.2f",
-    "clid": "%.3f",
-    "wclid": "%.3f",
-    "wclid_loo": "%.3f",
-    "anmi": "%.3f",
-    "clusters": "%d",
-    "mean_purity": "%.3f",
-    "mean_coherence": "%.3f",
-    "mean_coherence_hard": "%.3f",
-}
+# The page's table of checkpoints: its columns, in order (components/formats.py shows them).
+TABLE_COLUMNS = (
+    "checkpoint_id",
+    "model",
+    "method",
+    "run",
+    "epoch",
+    "knn_acc",
+    "cl",
+    "cl_heldout",
+    "id",
+    "clid",
+    "wclid",
+    "wclid_loo",
+    "anmi",
+    "clusters",
+    "mean_purity",
+    "mean_coherence",
+    "mean_coherence_hard",
+)
 
 
 def checkpoint_table(

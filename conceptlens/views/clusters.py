@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..analysis import compare
+from ..metrics import compare
 from .home import factors
 
 # What a page can sort the cluster table by (the `cluster_table` column behind each).

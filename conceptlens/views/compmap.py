@@ -18,11 +18,6 @@ MODEL_NAMES = {
     "oracle": "Oracle-Prim",
 }
 LEARNED = {"prim": "learned (Prim)", "oracle": "ground-truth model (Oracle-Prim)"}
-WEIGHT_ACCURACY_COLUMNS = {
-    f"{m}{x}": f"{name}{y}"
-    for m, name in (("acc_instance", "Acc-Instance"), ("acc_class", "Acc-Class"))
-    for x, y in (("", ""), ("_lo", " lo"), ("_hi", " hi"))
-}
 SORTS = {"label": "class index", "name": "class name", "recovered": "recovered primitives (worst first)"}
 FULL = "full"
 

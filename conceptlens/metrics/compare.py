@@ -1,8 +1,9 @@
-"""Comparisons the dashboard shows: purity bins, clusterings against each other.
+"""Comparisons of clusters and clusterings: purity bins, clusterings against each other.
 
-Plain functions of pandas DataFrames read from a workspace's cluster tables
-(no Streamlit here). The dashboard's Clusters and Checkpoints pages call them;
-docs/dashboard.md describes what they show.
+Pure functions of pandas DataFrames read from a workspace's cluster tables. `analyze
+comparisons` stores what they compute for every pair of checkpoints, and the views of the
+Clusters and Checkpoints pages call them on what they read; docs/dashboard.md describes
+what the pages show.
 
 * `purity_bins` — laina2020 Tables 1-2: mean coherence and its 95% interval by
   purity range.
@@ -18,6 +19,8 @@ import math
 
 import numpy as np
 import pandas as pd
+
+from .scores import anmi, clopper_pearson
 
 # laina2020 Tables 1-2 group clusters by purity in steps of 0.1.
 PURITY_EDGES = tuple(round(x / 10, 1) for x in range(11))
@@ -44,8 +47,6 @@ def _pooled_interval(values: pd.Series, trials: pd.Series | None) -> tuple[float
         t = pd.to_numeric(trials, errors="coerce")
         ok_t = ok & t.notna() & (t > 0)
         if ok_t.any() and ok_t.sum() == ok.sum():
-            from ..metrics.scores import clopper_pearson
-
             n = int(t[ok_t].sum())
             k = int(np.round((v[ok_t] * t[ok_t]).sum()))
             lo, hi = clopper_pearson(min(max(k, 0), n), n)
@@ -152,13 +153,6 @@ def _assignment(df: pd.DataFrame, name: str) -> pd.Series:
     if df["image_id"].duplicated().any():
         raise ValueError(f"{name} assigns an image more than once")
     return df.set_index("image_id")["cluster"]
-
-
-def anmi(a, b) -> float:
-    """Adjusted mutual information, arithmetic-mean normalisation (laina2020's aNMI)."""
-    from sklearn.metrics import adjusted_mutual_info_score
-
-    return float(adjusted_mutual_info_score(np.asarray(a), np.asarray(b), average_method="arithmetic"))
 
 
 def pairwise_anmi(assignments: pd.DataFrame, order: list[str] | None = None) -> pd.DataFrame:
