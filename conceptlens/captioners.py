@@ -28,16 +28,10 @@ CAPTIONS_SCHEMA = pa.schema([("image_id", pa.string()), ("captioner", pa.string(
 
 
 def _rgb(paths):
-    from PIL import Image
+    """Thumbnails as RGB (the import composited any transparency already)."""
+    from .extract import load_rgb
 
-    out = []
-    for p in paths:
-        try:
-            with Image.open(p) as im:
-                out.append(im.convert("RGB"))
-        except (OSError, ValueError) as e:
-            raise WorkspaceError(f"{p}: cannot read image ({e})") from None
-    return out
+    return [load_rgb(p) for p in paths]
 
 
 class Captioner:

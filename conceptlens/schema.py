@@ -252,13 +252,18 @@ TABLES: tuple[Table, ...] = (
             Column(
                 "weights",
                 STRING,
-                "Weights file relative to the workspace, if it ships one.",
+                "Weights file the features were extracted with: relative to the workspace when "
+                "inside it (`extract --copy-weights` puts a copy there), else absolute.",
                 nullable=True,
                 required=False,
-                is_path=True,
             ),
             Column(
-                "weights_sha256", STRING, "SHA-256 of the weights file used.", nullable=True, required=False
+                "weights_sha256",
+                STRING,
+                "SHA-256 of the weights file used; analyses that run the model again refuse "
+                "a file with another hash.",
+                nullable=True,
+                required=False,
             ),
             Column(
                 "preprocessing",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 FORMATS = ("auto", "imagefolder", "manifest", "imagenet", "hf")
@@ -88,7 +89,7 @@ def _images(args) -> int:
         split=args.split,
         test_fraction=args.test_fraction,
         seed=args.seed,
-        thumbs=Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality),
+        thumbs=Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality, args.background),
         workers=args.workers,
         strict=args.strict,
         replace=args.replace,
@@ -105,6 +106,8 @@ def _images(args) -> int:
             print(f"  {where}: {why}")
     for n in r.notes:
         print(f"note: {n}")
+    for w in r.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     print(f"next: conceptlens extract --workspace {args.workspace} --dataset {r.dataset} --model SPEC")
     return 0
 
@@ -194,6 +197,12 @@ def register(sub, parents) -> None:
         help="thumbnail format (default jpeg: the fastest to write)",
     )
     p.add_argument("--quality", type=int, default=85, help="thumbnail quality 1-100 (default 85)")
+    p.add_argument(
+        "--background",
+        default="white",
+        help="colour transparent pixels are composited onto, for thumbnails and (recorded "
+        "in workspace.json) for `extract`'s model input: a name or #rrggbb (default white)",
+    )
     p.add_argument(
         "--workers",
         type=int,
