@@ -55,6 +55,8 @@ class Column:
     references: str | None = None
     # The value is a path relative to the workspace that must exist inside it.
     is_path: bool = False
+    # With is_path: an absolute path is allowed too (a file outside the workspace).
+    absolute_ok: bool = False
     # Value rules, checked by `validate` (nulls are exempt; a NaN is never in range).
     bounds: tuple[float | None, float | None] | None = None  # inclusive (low, high)
     positive: bool = False  # > 0
@@ -256,6 +258,8 @@ TABLES: tuple[Table, ...] = (
                 "inside it (`extract --copy-weights` puts a copy there), else absolute.",
                 nullable=True,
                 required=False,
+                is_path=True,
+                absolute_ok=True,
             ),
             Column(
                 "weights_sha256",
@@ -1830,7 +1834,10 @@ def markdown() -> str:
             if c.references:
                 notes.append(f"references `{c.references}`")
             if c.is_path:
-                notes.append("path relative to the workspace, must stay inside it")
+                notes.append(
+                    "path relative to the workspace, must stay inside it"
+                    + (" (or an absolute path)" if c.absolute_ok else "")
+                )
             notes += c.rules()
             extra = f" ({'; '.join(notes)})" if notes else ""
             out.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc}{extra} |")
