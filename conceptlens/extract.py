@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
-from .pixels import DEFAULT_BACKGROUND, dataset_background, parse_background, to_rgb
+from .pixels import DEFAULT_BACKGROUND, background_hex, dataset_background, to_rgb
 from .workspace import (
     Workspace,
     WorkspaceError,
@@ -372,9 +372,8 @@ def extract(
         raise ValueError(f"device {device!r}: CUDA is not available on this machine; use --device cpu")
 
     images = dataset_images(ws, dataset)
-    if background is None:
-        background = dataset_background(ws, dataset)
-    parse_background(background)  # a bad colour fails before the model loads
+    # A bad colour fails before the model loads; recorded as #rrggbb.
+    background = background_hex(dataset_background(ws, dataset) if background is None else background)
     weights_path = weights_rel = weights_sha = None
     if weights is not None:
         weights_path = resolve_path(str(weights), ws.root)

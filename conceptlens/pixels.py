@@ -28,6 +28,12 @@ def parse_background(value, where: str = "--background") -> tuple[int, int, int]
     return tuple(int(c) for c in rgb[:3])
 
 
+def background_hex(value, where: str = "--background") -> str:
+    """A colour as the workspace records it: `#rrggbb` (one spelling per colour)."""
+    r, g, b = parse_background(value, where)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
 def has_transparency(im) -> bool:
     return im.mode in _TRANSPARENT_MODES or "transparency" in im.info
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .. import schema
 from ..errors import ConceptLensError
-from ..pixels import DEFAULT_BACKGROUND, parse_background, to_rgb
+from ..pixels import DEFAULT_BACKGROUND, background_hex, to_rgb
 from ..workspace import Workspace, WorkspaceError, atomic_write_bytes, atomic_write_table, check_id, now_iso
 
 # What torchvision's ImageFolder reads, plus GIF; other files in a source folder are ignored.
@@ -91,7 +91,7 @@ class Thumbs:
 
     def check(self) -> Thumbs:
         """These settings checked, the background spelled one way (`#rrggbb`)."""
-        r, g, b = parse_background(self.background)
+        background = background_hex(self.background)
         if self.format not in THUMB_FORMATS:
             raise ValueError(
                 f"--thumbnail-format must be one of {', '.join(THUMB_FORMATS)}, got {self.format!r}"
@@ -100,7 +100,7 @@ class Thumbs:
             raise ValueError(f"--thumbnail-size must be in [16, 1024], got {self.size}")
         if not 1 <= self.quality <= 100:
             raise ValueError(f"--quality must be in [1, 100], got {self.quality}")
-        return Thumbs(self.size, self.format, self.quality, f"#{r:02x}{g:02x}{b:02x}")
+        return Thumbs(self.size, self.format, self.quality, background)
 
 
 @dataclass
