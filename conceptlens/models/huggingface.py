@@ -114,6 +114,7 @@ def load(name: str, weights=None, root=None) -> Adapter:
             raise missing_weights(f"hf:{name}", where, None, hint, why)
         local_only = local_only or why is not None
     from transformers import AutoImageProcessor, AutoModel  # seconds: after the checks above
+
     try:
         model = AutoModel.from_pretrained(src, local_files_only=local_only, **_dtype_kwargs())
     except OSError as e:
