@@ -21,23 +21,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .models.base import ModelLoadError, hf_cache_dir, missing_weights, offline
+from .models.base import (
+    ModelLoadError,
+    download_blocked,
+    hf_cache_dir,
+    hf_repo_cached,
+    hub_endpoint,
+    missing_weights,
+    offline,
+)
 from .workspace import Workspace, WorkspaceError
 
 CAPTIONS_SCHEMA = pa.schema([("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())])
 
 
 def _rgb(paths):
-    from PIL import Image
+    """Thumbnails as RGB (the import composited any transparency already)."""
+    from .extract import load_rgb
 
-    out = []
-    for p in paths:
-        try:
-            with Image.open(p) as im:
-                out.append(im.convert("RGB"))
-        except (OSError, ValueError) as e:
-            raise WorkspaceError(f"{p}: cannot read image ({e})") from None
-    return out
+    return [load_rgb(p) for p in paths]
 
 
 class Captioner:
@@ -58,6 +60,17 @@ class HFCaptioner(Captioner):
         local = resolve_path(name, root)
         src = str(local) if local is not None else name
         local_only = local is not None or offline()
+        if local is None:  # fail at once when the hub cannot help, as extract does
+            why = download_blocked(hub_endpoint())
+            if why is not None and not hf_repo_cached(name):
+                raise missing_weights(
+                    f"hf:{name}",
+                    f"the Hugging Face cache {hf_cache_dir()}",
+                    None,
+                    "pass a local directory written by save_pretrained as hf:DIR",
+                    why,
+                )
+            local_only = local_only or why is not None
         try:
             self.processor = AutoProcessor.from_pretrained(src, local_files_only=local_only)
         except OSError as e:

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from . import schema
 from .cliargs import ENGINES, add_engine
+from .pixels import DEFAULT_BACKGROUND, background_hex, dataset_background, to_rgb
 from .workspace import (
     Workspace,
     WorkspaceError,
@@ -101,24 +102,44 @@ def image_path(ws: Workspace, thumbnail: str, source_path: str | None) -> Path:
     return Path(source_path) if Path(source_path).is_absolute() else ws.resolve(source_path)
 
 
+def load_rgb(path: Path, background=DEFAULT_BACKGROUND):
+    """One image file as the model sees it: RGB, transparency composited onto `background`
+    (conceptlens.pixels, as the import's thumbnails); an unreadable file names itself."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return to_rgb(im, background)
+    except (OSError, ValueError) as e:
+        raise WorkspaceError(f"{path}: cannot read image ({e})") from None
+
+
+def model_background(ws: Workspace, dataset: str, row=None) -> str:
+    """The colour transparent pixels of `dataset`'s images are composited onto for a model:
+    what checkpoint `row` recorded at extraction (its `preprocessing`) for its own dataset,
+    else what the dataset's import used for its thumbnails."""
+    if row is not None and row.get("dataset") == dataset and isinstance(row.get("preprocessing"), str):
+        try:
+            bg = json.loads(row["preprocessing"]).get("background")
+        except (ValueError, AttributeError):
+            bg = None
+        if bg:
+            return str(bg)
+    return dataset_background(ws, dataset)
+
+
 class _Images:
     """torch Dataset of (position, preprocessed RGB tensor)."""
 
-    def __init__(self, paths: list[Path], positions: list[int], preprocess):
+    def __init__(self, paths: list[Path], positions: list[int], preprocess, background=DEFAULT_BACKGROUND):
         self.paths, self.positions, self.preprocess = paths, positions, preprocess
+        self.background = background
 
     def __len__(self):
         return len(self.paths)
 
     def __getitem__(self, i):
-        from PIL import Image
-
-        try:
-            with Image.open(self.paths[i]) as im:
-                img = im.convert("RGB")
-        except (OSError, ValueError) as e:
-            raise WorkspaceError(f"{self.paths[i]}: cannot read image ({e})") from None
-        return self.positions[i], self.preprocess(img)
+        return self.positions[i], self.preprocess(load_rgb(self.paths[i], self.background))
 
 
 def features_table(ids: list[str], emb: np.ndarray) -> pa.Table:
@@ -175,7 +196,9 @@ def _embed_batch(embedder, spec: str, batch, batch_ids: list[str], device) -> pa
 class RayEmbedder:
     """A Ray actor: loads the model once, then embeds batches and writes their parts."""
 
-    def __init__(self, root: str, spec: str, weights, layer, device: str, partial: str):
+    def __init__(
+        self, root: str, spec: str, weights, layer, device: str, partial: str, background=DEFAULT_BACKGROUND
+    ):
         import torch
 
         from .models import LayerProbe, load_adapter
@@ -184,12 +207,15 @@ class RayEmbedder:
         self.adapter = load_adapter(spec, weights=weights, device=device, root=root)
         self.embedder = LayerProbe(self.adapter, layer) if layer else self.adapter
         self.spec, self.device, self.partial = spec, device, Path(partial)
+        self.background = background
 
     def __call__(self, row: dict) -> dict:
         import torch
 
         paths, ids = list(row["paths"]), list(row["ids"])
-        images = _Images([Path(p) for p in paths], list(range(len(paths))), self.adapter.preprocess)
+        images = _Images(
+            [Path(p) for p in paths], list(range(len(paths))), self.adapter.preprocess, self.background
+        )
         batch = torch.stack([images[i][1] for i in range(len(images))])
         with torch.inference_mode():
             table = _embed_batch(self.embedder, self.spec, batch, ids, self.device)
@@ -215,7 +241,7 @@ def ray_init(ray) -> None:
     )
 
 
-def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar) -> None:
+def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar, background) -> None:
     try:
         import ray
     except ImportError:
@@ -232,6 +258,7 @@ def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, ba
             "layer": layer,
             "device": str(device),
             "partial": str(partial),
+            "background": background,
         },
         concurrency=n_actors,
         num_cpus=1,
@@ -247,6 +274,29 @@ def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, ba
         if isinstance(cause, (WorkspaceError, ValueError, OSError)):
             raise cause from None
         raise
+
+
+def _record_weights(ws: Workspace, cid: str, path: Path, sha: str, copy: bool) -> str:
+    """What `checkpoints.weights` says of a weights file: its path relative to the workspace
+    when inside it; else its absolute path, or, with `copy`, that of a copy made in the
+    workspace at `models/CID/NAME` (written atomically; an identical copy is kept)."""
+    try:
+        return path.resolve().relative_to(ws.root.resolve()).as_posix()
+    except ValueError:
+        pass
+    if not copy:
+        return str(path.resolve())
+    rel = f"models/{cid}/{path.name}"
+    dest = ws.root / rel
+    if not (dest.is_file() and sha256_file(dest) == sha):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        shutil.copyfile(path, tmp)
+        if sha256_file(tmp) != sha:
+            tmp.unlink()
+            raise WorkspaceError(f"--weights {str(path)!r}: the file changed while it was copied; try again")
+        tmp.replace(dest)
+    return rel
 
 
 def upsert_checkpoint(ws: Workspace, row: dict) -> None:
@@ -281,6 +331,8 @@ def extract(
     engine: str = "local",
     shard: tuple[int, int] | str | None = None,
     actors: int | None = None,
+    background: str | None = None,
+    copy_weights: bool = False,
 ) -> str:
     """Embed every image of `dataset` with the model `spec`; return the checkpoint_id.
 
@@ -289,6 +341,11 @@ def extract(
     `local` or `ray` (`actors` model actors, default one per CPU of the Ray cluster);
     `shard` (i, n) or "i/n": embed only the i-th of n slices of the images, and write
     the features only once every slice is done. Both engines write the same bytes.
+    `background`: the colour transparent pixels are composited onto (default: the one
+    the dataset's import made its thumbnails with), recorded in `preprocessing`.
+    `weights` is recorded relative to the workspace when inside it, else as an absolute
+    path; `copy_weights` copies the file into the workspace (`models/CHECKPOINT/NAME`) and
+    records that copy. Analyses that load the model check the file against its sha256.
     """
     import torch
     from torch.utils.data import DataLoader
@@ -317,28 +374,28 @@ def extract(
         raise ValueError(f"device {device!r}: CUDA is not available on this machine; use --device cpu")
 
     images = dataset_images(ws, dataset)
+    # A bad colour fails before the model loads; recorded as #rrggbb.
+    background = background_hex(dataset_background(ws, dataset) if background is None else background)
     weights_path = weights_rel = weights_sha = None
     if weights is not None:
         weights_path = resolve_path(str(weights), ws.root)
         if weights_path is None or not weights_path.is_file():
             raise FileNotFoundError(f"--weights {str(weights)!r}: file not found")
         weights_sha = sha256_file(weights_path)
-        try:
-            weights_rel = weights_path.resolve().relative_to(ws.root.resolve()).as_posix()
-        except ValueError:
-            weights_rel = None  # outside the workspace: only its hash is recorded
     cid = check_id(
         checkpoint_id
         or default_checkpoint_id(dataset, spec, layer, str(weights_path) if weights_path else None),
         "checkpoint_id",
     )
+    if weights_path is not None:
+        weights_rel = _record_weights(ws, cid, weights_path, weights_sha, copy_weights)
 
     # With Ray the actors embed (on their own devices); here the model is only described.
     adapter = load_adapter(
         spec, weights=weights_path, device=device if engine == "local" else "cpu", root=ws.root
     )
     embedder = LayerProbe(adapter, layer) if layer else adapter
-    preprocessing = adapter.describe_preprocessing()
+    preprocessing = {**adapter.describe_preprocessing(), "background": background}
 
     ids = images["image_id"].to_pylist()
     thumbs = images["thumbnail"].to_pylist()
@@ -393,10 +450,10 @@ def extract(
                 for s in range(0, len(todo), batch_size)
             ]
             if batches:
-                _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar)
+                _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar, background)
         else:
             loader = DataLoader(
-                _Images(paths, todo, adapter.preprocess),
+                _Images(paths, todo, adapter.preprocess, background),
                 batch_size=batch_size,
                 shuffle=False,
                 num_workers=num_workers,
@@ -511,6 +568,8 @@ def _run(args) -> int:
         engine=args.engine,
         shard=parse_shard(args.shard),
         actors=args.ray_actors,
+        background=args.background,
+        copy_weights=args.copy_weights,
     )
     ws = Workspace(args.workspace)
     if (ws.root / ".partial" / "features" / cid).exists():
@@ -537,7 +596,21 @@ def register(sub, parents) -> None:
         "timm:resnet50, torchvision:resnet50, torch:pkg.module:Class",
     )
     p.add_argument("--layer", help="module name whose output is pooled (default: the embedding)")
-    p.add_argument("--weights", help="local weights file (state dict / open_clip checkpoint)")
+    p.add_argument(
+        "--weights",
+        help="local weights file (state dict / open_clip checkpoint); its path and sha256 are "
+        "recorded, and analyses that run the model again refuse a file with another sha256",
+    )
+    p.add_argument(
+        "--copy-weights",
+        action="store_true",
+        help="copy --weights into the workspace (models/CHECKPOINT/) and record the copy",
+    )
+    p.add_argument(
+        "--background",
+        help="colour transparent pixels are composited onto, a name or #rrggbb "
+        "(default: the one `import images` made the dataset's thumbnails with; white)",
+    )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes")

@@ -55,6 +55,8 @@ class Column:
     references: str | None = None
     # The value is a path relative to the workspace that must exist inside it.
     is_path: bool = False
+    # With is_path: an absolute path is allowed too (a file outside the workspace).
+    absolute_ok: bool = False
     # Value rules, checked by `validate` (nulls are exempt; a NaN is never in range).
     bounds: tuple[float | None, float | None] | None = None  # inclusive (low, high)
     positive: bool = False  # > 0
@@ -252,13 +254,20 @@ TABLES: tuple[Table, ...] = (
             Column(
                 "weights",
                 STRING,
-                "Weights file relative to the workspace, if it ships one.",
+                "Weights file the features were extracted with: relative to the workspace when "
+                "inside it (`extract --copy-weights` puts a copy there), else absolute.",
                 nullable=True,
                 required=False,
                 is_path=True,
+                absolute_ok=True,
             ),
             Column(
-                "weights_sha256", STRING, "SHA-256 of the weights file used.", nullable=True, required=False
+                "weights_sha256",
+                STRING,
+                "SHA-256 of the weights file used; analyses that run the model again refuse "
+                "a file with another hash.",
+                nullable=True,
+                required=False,
             ),
             Column(
                 "preprocessing",
@@ -1825,7 +1834,10 @@ def markdown() -> str:
             if c.references:
                 notes.append(f"references `{c.references}`")
             if c.is_path:
-                notes.append("path relative to the workspace, must stay inside it")
+                notes.append(
+                    "path relative to the workspace, must stay inside it"
+                    + (" (or an absolute path)" if c.absolute_ok else "")
+                )
             notes += c.rules()
             extra = f" ({'; '.join(notes)})" if notes else ""
             out.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc}{extra} |")

@@ -586,6 +586,9 @@ class Validator:
             ok = []
             # Unique values: thumbnails may be shared, and each path is checked once.
             for v in pc.unique(t[col.name].combine_chunks()).drop_null().to_pylist():
+                if col.absolute_ok and v and _ABSOLUTE.match(v):
+                    ok.append(v)  # a file outside the workspace, checked where it is used
+                    continue
                 why = self._path_problem(v)
                 if why:
                     bad.setdefault(why, []).append(v)

@@ -16,10 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "data" / "demo"
 
 
-@pytest.fixture(scope="session")
-def demo_ws() -> Path:
-    assert (DEMO / "workspace.json").exists(), "data/demo is missing: run `conceptlens demo build`"
-    return DEMO
+def has_demo() -> bool:
+    return (DEMO / "workspace.json").exists()
 
 
 def _link_or_copy(src, dst):
@@ -27,6 +25,67 @@ def _link_or_copy(src, dst):
         os.link(src, dst)
     except OSError:  # another file system: hard links cannot cross it
         shutil.copy2(src, dst)
+
+
+def _git(*args, cwd) -> bytes | None:
+    import subprocess
+
+    try:
+        r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return r.stdout
+
+
+def committed_copy(src: Path, dst: Path) -> Path:
+    """`src` as git last committed it, hard-linked into `dst` (no file is copied).
+
+    A file git does not track (a table a command added to the demo, e.g. `conceptlens
+    study export --workspace data/demo`) is left out, and a tracked file changed or deleted
+    since the last commit is written from the commit. Outside a git checkout (e.g. a
+    Docker image), every file of `src`.
+    """
+    import subprocess
+
+    src = Path(src).resolve()
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:  # GNU cp links 37,000 files in a second; Python's loop takes twice as long
+        subprocess.run(["cp", "-al", str(src), str(dst)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst, copy_function=_link_or_copy)
+    if _git("rev-parse", "--is-inside-work-tree", cwd=src) is None:
+        return dst
+
+    def names(out: bytes | None) -> list[str]:
+        return [os.fsdecode(n) for n in (out or b"").split(b"\0") if n]
+
+    for rel in names(_git("ls-files", "-z", "--others", "--", ".", cwd=src)):
+        (dst / rel).unlink()
+    # Linking changed every file's ctime (its link count): compare contents by mtime and size,
+    # or git would read all 200 MB again.
+    diff = _git(
+        "-c", "core.trustctime=false", "diff", "--name-only", "--relative", "-z", "HEAD", "--", ".", cwd=src
+    )
+    for rel in names(diff):
+        blob = _git("show", f"HEAD:./{rel}", cwd=src)
+        target = dst / rel
+        if target.exists():
+            target.unlink()  # a link to the changed file: replace it, never write into it
+        if blob is not None:  # None: added to the index, never committed
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def demo_ws(tmp_path_factory) -> Path:
+    """The committed demo workspace, hard-linked into a folder of this session (about a
+    second): no test opens data/demo itself, so nothing written there (by a test or by
+    hand) changes what the tests see. A test may add or replace files of the copy (the
+    atomic writer replaces files) but never write into one: it is data/demo's too."""
+    assert has_demo(), "data/demo is missing: run `conceptlens demo build`"
+    return committed_copy(DEMO, tmp_path_factory.mktemp("demo") / "demo")
 
 
 @pytest.fixture()

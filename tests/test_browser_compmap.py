@@ -4,14 +4,13 @@ link, choosing a class and a setting, the figures drawn, an export actually down
 import pytest
 
 from tests.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
-from tests.conftest import DEMO
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def app_url():
-    with serve(DEMO) as url:
+def app_url(demo_ws):
+    with serve(demo_ws) as url:
         yield url
 
 

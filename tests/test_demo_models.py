@@ -15,7 +15,7 @@ pytest.importorskip("open_clip")
 from conceptlens.demo import encoders as E  # noqa: E402
 from conceptlens.workspace import Workspace, WorkspaceError  # noqa: E402
 
-from .conftest import DEMO  # noqa: E402
+from .conftest import has_demo  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -259,11 +259,13 @@ def test_build_encoders_extracts_and_resumes(tmp_path):
 
 
 # ---------------------------------------------------------------- the trained demo VL model
-def _demo_vl_workspace(tmp_path_factory):
-    """data/demo when its models stage has run (or $CONCEPTLENS_DEMO_WS); else a fresh build (slow)."""
+def _demo_vl_workspace(request, tmp_path_factory):
+    """The demo (its committed copy, `demo_ws`) when its models stage has run (or
+    $CONCEPTLENS_DEMO_WS); else a fresh build (slow)."""
     from pathlib import Path
 
-    for root in (os.environ.get("CONCEPTLENS_DEMO_WS"), DEMO):
+    demo = request.getfixturevalue("demo_ws") if has_demo() else None
+    for root in (os.environ.get("CONCEPTLENS_DEMO_WS"), demo):
         if root and (Path(root) / "vl_models.parquet").exists():
             return Path(root)
     from conceptlens.demo.build import build_data
@@ -276,11 +278,11 @@ def _demo_vl_workspace(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_demo_vl_zero_shot_beats_chance(tmp_path_factory):
+def test_demo_vl_zero_shot_beats_chance(request, tmp_path_factory):
     from conceptlens.demo.shapes import COLORS, SHAPES
     from conceptlens.vl import VLModel
 
-    root = _demo_vl_workspace(tmp_path_factory)
+    root = _demo_vl_workspace(request, tmp_path_factory)
     ws = Workspace(root)
     vl = VLModel.from_workspace(root, "shapes")
     imgs = ws.read("images").to_pandas()

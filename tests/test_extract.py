@@ -15,7 +15,7 @@ from conceptlens.db import WorkspaceDB
 from conceptlens.models import ModelLoadError
 from conceptlens.models.base import LayerError
 from conceptlens.validate import format_problems, validate
-from conceptlens.workspace import WorkspaceError
+from conceptlens.workspace import WorkspaceError, sha256_file
 from tests.tiny_models import N_IMAGES, TinyConv, save_torch_weights, tiny_open_clip_config
 
 TINY = "torch:tests.tiny_models:TinyConv"
@@ -64,11 +64,25 @@ def test_plain_torch_weights_in_workspace(ws, tiny_weights):
     assert row["source"] == TINY and row["layer"] is None and row["created"]
 
 
-def test_weights_outside_workspace_keep_only_hash(ws, tmp_path):
+def test_weights_outside_workspace_are_recorded_by_absolute_path(ws, tmp_path):
     w = save_torch_weights(tmp_path / "out.pt", TinyConv(), preprocess={"size": 32})
     cid = ex.extract(ws, "shapes", TINY, weights=w, checkpoint_id="ext", progress=False)
     row = _check(ws, cid, 12)
-    assert row["weights"] is None and row["weights_sha256"]
+    assert row["weights"] == str(w.resolve()) and row["weights_sha256"] == sha256_file(w)
+
+
+def test_copy_weights_puts_a_copy_in_the_workspace(ws, tmp_path):
+    w = save_torch_weights(tmp_path / "out.pt", TinyConv(), preprocess={"size": 32})
+    assert (
+        main(
+            ["extract", "--workspace", str(ws), "--dataset", "shapes", "--model", TINY, "--weights", str(w)]
+            + ["--checkpoint-id", "ext", "--copy-weights", "--quiet"]
+        )
+        == 0
+    )
+    row = _check(ws, "ext", 12)
+    assert row["weights"] == "models/ext/out.pt"
+    assert sha256_file(ws / "models" / "ext" / "out.pt") == row["weights_sha256"] == sha256_file(w)
 
 
 def test_layer_and_bad_layer(ws, tiny_weights):

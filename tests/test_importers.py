@@ -972,9 +972,9 @@ def test_readme_three_commands_end_to_end(tmp_path, capsys, monkeypatch):
     run = [shlex.split(ln, comments=True)[1:] for ln in lines if ln.startswith("conceptlens ")]
     assert [argv[0] for argv in run] == ["init", "import", "extract", "analyze"], lines
     for argv in run:
-        if argv[0] == "extract":  # the tiny model instead of a downloaded one
-            i = argv.index("--model")
-            argv[i + 1 : i + 2] = ["torch:tests.tiny_models:TinyConv", "--weights", str(weights)]
+        if argv[0] == "extract":  # the tiny model and its weights instead of the README's
+            i, j = argv.index("--model"), argv.index("--weights")
+            argv[i + 1], argv[j + 1] = "torch:tests.tiny_models:TinyConv", str(weights)
         if argv[0] == "analyze":  # quick: a small k, no vision-language model
             argv += ["--no-describability", "--k", "3"]
         assert main(argv + (["--quiet"] if argv[0] != "init" else [])) == 0, argv
@@ -1000,3 +1000,23 @@ def test_readme_three_commands_end_to_end(tmp_path, capsys, monkeypatch):
     at.run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     assert len(at.dataframe) >= 1 and at.get("image")
+
+
+def test_readme_model_works_offline_from_a_state_dict(tmp_path, monkeypatch):
+    """The README's own-data extract: its torchvision architecture with a local state dict
+    loads offline (no hub, no download)."""
+    import torch
+    from torchvision import models
+
+    from conceptlens.models import load_adapter
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = next(shlex.split(ln)[1:] for ln in readme_commands() if ln.startswith("conceptlens extract"))
+    spec = argv[argv.index("--model") + 1]
+    family, name = spec.split(":", 1)
+    assert family == "torchvision" and "--weights" in argv
+    torch.save(models.get_model(name, weights=None).state_dict(), tmp_path / "w.pth")
+    adapter = load_adapter(spec, weights=tmp_path / "w.pth")
+    with torch.inference_mode():
+        out = adapter.embed(adapter.preprocess(Image.new("RGB", (40, 30), (200, 30, 30)))[None])
+    assert out.shape[0] == 1 and torch.isfinite(out).all()

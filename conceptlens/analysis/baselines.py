@@ -59,13 +59,13 @@ def _fingerprint(ctx: Context, unit: Unit) -> str:
 
 def _load_model(ctx: Context, cid: str):
     """The checkpoint's adapter, or None (with a note) when its model cannot be loaded."""
-    from ..models import load_adapter
+    from ..models import WeightsMismatchError, load_checkpoint_model
 
     row = ctx.checkpoint_row(cid)
-    weights = row.get("weights")
     try:
-        path = ctx.ws.resolve(weights) if isinstance(weights, str) and weights else None
-        return load_adapter(str(row["source"]), weights=path, root=ctx.ws.root)
+        return load_checkpoint_model(ctx.ws, row)
+    except WeightsMismatchError:
+        raise  # never another model than the features came from: refuse, saying what to pass
     except Exception as e:  # any failure to load means: no model-based baseline, said in a note
         ctx.note(
             f"{cid}: model {row['source']!r} could not be loaded ({str(e).splitlines()[0][:200]}); "
@@ -74,17 +74,16 @@ def _load_model(ctx: Context, cid: str):
         return None
 
 
-def _pil_images(ctx: Context, ids) -> list:
-    from PIL import Image
-
-    from ..extract import image_path
+def _pil_images(ctx: Context, ids, row=None) -> list:
+    """The images as the model sees them (transparency on the background extraction used)."""
+    from ..extract import image_path, load_rgb, model_background
 
     meta = ctx.image_meta(list(ids))
     src = meta["source_path"] if "source_path" in meta else pd.Series([None] * len(meta))
+    bg = {ds: model_background(ctx.ws, ds, row) for ds in set(meta["dataset"])}
     out = []
-    for thumb, sp in zip(meta["thumbnail"], src):
-        with Image.open(image_path(ctx.ws, thumb, sp if isinstance(sp, str) else None)) as im:
-            out.append(im.convert("RGB"))
+    for thumb, sp, ds in zip(meta["thumbnail"], src, meta["dataset"]):
+        out.append(load_rgb(image_path(ctx.ws, thumb, sp if isinstance(sp, str) else None), bg[ds]))
     return out
 
 
@@ -183,11 +182,11 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     transfer = []
     if adapter is not None:
         tr_ids, te_ids = _split_ids(ctx, ids)
-        views = _augmented_views(_pil_images(ctx, _sample(te_ids, n_img, seed, 1)), seed)
+        views = _augmented_views(_pil_images(ctx, _sample(te_ids, n_img, seed, 1), row), seed)
         align = B.alignment(_embed(adapter, views[0]), _embed(adapter, views[1]))
 
         def rotated(sel):
-            ims = _pil_images(ctx, sel)
+            ims = _pil_images(ctx, sel, row)
             return [im.rotate(a) for im in ims for a in ROTATIONS], np.tile(np.arange(4), len(ims))
 
         rtr, ytr = rotated(_sample(tr_ids, n_img // 2, seed, 2))

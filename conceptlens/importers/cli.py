@@ -10,6 +10,7 @@ deprecation line: `cliargs.add_workspace`). Heavy imports happen in the handlers
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from ..cliargs import add_seed, add_workspace, quiet_parent
@@ -107,6 +108,8 @@ def _images(args) -> int:
             print(f"  {where}: {why}")
     for n in r.notes:
         print(f"note: {n}")
+    for w in r.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     print(f"next: conceptlens extract --workspace {args.workspace} --dataset {r.dataset} --model SPEC")
     return 0
 
@@ -152,7 +155,7 @@ def _image_options(args) -> dict:
     from .images import Thumbs
 
     return {
-        "thumbs": Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality),
+        "thumbs": Thumbs(args.thumbnail_size, args.thumbnail_format, args.quality, args.background),
         "workers": args.workers,
         "strict": args.strict,
         "replace": args.replace,
@@ -218,6 +221,12 @@ def _add_image_options(p) -> None:
         help="thumbnail format (default jpeg: the fastest to write)",
     )
     p.add_argument("--quality", type=int, default=85, help="thumbnail quality 1-100 (default 85)")
+    p.add_argument(
+        "--background",
+        default="white",
+        help="colour transparent pixels are composited onto, for thumbnails and (recorded "
+        "in workspace.json) for `extract`'s model input: a name or #rrggbb (default white)",
+    )
     p.add_argument(
         "--workers",
         type=int,

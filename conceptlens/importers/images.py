@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .. import schema
 from ..errors import ConceptLensError
+from ..pixels import DEFAULT_BACKGROUND, background_hex, to_rgb
 from ..workspace import Workspace, WorkspaceError, atomic_write_bytes, atomic_write_table, check_id, now_iso
 
 # What torchvision's ImageFolder reads, plus GIF; other files in a source folder are ignored.
@@ -46,6 +47,10 @@ THUMB_FORMATS = {"jpeg": ".jpg", "webp": ".webp"}
 FLUSH_EVERY = 500
 # Below this many images two worker processes cost more to start than they save.
 PARALLEL_MIN = 200
+# A thumbnail whose grey levels have a standard deviation below this (0..255) is one flat colour.
+FLAT_STD = 2.0
+# Warn when at least this share of a dataset's images is flat or a pixel-identical repeat.
+SUSPECT_SHARE = 0.01
 
 
 class ImportInputError(ConceptLensError):
@@ -82,8 +87,11 @@ class Thumbs:
     size: int = 128  # longest side in pixels (smaller images are not enlarged)
     format: str = "jpeg"
     quality: int = 85
+    background: str = DEFAULT_BACKGROUND  # what transparent pixels are composited onto
 
     def check(self) -> Thumbs:
+        """These settings checked, the background spelled one way (`#rrggbb`)."""
+        background = background_hex(self.background)
         if self.format not in THUMB_FORMATS:
             raise ValueError(
                 f"--thumbnail-format must be one of {', '.join(THUMB_FORMATS)}, got {self.format!r}"
@@ -92,7 +100,7 @@ class Thumbs:
             raise ValueError(f"--thumbnail-size must be in [16, 1024], got {self.size}")
         if not 1 <= self.quality <= 100:
             raise ValueError(f"--quality must be in [1, 100], got {self.quality}")
-        return self
+        return Thumbs(self.size, self.format, self.quality, background)
 
 
 @dataclass
@@ -104,6 +112,7 @@ class Result:
     skipped: list[tuple[str, str]]  # (where, why) of every image that does not decode
     notes: list[str]
     seconds: float
+    warnings: list[str] = field(default_factory=list)  # e.g. many flat or identical images
 
 
 def open_workspace(workspace) -> Workspace:
@@ -241,13 +250,15 @@ def _source_ext(fmt: str | None) -> str:
 
 
 def thumbnail_job(job: tuple) -> tuple:
-    """Decode one image and write its thumbnail -> (width, height, source, error).
+    """Decode one image and write its thumbnail -> (width, height, source, pixels, flat, error).
 
     Never raises: a file that does not decode comes back as an error to report. For a
     Hugging Face image (no file of its own) the encoded bytes are also saved unchanged,
     as the full-resolution source extraction reads; `source` is then that file (else None).
+    Transparent pixels are composited onto `background` (conceptlens.pixels, as extraction
+    does). `pixels`: a hash of the thumbnail's pixels; `flat`: True when it is one colour.
     """
-    path, hf, thumb, source_base, size, fmt, quality = job
+    path, hf, thumb, source_base, size, fmt, quality, background = job
     from PIL import Image
 
     try:
@@ -265,17 +276,24 @@ def thumbnail_job(job: tuple) -> tuple:
             elif hf is not None:
                 source = path
             im.draft("RGB", (size, size))  # JPEG decodes at 1/2..1/8 scale: most of the speed
-            rgb = im.convert("RGB")  # no EXIF rotation: the thumbnail shows what models see
+            rgb = to_rgb(im, background)  # no EXIF rotation: the thumbnail shows what models see
         rgb.thumbnail((size, size))
         buf = io.BytesIO()
         rgb.save(buf, format=fmt.upper(), quality=quality)
         if data is not None:
             atomic_write_bytes(Path(source), data, fsync=False)
         atomic_write_bytes(Path(thumb), buf.getvalue(), fsync=False)
-        return rgb.width, rgb.height, source, None
+        pixels = hashlib.blake2b(rgb.tobytes() + repr(rgb.size).encode(), digest_size=12).hexdigest()
+        return rgb.width, rgb.height, source, pixels, _grey_std(rgb) < FLAT_STD, None
     except Exception as e:  # PIL raises many types for a bad file (OSError, SyntaxError, ...)
         why = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return None, None, None, f"{type(e).__name__}: {why}"[:300]
+        return None, None, None, None, None, f"{type(e).__name__}: {why}"[:300]
+
+
+def _grey_std(rgb) -> float:
+    from PIL import ImageStat
+
+    return float(ImageStat.Stat(rgb.convert("L")).stddev[0])
 
 
 # ---- the import ------------------------------------------------------------------------
@@ -360,6 +378,7 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
             thumbs.size,
             thumbs.format,
             thumbs.quality,
+            thumbs.background,
         )
         for iid, it, thumb, _ in todo
     )
@@ -391,14 +410,22 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
             results = pool.imap(thumbnail_job, jobs, chunksize=16)
         else:
             results = map(thumbnail_job, jobs)
-        for (iid, it, thumb, source), (w, h, written, err) in zip(todo, results):
+        for (iid, it, thumb, source), (w, h, written, pixels, flat, err) in zip(todo, results):
             bar.update(1)
             if err is not None:
                 skipped.append((it.where, err))
                 continue
             if it.hf is not None:
                 source = source_path_of(ws, Path(written))
-            rec = {"image_id": iid, "thumbnail": thumb, "width": w, "height": h, "source_path": source}
+            rec = {
+                "image_id": iid,
+                "thumbnail": thumb,
+                "width": w,
+                "height": h,
+                "source_path": source,
+                "pixels": pixels,
+                "flat": flat,
+            }
             done[iid] = rec
             pending.append(rec)
             if len(pending) >= FLUSH_EVERY:
@@ -410,6 +437,38 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
             pool.join()
         flush()  # also on an interruption: a rerun resumes from here
     return done, skipped, len(done) - reused, reused
+
+
+def _suspects(items, ids, done, background: str) -> list[str]:
+    """Warnings when many thumbnails are one flat colour or pixel-identical to another (a
+    broken export, or transparency lost); counted over the thumbnails this import decoded."""
+    where = {iid: it.where for iid, it in zip(ids, items)}
+    recs = [(iid, r) for iid, r in done.items() if r.get("pixels")]
+    n = len(recs)
+    if not n:
+        return []
+    out = []
+
+    def listed(group):
+        return ", ".join(where[i] for i in group[:3]) + (", ..." if len(group) > 3 else "")
+
+    flat = [iid for iid, r in recs if r.get("flat")]
+    if len(flat) >= 2 and len(flat) >= SUSPECT_SHARE * n:
+        out.append(
+            f"{len(flat)} of {n} image(s) are a single flat colour after compositing transparency "
+            f"onto {background} (e.g. {listed(flat)}); check them, or choose another --background"
+        )
+    groups: dict[str, list[str]] = {}
+    for iid, r in recs:
+        groups.setdefault(r["pixels"], []).append(iid)
+    repeats = sorted((g for g in groups.values() if len(g) > 1), key=len, reverse=True)
+    n_rep = sum(len(g) for g in repeats)
+    if n_rep >= 2 and n_rep >= SUSPECT_SHARE * n:
+        out.append(
+            f"{n_rep} of {n} image(s) have the same pixels as another image ({len(repeats)} group(s), "
+            f"the largest of {len(repeats[0])}: {listed(repeats[0])}); models cannot tell them apart"
+        )
+    return out
 
 
 def _table(dataset, items, ids, splits, done):
@@ -523,7 +582,7 @@ def import_images(
     t0 = time.perf_counter()
     ws = open_workspace(workspace)
     check_id(dataset, "--dataset")
-    thumbs.check()
+    thumbs = thumbs.check()
     items = listing.items
     if not items:
         raise ImportInputError(
@@ -560,6 +619,7 @@ def import_images(
         )
     table = _fit_to(ws, _table(dataset, items, ids, splits, done))
     notes = list(listing.notes)
+    warnings = _suspects(items, ids, done, thumbs.background)
     if mine:
         _features_kept(ws, dataset, set(table["image_id"].to_pylist()), notes)
     ws.upsert("images", table, {"dataset": dataset})
@@ -583,4 +643,4 @@ def import_images(
     n_test = pc.sum(pc.equal(table["split"], "test")).as_py() or 0
     if test_fraction is not None:
         notes.append(f"{n_test} image(s) marked `test` (seed {seed})")
-    return Result(dataset, table.num_rows, made, reused, skipped, notes, time.perf_counter() - t0)
+    return Result(dataset, table.num_rows, made, reused, skipped, notes, time.perf_counter() - t0, warnings)

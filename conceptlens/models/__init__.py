@@ -17,6 +17,11 @@ from pathlib import Path
 
 from .base import Adapter, LayerError, LayerProbe, ModelLoadError, offline, pool  # noqa: F401
 
+
+class WeightsMismatchError(ModelLoadError):
+    """A checkpoint's weights file is missing, unrecorded or not the one its features came from."""
+
+
 FAMILIES = {
     "open_clip": "openclip",
     "hf": "huggingface",
@@ -70,3 +75,49 @@ def load_adapter(
     adapter = mod.load(name, weights=weights, root=root)
     adapter.family = family
     return adapter.to(device)
+
+
+def checkpoint_weights(ws, row) -> Path | None:
+    """The weights file of checkpoint `row` (a checkpoints.parquet row), checked against its
+    `weights_sha256`: None when it was extracted without one. Raises WeightsMismatchError,
+    naming the checkpoint, the expected hash and what to pass, when the file is not recorded,
+    missing or another file: an analysis must never run other weights than the features'."""
+    from ..workspace import sha256_file
+
+    cid, sha = row.get("checkpoint_id"), row.get("weights_sha256")
+    weights = row.get("weights")
+    weights = weights if isinstance(weights, str) and weights else None
+    sha = sha if isinstance(sha, str) and sha else None
+    if weights is None and sha is None:
+        return None
+    path = Path(weights) if weights and os.path.isabs(weights) else ws.resolve(weights) if weights else None
+    redo = (
+        f"pass that file again: conceptlens extract --workspace {ws.root} --dataset {row.get('dataset')} "
+        f"--model {row.get('source')} --checkpoint-id {cid} --weights FILE (add --copy-weights to "
+        "keep a copy in the workspace)"
+    )
+    expected = f"sha256 {sha}" if sha else "no recorded sha256"
+    if path is None:
+        raise WeightsMismatchError(
+            f"checkpoint {cid}: its features were extracted with a weights file of {expected}, "
+            f"but checkpoints.weights does not say where it is; {redo}"
+        )
+    if not path.is_file():
+        raise WeightsMismatchError(
+            f"checkpoint {cid}: weights file {path} is missing (expected {expected}); "
+            f"put it back there, or {redo}"
+        )
+    if sha is not None:
+        got = sha256_file(path)
+        if got != sha:
+            raise WeightsMismatchError(
+                f"checkpoint {cid}: weights file {path} has sha256 {got}, but the features were "
+                f"extracted with sha256 {sha}; restore that file, or {redo}"
+            )
+    return path
+
+
+def load_checkpoint_model(ws, row, device: str = "cpu") -> Adapter:
+    """The model checkpoint `row`'s features were extracted with, for an analysis that runs
+    it again; its weights file is checked first (`checkpoint_weights`)."""
+    return load_adapter(str(row["source"]), weights=checkpoint_weights(ws, row), device=device, root=ws.root)

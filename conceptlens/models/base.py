@@ -45,15 +45,78 @@ def torch_hub_dir() -> str:
     return str(Path(torch.hub.get_dir()) / "checkpoints")
 
 
-def missing_weights(what: str, where: str, cause: Exception | str, flag_hint: str = "") -> ModelLoadError:
-    """The one message for 'weights are not here and we may not download them'."""
-    mode = "offline (HF_HUB_OFFLINE=1)" if offline() else "download failed"
+def missing_weights(
+    what: str, where: str, cause: Exception | str | None, flag_hint: str = "", why: str | None = None
+) -> ModelLoadError:
+    """The one message, on one line, for 'weights are not here and we may not download them'."""
+    mode = why or ("offline (HF_HUB_OFFLINE=1)" if offline() else "download failed")
     hint = flag_hint or "pass a local weights file with --weights PATH"
+    text = str(cause or "").strip()
+    because = f" Cause: {text.splitlines()[0] if text else type(cause).__name__}" if cause else ""
     return ModelLoadError(
-        f"cannot load weights for {what}: {mode}. Looked in {where}. "
-        f"Copy the files there (e.g. from a machine with internet), or {hint}. "
-        f"Cause: {str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__}"
+        f"cannot load weights for {what}: not in the local cache and {mode}. Looked in {where}. "
+        f"Copy the files there (e.g. from a machine with internet), or {hint}.{because}"
     )
+
+
+# How long a download may wait for a server to answer before we call it unreachable.
+PROBE_SECONDS = 3.0
+_REACHABLE: dict[str, bool] = {}
+
+
+def _reachable(url: str, timeout: float = PROBE_SECONDS) -> bool:
+    """Whether the server of `url` answers at all (any HTTP status) within `timeout` seconds,
+    name lookup included; remembered for the process. The hub libraries would instead retry
+    for minutes (five retries of 10 s each, per file)."""
+    import threading
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    base = f"{parts.scheme}://{parts.netloc}"
+    if base not in _REACHABLE:
+        answered = []
+
+        def probe():
+            try:
+                urllib.request.urlopen(urllib.request.Request(base + "/", method="HEAD"), timeout=timeout)
+                answered.append(True)
+            except urllib.error.HTTPError:  # an error status is still an answer
+                answered.append(True)
+            except Exception:
+                pass
+
+        t = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
+        t.start()
+        t.join(timeout)
+        _REACHABLE[base] = bool(answered)
+    return _REACHABLE[base]
+
+
+def hub_endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def download_blocked(url: str) -> str | None:
+    """Why nothing can be downloaded from `url` now (offline, or its server does not answer),
+    else None: checked before a hub library would retry for minutes."""
+    if offline():
+        return "offline (HF_HUB_OFFLINE=1)"
+    if not _reachable(url):
+        from urllib.parse import urlsplit
+
+        return f"{urlsplit(url).netloc} cannot be reached (no network?)"
+    return None
+
+
+def hf_repo_cached(repo_id: str) -> bool:
+    """Whether the Hugging Face cache holds any snapshot of model repository `repo_id`."""
+    snaps = Path(hf_cache_dir()) / f"models--{repo_id.strip('/').replace('/', '--')}" / "snapshots"
+    try:
+        return any(p.is_file() for p in snaps.rglob("*"))
+    except OSError:
+        return False
 
 
 class Adapter:

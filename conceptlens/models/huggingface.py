@@ -15,8 +15,11 @@ from .base import (
     IMAGENET_STD,
     Adapter,
     ModelLoadError,
+    download_blocked,
     first_tensor,
     hf_cache_dir,
+    hf_repo_cached,
+    hub_endpoint,
     missing_weights,
     offline,
     pool,
@@ -89,8 +92,6 @@ def _describe(proc) -> dict:
 
 
 def load(name: str, weights=None, root=None) -> Adapter:
-    from transformers import AutoImageProcessor, AutoModel
-
     from . import resolve_path
 
     if weights is not None:
@@ -104,6 +105,17 @@ def load(name: str, weights=None, root=None) -> Adapter:
     src = str(local) if local is not None else name
     local_only = local is not None or offline()
     where = str(local) if local is not None else f"the Hugging Face cache {hf_cache_dir()}"
+    hint = (
+        "pass a local model: hf:DIR (a directory written by save_pretrained), or another "
+        "family with a weights file, e.g. --model timm:resnet18 --weights resnet18.pth"
+    )
+    if local is None:
+        why = download_blocked(hub_endpoint())  # before transformers retries for minutes
+        if why is not None and not hf_repo_cached(name):
+            raise missing_weights(f"hf:{name}", where, None, hint, why)
+        local_only = local_only or why is not None
+    from transformers import AutoImageProcessor, AutoModel  # seconds: after the checks above
+
     try:
         model = AutoModel.from_pretrained(src, local_files_only=local_only, **dtype_kwargs())
     except OSError as e:
@@ -112,9 +124,7 @@ def load(name: str, weights=None, root=None) -> Adapter:
                 f"hf:{name}: {local} holds no loadable model "
                 f"(config.json + weights from save_pretrained): {e}"
             ) from None
-        raise missing_weights(
-            f"hf:{name}", where, e, "pass a local directory written by save_pretrained as hf:DIR"
-        ) from None
+        raise missing_weights(f"hf:{name}", where, e, hint) from None
     except (ValueError, KeyError) as e:
         raise ModelLoadError(f"hf:{name}: not a model AutoModel can load ({e})") from None
     try:

@@ -13,7 +13,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .base import Adapter, ModelLoadError, hf_cache_dir, missing_weights, offline
+from .base import (
+    Adapter,
+    ModelLoadError,
+    download_blocked,
+    hf_cache_dir,
+    hf_repo_cached,
+    hub_endpoint,
+    missing_weights,
+)
 
 
 def _split_tag(name: str) -> tuple[str, str | None]:
@@ -62,15 +70,23 @@ def create(name: str, weights=None, root=None, device: str = "cpu"):
             f"open_clip:{name}: give either a pretrained tag (@{tag}) or --weights, not both"
         )
     pretrained = str(weights) if weights is not None else tag
-    if tag and offline():
-        # URL-only tags would be fetched with urllib, which ignores HF_HUB_OFFLINE.
+    hint = "pass a local open_clip checkpoint with --weights PATH (spec open_clip:ARCH)"
+    if tag:
+        # Checked before open_clip downloads: offline, its URL fetch ignores HF_HUB_OFFLINE,
+        # and with no network the hub client retries for minutes.
         cfg = open_clip.get_pretrained_cfg(arch, tag) or {}
-        if cfg.get("url") and not cfg.get("hf_hub"):
+        if cfg.get("hf_hub"):
+            repo = cfg["hf_hub"].strip("/")
+            why = None if hf_repo_cached(repo) else download_blocked(hub_endpoint())
+            where = f"the Hugging Face cache {hf_cache_dir()} ({repo})"
+        elif cfg.get("url"):
             cached = Path(os.path.expanduser("~/.cache/clip")) / os.path.basename(cfg["url"])
-            if not cached.is_file():
-                raise missing_weights(
-                    f"open_clip:{name}", f"open_clip's URL cache {cached}", "file not cached"
-                )
+            why = None if cached.is_file() else download_blocked(cfg["url"])
+            where = f"open_clip's URL cache {cached}"
+        else:
+            why = None
+        if why is not None:
+            raise missing_weights(f"open_clip:{name}", where, None, hint, why)
     if pretrained is None and arch.startswith(("hf-hub:", "local-dir:")):
         pretrained = None
     try:
@@ -85,7 +101,7 @@ def create(name: str, weights=None, root=None, device: str = "cpu"):
                 f"the Hugging Face cache {hf_cache_dir()} and open_clip's URL cache "
                 f"{os.path.expanduser('~/.cache/clip')}",
                 e,
-                "pass a local open_clip checkpoint with --weights PATH (spec open_clip:ARCH)",
+                hint,
             ) from None
         if "not a known tag" in msg:
             tags = open_clip.list_pretrained_tags_by_model(arch)

@@ -11,13 +11,40 @@ from __future__ import annotations
 from .base import (
     Adapter,
     ModelLoadError,
+    download_blocked,
     hf_cache_dir,
+    hf_repo_cached,
+    hub_endpoint,
     load_into,
     load_state_dict_file,
     missing_weights,
     torch_hub_dir,
     unwrap_state_dict,
 )
+
+
+def _check_downloadable(name: str, arch: str, hint: str) -> None:
+    """Fail at once when the pretrained weights are not cached and cannot be downloaded
+    (offline, or no network), instead of timm's minutes of retries."""
+    from pathlib import Path
+
+    from timm.models import get_pretrained_cfg
+
+    cfg = get_pretrained_cfg(arch)
+    if cfg is None:
+        return  # timm says what it lacks itself
+    if getattr(cfg, "hf_hub_id", None):
+        repo = cfg.hf_hub_id.strip("/")
+        why = None if hf_repo_cached(repo) else download_blocked(hub_endpoint())
+        where = f"the Hugging Face cache {hf_cache_dir()} ({repo})"
+    elif getattr(cfg, "url", None):
+        cached = Path(torch_hub_dir()) / cfg.url.rsplit("/", 1)[-1]
+        why = None if cached.is_file() else download_blocked(cfg.url)
+        where = f"the torch hub cache {cached}"
+    else:
+        return
+    if why is not None:
+        raise missing_weights(f"timm:{name}", where, None, hint, why)
 
 
 def load(name: str, weights=None, root=None) -> Adapter:
@@ -36,6 +63,9 @@ def load(name: str, weights=None, root=None) -> Adapter:
             f"timm:{name}: unknown timm model {arch!r}" + (f"; similar: {', '.join(close)}" if close else "")
         )
     pretrained = weights is None and tag != "random"
+    hint = "pass a state dict with --weights PATH, or use timm:NAME@random"
+    if pretrained:
+        _check_downloadable(name, arch, hint)
     try:
         model = timm.create_model(arch, pretrained=pretrained)
     except Exception as e:  # hub/URL errors differ by timm version: all mean "not available"
@@ -45,7 +75,7 @@ def load(name: str, weights=None, root=None) -> Adapter:
             f"timm:{name}",
             f"the Hugging Face cache {hf_cache_dir()} and the torch hub cache {torch_hub_dir()}",
             e,
-            "pass a state dict with --weights PATH, or use timm:NAME@random",
+            hint,
         ) from None
     clf = (getattr(model, "pretrained_cfg", None) or {}).get("classifier")
     model.reset_classifier(0)

@@ -15,10 +15,10 @@ from pathlib import Path
 from .base import (
     Adapter,
     ModelLoadError,
+    download_blocked,
     load_into,
     load_state_dict_file,
     missing_weights,
-    offline,
     resize_description,
     resize_transform,
     torch_hub_dir,
@@ -61,15 +61,18 @@ def load(name: str, weights=None, root=None) -> Adapter:
                 f"torchvision:{name}: unknown weights {tag!r}; choose from "
                 f"{', '.join(names + ['DEFAULT', 'random'])}"
             ) from None
-    if wenum is not None and offline():
-        # torchvision downloads by URL, which ignores HF_HUB_OFFLINE: check the cache ourselves.
+    if wenum is not None:
+        # torchvision downloads by URL, which ignores HF_HUB_OFFLINE (and retries with no
+        # network): check the cache ourselves.
         cached = Path(torch_hub_dir()) / wenum.url.rsplit("/", 1)[-1]
-        if not cached.is_file():
+        why = None if cached.is_file() else download_blocked(wenum.url)
+        if why is not None:
             raise missing_weights(
                 f"torchvision:{name}",
                 f"the torch hub cache {cached}",
-                "file not cached",
+                None,
                 "pass a state dict with --weights PATH, or use @random",
+                why,
             )
     try:
         model = models.get_model(arch, weights=wenum)
