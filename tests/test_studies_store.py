@@ -224,7 +224,10 @@ from conceptlens.studies.store import open_store
 from tests.study_factory import response
 import random
 store = open_store(sys.argv[1]); sid = sys.argv[2]; rng = random.Random(0)
-people = [store.join(sid, f"participant{i:03d}").participant_id for i in range(int(sys.argv[3]))]
+# A restart resumes the ids the store issued (an id it did not issue would get a new place).
+issued = list(store.participants(sid)["participant_id"])
+people = issued or [store.join(sid).participant_id for i in range(int(sys.argv[3]))]
+people = [store.join(sid, p).participant_id for p in people]
 while True:
     for p in people:
         cur = store.current(sid, p)
