@@ -25,9 +25,16 @@ def store(monkeypatch, tmp_path):
     S.close_stores()
 
 
-def app(monkeypatch, workspace, page=None, query=None) -> AppTest:
+OWNER_SECRET = "the-owner-secret-of-the-tests"
+
+
+def app(monkeypatch, workspace, page=None, query=None, owner=True) -> AppTest:
+    """The app on `workspace`, an owner secret set; `owner`: this session gave it."""
     monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", str(workspace)])
+    monkeypatch.setenv("CONCEPTLENS_OWNER_SECRET", OWNER_SECRET)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    if owner:
+        at.session_state["_owner_secret"] = OWNER_SECRET
     for k, v in (query or {}).items():
         at.query_params[k] = v
     if page:
@@ -68,7 +75,7 @@ def test_design_a_study_from_the_page(monkeypatch, store, factory_copy):
         "--seed 7",
     ):
         assert flag in cli
-    assert at.info and "No study yet" in plain(at.info)
+    assert at.info and "holds no study yet" in plain(at.info)
     at.button(key="st_create").click().run()
     clean(at)
     assert not at.error, [e.value for e in at.error]
@@ -216,11 +223,14 @@ def test_closed_and_full_studies(monkeypatch, store, factory_copy):
         clean(app(monkeypatch, factory_copy, query={"study": sid})).error
     )
     store.set_status(sid, "closed")
+    first.button(key="answer-0-left").click().run()  # closed while they were answering
+    assert "This study has closed" in plain(first.error) and store.answers(sid).empty
+    assert not first.button
+    # The next visit says so at once, not the next task.
     pid = first.query_params["p"]
     pid = pid[0] if isinstance(pid, list) else pid
     resumed = clean(app(monkeypatch, factory_copy, query={"study": sid, "p": pid}))
-    resumed.button(key="answer-0-left").click().run()  # closed while they were answering
-    assert "This study has closed" in plain(resumed.info) and store.answers(sid).empty
+    assert "This study has closed" in plain(resumed.error) and not resumed.button
 
 
 def test_nothing_in_the_page_tells_the_correct_answer(monkeypatch, store, factory_copy):

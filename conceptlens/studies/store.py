@@ -619,9 +619,12 @@ class Store:
         return self._transact(fn, write=True)
 
     # reading for results ---------------------------------------------------------------------
-    def answers(self, study_id: str) -> pd.DataFrame:
-        """Every answer with its task (unit, is_catch, payload) and slot layout, JSON decoded."""
+    def answers(self, study_id: str, participant_id: str | None = None) -> pd.DataFrame:
+        """Every answer (of one participant, when given) with its task (unit, is_catch, payload),
+        slot layout and the participant's platform ids, JSON decoded."""
         self.study(study_id)
+        if participant_id is not None:
+            _check(PARTICIPANT_ID, participant_id, "participant id")
         df = self._transact(
             lambda c: c.frame(
                 """SELECT a.participant_id, a.task_id, a.session, a.position, a.response, a.correct,
@@ -632,8 +635,9 @@ class Store:
                    JOIN tasks t ON t.study_id = a.study_id AND t.task_id = a.task_id
                    JOIN slots s ON s.study_id = a.study_id AND s.session = a.session
                                 AND s.position = a.position
-                   WHERE a.study_id = ? ORDER BY a.participant_id, a.position""",
-                [study_id],
+                   WHERE a.study_id = ? AND (CAST(? AS TEXT) IS NULL OR a.participant_id = ?)
+                   ORDER BY a.participant_id, a.position""",
+                [study_id, participant_id, participant_id],
             ),
             write=False,
         )
