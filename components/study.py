@@ -64,7 +64,7 @@ def sign_in() -> bool:
         return False
 
     def check() -> None:
-        given = st.session_state.pop("st_owner_given", "")
+        given = st.session_state.get("st_owner_given", "")
         st.session_state[OWNER] = given
         st.session_state["st_owner_failed"] = not is_owner()
 
