@@ -547,6 +547,23 @@ class Store:
 
         return self._transact(fn, write=False)
 
+    def shown_task(self, study_id: str, participant_id: str):
+        """(unit, is_catch, layout) of the task a participant is shown now, None once finished:
+        the server's side of it, for simulated observers (conceptlens.studies.plan); never for
+        a page."""
+        self.study(study_id)
+        _check(PARTICIPANT_ID, participant_id, "participant id")
+
+        def fn(c: _Cursor):
+            _, _, slots = self._progress(c, study_id, participant_id)
+            nxt = next((r for r in slots if not r[3]), None)
+            if nxt is None:
+                return None
+            unit, is_catch, _ = self._task(c, study_id, nxt[1])
+            return (None if unit is None else int(unit)), is_catch, json.loads(nxt[2])
+
+        return self._transact(fn, write=False)
+
     def answer(
         self, study_id: str, participant_id: str, task_id: str, response, rt_ms: float | None = None
     ) -> Receipt:
