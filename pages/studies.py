@@ -6,7 +6,7 @@ URL: ?kind=coherence|describability|similarity&ckpt=ID&k=K&neg=random|hard&src=S
 &clusters=0,1&stimuli=N&sel=random|active&tasks=N&answers=N&per=N&catch=N&refs=N&seed=N&token=0|1&id=NAME
 &sid=STUDY&excl=none|0|0.25|0.5&ntasks=N (a similarity study's next round: 0 = as this round)
 &done_url=URL&done_code=CODE&out_code=CODE&once=0|1&pass=PERCENT&minmin=N&maxmin=N&bias=PERCENT
-(crowd-sourcing and exclusion rules); &width=PERCENT&conf=PERCENT (planning)
+(crowd-sourcing and exclusion rules); &width=PERCENT&conf=PERCENT&obs=proxy|psychometric (planning)
 
 The page is the owner's: without the owner (components/study.py: the owner secret, or a local
 server) it shows the sign-in and nothing of the store. Every read and write of the store goes
@@ -26,6 +26,7 @@ from components.text import literal
 from components.url_state import url_multiselect, url_number, url_selectbox, url_text, url_toggle
 from conceptlens.errors import ConceptLensError
 from conceptlens.figures.studies import human_vs_proxy
+from conceptlens.studies import plan as P
 from conceptlens.studies.cli import participant_link
 from conceptlens.studies.design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudyError, StudySpec
 from conceptlens.studies.results import RULES
@@ -216,6 +217,54 @@ with st.expander("Crowd-sourcing and exclusion rules (Prolific, MTurk)"):
     fields["min_minutes"] = min_min or None
     fields["max_minutes"] = max_min or None
     fields["max_side_bias"] = bias / 100 if bias and two_afc else None
+
+if two_afc and ready:
+    with st.expander("Plan: how many people each task needs", expanded=False):
+        st.caption(
+            "Simulated observers answer each cluster's tasks: as the machine annotator did (its "
+            "coherence with the chosen negatives), or by a psychometric function of the cluster's "
+            "purity (0.5 + 0.48 · logistic((purity − 0.5) / 0.1)). The plan is the fewest people per "
+            "task whose Clopper-Pearson interval, at the simulated accuracy, is at most the chosen width "
+            "for every cluster tested (docs/studies.md)."
+        )
+        w1, w2, w3 = st.columns([1, 1, 2])
+        width = url_number(
+            "Interval width (%)", key="st_width", param="width", default=20, min_value=1, max_value=99,
+            container=w1,
+        )  # fmt: skip
+        conf = url_number(
+            "Confidence (%)",
+            key="st_conf",
+            param="conf",
+            default=95,
+            min_value=50,
+            max_value=99,
+            container=w2,
+        )
+        sources = ["proxy", "psychometric"] if kind == "coherence" else ["psychometric"]
+        source = url_selectbox(
+            "Observers", sources, key="st_obs", param="obs", container=w3,
+            format_func={"proxy": "the machine annotator", "psychometric": "purity, psychometric"}.get,
+        )  # fmt: skip
+        tested = (
+            options if not fields.get("clusters") else options[options["cluster"].isin(fields["clusters"])]
+        )
+        planned = P.plan(
+            P.observers(tested, source, f"coherence_{fields.get('negatives', 'random')}"),
+            tasks=fields["tasks"], width=width / 100, confidence=conf / 100,
+            per_participant=fields["per_participant"], catch=fields["catch"],
+        )  # fmt: skip
+        a = planned.attrs["people_per_task"]
+        if a is None:
+            st.info("No simulated accuracy for these clusters: run `conceptlens analyze cluster_metrics`.")
+        else:
+            st.markdown(
+                f"**{count(a, 'person', 'people')} per task** "
+                f"({count(planned.attrs['participants'], 'participant')} of {fields['per_participant']} "
+                "tasks) give every tested cluster an interval at most "
+                f"{width}% wide at {conf}% confidence; this design has {fields['answers']} per task."
+            )
+            metric_table(planned, key="st_plan_table", formats={"p": "%.3f"})
 
 try:
     spec = StudySpec(**fields).check()

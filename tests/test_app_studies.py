@@ -366,3 +366,69 @@ def test_create_an_active_similarity_study_from_the_page(monkeypatch, store, fac
     spec = store.study(store.studies()["study_id"].iloc[0]).spec
     assert (spec.selection, spec.round, spec.tasks) == ("active", 0, 12)
     assert "active selection (round 0): 9 trials by information gain" in plain(at.caption)
+
+
+# ---- crowd-sourcing and planning ----------------------------------------------------------------
+def test_prolific_ids_are_stored_once_and_the_platform_gets_its_codes(monkeypatch, store, factory_copy):
+    done = "https://app.prolific.com/submissions/complete?cc=C0DE1"
+    sid, _, d = create(
+        store, factory_copy, completion_url=done, completion_code="C0DE1", excluded_code="OUT1",
+        min_catch_pass=1.0, min_minutes=30, once_per_workspace=True,
+    )  # fmt: skip
+    other, _, _ = create(store, factory_copy, once_per_workspace=True)
+    link = {"study": sid, "PROLIFIC_PID": "5f0c0ffee0000000000000aa", "STUDY_ID": "st1", "SESSION_ID": "se1"}
+    at = clean(app(monkeypatch, factory_copy, query=link))
+    pid = at.query_params["p"]
+    pid = pid[0] if isinstance(pid, list) else pid
+    # The same Prolific id from another browser (no p, no cookie): the same place, not a second.
+    again = clean(app(monkeypatch, factory_copy, query=link))
+    assert again.query_params["p"] in (pid, [pid]) and len(store.participants(sid)) == 1
+    row = store.participants(sid).iloc[0]
+    assert (row["platform"], row["platform_pid"], row["platform_study"], row["platform_session"]) == (
+        "prolific", "5f0c0ffee0000000000000aa", "st1", "se1",
+    )  # fmt: skip
+    # Fast and right on every catch task: one failed check (time), not excluded: the completion code.
+    import random
+
+    from conceptlens.studies.plan import simulated_response
+
+    for n in range(10):  # an observer who is always right (catch tasks included)
+        side = simulated_response(store, sid, pid, {c: 1.0 for c in range(4)}, random.Random(0))
+        at.button(key=f"answer-{n}-{side}").click().run()
+    assert at.title[0].value == "Thank you!" and at.code[0].value == "C0DE1"
+    assert [b.proto.url for b in at.get("link_button")] == [done]
+    assert set(store.answers(sid)["platform_pid"]) == {"5f0c0ffee0000000000000aa"}
+    # The same person, another study of the same workspace: refused.
+    refused = clean(app(monkeypatch, factory_copy, query=link | {"study": other}))
+    assert "already taken part" in plain(refused.error) and store.participants(other).empty
+
+
+def test_a_finisher_excluded_by_two_failed_checks_gets_the_excluded_code(monkeypatch, store, factory_copy):
+    sid, _, d = create(store, factory_copy, completion_code="C0DE1", excluded_code="OUT1", min_minutes=30,
+                       max_side_bias=0.8, completion_url="https://example.org/done")  # fmt: skip
+    at = clean(app(monkeypatch, factory_copy, query={"study": sid}))
+    for n in range(10):  # left every time, in seconds: two failed checks
+        at.button(key=f"answer-{n}-left").click().run()
+    assert at.title[0].value == "Thank you!" and at.code[0].value == "OUT1" and not at.get("link_button")
+    s = store.study(sid)
+    from conceptlens.studies.results import results
+
+    summary = results(store, sid).summary
+    assert summary["excluded"] == 1 and summary["excluded_by"] == {"min_minutes": 1, "max_side_bias": 1}
+    assert s.spec.excluded_code == "OUT1"
+
+
+def test_the_plan_is_shown_before_create(monkeypatch, store, factory_copy):
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.studies import plan as P
+    from conceptlens.views.studies import cluster_options
+
+    at = clean(
+        app(monkeypatch, factory_copy, "pages/studies.py", {"refs": "5", "width": "20", "tasks": "20"})
+    )
+    opts = cluster_options(WorkspaceDB(factory_copy), "ck0", 4)
+    want = P.plan(
+        P.observers(opts, "proxy", "coherence_random"), tasks=20, width=0.2, per_participant=20, catch=2
+    )
+    a = want.attrs["people_per_task"]
+    assert a and f"{a} {'person' if a == 1 else 'people'} per task" in plain(at.markdown)
