@@ -159,6 +159,7 @@ async def participate(
     retry_until: float | None = None,
     stop_after: int | None = None,
     timeout: float = 120,
+    respond=None,
 ) -> Outcome:
     """Answer every task of `study` as `participant_id` (2AFC: a random side; 8-rank-2: two
     random references, then Submit). A dropped connection (the server was killed) is retried
@@ -189,12 +190,13 @@ async def participate(
                     return out
                 n = view.task[0] - 1
                 t0 = time.monotonic()
+                # `respond(participant_id)`: a simulated observer's answer (conceptlens.studies.plan).
+                said = respond(out.participant_id) if respond else None
                 if f"answer-{n}-left" in view.buttons:
-                    view = await client.run(
-                        view.buttons[f"answer-{n}-{rng.choice(('left', 'right'))}"], timeout
-                    )
+                    side = said or rng.choice(("left", "right"))
+                    view = await client.run(view.buttons[f"answer-{n}-{side}"], timeout)
                 else:
-                    for i in rng.sample(range(8), 2):
+                    for i in said or rng.sample(range(8), 2):
                         view = await client.run(view.buttons[f"pick-{n}-{i}"], timeout)
                     view = await client.run(view.buttons[f"submit-{n}"], timeout)
                 if view.finished or (view.task is not None and view.task[0] - 1 > n):

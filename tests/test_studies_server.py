@@ -351,3 +351,35 @@ def test_a_link_naming_another_workspace_is_refused_cleanly(factory_template, tm
     assert plain.task == (1, 10) and not plain.exceptions
     assert named.task == (1, 10) and not named.exceptions
     store.close()
+
+
+def test_simulated_observers_answer_a_study_through_the_participant_page(factory_template, tmp_path):
+    """The simulation mode: observers who pick the cluster's image with a given probability
+    answer through the running page; with probability 1 every counted answer is right, so the
+    page clicked the side the server graded as the cluster's."""
+    import numpy as np
+
+    from conceptlens.studies.plan import simulated_response
+    from conceptlens.studies.results import results
+
+    store = S.SqliteStore(tmp_path / "answers.sqlite")
+    sid, _, d = create(store, factory_template, answers=1, per_participant=6, catch=1)
+    rng = np.random.default_rng(0)
+    server = Server(factory_template, {"CONCEPTLENS_STATE_DIR": str(tmp_path)})
+    server.start()
+    try:
+
+        async def main():
+            outs = [Outcome(f"sim-{i:04d}-person") for i in range(3)]
+            respond = lambda pid: simulated_response(store, sid, pid, {0: 1.0, 1: 1.0, 2: 1.0}, rng)  # noqa: E731
+            return await asyncio.gather(
+                *(participate(server.url, sid, o.participant_id, outcome=o, respond=respond) for o in outs)
+            )
+
+        outs = _run(main)
+    finally:
+        server.stop()
+    res = results(store, sid)
+    assert all(o.code for o in outs) and res.summary["finished"] == 3
+    assert res.summary["accuracy"] == 1.0 and (res.participants["catch_failed"] == 0).all()
+    store.close()
