@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# 30 people per task is above the default limit (20): the owner raises it, as documented.
+os.environ.setdefault("CONCEPTLENS_STUDY_MAX_ANSWERS", "30")
 from conceptlens.studies.design import StudySpec, design  # noqa: E402
 from conceptlens.studies.store import open_store  # noqa: E402
 from conceptlens.workspace import Workspace  # noqa: E402
