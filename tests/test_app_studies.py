@@ -432,3 +432,26 @@ def test_the_plan_is_shown_before_create(monkeypatch, store, factory_copy):
     )
     a = want.attrs["people_per_task"]
     assert a and f"{a} {'person' if a == 1 else 'people'} per task" in plain(at.markdown)
+
+
+def test_exported_studies_a_single_person_and_missing_descriptions(
+    monkeypatch, store, factory_copy, tmp_path
+):
+    """Issue 28 item 7: the page lists the studies exported into the workspace when the store
+    holds none ("No study yet" before), says "1 person", and shows a missing description as —."""
+    from conceptlens.studies.results import export
+
+    sid, _, _ = create(store, factory_copy, answers=1)
+    answer_all(store, sid, store.join(sid).participant_id)
+    export(store, sid, Workspace(factory_copy))
+    at = clean(app(monkeypatch, factory_copy, "pages/studies.py", {"sid": sid}))
+    assert "1 person per task" in plain(at.caption) and "1 people" not in plain(at.caption)
+    table = next(t for t in at.dataframe if "description" in t.value.columns)
+    assert set(table.value["description"]) == {"—"}
+    S.close_stores()
+    monkeypatch.setenv("CONCEPTLENS_STATE_DIR", str(tmp_path / "empty-state"))
+    empty = clean(app(monkeypatch, factory_copy, "pages/studies.py"))
+    assert "holds 1 exported study" in plain(empty.caption) and "No study yet" not in plain(empty.info)
+    assert any(
+        sid in " ".join(map(str, t.value["study_id"])) for t in empty.dataframe if "study_id" in t.value
+    )
