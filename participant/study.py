@@ -1,12 +1,15 @@
 """A study as its participants see it, opened by `?study=ID` (with `&token=` when the study
-has one); app.py shows nothing else to such a link.
+has one); app.py shows nothing else to such a link, nor to a session that holds a place.
 
-No login: a per-browser participant id (kept in `?p=` and a cookie), so a reload, or the plain
-link opened again in the same browser, resumes where the person was. One task at a time, large
-images, keyboard shortcuts, progress, then a thank-you and a completion code. The page only
-gets what `conceptlens.studies.shown` lets it see (images and a description, in the order the
-server drew); which image is correct never leaves the server, and each answer is stored in one
-transaction before the next task is drawn.
+No login: a participant id the server issues (kept in `?p=` and a cookie), so a reload, or the
+plain link opened again in the same browser, resumes where the person was; one place per
+browser session (`conceptlens.studies.service.enter`). Platform ids (PROLIFIC_PID, workerId,
+...) from the link are stored with the place. Images come from the workspace the study was
+designed on, never from the link's `ws=`. One task at a time, large images, keyboard
+shortcuts, progress, then a thank-you, the completion code and the platform's return link.
+The page only gets what `conceptlens.studies.shown` lets it see (images and a description, in
+the order the server drew); which image is correct never leaves the server, and each answer is
+stored in one transaction before the next task is drawn.
 """
 
 import time

@@ -148,7 +148,8 @@ def test_hard_negatives_come_from_the_nearest_cluster(ws):
         ({"kind": "similarity", "dataset": "none"}, "dataset 'none' has no images"),
         ({"kind": "similarity", "dataset": "toy", "stimuli": 100}, "has 48 images, fewer than the 100"),
         ({"tasks": 20_000, "answers": 20},
-         "tasks: tasks 20,000 is above the limit of 1,000 \\(the owner raises it with CONCEPTLENS_STUDY_MAX_TASKS\\)"),
+         "tasks: tasks 20,000 is above the limit of 1,000 "
+         "\\(the owner raises it with CONCEPTLENS_STUDY_MAX_TASKS\\)"),
         ({"answers": 21}, "answers: people per task 21 is above the limit of 20"),
         ({"per_participant": 201}, "per_participant: tasks per person 201 is above the limit of 200"),
         ({"clusters": (0, 1, 2), "tasks": 1000, "answers": 20, "per_participant": 3, "catch": 1},
