@@ -394,14 +394,26 @@ st.caption(
     + ":"
 )
 st.code(participant_link(base_url, sid, "TOKEN" if study.token_sha256 else None, ws_name), language=None)
+
+
+def set_status(study_id: str, value: str) -> None:
+    try:
+        owner().set_status(study_id, value)
+        st.session_state.pop("st_status_error", None)
+    except StudyError as e:  # the service refused (read-only, not the owner)
+        st.session_state["st_status_error"] = str(e)
+
+
+if st.session_state.get("st_status_error"):
+    st.error(f"**The study's status was not changed:** {literal(st.session_state['st_status_error'])}")
 if status == "open":
     st.button(
-        "Close the study", key="st_close", on_click=own.set_status, args=(sid, "closed"),
+        "Close the study", key="st_close", on_click=set_status, args=(sid, "closed"),
         icon=":material/lock:", disabled=locked, help=LOCKED_HELP if locked else None,
     )  # fmt: skip
 else:
     st.button(
-        "Reopen the study", key="st_open", on_click=own.set_status, args=(sid, "open"),
+        "Reopen the study", key="st_open", on_click=set_status, args=(sid, "open"),
         icon=":material/lock_open:", disabled=locked, help=LOCKED_HELP if locked else None,
     )  # fmt: skip
 

@@ -119,10 +119,11 @@ def test_results_export_and_closing(monkeypatch, store, factory_copy):
     assert metrics["participants"] == "4 of 23" and metrics["answers"] == "40 of 226"
     assert metrics["people left out"] == "1" and metrics["answers counted"] == "24"
     assert len(at.get("plotly_chart")) == 1
-    clusters = at.dataframe[1].value
+    clusters = next(t.value for t in at.dataframe if "n_correct" in t.value.columns)
     assert clusters["n"].sum() == 24 and (clusters["accuracy"] == 1).all()
     assert {"lo", "hi", "proxy", "proxy_lo", "proxy_hi", "purity"} <= set(clusters.columns)
-    people_table = at.dataframe[2].value.set_index("participant_id")
+    people_table = next(t.value for t in at.dataframe if "catch_failure_rate" in t.value.columns)
+    people_table = people_table.set_index("participant_id")
     assert (
         people_table.loc[people[0], "excluded"] and people_table.loc[people[0], "catch_failure_rate"] == 1.0
     )

@@ -291,3 +291,35 @@ def test_postgres_reconnects_after_its_connection_was_dropped(pg_server, factory
     store.answer(sid, p, store.current(sid, p).task_id, "left")
     assert count(store, sid) == (1, 1)
     store.close()
+
+
+def test_a_store_from_before_gets_the_new_columns(store, store_url, factory_template):
+    """A store created before platform ids, reclaimed places and pinned workspaces: opened
+    again, its tables get the new columns and its studies go on."""
+    sid, _, _ = create(store, factory_template)
+    p = store.join(sid).participant_id
+    store.answer(sid, p, store.current(sid, p).task_id, "left")
+
+    def downgrade(c):
+        c.run("DROP INDEX participants_platform")
+        for table, column, _ in S._ADDED:
+            c.run(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+    store._transact(downgrade, True)
+    store.close()
+    again = (
+        S.SqliteStore(store_url[len("sqlite:///") :])
+        if store_url.startswith("sqlite")
+        else S.PostgresStore(store_url)
+    )
+    try:
+        assert again.study(sid).root is None  # stored before: no folder, found by its name
+        assert again.join(sid, p).participant_id == p
+        again.answer(sid, p, again.current(sid, p).task_id, "right")
+        platform = S.Platform("prolific", "abc123", "st", "se")
+        new = again.join(sid, platform=platform)
+        row = again.participants(sid).set_index("participant_id").loc[new.participant_id]
+        assert (row["platform"], row["platform_pid"]) == ("prolific", "abc123")
+        assert count(again, sid) == (2, 2)
+    finally:
+        again.close()
