@@ -175,9 +175,23 @@ def test_a_full_study_and_reclaimed_sessions(store, factory_template):
         ),
         True,
     )
-    assert store.join(sid).session == 2
+    taker = store.join(sid)
+    assert taker.session == 2 and taker.participant_id != people[2]
     with pytest.raises(S.StudyFull):
         store.join(sid)
+    # The previous holder's place is gone (their answers stay); the new holder starts afresh.
+    with pytest.raises(S.PlaceReclaimed, match="went to someone else"):
+        store.join(sid, people[2])
+    with pytest.raises(S.PlaceReclaimed):
+        store.answer(sid, people[2], "c0-00", "left")
+    assert store.current(sid, taker.participant_id).answered == 0
+
+
+def test_drawn_study_ids_carry_64_bits(store, factory_template):
+    import re
+
+    ids = {create(store, factory_template)[0] for _ in range(3)}
+    assert len(ids) == 3 and all(re.fullmatch(r"coh-[0-9a-f]{16}", i) for i in ids), ids
 
 
 def test_study_ids_are_unique(store, factory_template):
