@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8501
+# localhost: the Studies page is the owner's without a secret (docs/deploy.md); 0.0.0.0 shares the app
+ADDRESS ?= localhost
 # The environment variable the app reads also picks the workspace for `make run`.
 WORKSPACE ?= $(or $(CONCEPTLENS_WORKSPACE),data/demo)
 export HF_HUB_OFFLINE := 1
@@ -11,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 .PHONY: run test test-fast lint browser-deps postgres-deps demo figures clean mutate
 
 run: $(VENV)/.app-deps
-	$(PY) -m streamlit run app.py --server.port $(PORT) --server.headless true -- --workspace $(WORKSPACE)
+	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true -- --workspace $(WORKSPACE)
 
 # Test files run in TEST_JOBS processes (pytest-xdist; each file stays in one process, so
 # its module fixtures are built once): most of a browser or server test is waiting.

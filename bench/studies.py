@@ -10,7 +10,13 @@ exactly 2,000 answers in the end, none twice; every participant has their comple
 Printed and written as JSON: answers per second before and after the kill, click-to-
 acknowledgement latency, reconnects, how long the server was down, the machine's load.
 
-    nice .venv/bin/python bench/studies.py [--backend sqlite] [--backend postgresql]
+With `--observers annotator` the participants are simulated observers (the planning's,
+conceptlens/studies/plan.py): each picks the cluster's image with the probability the machine
+annotator's coherence of that cluster gives, answering through the running participant page;
+the result adds each cluster's people's accuracy next to the observers' and the planned people
+per task for an interval 0.2 wide.
+
+    nice .venv/bin/python bench/studies.py [--backend sqlite] [--backend postgresql] [--observers annotator]
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# 30 people per task is above the default limit (20): the owner raises it, as documented.
+os.environ.setdefault("CONCEPTLENS_STUDY_MAX_ANSWERS", "30")
 from conceptlens.studies.design import StudySpec, design  # noqa: E402
 from conceptlens.studies.store import open_store  # noqa: E402
 from conceptlens.workspace import Workspace  # noqa: E402
@@ -45,7 +54,7 @@ def stored(store, sid: str) -> tuple[int, int, set]:
     return len(rows), len({(p, t) for p, t, _ in rows}), {(p, int(pos)) for p, _, pos in rows}
 
 
-def run(backend: str, work: Path, people: int, kill_at: float) -> dict:
+def run(backend: str, work: Path, people: int, kill_at: float, observers: str = "random") -> dict:
     from tests.factory import make_workspace
 
     root = work / f"ws-{backend}"
@@ -61,6 +70,17 @@ def run(backend: str, work: Path, people: int, kill_at: float) -> dict:
         d = design(Workspace(root), SPEC)
         sid, _ = store.create_study(d, f"bench-{backend}")
         planned = sum(1 for s in d.slots if s.session < people)
+        respond, accuracy = None, {}
+        if observers == "annotator":
+            from conceptlens.studies.plan import simulated_response
+
+            m = Workspace(root).read("cluster_metrics", checkpoint_id="ck0", k=4).to_pandas()
+            accuracy = dict(zip(m["cluster"].astype(int), m["coherence_random"].astype(float)))
+            rng = np.random.default_rng(0)
+
+            def respond(pid):
+                return simulated_response(store, sid, pid, accuracy, rng)
+
         server = Server(root, {"CONCEPTLENS_ANSWERS_URL": url})
         server.start()
         stack.callback(server.stop)
@@ -73,7 +93,14 @@ def run(backend: str, work: Path, people: int, kill_at: float) -> dict:
             tasks = [
                 asyncio.create_task(
                     participate(
-                        server.url, sid, o.participant_id, seed=i, outcome=o, retry_until=until, timeout=900
+                        server.url,
+                        sid,
+                        o.participant_id,
+                        seed=i,
+                        outcome=o,
+                        retry_until=until,
+                        timeout=900,
+                        respond=respond,
                     )
                 )
                 for i, o in enumerate(outs)
@@ -119,6 +146,20 @@ def run(backend: str, work: Path, people: int, kill_at: float) -> dict:
             "latency_s_max": float(lat.max()),
             "load_average_1min_at_end": os.getloadavg()[0],
         }
+        if observers == "annotator":
+            from conceptlens.studies.plan import observers as simulated
+            from conceptlens.studies.plan import plan
+            from conceptlens.studies.results import results
+
+            res = results(store, sid)
+            result["clusters"] = [
+                {"cluster": int(c.cluster), "observers": accuracy.get(int(c.cluster)), "people": c.accuracy,
+                 "lo": c.lo, "hi": c.hi, "n": int(c.n)}
+                for c in res.clusters.itertuples()
+            ]  # fmt: skip
+            opts = pd.DataFrame({"cluster": list(accuracy), "coherence_random": list(accuracy.values())})
+            pl = plan(simulated(opts, "proxy", "coherence_random"), tasks=SPEC.tasks, width=0.2)
+            result["planned_people_per_task_for_width_0.2"] = pl.attrs["people_per_task"]
         store.close()
     result["ok"] = bool(
         result["stored"] == result["planned"] == people * SPEC.per_participant
@@ -137,12 +178,13 @@ def main() -> int:
     ap.add_argument(
         "--kill-at", type=float, default=0.4, help="share of answers acknowledged before the kill"
     )
+    ap.add_argument("--observers", choices=("random", "annotator"), default="random")
     ap.add_argument("--out", default="tests/artifacts/bench-studies.json")
     args = ap.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-studies-") as tmp:
         for backend in args.backend or ["sqlite", "postgresql"]:
-            r = run(backend, Path(tmp), args.participants, args.kill_at)
+            r = run(backend, Path(tmp), args.participants, args.kill_at, args.observers)
             results.append(r)
             print(json.dumps(r, indent=2), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

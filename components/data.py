@@ -63,13 +63,18 @@ def _from_link() -> Path | None:
     return None
 
 
-def workspace_root() -> Path | str:
-    """`?ws=` (below CONCEPTLENS_WORKSPACES), else --workspace, else $CONCEPTLENS_WORKSPACE,
-    else data/demo. The last two may be a URL (conceptlens/remote.py), kept as text."""
-    chosen = _from_link() or _cli_workspace() or os.environ.get("CONCEPTLENS_WORKSPACE")
+def served_root() -> Path | str:
+    """The workspace the server was started on, whatever a link says: --workspace, else
+    $CONCEPTLENS_WORKSPACE, else data/demo; a URL (conceptlens/remote.py) is kept as text."""
+    chosen = _cli_workspace() or os.environ.get("CONCEPTLENS_WORKSPACE")
     if is_url(chosen):
         return chosen
     return Path(chosen) if chosen else DEFAULT_WORKSPACE
+
+
+def workspace_root() -> Path | str:
+    """`?ws=` (below CONCEPTLENS_WORKSPACES), else `served_root()`."""
+    return _from_link() or served_root()
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)

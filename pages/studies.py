@@ -5,6 +5,12 @@ it, reads its results next to the proxy annotator's and exports them into the wo
 URL: ?kind=coherence|describability|similarity&ckpt=ID&k=K&neg=random|hard&src=SOURCE&ds=DATASET
 &clusters=0,1&stimuli=N&sel=random|active&tasks=N&answers=N&per=N&catch=N&refs=N&seed=N&token=0|1&id=NAME
 &sid=STUDY&excl=none|0|0.25|0.5&ntasks=N (a similarity study's next round: 0 = as this round)
+&done_url=URL&done_code=CODE&out_code=CODE&once=0|1&pass=PERCENT&minmin=N&maxmin=N&bias=PERCENT
+(crowd-sourcing and exclusion rules); &width=PERCENT&conf=PERCENT&obs=proxy|psychometric (planning)
+
+The page is the owner's: without the owner (components/study.py: the owner secret, or a local
+server) it shows the sign-in and nothing of the store. Every read and write of the store goes
+through `conceptlens.studies.service.Owner`, which checks the owner again on each call.
 """
 
 from urllib.parse import urlsplit
@@ -15,12 +21,15 @@ import streamlit as st
 from components import data, url_state
 from components.export_button import show_figure
 from components.metric_table import metric_table
+from components.study import count, owner, shown_clusters, sign_in
 from components.text import literal
 from components.url_state import url_multiselect, url_number, url_selectbox, url_text, url_toggle
 from conceptlens.errors import ConceptLensError
 from conceptlens.figures.studies import human_vs_proxy
+from conceptlens.studies import plan as P
 from conceptlens.studies.cli import participant_link
 from conceptlens.studies.design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudyError, StudySpec
+from conceptlens.studies.results import RULES
 from conceptlens.views import studies as V
 from conceptlens.workspace import read_only
 
@@ -44,8 +53,16 @@ st.caption(
     "seed draws every task); participants open its link, with no login, and each answer is "
     "stored the moment it is given."
 )
+if not sign_in():
+    url_state.stop()
+own = owner()
+locked = read_only()  # a read-only deployment changes no study (the service refuses it too)
+LOCKED_HELP = (
+    "This deployment is read-only (CONCEPTLENS_READ_ONLY=1): create, close and export studies from the "
+    "command line with the same answers store (docs/studies.md)."
+)
 try:
-    store = V.store_label()
+    store = own.store_label()
 except StudyError as e:
     st.error(f"**The answers store cannot be opened:** {literal(e)}", icon=":material/error:")
     url_state.stop()
@@ -59,7 +76,7 @@ ws_name = st.query_params.get("ws")
 
 # ---- a new study --------------------------------------------------------------------------
 st.header("New study")
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
 kind = url_selectbox("Kind", KINDS, key="st_kind", param="kind", format_func=V.KIND_NAMES.get, container=c1)
 fields: dict = {"kind": kind}
 ready = True
@@ -150,9 +167,110 @@ if kind == "coherence":
     )
 fields["seed"] = url_number("Seed", key="st_seed", param="seed", default=0, min_value=0, container=n6)
 t1, t2, _ = st.columns([1, 1, 2])
-study_name = url_text("Study id (optional)", key="st_id", param="id", container=t1, max_chars=64)
+study_name = url_text(
+    "Study id (optional)", key="st_id", param="id", container=t1, max_chars=64,
+    help="Empty: drawn, with 64 bits of randomness. A chosen id can be guessed: add an access token.",
+)  # fmt: skip
 token = url_toggle("Access token in the link", key="st_token", param="token", container=t2)
-spec = StudySpec(**fields)
+
+with st.expander("Crowd-sourcing and exclusion rules (Prolific, MTurk)"):
+    st.caption(
+        "The link takes the platform's ids (Prolific: PROLIFIC_PID, STUDY_ID, SESSION_ID; MTurk: "
+        "workerId, hitId, assignmentId) and stores them with the answers; one platform id takes "
+        "the study once. A finisher gets the completion code (and the link back to the platform); "
+        "one excluded by the rules gets the code for excluded people. A person is excluded only "
+        "after two failed checks (Prolific's rule): each failed catch task counts once the catch "
+        "rule fails; a failed time or side rule counts one."
+    )
+    p1, p2, p3 = st.columns([2, 1, 1])
+    fields["completion_url"] = (
+        url_text(
+            "Completion URL (https://...)", key="st_done_url", param="done_url", container=p1, max_chars=500
+        )
+        or None
+    )
+    fields["completion_code"] = (
+        url_text("Completion code (empty: one per person)", key="st_done_code", param="done_code",
+                 container=p2, max_chars=64) or None
+    )  # fmt: skip
+    fields["excluded_code"] = (
+        url_text("Code for excluded people", key="st_out_code", param="out_code", container=p3, max_chars=64)
+        or None
+    )
+    fields["once_per_workspace"] = url_toggle(
+        "A platform id takes one study of this workspace", key="st_once", param="once"
+    )
+    x1, x2, x3, x4 = st.columns(4)
+    catch_pass = url_number(
+        "Catch tasks passed, at least (%; 0: no rule)", key="st_pass", param="pass", default=0,
+        min_value=0, max_value=100, container=x1,
+    )  # fmt: skip
+    min_min = url_number("Minutes, at least (0: no rule)", key="st_minmin", param="minmin", default=0,
+                         min_value=0, container=x2)  # fmt: skip
+    max_min = url_number("Minutes, at most (0: no rule)", key="st_maxmin", param="maxmin", default=0,
+                         min_value=0, container=x3)  # fmt: skip
+    bias = url_number(
+        "One side's share of answers, at most (%; 0: no rule)", key="st_bias", param="bias", default=0,
+        min_value=0, max_value=100, container=x4, disabled=not two_afc,
+    )  # fmt: skip
+    fields["min_catch_pass"] = catch_pass / 100 if catch_pass else None
+    fields["min_minutes"] = min_min or None
+    fields["max_minutes"] = max_min or None
+    fields["max_side_bias"] = bias / 100 if bias and two_afc else None
+
+if two_afc and ready:
+    with st.expander("Plan: how many people each task needs", expanded=False):
+        st.caption(
+            "Simulated observers answer each cluster's tasks: as the machine annotator did (its "
+            "coherence with the chosen negatives), or by a psychometric function of the cluster's "
+            "purity (0.5 + 0.48 · logistic((purity − 0.5) / 0.1)). The plan is the fewest people per "
+            "task whose Clopper-Pearson interval, at the simulated accuracy, is at most the chosen width "
+            "for every cluster tested (docs/studies.md)."
+        )
+        w1, w2, w3 = st.columns([1, 1, 2])
+        width = url_number(
+            "Interval width (%)", key="st_width", param="width", default=20, min_value=1, max_value=99,
+            container=w1,
+        )  # fmt: skip
+        conf = url_number(
+            "Confidence (%)",
+            key="st_conf",
+            param="conf",
+            default=95,
+            min_value=50,
+            max_value=99,
+            container=w2,
+        )
+        sources = ["proxy", "psychometric"] if kind == "coherence" else ["psychometric"]
+        source = url_selectbox(
+            "Observers", sources, key="st_obs", param="obs", container=w3,
+            format_func={"proxy": "the machine annotator", "psychometric": "purity, psychometric"}.get,
+        )  # fmt: skip
+        tested = (
+            options if not fields.get("clusters") else options[options["cluster"].isin(fields["clusters"])]
+        )
+        planned = P.plan(
+            P.observers(tested, source, f"coherence_{fields.get('negatives', 'random')}"),
+            tasks=fields["tasks"], width=width / 100, confidence=conf / 100,
+            per_participant=fields["per_participant"], catch=fields["catch"],
+        )  # fmt: skip
+        a = planned.attrs["people_per_task"]
+        if a is None:
+            st.info("No simulated accuracy for these clusters: run `conceptlens analyze cluster_metrics`.")
+        else:
+            st.markdown(
+                f"**{count(a, 'person', 'people')} per task** "
+                f"({count(planned.attrs['participants'], 'participant')} of {fields['per_participant']} "
+                "tasks) give every tested cluster an interval at most "
+                f"{width}% wide at {conf}% confidence; this design has {fields['answers']} per task."
+            )
+            metric_table(planned, key="st_plan_table", formats={"p": "%.3f"})
+
+try:
+    spec = StudySpec(**fields).check()
+    spec_error = None
+except StudyError as e:
+    spec, spec_error = None, str(e)
 
 cli = ["conceptlens study create", f"--workspace {ws.label}", f"--kind {kind}"]
 flags = {
@@ -164,12 +282,12 @@ flags = {
     "dataset": fields.get("dataset"),
     "stimuli": fields.get("stimuli"),
     "selection": None if fields.get("selection", "random") == "random" else fields["selection"],
-    "tasks": spec.tasks,
-    "answers": spec.answers,
-    "per-participant": spec.per_participant,
-    "catch": spec.catch,
+    "tasks": fields["tasks"],
+    "answers": fields["answers"],
+    "per-participant": fields["per_participant"],
+    "catch": fields["catch"],
     "refs": fields.get("refs"),
-    "seed": spec.seed,
+    "seed": fields["seed"],
     "id": study_name or None,
 }
 cli += [f"--{f} {v}" for f, v in flags.items() if v is not None]
@@ -180,7 +298,9 @@ cli += [f"--url {base_url}"] + ([f"--ws {ws_name}"] if ws_name else [])
 def create(root, spec: StudySpec, name: str | None, token: bool) -> None:
     # A callback: it runs before the rerun the click starts, so nothing can lose the click.
     try:
-        st.session_state["st_made"] = V.create(root, spec, name, token)
+        if spec is None:
+            raise StudyError(spec_error)
+        st.session_state["st_made"] = owner().create(root, spec, name, token)
         st.session_state["st_sid"] = st.session_state["st_made"]["study_id"]  # show the new study
         st.session_state.pop("st_create_error", None)
     except StudyError as e:
@@ -191,12 +311,15 @@ st.button(
     "Create study",
     key="st_create",
     type="primary",
-    disabled=not ready,
+    disabled=not ready or locked,
+    help=LOCKED_HELP if locked else None,
     icon=":material/add:",
     on_click=create,
     args=(ws.root, spec, study_name or None, token),
 )
-if st.session_state.get("st_create_error"):
+if spec_error and ready:
+    st.error(f"**The study cannot be created:** {literal(spec_error)}", icon=":material/error:")
+elif st.session_state.get("st_create_error"):
     st.error(
         f"**The study cannot be created:** {literal(st.session_state['st_create_error'])}",
         icon=":material/error:",
@@ -218,20 +341,37 @@ st.code(" \\\n  ".join(cli), language="bash")
 # ---- the studies in the store -------------------------------------------------------------
 st.header("Studies in the answers store")
 try:
-    table = V.studies()
+    table = own.studies()
 except StudyError as e:
     st.error(f"**The answers store cannot be read:** {literal(e)}", icon=":material/error:")
     url_state.stop()
+exported = ws.view(V.exported_studies) if not ws.problems(("study_summary",)) else None
+if exported is not None and not exported.empty:
+    st.caption(
+        f"This workspace holds {len(exported):,} exported stud{'y' if len(exported) == 1 else 'ies'} "
+        "(study_summary, written by `conceptlens study export`):"
+    )
+    metric_table(
+        exported, key="st_exported_table", formats={c: "%.3f" for c in ("accuracy", "lo", "hi", "alpha")}
+    )
 if table.empty:
-    st.info("No study yet: create one above.", icon=":material/pending:")
+    st.info(
+        "The answers store holds no study yet: create one above."
+        + (
+            " The exported studies above are the workspace's copies of their results."
+            if exported is not None and not exported.empty
+            else ""
+        ),
+        icon=":material/pending:",
+    )
     url_state.stop()
 metric_table(table, key="st_table")
 if "st_next_sid" in st.session_state:  # a round just started: show it
     st.session_state["st_sid"] = st.session_state.pop("st_next_sid")
 sid = url_selectbox("Study", list(table["study_id"]), key="st_sid", param="sid")
-study = V.study(sid)
+study = own.study(sid)
 row = table.set_index("study_id").loc[sid]
-status = V.status(sid)
+status = own.status(sid)
 m = st.columns(4)
 for col, (name, value) in zip(
     m,
@@ -248,33 +388,48 @@ st.caption(
     f"{literal(V.KIND_NAMES[study.spec.kind])}"
     + (f", {study.spec.negatives} negatives" if study.spec.kind == "coherence" else "")
     + f". Designed on workspace {literal(study.workspace)} on {literal(study.created[:19])}; "
-    f"seed {study.spec.seed}, {study.spec.answers} people per task, {study.spec.per_participant} tasks "
-    f"per person ({study.spec.catch} catch). Participant link"
+    f"seed {study.spec.seed}, {count(study.spec.answers, 'person', 'people')} per task, "
+    f"{count(study.spec.per_participant, 'task')} per person ({study.spec.catch} catch). Participant link"
     + (" (with its access token: only the creator saw it)" if study.token_sha256 else "")
     + ":"
 )
 st.code(participant_link(base_url, sid, "TOKEN" if study.token_sha256 else None, ws_name), language=None)
+
+
+def set_status(study_id: str, value: str) -> None:
+    try:
+        owner().set_status(study_id, value)
+        st.session_state.pop("st_status_error", None)
+    except StudyError as e:  # the service refused (read-only, not the owner)
+        st.session_state["st_status_error"] = str(e)
+
+
+if st.session_state.get("st_status_error"):
+    st.error(f"**The study's status was not changed:** {literal(st.session_state['st_status_error'])}")
 if status == "open":
     st.button(
-        "Close the study", key="st_close", on_click=V.set_status, args=(sid, "closed"), icon=":material/lock:"
-    )
+        "Close the study", key="st_close", on_click=set_status, args=(sid, "closed"),
+        icon=":material/lock:", disabled=locked, help=LOCKED_HELP if locked else None,
+    )  # fmt: skip
 else:
     st.button(
-        "Reopen the study",
-        key="st_open",
-        on_click=V.set_status,
-        args=(sid, "open"),
-        icon=":material/lock_open:",
-    )
+        "Reopen the study", key="st_open", on_click=set_status, args=(sid, "open"),
+        icon=":material/lock_open:", disabled=locked, help=LOCKED_HELP if locked else None,
+    )  # fmt: skip
 
 st.subheader("Results")
 excl = url_selectbox("Leave out", list(EXCLUDE), key="st_excl", param="excl", format_func=EXCLUDE_NAMES.get)
 here = study.workspace == ws.meta().get("name")
-res = V.study_results(ws.root if here else None, sid, EXCLUDE[excl])
+res = own.results(ws.root if here else None, sid, EXCLUDE[excl])
 s = res.summary
 r1, r2, r3, r4 = st.columns(4)
 r1.metric("answers counted", f"{s['answers']:,}", help="Catch tasks and excluded people left out.")
-r2.metric("people left out", f"{s['excluded']:,}")
+r2.metric(
+    "people left out",
+    f"{s['excluded']:,}",
+    help="By the study's rules: "
+    + (", ".join(f"{n:,} {RULES[r]}" for r, n in s["excluded_by"].items()) or "none set"),
+)
 if s["accuracy"] is not None:
     r3.metric(
         study.spec.measure.replace("_", " "),
@@ -314,21 +469,35 @@ if study.spec.two_afc:
             "model's 2AFC (describability) on the same clustering."
         )
         metric_table(
-            res.clusters.drop(columns=["study_id", "checkpoint_id", "k"]),
+            shown_clusters(res.clusters),
             key="st_clusters_table",
             formats={c: "%.3f" for c in ("accuracy", "lo", "hi", "proxy", "proxy_lo", "proxy_hi", "purity")},
         )
+if study.spec.rules:
+    st.markdown(
+        "**Excluded by the study's rules** (after "
+        f"{study.spec.min_failed_checks} failed checks; a person may fail several rules): "
+        + "; ".join(f"{RULES[r]}: {n:,}" for r, n in s["excluded_by"].items())
+    )
 st.markdown("**Participants** (catch tasks: failed = grade 0)")
 metric_table(
-    res.participants.drop(columns=["study_id"]),
+    res.participants.drop(columns=["study_id"]).merge(
+        res.checks, on="participant_id", how="left", suffixes=("", "_rules")
+    ),
     key="st_people",
-    formats={"catch_failure_rate": "%.2f", "mean_grade": "%.2f"},
+    formats={
+        "catch_failure_rate": "%.2f",
+        "mean_grade": "%.2f",
+        "catch_pass": "%.2f",
+        "minutes": "%.1f",
+        "left_share": "%.2f",
+    },
 )
 
 
 def export(root, study_id: str, exclude: float | None) -> None:
     try:
-        st.session_state["st_exported"] = (study_id, V.export_study(root, study_id, exclude), None)
+        st.session_state["st_exported"] = (study_id, owner().export(root, study_id, exclude), None)
     except (StudyError, OSError) as e:
         st.session_state["st_exported"] = (study_id, None, str(e))
 
@@ -338,11 +507,8 @@ e1.button(
     "Export to the workspace",
     key="st_export",
     icon=":material/save:",
-    disabled=not here or read_only(),
-    help="This deployment is read-only (CONCEPTLENS_READ_ONLY=1): export from the command line, "
-    "`conceptlens study export`."
-    if read_only()
-    else None,
+    disabled=not here or locked,
+    help=LOCKED_HELP if locked else None,
     on_click=export,
     args=(ws.root, sid, EXCLUDE[excl]),
 )
@@ -370,7 +536,7 @@ if done and done[0] == sid:
         )
 e2.download_button(
     "Download the answers (CSV)",
-    data=lambda: V.answers_csv(ws.root if here else None, sid, EXCLUDE[excl]),
+    data=lambda: own.answers_csv(ws.root if here else None, sid, EXCLUDE[excl]),
     file_name=f"study-{sid}-answers.csv",
     mime="text/csv",
     on_click="ignore",
@@ -398,17 +564,15 @@ if study.spec.kind == "similarity":
         "Start the next round",
         key="st_next",
         icon=":material/replay:",
-        disabled=not here or read_only(),
-        help="It writes into the workspace: from the command line on a read-only deployment."
-        if read_only()
-        else None,
+        disabled=not here or locked,
+        help=LOCKED_HELP if locked else None,
         on_click=st.session_state.__setitem__,
         args=("st_next_go", sid),
     )
     if st.session_state.pop("st_next_go", None) == sid:
         with st.status(f"Starting round {now.round + 1}", expanded=True) as box:
             try:
-                made = V.next_round(
+                made = own.next_round(
                     ws.root, sid, ntasks, EXCLUDE[excl], bool(study.token_sha256), step=box.write
                 )
             except (ConceptLensError, OSError, ValueError) as e:

@@ -1,12 +1,15 @@
 """A study as its participants see it, opened by `?study=ID` (with `&token=` when the study
-has one); app.py shows nothing else to such a link.
+has one); app.py shows nothing else to such a link, nor to a session that holds a place.
 
-No login: a per-browser participant id (kept in `?p=` and a cookie), so a reload, or the plain
-link opened again in the same browser, resumes where the person was. One task at a time, large
-images, keyboard shortcuts, progress, then a thank-you and a completion code. The page only
-gets what `conceptlens.studies.shown` lets it see (images and a description, in the order the
-server drew); which image is correct never leaves the server, and each answer is stored in one
-transaction before the next task is drawn.
+No login: a participant id the server issues (kept in `?p=` and a cookie), so a reload, or the
+plain link opened again in the same browser, resumes where the person was; one place per
+browser session (`conceptlens.studies.service.enter`). Platform ids (PROLIFIC_PID, workerId,
+...) from the link are stored with the place. Images come from the workspace the study was
+designed on, never from the link's `ws=`. One task at a time, large images, keyboard
+shortcuts, progress, then a thank-you, the completion code and the platform's return link.
+The page only gets what `conceptlens.studies.shown` lets it see (images and a description, in
+the order the server drew); which image is correct never leaves the server, and each answer is
+stored in one transaction before the next task is drawn.
 """
 
 import time
@@ -18,23 +21,31 @@ from components import data
 from components.frame import ensure_app_frame
 from components.study import picture, picture_grid, remember_participant
 from components.text import literal
+from conceptlens.studies import service
+from conceptlens.studies.store import PLATFORMS
 from conceptlens.views import studies as V
 
 ensure_app_frame()
-root = data.workspace_root()
-if not isinstance(root, Path):  # a workspace served from a URL: studies need its files here
-    st.title("Study")
-    st.error("This study cannot be shown on this dashboard.", icon=":material/link_off:")
-    st.stop()
 sid = st.query_params.get("study")
 cookie = V.cookie_name(sid or "")
-pid = V.participant_id_from(st.query_params.get("p"), st.context.cookies.get(cookie))
-entry = V.enter(sid, st.query_params.get("token"), pid)
+pid = service.participant_id_from(st.query_params.get("p"), st.context.cookies.get(cookie))
+# The session's places, on the server: one per study, whatever the link says next.
+places = st.session_state.setdefault("_study_places", {})
+served = data.served_root()
+entry = service.enter(
+    sid,
+    st.query_params.get("token"),
+    pid,
+    places,
+    {k: st.query_params.get(k) for ids in PLATFORMS.values() for k in ids if k in st.query_params},
+    [served] if isinstance(served, Path) else [],
+    (data.WORKSPACES_ROOT, st.query_params.get("ws")) if st.query_params.get("ws") else None,
+)
 if entry.error:
     st.title("Study")
     st.error(literal(entry.error), icon=":material/link_off:")
     st.stop()
-pid, cur, kind = entry.participant_id, entry.current, entry.kind
+pid, cur, kind, root = entry.participant_id, entry.current, entry.kind, entry.root
 if st.query_params.get("p") != pid:
     st.query_params["p"] = pid
 if st.context.cookies.get(cookie) != pid:
@@ -50,7 +61,9 @@ if cur.task_id is None:
         "You have answered every task of this study. Thank you for your time.", icon=":material/check_circle:"
     )
     st.markdown("Your completion code:")
-    st.code(cur.completion_code, language=None)
+    st.code(entry.code, language=None)
+    if entry.redirect:
+        st.link_button("Return to the study platform", entry.redirect, type="primary")
     st.stop()
 
 n = cur.answered  # the position of the task shown: keys carry it, never the task itself
@@ -66,7 +79,7 @@ def submit(task_id: str, response=None) -> None:
     rt = (time.monotonic() - st.session_state.get(started, time.monotonic())) * 1000
     if response is None:
         response = list(st.session_state.get(picked, []))
-    st.session_state["_study_message"] = V.answer(sid, pid, task_id, response, rt)
+    st.session_state["_study_message"] = service.answer(sid, pid, task_id, response, rt, places)
 
 
 st.progress(n / cur.total, text=f"Task {n + 1} of {cur.total}")

@@ -24,6 +24,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from tests.browser import ARTIFACTS, ROOT, free_port
 
@@ -35,6 +36,7 @@ class Run:
     """What one script run drew: buttons (key -> widget id), progress text, headings, code."""
 
     buttons: dict[str, str] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)  # text inputs: key -> widget id
     progress: list[str] = field(default_factory=list)
     headings: list[str] = field(default_factory=list)
     markdown: list[str] = field(default_factory=list)
@@ -58,8 +60,8 @@ class Run:
 
 
 class Client:
-    def __init__(self, url: str, query: str, cookies: dict | None = None):
-        self.url, self.query, self.cookies = url, query, cookies or {}
+    def __init__(self, url: str, query: str, cookies: dict | None = None, page: str = ""):
+        self.url, self.query, self.cookies, self.page = url, query, cookies or {}, page
         self._ws = None
 
     async def connect(self) -> None:
@@ -80,7 +82,7 @@ class Client:
                 await self._ws.close()
             self._ws = None
 
-    async def run(self, click: str | None = None, timeout: float = 120) -> Run:
+    async def run(self, click: str | None = None, timeout: float = 120, texts: dict | None = None) -> Run:
         """Ask for a script run (clicking the button whose widget id is `click`) and collect
         what the run draws, until a run finishes normally."""
         from streamlit.proto.BackMsg_pb2 import BackMsg
@@ -88,10 +90,15 @@ class Client:
 
         msg = BackMsg()
         msg.rerun_script.query_string = self.query
+        msg.rerun_script.page_name = self.page  # the URL path: "" the default page, "studies", ...
         if click is not None:
             w = msg.rerun_script.widget_states.widgets.add()
             w.id = click
             w.trigger_value = True
+        for wid, value in (texts or {}).items():  # text inputs' values (widget id -> text)
+            w = msg.rerun_script.widget_states.widgets.add()
+            w.id = wid
+            w.string_value = value
         await self._ws.send(msg.SerializeToString())
         run = Run()
         deadline = time.monotonic() + timeout
@@ -117,6 +124,8 @@ def _collect(run: Run, el) -> None:
     if t == "button":
         key = el.button.id.split("-", 2)[-1]
         run.buttons[key] = el.button.id
+    elif t == "text_input":
+        run.inputs[el.text_input.id.split("-", 2)[-1]] = el.text_input.id
     elif t == "progress":
         run.progress.append(el.progress.text)
     elif t == "heading":
@@ -150,6 +159,7 @@ async def participate(
     retry_until: float | None = None,
     stop_after: int | None = None,
     timeout: float = 120,
+    respond=None,
 ) -> Outcome:
     """Answer every task of `study` as `participant_id` (2AFC: a random side; 8-rank-2: two
     random references, then Submit). A dropped connection (the server was killed) is retried
@@ -157,10 +167,15 @@ async def participate(
     rng = random.Random(seed)
     out = outcome or Outcome(participant_id)
     while True:
-        client = Client(url, f"study={study}&p={participant_id}")
+        client = Client(url, f"study={study}&p={out.participant_id}")
         try:
             await client.connect()
             view = await client.run(timeout=timeout)
+            # The server issues the participant id (an id it did not issue gets a new place):
+            # the page puts it into the link, and a reconnection resumes with it.
+            issued = parse_qs(client.query).get("p")
+            if issued:
+                out.participant_id = issued[0]
             while not view.finished:
                 if any("cannot be reached right now" in a for a in view.alerts):
                     out.reconnects += 1  # the store was busy: as a person would, reload later
@@ -175,12 +190,13 @@ async def participate(
                     return out
                 n = view.task[0] - 1
                 t0 = time.monotonic()
+                # `respond(participant_id)`: a simulated observer's answer (conceptlens.studies.plan).
+                said = respond(out.participant_id) if respond else None
                 if f"answer-{n}-left" in view.buttons:
-                    view = await client.run(
-                        view.buttons[f"answer-{n}-{rng.choice(('left', 'right'))}"], timeout
-                    )
+                    side = said or rng.choice(("left", "right"))
+                    view = await client.run(view.buttons[f"answer-{n}-{side}"], timeout)
                 else:
-                    for i in rng.sample(range(8), 2):
+                    for i in said or rng.sample(range(8), 2):
                         view = await client.run(view.buttons[f"pick-{n}-{i}"], timeout)
                     view = await client.run(view.buttons[f"submit-{n}"], timeout)
                 if view.finished or (view.task is not None and view.task[0] - 1 > n):

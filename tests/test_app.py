@@ -31,6 +31,9 @@ def open_app(monkeypatch, workspace, page="pages/home.py", query=None) -> AppTes
     # Reruns after a widget change read sys.argv again: keep it for the whole test.
     monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", str(workspace)])
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    # The owner (the Studies page is theirs: docs/deploy.md, "Owner and participants").
+    monkeypatch.setenv("CONCEPTLENS_OWNER_SECRET", "owner-secret-of-test-app")
+    at.session_state["_owner_secret"] = "owner-secret-of-test-app"
     for k, v in (query or {}).items():
         at.query_params[k] = v
     at.switch_page(page)

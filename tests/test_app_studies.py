@@ -25,9 +25,16 @@ def store(monkeypatch, tmp_path):
     S.close_stores()
 
 
-def app(monkeypatch, workspace, page=None, query=None) -> AppTest:
+OWNER_SECRET = "the-owner-secret-of-the-tests"
+
+
+def app(monkeypatch, workspace, page=None, query=None, owner=True) -> AppTest:
+    """The app on `workspace`, an owner secret set; `owner`: this session gave it."""
     monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", str(workspace)])
+    monkeypatch.setenv("CONCEPTLENS_OWNER_SECRET", OWNER_SECRET)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    if owner:
+        at.session_state["_owner_secret"] = OWNER_SECRET
     for k, v in (query or {}).items():
         at.query_params[k] = v
     if page:
@@ -68,7 +75,7 @@ def test_design_a_study_from_the_page(monkeypatch, store, factory_copy):
         "--seed 7",
     ):
         assert flag in cli
-    assert at.info and "No study yet" in plain(at.info)
+    assert at.info and "holds no study yet" in plain(at.info)
     at.button(key="st_create").click().run()
     clean(at)
     assert not at.error, [e.value for e in at.error]
@@ -112,10 +119,11 @@ def test_results_export_and_closing(monkeypatch, store, factory_copy):
     assert metrics["participants"] == "4 of 23" and metrics["answers"] == "40 of 226"
     assert metrics["people left out"] == "1" and metrics["answers counted"] == "24"
     assert len(at.get("plotly_chart")) == 1
-    clusters = at.dataframe[1].value
+    clusters = next(t.value for t in at.dataframe if "n_correct" in t.value.columns)
     assert clusters["n"].sum() == 24 and (clusters["accuracy"] == 1).all()
     assert {"lo", "hi", "proxy", "proxy_lo", "proxy_hi", "purity"} <= set(clusters.columns)
-    people_table = at.dataframe[2].value.set_index("participant_id")
+    people_table = next(t.value for t in at.dataframe if "catch_failure_rate" in t.value.columns)
+    people_table = people_table.set_index("participant_id")
     assert (
         people_table.loc[people[0], "excluded"] and people_table.loc[people[0], "catch_failure_rate"] == 1.0
     )
@@ -216,11 +224,14 @@ def test_closed_and_full_studies(monkeypatch, store, factory_copy):
         clean(app(monkeypatch, factory_copy, query={"study": sid})).error
     )
     store.set_status(sid, "closed")
+    first.button(key="answer-0-left").click().run()  # closed while they were answering
+    assert "This study has closed" in plain(first.error) and store.answers(sid).empty
+    assert not first.button
+    # The next visit says so at once, not the next task.
     pid = first.query_params["p"]
     pid = pid[0] if isinstance(pid, list) else pid
     resumed = clean(app(monkeypatch, factory_copy, query={"study": sid, "p": pid}))
-    resumed.button(key="answer-0-left").click().run()  # closed while they were answering
-    assert "This study has closed" in plain(resumed.info) and store.answers(sid).empty
+    assert "This study has closed" in plain(resumed.error) and not resumed.button
 
 
 def test_nothing_in_the_page_tells_the_correct_answer(monkeypatch, store, factory_copy):
@@ -356,3 +367,92 @@ def test_create_an_active_similarity_study_from_the_page(monkeypatch, store, fac
     spec = store.study(store.studies()["study_id"].iloc[0]).spec
     assert (spec.selection, spec.round, spec.tasks) == ("active", 0, 12)
     assert "active selection (round 0): 9 trials by information gain" in plain(at.caption)
+
+
+# ---- crowd-sourcing and planning ----------------------------------------------------------------
+def test_prolific_ids_are_stored_once_and_the_platform_gets_its_codes(monkeypatch, store, factory_copy):
+    done = "https://app.prolific.com/submissions/complete?cc=C0DE1"
+    sid, _, d = create(
+        store, factory_copy, completion_url=done, completion_code="C0DE1", excluded_code="OUT1",
+        min_catch_pass=1.0, min_minutes=30, once_per_workspace=True,
+    )  # fmt: skip
+    other, _, _ = create(store, factory_copy, once_per_workspace=True)
+    link = {"study": sid, "PROLIFIC_PID": "5f0c0ffee0000000000000aa", "STUDY_ID": "st1", "SESSION_ID": "se1"}
+    at = clean(app(monkeypatch, factory_copy, query=link))
+    pid = at.query_params["p"]
+    pid = pid[0] if isinstance(pid, list) else pid
+    # The same Prolific id from another browser (no p, no cookie): the same place, not a second.
+    again = clean(app(monkeypatch, factory_copy, query=link))
+    assert again.query_params["p"] in (pid, [pid]) and len(store.participants(sid)) == 1
+    row = store.participants(sid).iloc[0]
+    assert (row["platform"], row["platform_pid"], row["platform_study"], row["platform_session"]) == (
+        "prolific", "5f0c0ffee0000000000000aa", "st1", "se1",
+    )  # fmt: skip
+    # Fast and right on every catch task: one failed check (time), not excluded: the completion code.
+    import random
+
+    from conceptlens.studies.plan import simulated_response
+
+    for n in range(10):  # an observer who is always right (catch tasks included)
+        side = simulated_response(store, sid, pid, {c: 1.0 for c in range(4)}, random.Random(0))
+        at.button(key=f"answer-{n}-{side}").click().run()
+    assert at.title[0].value == "Thank you!" and at.code[0].value == "C0DE1"
+    assert [b.proto.url for b in at.get("link_button")] == [done]
+    assert set(store.answers(sid)["platform_pid"]) == {"5f0c0ffee0000000000000aa"}
+    # The same person, another study of the same workspace: refused.
+    refused = clean(app(monkeypatch, factory_copy, query=link | {"study": other}))
+    assert "already taken part" in plain(refused.error) and store.participants(other).empty
+
+
+def test_a_finisher_excluded_by_two_failed_checks_gets_the_excluded_code(monkeypatch, store, factory_copy):
+    sid, _, d = create(store, factory_copy, completion_code="C0DE1", excluded_code="OUT1", min_minutes=30,
+                       max_side_bias=0.8, completion_url="https://example.org/done")  # fmt: skip
+    at = clean(app(monkeypatch, factory_copy, query={"study": sid}))
+    for n in range(10):  # left every time, in seconds: two failed checks
+        at.button(key=f"answer-{n}-left").click().run()
+    assert at.title[0].value == "Thank you!" and at.code[0].value == "OUT1" and not at.get("link_button")
+    s = store.study(sid)
+    from conceptlens.studies.results import results
+
+    summary = results(store, sid).summary
+    assert summary["excluded"] == 1 and summary["excluded_by"] == {"min_minutes": 1, "max_side_bias": 1}
+    assert s.spec.excluded_code == "OUT1"
+
+
+def test_the_plan_is_shown_before_create(monkeypatch, store, factory_copy):
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.studies import plan as P
+    from conceptlens.views.studies import cluster_options
+
+    at = clean(
+        app(monkeypatch, factory_copy, "pages/studies.py", {"refs": "5", "width": "20", "tasks": "20"})
+    )
+    opts = cluster_options(WorkspaceDB(factory_copy), "ck0", 4)
+    want = P.plan(
+        P.observers(opts, "proxy", "coherence_random"), tasks=20, width=0.2, per_participant=20, catch=2
+    )
+    a = want.attrs["people_per_task"]
+    assert a and f"{a} {'person' if a == 1 else 'people'} per task" in plain(at.markdown)
+
+
+def test_exported_studies_a_single_person_and_missing_descriptions(
+    monkeypatch, store, factory_copy, tmp_path
+):
+    """Issue 28 item 7: the page lists the studies exported into the workspace when the store
+    holds none ("No study yet" before), says "1 person", and shows a missing description as —."""
+    from conceptlens.studies.results import export
+
+    sid, _, _ = create(store, factory_copy, answers=1)
+    answer_all(store, sid, store.join(sid).participant_id)
+    export(store, sid, Workspace(factory_copy))
+    at = clean(app(monkeypatch, factory_copy, "pages/studies.py", {"sid": sid}))
+    assert "1 person per task" in plain(at.caption) and "1 people" not in plain(at.caption)
+    table = next(t for t in at.dataframe if "description" in t.value.columns)
+    assert set(table.value["description"]) == {"—"}
+    S.close_stores()
+    monkeypatch.setenv("CONCEPTLENS_STATE_DIR", str(tmp_path / "empty-state"))
+    empty = clean(app(monkeypatch, factory_copy, "pages/studies.py"))
+    assert "holds 1 exported study" in plain(empty.caption) and "No study yet" not in plain(empty.info)
+    assert any(
+        sid in " ".join(map(str, t.value["study_id"])) for t in empty.dataframe if "study_id" in t.value
+    )

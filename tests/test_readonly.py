@@ -44,9 +44,11 @@ def read_only(monkeypatch, tmp_path):
 def test_every_page_and_button_leaves_the_workspace_untouched(factory_copy, read_only, monkeypatch):
     before = snapshot(factory_copy)
     monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", str(factory_copy)])
+    monkeypatch.setenv("CONCEPTLENS_OWNER_SECRET", "owner-secret-of-test-readonly")
     clicked = []
     for spec in nav.PAGES:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+        at.session_state["_owner_secret"] = "owner-secret-of-test-readonly"  # the owner, even so
         at.switch_page(spec.path).run()
         assert not at.exception, (spec.name, [e.message for e in at.exception])
         assert any("Read-only deployment" in c.value for c in at.sidebar.caption), spec.name

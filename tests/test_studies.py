@@ -147,12 +147,37 @@ def test_hard_negatives_come_from_the_nearest_cluster(ws):
          "no column 'caption_rouge'"),
         ({"kind": "similarity", "dataset": "none"}, "dataset 'none' has no images"),
         ({"kind": "similarity", "dataset": "toy", "stimuli": 100}, "has 48 images, fewer than the 100"),
-        ({"tasks": 20_000, "answers": 20}, "at most 200,000 per study"),
+        ({"tasks": 20_000, "answers": 20},
+         "tasks: tasks 20,000 is above the limit of 1,000 "
+         "\\(the owner raises it with CONCEPTLENS_STUDY_MAX_TASKS\\)"),
+        ({"answers": 21}, "answers: people per task 21 is above the limit of 20"),
+        ({"per_participant": 201}, "per_participant: tasks per person 201 is above the limit of 200"),
+        ({"clusters": (0, 1, 2), "tasks": 1000, "answers": 20, "per_participant": 3, "catch": 1},
+         "participants: participants needed at least 30,000 is above the limit of 500 "
+         "\\(the owner raises it with CONCEPTLENS_STUDY_MAX_PARTICIPANTS\\)"),
+        ({"tasks": 40, "answers": 20, "per_participant": 3, "catch": 1},
+         "participants: participants needed at least 1,200"),  # every cluster: counted once drawn
+        ({"min_catch_pass": 1.5}, "min_catch_pass: must be a number in \\[0, 1\\]"),
+        ({"max_side_bias": 0.3}, "max_side_bias: must be a number in \\[0.5, 1\\]"),
+        ({"min_minutes": 9, "max_minutes": 2}, "min_minutes: is above max_minutes"),
+        ({"min_failed_checks": 1}, "min_failed_checks: must be an integer >= 2"),
+        ({"completion_url": "http://app.prolific.com/x"}, "completion_url: must be an https:// URL"),
+        ({"completion_code": "C 1"}, "completion_code: must be 1-64 letters"),
     ],
 )  # fmt: skip
 def test_bad_spec_names_the_parameter(ws, changes, words):
     with pytest.raises(StudyError, match=words):
         design(ws, replace(SPECS["coherence"], **changes))
+
+
+def test_limits_are_raised_by_the_owner_and_the_store_bound_stays(ws, monkeypatch):
+    monkeypatch.setenv("CONCEPTLENS_STUDY_MAX_TASKS", "30000")
+    monkeypatch.setenv("CONCEPTLENS_STUDY_MAX_PARTICIPANTS", "100000")
+    with pytest.raises(StudyError, match="at most 200,000 per study"):
+        design(ws, replace(SPECS["coherence"], tasks=20_000, answers=20))
+    monkeypatch.setenv("CONCEPTLENS_STUDY_MAX_TASKS", "lots")
+    with pytest.raises(StudyError, match="CONCEPTLENS_STUDY_MAX_TASKS must be a whole number, got 'lots'"):
+        design(ws, SPECS["coherence"])
 
 
 def test_spec_round_trips_through_json():

@@ -175,9 +175,23 @@ def test_a_full_study_and_reclaimed_sessions(store, factory_template):
         ),
         True,
     )
-    assert store.join(sid).session == 2
+    taker = store.join(sid)
+    assert taker.session == 2 and taker.participant_id != people[2]
     with pytest.raises(S.StudyFull):
         store.join(sid)
+    # The previous holder's place is gone (their answers stay); the new holder starts afresh.
+    with pytest.raises(S.PlaceReclaimed, match="went to someone else"):
+        store.join(sid, people[2])
+    with pytest.raises(S.PlaceReclaimed):
+        store.answer(sid, people[2], "c0-00", "left")
+    assert store.current(sid, taker.participant_id).answered == 0
+
+
+def test_drawn_study_ids_carry_64_bits(store, factory_template):
+    import re
+
+    ids = {create(store, factory_template)[0] for _ in range(3)}
+    assert len(ids) == 3 and all(re.fullmatch(r"coh-[0-9a-f]{16}", i) for i in ids), ids
 
 
 def test_study_ids_are_unique(store, factory_template):
@@ -224,7 +238,10 @@ from conceptlens.studies.store import open_store
 from tests.study_factory import response
 import random
 store = open_store(sys.argv[1]); sid = sys.argv[2]; rng = random.Random(0)
-people = [store.join(sid, f"participant{i:03d}").participant_id for i in range(int(sys.argv[3]))]
+# A restart resumes the ids the store issued (an id it did not issue would get a new place).
+issued = list(store.participants(sid)["participant_id"])
+people = issued or [store.join(sid).participant_id for i in range(int(sys.argv[3]))]
+people = [store.join(sid, p).participant_id for p in people]
 while True:
     for p in people:
         cur = store.current(sid, p)
@@ -288,3 +305,35 @@ def test_postgres_reconnects_after_its_connection_was_dropped(pg_server, factory
     store.answer(sid, p, store.current(sid, p).task_id, "left")
     assert count(store, sid) == (1, 1)
     store.close()
+
+
+def test_a_store_from_before_gets_the_new_columns(store, store_url, factory_template):
+    """A store created before platform ids, reclaimed places and pinned workspaces: opened
+    again, its tables get the new columns and its studies go on."""
+    sid, _, _ = create(store, factory_template)
+    p = store.join(sid).participant_id
+    store.answer(sid, p, store.current(sid, p).task_id, "left")
+
+    def downgrade(c):
+        c.run("DROP INDEX participants_platform")
+        for table, column, _ in S._ADDED:
+            c.run(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+    store._transact(downgrade, True)
+    store.close()
+    again = (
+        S.SqliteStore(store_url[len("sqlite:///") :])
+        if store_url.startswith("sqlite")
+        else S.PostgresStore(store_url)
+    )
+    try:
+        assert again.study(sid).root is None  # stored before: no folder, found by its name
+        assert again.join(sid, p).participant_id == p
+        again.answer(sid, p, again.current(sid, p).task_id, "right")
+        platform = S.Platform("prolific", "abc123", "st", "se")
+        new = again.join(sid, platform=platform)
+        row = again.participants(sid).set_index("participant_id").loc[new.participant_id]
+        assert (row["platform"], row["platform_pid"]) == ("prolific", "abc123")
+        assert count(again, sid) == (2, 2)
+    finally:
+        again.close()

@@ -8,8 +8,13 @@
 - `shown`: what a participant's page may show of a task (never which side is correct);
 - `results`: Clopper-Pearson per cluster next to the proxy annotator's, Krippendorff's alpha,
   catch-task failure rates, and the export into workspace tables;
+- `service`: the owner and participant roles: every write and every private read, checked on
+  the server (the owner secret, read-only deployments, one place per browser session, the
+  study's own workspace);
+- `plan`: people per task for a Clopper-Pearson interval of a chosen width, from simulated
+  observers, and those observers' answers;
 - `cli`: `conceptlens study create|list|export|close`.
 
-Nothing here imports Streamlit: the pages (`pages/studies.py`, `participant/study.py`) only
-render what `conceptlens.views.studies` returns.
+Nothing here imports Streamlit: the pages (`pages/studies.py`, `participant/study.py`) read the
+workspace through `conceptlens.views.studies` and act through `service`.
 """

@@ -25,7 +25,12 @@ from `seed`: the same spec on the same workspace gives the same design.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import math
+import os
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import pandas as pd
@@ -44,8 +49,19 @@ CAPTION_SOURCES = {
     "label": "the name of the cluster's most frequent label",
 }
 SIDES = ("left", "right")
+CODE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 N_REFERENCES, N_SELECT = 8, 2  # roads2021's 8-rank-2 trials
 MAX_SLOTS = 200_000  # answers one study may plan: a typo must not fill the store
+# A study's size, bounded before anything is drawn (the owner raises a bound in the environment
+# of the dashboard or the command line): (spec field or what is counted, variable, default).
+LIMITS = {
+    "tasks": ("CONCEPTLENS_STUDY_MAX_TASKS", 1000),  # per cluster (2AFC) or trials in all
+    "answers": ("CONCEPTLENS_STUDY_MAX_ANSWERS", 20),  # people per task
+    "per_participant": ("CONCEPTLENS_STUDY_MAX_PER_PARTICIPANT", 200),  # tasks in one session
+    "participants": ("CONCEPTLENS_STUDY_MAX_PARTICIPANTS", 500),  # sessions of the study
+}
+MIN_FAILED_CHECKS = 2  # Prolific: a participant is excluded only after two failed checks
+MAX_CODE = 64  # completion codes and their URLs are short texts a participant sees
 # Independent random streams, so that changing one part of a spec leaves the others' draws.
 _PACK, _CATCH, _LAYOUT, _STIMULI, _ACTIVE = 1, 2, 3, 4, 5
 # An active round's share of confirmation trials (roads2021 section 4.3), and the trials kept
@@ -55,6 +71,30 @@ CONFIRMATION_SHARE, KEEP_PER_QUERY = 0.25, 3
 
 class StudyError(ConceptLensError):
     """A study cannot be designed, joined or answered; the message says which and why."""
+
+
+def limit(name: str) -> int:
+    """The bound on `name` (a key of LIMITS): its environment variable, else the default."""
+    var, default = LIMITS[name]
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise StudyError(f"{var} must be a whole number, got {raw[:40]!r}") from None
+    if value < 1:
+        raise StudyError(f"{var} must be at least 1, got {value}")
+    return value
+
+
+def _over(name: str, value: int, what: str) -> None:
+    bound = limit(name)
+    if value > bound:
+        raise StudyError(
+            f"study parameter {name}: {what} {value:,} is above the limit of {bound:,} "
+            f"(the owner raises it with {LIMITS[name][0]})"
+        )
 
 
 @dataclass(frozen=True)
@@ -77,6 +117,17 @@ class StudySpec:
     selection: str = "random"  # similarity: "active" picks trials by information gain (roads2021 §4.3)
     round: int = 0  # similarity: the study's round (0 for the first)
     after: str | None = None  # similarity: the study id of the previous round
+    # Running the study on a crowd-sourcing platform (none changes the design):
+    completion_url: str | None = None  # where a finisher is sent (Prolific's completion URL)
+    completion_code: str | None = None  # the code every finisher gets (None: one per person)
+    excluded_code: str | None = None  # the code of a finisher excluded by the checks below
+    once_per_workspace: bool = False  # a platform participant takes one study of the workspace
+    # Exclusion rules (None: not checked); a person is excluded after min_failed_checks failures.
+    min_catch_pass: float | None = None  # share of catch tasks passed at least this
+    min_minutes: float | None = None  # total time at least this
+    max_minutes: float | None = None  # total time at most this
+    max_side_bias: float | None = None  # 2AFC: share of left (or right) answers at most this
+    min_failed_checks: int = MIN_FAILED_CHECKS
 
     @property
     def measure(self) -> str:
@@ -120,6 +171,37 @@ class StudySpec:
             bad("after", f"names the previous round's study exactly when round > 0 (round {self.round})")
         if self.after is not None and not isinstance(self.after, str):
             bad("after", f"must be a study id, got {self.after!r}")
+        for name, lo, hi in (
+            ("min_catch_pass", 0, 1),
+            ("min_minutes", 0, 24 * 60),
+            ("max_minutes", 0, 24 * 60),
+            ("max_side_bias", 0.5, 1),
+        ):
+            v = getattr(self, name)
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not lo <= v <= hi
+            ):
+                bad(name, f"must be a number in [{lo}, {hi}] or unset, got {v!r}")
+        if (
+            self.min_minutes is not None
+            and self.max_minutes is not None
+            and self.min_minutes > self.max_minutes
+        ):
+            bad("min_minutes", f"is above max_minutes ({self.min_minutes} > {self.max_minutes})")
+        v = self.min_failed_checks
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < MIN_FAILED_CHECKS:
+            bad(
+                "min_failed_checks", f"must be an integer >= {MIN_FAILED_CHECKS} (Prolific's rule), got {v!r}"
+            )
+        for name in ("completion_code", "excluded_code"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, str) or not CODE.fullmatch(v)):
+                bad(name, f"must be 1-{MAX_CODE} letters, digits, - or _, got {v!r:.80}")
+        if self.completion_url is not None:
+            u = self.completion_url
+            ok = isinstance(u, str) and len(u) <= 500 and urlsplit(u).scheme == "https" and urlsplit(u).netloc
+            if not ok:
+                bad("completion_url", f"must be an https:// URL of at most 500 characters, got {u!r:.80}")
         if self.catch >= self.per_participant:
             bad("catch", f"must be below per_participant ({self.per_participant}), got {self.catch}")
         if self.two_afc:
@@ -158,9 +240,17 @@ class StudySpec:
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
+    @property
+    def rules(self) -> dict:
+        """The exclusion rules that are set: {name: threshold}."""
+        names = ("min_catch_pass", "min_minutes", "max_minutes", "max_side_bias")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
     @classmethod
     def from_json(cls, text: str) -> StudySpec:
         d = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
         if d.get("clusters") is not None:
             d["clusters"] = tuple(d["clusters"])
         return cls(**d)
@@ -193,6 +283,7 @@ class Design:
     tasks: list[Task]
     slots: list[Slot]
     notes: list[str]
+    root: str = ""  # where the workspace was when the study was designed (absolute)
 
     @property
     def n_sessions(self) -> int:
@@ -449,11 +540,24 @@ def _pack(tasks: list[Task], spec: StudySpec, key) -> list[list[Task]]:
     return sessions
 
 
+def _least_sessions(n_tasks: int, spec: StudySpec) -> int:
+    """Sessions `n_tasks` tasks answered `answers` times need at the least."""
+    return math.ceil(n_tasks * spec.answers / max(1, spec.per_participant - spec.catch))
+
+
 def design(ws: Workspace, spec: StudySpec) -> Design:
     """The study `spec` on workspace `ws`: every task and every session, from the seed."""
     spec = spec.check()
     notes: list[str] = []
-    if spec.tasks * spec.answers > MAX_SLOTS:  # before drawing anything
+    for name in ("tasks", "answers", "per_participant"):  # before drawing anything
+        _over(
+            name,
+            getattr(spec, name),
+            {"tasks": "tasks", "answers": "people per task"}.get(name, "tasks per person"),
+        )
+    units = len(spec.clusters) if spec.two_afc and spec.clusters else 1
+    _over("participants", _least_sessions(units * spec.tasks, spec), "participants needed at least")
+    if spec.tasks * spec.answers > MAX_SLOTS:
         raise StudyError(
             f"the study plans at least {spec.tasks * spec.answers:,} answers; at most {MAX_SLOTS:,} per study"
         )
@@ -467,10 +571,12 @@ def design(ws: Workspace, spec: StudySpec) -> Design:
             )
     else:
         tasks, catch, key, chosen = _similarity_tasks(ws, spec, notes)
+    _over("participants", _least_sessions(len(tasks), spec), "participants needed at least")
     planned = len(tasks) * spec.answers
     if planned > MAX_SLOTS:
         raise StudyError(f"the study plans {planned:,} answers; at most {MAX_SLOTS:,} per study")
     sessions = _pack(tasks, spec, key)
+    _over("participants", len(sessions), "participants needed")
     rng_catch, rng_layout = _rng(spec, _CATCH), _rng(spec, _LAYOUT)
     slots, catches = [], []
     for s, real in enumerate(sessions):
@@ -507,4 +613,5 @@ def design(ws: Workspace, spec: StudySpec) -> Design:
         tasks=every,
         slots=slots,
         notes=notes,
+        root=str(Path(ws.root).resolve()),
     )

@@ -29,7 +29,70 @@ class Results:
     answers: pd.DataFrame  # study_answers rows
     participants: pd.DataFrame  # study_participants rows
     clusters: pd.DataFrame  # study_clusters rows (2AFC)
-    summary: dict  # the study_summary row
+    summary: dict  # the study_summary row, and `excluded_by`: {rule: people excluded failing it}
+    checks: pd.DataFrame | None = None  # per participant: the study's exclusion checks (`checks`)
+
+
+# The study's exclusion rules (StudySpec fields) and what failing each means.
+RULES = {
+    "min_catch_pass": "passed too few catch tasks",
+    "min_minutes": "finished too fast",
+    "max_minutes": "took too long",
+    "max_side_bias": "answered one side too often",
+}
+
+
+def checks(spec, participants: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """Each participant's exclusion checks under the study's rules (`spec.rules`).
+
+    Per participant: catch_pass (share of catch tasks not failed, grade > 0), minutes (from
+    joining to finishing, or to the last answer when unfinished), left_share (2AFC: share of
+    answers that picked the left image, catch tasks included), a `fail_RULE` column per rule set,
+    failed_checks and excluded. Each failed catch task is one failed attention check once the
+    catch rule fails (pass ratio below min_catch_pass); a failed time or side rule is one
+    check. A participant is excluded after `spec.min_failed_checks` (at least 2, as Prolific
+    requires) failed checks, never for one."""
+    p = participants.set_index("participant_id")
+    out = pd.DataFrame(index=p.index)
+    catch = rows[rows["is_catch"]]
+    n_catch = catch.groupby("participant_id").size().reindex(out.index).fillna(0)
+    failed = (catch["grade"] == 0).groupby(catch["participant_id"]).sum().reindex(out.index).fillna(0)
+    out["catch_pass"] = ((n_catch - failed) / n_catch).where(n_catch > 0)
+    start = pd.to_datetime(p["started"], utc=True, format="ISO8601")
+    end = pd.to_datetime(p["finished"].fillna(p["last_active"]), utc=True, format="ISO8601")
+    out["minutes"] = (end - start).dt.total_seconds() / 60
+    if spec.two_afc:
+        side = rows.dropna(subset=["chosen_side"])
+        left = (side["chosen_side"] == "left").groupby(side["participant_id"]).mean()
+        out["left_share"] = left.reindex(out.index)
+    else:
+        out["left_share"] = np.nan
+    done = p["finished"].notna()
+    n_failed = pd.Series(0, index=out.index, dtype=np.int64)
+    rules = spec.rules
+    if "min_catch_pass" in rules:
+        f = (out["catch_pass"] < rules["min_catch_pass"]).fillna(False)
+        out["fail_min_catch_pass"] = f
+        n_failed += np.where(f, failed.astype(np.int64), 0)
+    if "min_minutes" in rules:
+        out["fail_min_minutes"] = done & (out["minutes"] < rules["min_minutes"])
+    if "max_minutes" in rules:
+        out["fail_max_minutes"] = (out["minutes"] > rules["max_minutes"]).fillna(False)
+    if "max_side_bias" in rules:
+        b = out["left_share"]
+        out["fail_max_side_bias"] = (np.maximum(b, 1 - b) > rules["max_side_bias"]).fillna(False)
+    for r in ("min_minutes", "max_minutes", "max_side_bias"):
+        if r in rules:
+            n_failed += out[f"fail_{r}"].astype(np.int64)
+    out["failed_checks"] = n_failed
+    out["excluded"] = n_failed >= spec.min_failed_checks
+    return out.reset_index()
+
+
+def excluded_by(spec, table: pd.DataFrame) -> dict:
+    """{rule: participants excluded who failed it} (one person may count under several rules)."""
+    ex = table[table["excluded"]]
+    return {r: int(ex[f"fail_{r}"].sum()) for r in spec.rules}
 
 
 def answer_rows(study: Study, answers: pd.DataFrame) -> pd.DataFrame:
@@ -70,9 +133,10 @@ def answer_rows(study: Study, answers: pd.DataFrame) -> pd.DataFrame:
 
 
 def participant_table(
-    study: Study, participants: pd.DataFrame, rows: pd.DataFrame, max_catch_failure
+    study: Study, participants: pd.DataFrame, rows: pd.DataFrame, max_catch_failure, by_rules=()
 ) -> pd.DataFrame:
-    """`study_participants` rows: answers, catch failures (grade 0), exclusion."""
+    """`study_participants` rows: answers, catch failures (grade 0), exclusion (by the
+    `max_catch_failure` threshold, or a participant id in `by_rules`: the study's checks)."""
     if max_catch_failure is not None and not 0 <= max_catch_failure <= 1:
         raise StudyError(f"max_catch_failure must be in [0, 1], got {max_catch_failure!r}")
     catch = rows[rows["is_catch"]]
@@ -95,6 +159,7 @@ def participant_table(
         if max_catch_failure is not None
         else False
     )
+    out["excluded"] = out["excluded"] | out["participant_id"].isin(set(by_rules))
     out.insert(0, "study_id", study.study_id)
     return out[[f.name for f in schema.arrow_schema("study_participants")]].reset_index(drop=True)
 
@@ -174,7 +239,10 @@ def results(store: Store, study_id: str, ws: Workspace | None = None, max_catch_
     """Everything the Studies page shows and `export` writes, from the store as it is now."""
     study = store.study(study_id)
     rows = answer_rows(study, store.answers(study_id))
-    parts = participant_table(study, store.participants(study_id), rows, max_catch_failure)
+    people = store.participants(study_id)
+    checked = checks(study.spec, people, rows)
+    ruled_out = checked.loc[checked["excluded"], "participant_id"]
+    parts = participant_table(study, people, rows, max_catch_failure, ruled_out)
     kept = set(parts.loc[~parts["excluded"], "participant_id"])
     counted = rows[~rows["is_catch"] & rows["participant_id"].isin(kept)]
     clusters = cluster_table(study, counted, proxy(ws, study))
@@ -204,8 +272,9 @@ def results(store: Store, study_id: str, ws: Workspace | None = None, max_catch_
         "hi": hi,
         "alpha": alpha,
         "alpha_units": alpha_units,
+        "excluded_by": excluded_by(study.spec, checked),
     }
-    return Results(rows, parts, clusters, summary)
+    return Results(rows, parts, clusters, summary, checked)
 
 
 def similarity_trials(study: Study, res: Results) -> pd.DataFrame:

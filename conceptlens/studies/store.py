@@ -45,7 +45,7 @@ _DDL = (
         study_id TEXT PRIMARY KEY, created TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT NOT NULL,
         workspace TEXT NOT NULL, images TEXT NOT NULL, notes TEXT NOT NULL, token_sha256 TEXT,
         status TEXT NOT NULL, n_sessions INTEGER NOT NULL, n_tasks INTEGER NOT NULL,
-        n_slots INTEGER NOT NULL)""",
+        n_slots INTEGER NOT NULL, root TEXT)""",
     """CREATE TABLE IF NOT EXISTS tasks (
         study_id TEXT NOT NULL, task_id TEXT NOT NULL, unit INTEGER, is_catch INTEGER NOT NULL,
         payload TEXT NOT NULL, PRIMARY KEY (study_id, task_id))""",
@@ -56,14 +56,63 @@ _DDL = (
     """CREATE TABLE IF NOT EXISTS participants (
         study_id TEXT NOT NULL, participant_id TEXT NOT NULL, session INTEGER NOT NULL,
         started TEXT NOT NULL, last_active TEXT NOT NULL, finished TEXT, completion_code TEXT,
+        platform TEXT, platform_pid TEXT, platform_study TEXT, platform_session TEXT, reclaimed TEXT,
         PRIMARY KEY (study_id, participant_id))""",
     "CREATE INDEX IF NOT EXISTS participants_session ON participants (study_id, session)",
+    "CREATE INDEX IF NOT EXISTS participants_platform ON participants (platform_pid)",
     """CREATE TABLE IF NOT EXISTS answers (
         study_id TEXT NOT NULL, participant_id TEXT NOT NULL, task_id TEXT NOT NULL,
         session INTEGER NOT NULL, position INTEGER NOT NULL, response TEXT NOT NULL,
         correct INTEGER, grade {FLOAT}, chosen TEXT NOT NULL, rt_ms {FLOAT}, answered TEXT NOT NULL,
         PRIMARY KEY (study_id, participant_id, task_id))""",
 )
+
+
+# Columns added since the first stores: a store created before gets them on first use.
+_ADDED = (
+    ("studies", "root", "TEXT"),
+    ("participants", "platform", "TEXT"),
+    ("participants", "platform_pid", "TEXT"),
+    ("participants", "platform_study", "TEXT"),
+    ("participants", "platform_session", "TEXT"),
+    ("participants", "reclaimed", "TEXT"),
+)
+_PARTICIPANT_COLUMNS = (
+    "study_id, participant_id, session, started, last_active, finished, completion_code, "
+    "platform, platform_pid, platform_study, platform_session, reclaimed"
+)
+# Crowd-sourcing platforms: the URL parameters they append to a study link (participant, study,
+# session), as their documentation names them.
+PLATFORMS = {
+    "prolific": ("PROLIFIC_PID", "STUDY_ID", "SESSION_ID"),
+    "mturk": ("workerId", "hitId", "assignmentId"),
+}
+PLATFORM_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Who a participant is on a crowd-sourcing platform (ids from the link)."""
+
+    name: str  # a key of PLATFORMS
+    participant: str
+    study: str | None = None
+    session: str | None = None
+
+
+def platform_from(params) -> Platform | None:
+    """The platform ids of a link's parameters (a mapping of str to str), checked; None when the
+    link carries none. A StudyError names a malformed one."""
+    for name, (pid, study, session) in PLATFORMS.items():
+        if pid in params:
+            vals = [params.get(k) for k in (pid, study, session)]
+            for key, v in zip((pid, study, session), vals):
+                if v is not None and not (isinstance(v, str) and PLATFORM_ID.fullmatch(v)):
+                    raise StudyError(f"{key} {short(v)} is not valid: it must match {PLATFORM_ID.pattern}")
+            if name == "mturk" and vals[0] == "ASSIGNMENT_ID_NOT_AVAILABLE":
+                return None
+            return Platform(name, *vals)
+    return None
 
 
 class AlreadyAnswered(StudyError):
@@ -86,6 +135,14 @@ class TokenRequired(StudyError):
     """The study's link carries an access token, and this request does not have it."""
 
 
+class PlaceReclaimed(StudyError):
+    """The participant's place went to someone else after being idle (reclaim_minutes)."""
+
+
+class AlreadyTookPart(StudyError):
+    """The platform participant took another study of the same workspace (once_per_workspace)."""
+
+
 class StoreUnavailable(StudyError):
     """The store could not be reached or stayed locked (the message names it); nothing was
     stored, and trying again later is the remedy."""
@@ -105,6 +162,7 @@ class Study:
     n_sessions: int
     n_tasks: int
     n_slots: int
+    root: str | None = None  # where the workspace was when the study was designed
 
 
 @dataclass(frozen=True)
@@ -152,6 +210,11 @@ def _sha256(text: str) -> str:
 
 def new_participant_id() -> str:
     return secrets.token_urlsafe(12)
+
+
+def new_study_id(kind: str) -> str:
+    """A drawn study id: 64 bits of randomness, so a link cannot be guessed."""
+    return f"{kind[:3]}-{secrets.token_hex(8)}"
 
 
 def _completion_code() -> str:
@@ -218,9 +281,7 @@ class Store:
     def create_study(self, design: Design, study_id: str | None = None, token: str | bool | None = None):
         """Store a design; returns (study_id, token) — token None when the link needs none."""
         spec = design.spec
-        study_id = (
-            _check(STUDY_ID, study_id, "study id") if study_id else f"{spec.kind[:3]}-{secrets.token_hex(3)}"
-        )
+        study_id = _check(STUDY_ID, study_id, "study id") if study_id else new_study_id(spec.kind)
         if token is True:
             token = secrets.token_urlsafe(9)
         token = _check(TOKEN, token, "access token") if token else None
@@ -232,7 +293,9 @@ class Store:
             if c.one("SELECT 1 FROM studies WHERE study_id = ?", [study_id]):
                 raise StudyError(f"study {study_id} already exists in the answers store ({self.label})")
             c.run(
-                "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+                "INSERT INTO studies (study_id, created, kind, spec, workspace, images, notes, token_sha256, "
+                "status, n_sessions, n_tasks, n_slots, root) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?)",
                 [
                     study_id,
                     now(),
@@ -245,6 +308,7 @@ class Store:
                     design.n_sessions,
                     len(design.tasks),
                     len(slots),
+                    design.root or None,
                 ],
             )
             c.many(
@@ -272,7 +336,7 @@ class Store:
             self._transact(
                 lambda c: c.one(
                     "SELECT study_id, spec, created, workspace, images, notes, token_sha256, n_sessions, "
-                    "n_tasks, n_slots FROM studies WHERE study_id = ?",
+                    "n_tasks, n_slots, root FROM studies WHERE study_id = ?",
                     [study_id],
                 ),
                 write=False,
@@ -331,10 +395,20 @@ class Store:
         )
 
     # participants --------------------------------------------------------------------------
-    def join(self, study_id: str, participant_id: str | None = None, token: str | None = None) -> Joined:
-        """A participant's place in the study: theirs if they joined before (resume), else the
-        first session nobody has taken, else (with reclaim_minutes) the session idle longest
-        that nobody finished. Refused for a wrong token, a closed or full study."""
+    def join(
+        self,
+        study_id: str,
+        participant_id: str | None = None,
+        token: str | None = None,
+        platform: Platform | None = None,
+    ) -> Joined:
+        """A participant's place in the study. Theirs if the store issued `participant_id` for
+        this study (resume), or if `platform`'s participant joined before (one place per
+        platform id); else a new place under a new id the store draws (an id the store did not
+        issue is never taken): the first session nobody has taken, else (with reclaim_minutes)
+        the session idle longest that nobody finished, whose holder loses it. Refused for a
+        wrong token, a closed or full study, a reclaimed place, and with once_per_workspace a
+        platform participant who took another study of the same workspace."""
         s = self.study(study_id)
         if participant_id is not None:
             _check(PARTICIPANT_ID, participant_id, "participant id")
@@ -347,13 +421,27 @@ class Store:
                 raise TokenRequired(f"study {study_id} needs the access token of its link")
 
         def theirs(c: _Cursor) -> Joined | None:
-            if participant_id is None:
+            row = None
+            if platform is not None:
+                row = c.one(
+                    "SELECT participant_id, session, reclaimed FROM participants "
+                    "WHERE study_id = ? AND platform = ? AND platform_pid = ? ORDER BY started LIMIT 1",
+                    [study_id, platform.name, platform.participant],
+                )
+            if row is None and participant_id is not None:
+                row = c.one(
+                    "SELECT participant_id, session, reclaimed FROM participants "
+                    "WHERE study_id = ? AND participant_id = ?",
+                    [study_id, participant_id],
+                )
+            if row is None:
                 return None
-            row = c.one(
-                "SELECT session FROM participants WHERE study_id = ? AND participant_id = ?",
-                [study_id, participant_id],
-            )
-            return Joined(participant_id, int(row[0]), False) if row else None
+            if row[2] is not None:
+                raise PlaceReclaimed(
+                    f"participant {row[0]}'s place in study {study_id} went to someone else after "
+                    f"{s.spec.reclaim_minutes} minutes without an answer"
+                )
+            return Joined(row[0], int(row[1]), False)
 
         # Every page view of a participant comes here: a resume takes no write lock.
         known = self._transact(theirs, write=False)
@@ -368,25 +456,46 @@ class Store:
                 return known
             if c.one("SELECT status FROM studies WHERE study_id = ?", [study_id])[0] != "open":
                 raise StudyClosed(f"study {study_id} is closed: it takes no more participants")
+            if platform is not None and s.spec.once_per_workspace:
+                other = c.one(
+                    "SELECT p.study_id FROM participants p JOIN studies t ON t.study_id = p.study_id "
+                    "WHERE p.platform = ? AND p.platform_pid = ? AND t.workspace = ? AND p.study_id <> ? "
+                    "LIMIT 1",
+                    [platform.name, platform.participant, s.workspace, study_id],
+                )
+                if other:
+                    raise AlreadyTookPart(
+                        f"{platform.name} participant {platform.participant} took study {other[0]} of "
+                        f"the same workspace; study {study_id} takes each person once"
+                    )
             taken = c.rows(
                 "SELECT session, max(last_active), count(finished) FROM participants "
-                "WHERE study_id = ? GROUP BY session",
+                "WHERE study_id = ? AND reclaimed IS NULL GROUP BY session",
                 [study_id],
             )
             busy = {int(r[0]) for r in taken}
             session = next((i for i in range(s.n_sessions) if i not in busy), None)
+            t = now()
             if session is None and s.spec.reclaim_minutes > 0:
                 cutoff = (
                     _dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(minutes=s.spec.reclaim_minutes)
                 ).isoformat(timespec="microseconds")
                 idle = sorted((r[1], int(r[0])) for r in taken if r[2] == 0 and r[1] < cutoff)
                 session = idle[0][1] if idle else None
+                if session is not None:  # its holder loses it (their answers stay)
+                    c.run(
+                        "UPDATE participants SET reclaimed = ? "
+                        "WHERE study_id = ? AND session = ? AND reclaimed IS NULL",
+                        [t, study_id, session],
+                    )
             if session is None:
                 raise StudyFull(f"study {study_id} is full: all {s.n_sessions} sessions are taken")
-            pid = participant_id or new_participant_id()
-            t = now()
+            pid = new_participant_id()
+            p = platform or Platform("", "")
             c.run(
-                "INSERT INTO participants VALUES (?, ?, ?, ?, ?, NULL, NULL)", [study_id, pid, session, t, t]
+                f"INSERT INTO participants ({_PARTICIPANT_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, NULL)",
+                [study_id, pid, session, t, t, p.name or None, p.participant or None, p.study, p.session],
             )
             return Joined(pid, session, True)
 
@@ -394,12 +503,17 @@ class Store:
 
     def _progress(self, c: _Cursor, study_id: str, participant_id: str, lock: bool = False):
         row = c.one(
-            "SELECT session, completion_code FROM participants WHERE study_id = ? AND participant_id = ?"
+            "SELECT session, completion_code, reclaimed FROM participants "
+            "WHERE study_id = ? AND participant_id = ?"
             + (" FOR UPDATE" if lock and self.dialect == "postgresql" else ""),
             [study_id, participant_id],
         )
         if row is None:
             raise StudyError(f"participant {participant_id} has not joined study {study_id}")
+        if row[2] is not None:
+            raise PlaceReclaimed(
+                f"participant {participant_id}'s place in study {study_id} went to someone else"
+            )
         slots = c.rows(
             """SELECT s.position, s.task_id, s.layout, a.task_id IS NOT NULL
                FROM slots s LEFT JOIN answers a ON a.study_id = s.study_id AND a.task_id = s.task_id
@@ -430,6 +544,23 @@ class Store:
             _, _, payload = self._task(c, study_id, nxt[1])
             view = shown(s.spec.kind, payload, json.loads(nxt[2]), s.images)
             return Current(participant_id, done, len(slots), nxt[1], view, None)
+
+        return self._transact(fn, write=False)
+
+    def shown_task(self, study_id: str, participant_id: str):
+        """(unit, is_catch, layout) of the task a participant is shown now, None once finished:
+        the server's side of it, for simulated observers (conceptlens.studies.plan); never for
+        a page."""
+        self.study(study_id)
+        _check(PARTICIPANT_ID, participant_id, "participant id")
+
+        def fn(c: _Cursor):
+            _, _, slots = self._progress(c, study_id, participant_id)
+            nxt = next((r for r in slots if not r[3]), None)
+            if nxt is None:
+                return None
+            unit, is_catch, _ = self._task(c, study_id, nxt[1])
+            return (None if unit is None else int(unit)), is_catch, json.loads(nxt[2])
 
         return self._transact(fn, write=False)
 
@@ -505,19 +636,25 @@ class Store:
         return self._transact(fn, write=True)
 
     # reading for results ---------------------------------------------------------------------
-    def answers(self, study_id: str) -> pd.DataFrame:
-        """Every answer with its task (unit, is_catch, payload) and slot layout, JSON decoded."""
+    def answers(self, study_id: str, participant_id: str | None = None) -> pd.DataFrame:
+        """Every answer (of one participant, when given) with its task (unit, is_catch, payload),
+        slot layout and the participant's platform ids, JSON decoded."""
         self.study(study_id)
+        if participant_id is not None:
+            _check(PARTICIPANT_ID, participant_id, "participant id")
         df = self._transact(
             lambda c: c.frame(
                 """SELECT a.participant_id, a.task_id, a.session, a.position, a.response, a.correct,
-                          a.grade, a.chosen, a.rt_ms, a.answered, t.unit, t.is_catch, t.payload, s.layout
+                          a.grade, a.chosen, a.rt_ms, a.answered, t.unit, t.is_catch, t.payload, s.layout,
+                          p.platform, p.platform_pid, p.platform_study, p.platform_session
                    FROM answers a
+                   JOIN participants p ON p.study_id = a.study_id AND p.participant_id = a.participant_id
                    JOIN tasks t ON t.study_id = a.study_id AND t.task_id = a.task_id
                    JOIN slots s ON s.study_id = a.study_id AND s.session = a.session
                                 AND s.position = a.position
-                   WHERE a.study_id = ? ORDER BY a.participant_id, a.position""",
-                [study_id],
+                   WHERE a.study_id = ? AND (CAST(? AS TEXT) IS NULL OR a.participant_id = ?)
+                   ORDER BY a.participant_id, a.position""",
+                [study_id, participant_id, participant_id],
             ),
             write=False,
         )
@@ -532,7 +669,8 @@ class Store:
         return self._transact(
             lambda c: c.frame(
                 """SELECT p.participant_id, p.session, p.started, p.last_active, p.finished,
-                          p.completion_code,
+                          p.completion_code, p.platform, p.platform_pid, p.platform_study,
+                          p.platform_session, p.reclaimed,
                           (SELECT count(*) FROM slots s WHERE s.study_id = p.study_id
                                                           AND s.session = p.session) AS tasks,
                           (SELECT count(*) FROM answers a WHERE a.study_id = p.study_id
@@ -606,8 +744,14 @@ class SqliteStore(Store):
                 raise StoreUnavailable(f"answers store {self.path} cannot be opened: {e}") from None
             try:
                 con.execute("PRAGMA journal_mode = WAL")
+                con.execute("BEGIN IMMEDIATE")
+                for table, column, kind in _ADDED:  # a store from before: its new columns first
+                    have = {r[1] for r in con.execute(f"PRAGMA table_info({table})").fetchall()}
+                    if have and column not in have:
+                        con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
                 for ddl in _DDL:
                     con.execute(ddl.format(FLOAT="REAL"))
+                con.execute("COMMIT")
             finally:
                 con.close()
             self._ready = True
@@ -670,6 +814,8 @@ class PostgresStore(Store):
 
             def ddl(c: _Cursor):
                 c.rows("SELECT pg_advisory_xact_lock(7254331)")  # two processes creating at once
+                for table, column, kind in _ADDED:  # a store from before: its new columns first
+                    c.run(f"ALTER TABLE IF EXISTS {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
                 for d in _DDL:
                     c.run(d.format(FLOAT="DOUBLE PRECISION"))
 
