@@ -54,7 +54,7 @@ def main() -> None:
     import ray
 
     from conceptlens.demo.scale import build_scale
-    from conceptlens.extract import _ray_init
+    from conceptlens.extract import ray_init
 
     out = Path(args.out)
     if out.exists():
@@ -69,7 +69,7 @@ def main() -> None:
     for name, kw in runs.items():
         if name == "ray":  # started last: Ray's idle processes would slow the local runs
             t = time.perf_counter()
-            _ray_init(ray)
+            ray_init(ray)
             res["ray_start_s"] = round(time.perf_counter() - t, 1)
             res["ray_cpus"] = int(ray.cluster_resources().get("CPU", 0))
         res[f"{name}_s"] = round(analyze(out / name, **kw), 1)

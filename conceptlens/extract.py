@@ -195,7 +195,7 @@ class RayEmbedder:
         return {"n": len(ids)}
 
 
-def _ray_init(ray) -> None:
+def ray_init(ray) -> None:
     """Join $RAY_ADDRESS's cluster, or start one here whose workers import what we import."""
     import os
 
@@ -218,7 +218,7 @@ def _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, ba
         import ray
     except ImportError:
         raise ValueError("--engine ray needs Ray: pip install 'conceptlens[ray]'") from None
-    _ray_init(ray)
+    ray_init(ray)
     n_actors = actors or max(1, min(len(batches), int(ray.cluster_resources().get("CPU", 1))))
     ds = ray.data.from_items(batches)
     ds = ds.map(
