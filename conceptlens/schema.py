@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.1"  # 2.1: similarity_trials.round
+SCHEMA_VERSION = "2.2"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -1711,7 +1711,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "analysis_runs",
         "analysis_runs",
-        "Append-only log: one row per unit of work an analysis finished (provenance).",
+        "Append-only log: one row per unit of work an analysis finished or skipped (provenance).",
         (
             Column("analysis", STRING, "Analysis name (partition folder)."),
             Column("unit", STRING, "What was computed, e.g. `checkpoint_id=X/k=5`."),
@@ -1720,6 +1720,22 @@ TABLES: tuple[Table, ...] = (
             Column("version", STRING, "ConceptLens version."),
             Column("started", STRING, "ISO-8601 start time."),
             Column("seconds", FLOAT, "Wall time.", bounds=NON_NEGATIVE),
+            Column(
+                "status",
+                STRING,
+                "`done`, or `skipped`: its inputs were missing, nothing was written and the next "
+                "`conceptlens analyze` tries it again (null before 2.2: done).",
+                nullable=True,
+                required=False,
+                allowed=("done", "skipped"),
+            ),
+            Column(
+                "reason",
+                STRING,
+                "Why a unit was skipped (which input is missing).",
+                nullable=True,
+                required=False,
+            ),
         ),
         key=("analysis", "unit", "started"),
         added_by="every `conceptlens analyze` run",

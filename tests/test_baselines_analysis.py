@@ -12,7 +12,7 @@ import pytest
 
 from conceptlens import schema
 from conceptlens.analysis import comparisons
-from conceptlens.analysis.registry import run
+from conceptlens.analysis.runner import run
 from conceptlens.metrics import baselines as B
 from conceptlens.workspace import Workspace
 from tests.factory import shapes_workspace
@@ -109,7 +109,7 @@ def test_baselines_join_the_predictor_table_with_their_own_values():
             "mcr2": [1.0, 2, 3, 4, 5, 6],
         }
     )
-    _, corr, _ = comparisons._clid_and_correlations(m)
+    _, corr, _ = comparisons.clid_and_correlations(m)
     got = {r["predictor"]: r for r in corr}
     from scipy.stats import pearsonr
 
@@ -156,7 +156,7 @@ def test_transfer_correlations_use_each_targets_accuracy(tmp_path):
 
     ctx = Ctx()
     ctx.ws = ws
-    rows = pd.DataFrame(comparisons._transfer_correlations(ctx, {4: sub}, seed=0)).set_index(
+    rows = pd.DataFrame(comparisons.transfer_correlations(ctx, {4: sub}, seed=0)).set_index(
         ["target_dataset", "predictor"]
     )
     from scipy.stats import pearsonr

@@ -216,9 +216,9 @@ def test_next_round_exports_infers_again_and_creates_the_active_round(ws, tmp_pa
     assert validate(ws.root) == [], format_problems(validate(ws.root))
 
     # The convergence curves follow the rounds: the trials from before them, round 0, round 1.
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
-    registry.run(
+    runner.run(
         ws.root,
         "convergence",
         {"convergence_members": 2, "max_epochs": 30, "rounds": 5},

@@ -73,7 +73,7 @@ def _created(store, d, study_id: str, token: str | None, args) -> None:
 
 
 def _next_round(args) -> int:
-    from ..analysis.registry import all_options
+    from ..analysis.runner import all_options
     from ..workspace import Workspace
     from .rounds import next_round
     from .store import open_store
@@ -225,7 +225,8 @@ def register(sub, parents) -> None:
     )
     e.set_defaults(func=_export)
 
-    from ..analysis.registry import _add_options, _registered
+    from ..analysis import by_name
+    from ..analysis.cli import add_options
 
     nr = ssub.add_parser(
         "next-round",
@@ -254,7 +255,7 @@ def register(sub, parents) -> None:
     )
     nr.add_argument("--ws", help="`?ws=` name of the workspace on the dashboard, for the printed link")
     nr.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_options(nr, _registered()["BY_NAME"]["similarity"].options)
+    add_options(nr, by_name()["similarity"].options)
     nr.set_defaults(func=_next_round)
 
     for status, what in (("close", "stop taking answers"), ("open", "take answers again")):
