@@ -21,7 +21,7 @@ import pyarrow as pa
 from .. import schema
 from ..metrics import compmap as M
 from ..workspace import WorkspaceError, files_signature
-from .base import Analysis, Option, Unit
+from .base import Analysis, Option, Skipped, Unit
 from .common import Context, progress
 
 BATCH = 256
@@ -364,7 +364,12 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     def truth_of(c):
         return T[t_index[int(c)]]
 
-    model = load_vl(ctx.ws, row)
+    from ..models import ModelLoadError
+
+    try:
+        model = load_vl(ctx.ws, row)
+    except ModelLoadError as e:  # the unit waits for its model (nothing written yet)
+        raise Skipped(f"VL model {row['spec']!r} could not be loaded ({str(e).splitlines()[0][:200]})") from e
     logits, act = compute_activations(ctx, model, img, prims, f"compmap {vl_model}: images")
     n, p = act.shape
     ctx.ws.write(
