@@ -1,11 +1,16 @@
 """The workspace format: every table, its columns, types, keys and references.
 
 This module is the single source of truth for `docs/workspace.md` (a test keeps
-the two in step), for `conceptlens validate` and for every writer.
+the two in step), for `conceptlens validate` and for every writer. The tables below are
+the core ones; an analysis may declare more in its own module (`Analysis.tables`).
+`TABLES` and `TABLES_BY_NAME` hold both: they are built on first use, because the
+analysis modules import this one (code that runs while an analysis module is imported
+reads `CORE_BY_NAME` instead).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 SCHEMA_VERSION = "2.2"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
@@ -192,7 +197,7 @@ def _correlation_columns(against: str) -> tuple[Column, ...]:
     )
 
 
-TABLES: tuple[Table, ...] = (
+CORE_TABLES: tuple[Table, ...] = (
     Table(
         "images",
         "images.parquet",
@@ -1744,7 +1749,34 @@ TABLES: tuple[Table, ...] = (
     ),
 )
 
-TABLES_BY_NAME = {t.name: t for t in TABLES}
+CORE_BY_NAME = {t.name: t for t in CORE_TABLES}
+
+
+@functools.cache
+def tables() -> tuple[Table, ...]:
+    """Every table of the format: the core ones, then those the analyses declare."""
+    from .analysis import declared_tables
+
+    extra = declared_tables()
+    names = [t.name for t in CORE_TABLES + extra]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise AssertionError(f"table(s) declared twice: {', '.join(twice)}")
+    return CORE_TABLES + extra
+
+
+@functools.cache
+def tables_by_name() -> dict[str, Table]:
+    return {t.name: t for t in tables()}
+
+
+def __getattr__(name: str):
+    # TABLES and TABLES_BY_NAME, resolved on first use (see the module's docstring).
+    if name == "TABLES":
+        return tables()
+    if name == "TABLES_BY_NAME":
+        return tables_by_name()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def logical_type(arrow_type) -> str:
@@ -1794,7 +1826,7 @@ def arrow_schema(name: str, optional: bool = True, partition: bool = True):
     columns when `partition` is false: what one file of a partitioned table holds)."""
     import pyarrow as pa
 
-    t = TABLES_BY_NAME[name]
+    t = tables_by_name()[name]
     cols = t.columns if partition else t.file_columns
     return pa.schema(
         [pa.field(c.name, arrow_type(c.type), nullable=c.nullable) for c in cols if c.required or optional]
@@ -1812,7 +1844,7 @@ DOC_END = "<!-- END GENERATED TABLES -->"
 def markdown() -> str:
     """The table reference of docs/workspace.md, generated from TABLES."""
     out = []
-    for t in TABLES:
+    for t in tables():
         out.append(f"### `{t.name}` — `{t.pattern}`\n")
         out.append(t.doc + "\n")
         key = ", ".join(f"`{k}`" for k in t.key)

@@ -257,3 +257,64 @@ def test_the_log_of_an_older_workspace_reads_as_done(ws):
     ws.append("analysis_runs", pa.table(row), analysis="clustering")
     assert runner.last_runs(ws)[("clustering", "checkpoint_id=ck0/k=4")]["status"] == "done"
     assert schema.TABLES_BY_NAME["analysis_runs"].column("status").required is False
+
+
+# ---- adding an analysis: its own module and one line in MODULES ----------------------------
+def test_a_new_analysis_with_its_own_table_needs_only_its_module_and_a_line_in_modules(
+    ws, monkeypatch, capsys
+):
+    """A toy analysis declared in a module of its own, with a table of its own: listed in
+    MODULES, it runs from the command line, and its table is part of the format (validate,
+    the generated docs) without an edit to schema.py."""
+    import sys
+    import types
+
+    from conceptlens import analysis
+    from conceptlens.analysis.base import Analysis, Unit, checkpoints_with_features
+    from conceptlens.cli import main
+    from conceptlens.validate import validate
+
+    mod = types.ModuleType("conceptlens.analysis.toy_counts")
+    table = schema.Table(
+        "toy_counts",
+        "toy_counts",
+        "Images per checkpoint (a toy analysis).",
+        (
+            schema.Column(
+                "checkpoint_id", schema.STRING, "Checkpoint.", references="checkpoints.checkpoint_id"
+            ),
+            schema.Column("n", schema.INT, "Images with features.", bounds=schema.NON_NEGATIVE),
+        ),
+        key=("checkpoint_id",),
+        added_by="`conceptlens analyze toy_counts`",
+        partition=("checkpoint_id",),
+    )
+
+    def units(ctx, opts):
+        return [Unit({"checkpoint_id": c}, c) for c in checkpoints_with_features(ctx, opts)]
+
+    def run_unit(ctx, unit, opts):
+        ids, _ = ctx.features(unit.checkpoint_id)
+        md = mod.ANALYSIS.done_metadata(opts, None)
+        ctx.ws.write("toy_counts", pa.table({"n": [len(ids)]}), metadata=md, checkpoint_id=unit.checkpoint_id)
+
+    mod.ANALYSIS = Analysis(
+        "toy_counts", "Images per checkpoint", ("toy_counts",), units, run_unit, tables=(table,)
+    )
+    caches = (analysis.registered, analysis.by_name, schema.tables, schema.tables_by_name)
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setattr(analysis, "MODULES", (*analysis.MODULES, "toy_counts"))
+    for f in caches:
+        f.cache_clear()
+    try:
+        assert schema.TABLES_BY_NAME["toy_counts"] is table and schema.TABLES[-1] is table
+        assert "### `toy_counts` — `toy_counts/checkpoint_id=CHECKPOINT_ID/part-*.parquet`" in schema.markdown()
+        assert main(["analyze", "toy_counts", "--workspace", str(ws.root), "--quiet"]) == 0
+        assert "toy_counts: analyses written" in capsys.readouterr().out
+        assert ws.read("toy_counts", checkpoint_id="ck1").to_pylist()[0]["n"] > 0
+        assert validate(ws.root) == []
+    finally:
+        monkeypatch.undo()
+        for f in caches:
+            f.cache_clear()
+    assert "toy_counts" not in schema.TABLES_BY_NAME

@@ -42,3 +42,8 @@ def registered() -> tuple:
 def by_name() -> dict:
     """name -> `base.Analysis`."""
     return {a.name: a for a in registered()}
+
+
+def declared_tables() -> tuple:
+    """The tables the analyses add to the workspace format (`schema.Table`s of `Analysis.tables`)."""
+    return tuple(t for a in registered() for t in a.tables)

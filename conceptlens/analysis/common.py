@@ -19,7 +19,7 @@ from ..workspace import Workspace, WorkspaceError
 
 log = logging.getLogger("conceptlens.analysis")
 
-IMAGE_CORE = {c.name for c in schema.TABLES_BY_NAME["images"].columns}
+IMAGE_CORE = {c.name for c in schema.CORE_BY_NAME["images"].columns}  # at import: core only
 
 
 def progress(iterable, desc: str, enabled: bool = True, total: int | None = None):
