@@ -244,6 +244,28 @@ def test_an_analysis_that_forgets_its_done_metadata_is_an_error(ws):
     assert projections.ANALYSIS.run is real
 
 
+def test_migrating_a_2_1_workspace_adds_the_log_columns_as_nulls(ws):
+    """2.1 logs have no status or reason: `migrate` writes them (null: done) into every log
+    file, and the workspace is valid before and after."""
+    import pyarrow.parquet as pq
+
+    from conceptlens.migrate import migrate
+    from conceptlens.validate import validate
+
+    run(ws, "clustering", {}, force=True)
+    for f in ws.files("analysis_runs"):  # what a 2.1 ConceptLens wrote
+        t = pq.read_table(f)
+        pq.write_table(t.drop_columns([c for c in ("status", "reason") if c in t.column_names]), f)
+    ws.write_meta({**ws.meta(), "schema_version": "2.1"})
+    assert validate(ws.root) == []
+    done = migrate(ws.root, progress=False)
+    assert any("analysis_runs: column status added (null)" in d for d in done), done
+    assert ws.meta()["schema_version"] == schema.SCHEMA_VERSION == "2.2"
+    assert all({"status", "reason"} <= set(pq.read_schema(f).names) for f in ws.files("analysis_runs"))
+    assert validate(ws.root) == []
+    assert runner.missing(ws.root, ["clustering"])["clustering"] == []
+
+
 def test_the_log_of_an_older_workspace_reads_as_done(ws):
     """analysis_runs rows of 2.1 have no status: finished units."""
     row = {
@@ -308,7 +330,9 @@ def test_a_new_analysis_with_its_own_table_needs_only_its_module_and_a_line_in_m
         f.cache_clear()
     try:
         assert schema.TABLES_BY_NAME["toy_counts"] is table and schema.TABLES[-1] is table
-        assert "### `toy_counts` — `toy_counts/checkpoint_id=CHECKPOINT_ID/part-*.parquet`" in schema.markdown()
+        assert (
+            "### `toy_counts` — `toy_counts/checkpoint_id=CHECKPOINT_ID/part-*.parquet`" in schema.markdown()
+        )
         assert main(["analyze", "toy_counts", "--workspace", str(ws.root), "--quiet"]) == 0
         assert "toy_counts: analyses written" in capsys.readouterr().out
         assert ws.read("toy_counts", checkpoint_id="ck1").to_pylist()[0]["n"] > 0
