@@ -342,3 +342,36 @@ def test_a_new_analysis_with_its_own_table_needs_only_its_module_and_a_line_in_m
         for f in caches:
             f.cache_clear()
     assert "toy_counts" not in schema.TABLES_BY_NAME
+
+
+def test_analysis_modules_import_only_base_common_and_metrics_and_no_private_name():
+    """No analysis imports another (or the runner): importing any of them alone never
+    comes back to the list of analyses. No private name crosses a module boundary into or
+    out of conceptlens/analysis."""
+    import ast
+    from pathlib import Path
+
+    import conceptlens
+    from conceptlens import analysis
+
+    root = Path(conceptlens.__file__).parent
+    allowed_here = {"base", "common", "compare"}  # compare.py: pure functions (moving to metrics)
+    for m in analysis.MODULES:
+        tree = ast.parse((root / "analysis" / f"{m}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                target = (node.module or "").split(".")[0]
+                names = {a.name for a in node.names}
+                assert target in allowed_here, f"{m}.py imports .{node.module or ''} {names}"
+    for path in [*root.rglob("*.py"), *(root.parent / "tests").glob("*.py")]:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = node.module or ""
+            inside = path.parent == root / "analysis"
+            if "analysis" in module.split(".") or (inside and node.level >= 1):
+                private = [
+                    a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                ]
+                assert not private, f"{path.relative_to(root.parent)} imports {private} from {module}"
