@@ -201,6 +201,6 @@ class Analysis:
         return md
 
     def partition_of(self, table: str, unit: Unit) -> dict:
-        from ..schema import TABLES_BY_NAME
+        from .. import schema
 
-        return {c: unit.partition[c] for c in TABLES_BY_NAME[table].partition}
+        return {c: unit.partition[c] for c in schema.tables_by_name()[table].partition}
