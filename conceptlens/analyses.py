@@ -2,7 +2,7 @@
 
 The home page lists these; a missing one is shown with its exact command. Features and
 image captions come from models (`extract`, `caption`); everything after them is an
-analysis of the registry (`conceptlens/analysis/registry.py`).
+analysis of `conceptlens.analysis.registered()`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class Analysis:
 
 
 def _catalogue() -> tuple[Analysis, ...]:
-    from .analysis.registry import ANALYSES as REGISTERED
+    from .analysis import registered
 
     return (
         Analysis(
@@ -40,10 +40,8 @@ def _catalogue() -> tuple[Analysis, ...]:
             present_sql="SELECT count(*) > 0 AS present FROM captions WHERE captioner <> 'groundtruth'",
         ),
         *(
-            Analysis(
-                a.name, a.title, a.writes, f"conceptlens analyze {a.name} --workspace {{ws}}", page=a.page
-            )
-            for a in REGISTERED
+            Analysis(a.name, a.title, a.writes, f"conceptlens analyze {a.name} --workspace {{ws}}")
+            for a in registered()
         ),
     )
 

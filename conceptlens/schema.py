@@ -1,14 +1,19 @@
 """The workspace format: every table, its columns, types, keys and references.
 
 This module is the single source of truth for `docs/workspace.md` (a test keeps
-the two in step), for `conceptlens validate` and for every writer.
+the two in step), for `conceptlens validate` and for every writer. The tables below are
+the core ones; an analysis may declare more in its own module (`Analysis.tables`).
+`TABLES` and `TABLES_BY_NAME` hold both: they are built on first use, because the
+analysis modules import this one (code that runs while an analysis module is imported
+reads `CORE_BY_NAME` instead).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.1"  # 2.1: similarity_trials.round
+SCHEMA_VERSION = "2.2"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -194,7 +199,7 @@ def _correlation_columns(against: str) -> tuple[Column, ...]:
     )
 
 
-TABLES: tuple[Table, ...] = (
+CORE_TABLES: tuple[Table, ...] = (
     Table(
         "images",
         "images.parquet",
@@ -1720,7 +1725,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "analysis_runs",
         "analysis_runs",
-        "Append-only log: one row per unit of work an analysis finished (provenance).",
+        "Append-only log: one row per unit of work an analysis finished or skipped (provenance).",
         (
             Column("analysis", STRING, "Analysis name (partition folder)."),
             Column("unit", STRING, "What was computed, e.g. `checkpoint_id=X/k=5`."),
@@ -1729,6 +1734,22 @@ TABLES: tuple[Table, ...] = (
             Column("version", STRING, "ConceptLens version."),
             Column("started", STRING, "ISO-8601 start time."),
             Column("seconds", FLOAT, "Wall time.", bounds=NON_NEGATIVE),
+            Column(
+                "status",
+                STRING,
+                "`done`, or `skipped`: its inputs were missing, nothing was written and the next "
+                "`conceptlens analyze` tries it again (null before 2.2: done).",
+                nullable=True,
+                required=False,
+                allowed=("done", "skipped"),
+            ),
+            Column(
+                "reason",
+                STRING,
+                "Why a unit was skipped (which input is missing).",
+                nullable=True,
+                required=False,
+            ),
         ),
         key=("analysis", "unit", "started"),
         added_by="every `conceptlens analyze` run",
@@ -1737,7 +1758,34 @@ TABLES: tuple[Table, ...] = (
     ),
 )
 
-TABLES_BY_NAME = {t.name: t for t in TABLES}
+CORE_BY_NAME = {t.name: t for t in CORE_TABLES}
+
+
+@functools.cache
+def tables() -> tuple[Table, ...]:
+    """Every table of the format: the core ones, then those the analyses declare."""
+    from .analysis import declared_tables
+
+    extra = declared_tables()
+    names = [t.name for t in CORE_TABLES + extra]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise AssertionError(f"table(s) declared twice: {', '.join(twice)}")
+    return CORE_TABLES + extra
+
+
+@functools.cache
+def tables_by_name() -> dict[str, Table]:
+    return {t.name: t for t in tables()}
+
+
+def __getattr__(name: str):
+    # TABLES and TABLES_BY_NAME, resolved on first use (see the module's docstring).
+    if name == "TABLES":
+        return tables()
+    if name == "TABLES_BY_NAME":
+        return tables_by_name()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def logical_type(arrow_type) -> str:
@@ -1787,7 +1835,7 @@ def arrow_schema(name: str, optional: bool = True, partition: bool = True):
     columns when `partition` is false: what one file of a partitioned table holds)."""
     import pyarrow as pa
 
-    t = TABLES_BY_NAME[name]
+    t = tables_by_name()[name]
     cols = t.columns if partition else t.file_columns
     return pa.schema(
         [pa.field(c.name, arrow_type(c.type), nullable=c.nullable) for c in cols if c.required or optional]
@@ -1805,7 +1853,7 @@ DOC_END = "<!-- END GENERATED TABLES -->"
 def markdown() -> str:
     """The table reference of docs/workspace.md, generated from TABLES."""
     out = []
-    for t in TABLES:
+    for t in tables():
         out.append(f"### `{t.name}` — `{t.pattern}`\n")
         out.append(t.doc + "\n")
         key = ", ".join(f"`{k}`" for k in t.key)

@@ -20,10 +20,10 @@ PAGE = "pages/concepts.py"
 
 @pytest.fixture(scope="module")
 def cws(tmp_path_factory):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path_factory.mktemp("cqa") / "ws", n=300)
-    registry.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
+    runner.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
     return ws.root
 
 

@@ -212,10 +212,10 @@ def test_area_over_beta_and_intervals():
 # ---- the analysis end to end --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path_factory.mktemp("cq") / "ws")
-    registry.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
+    runner.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
     return ws
 
 
@@ -277,16 +277,16 @@ def test_niche_size_falls_with_beta(analysed):
 def test_units_done_are_skipped_and_changed_options_recompute(analysed, tmp_path):
     import shutil
 
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     root = shutil.copytree(analysed.root, tmp_path / "ws")
     ws = Workspace(root)
     done = ws.table_path("concept_scores", checkpoint_id="vae-toy-d0.00-s0")
     before = done.stat().st_mtime_ns
-    registry.run(root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
+    runner.run(root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
     assert done.stat().st_mtime_ns == before, "a unit already done was computed again"
     # Another beta is another analysis: only the checkpoint asked for is recomputed.
-    registry.run(
+    runner.run(
         root,
         "concepts",
         {"concept_seeds": 2, "niche_beta": 0.3},
@@ -302,11 +302,11 @@ def test_units_done_are_skipped_and_changed_options_recompute(analysed, tmp_path
 def test_analysis_is_deterministic(analysed, tmp_path):
     import shutil
 
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     root = shutil.copytree(analysed.root, tmp_path / "ws")
     cid = "vision-toy-d0.75-s0"
-    registry.run(
+    runner.run(
         root,
         "concepts",
         {"concept_seeds": 2},
@@ -337,7 +337,7 @@ def _edit_checkpoints(ws: Workspace, cid: str, **values) -> None:
 
 
 def test_declared_concepts_must_fit_the_features(tmp_path):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path / "ws", n=90, levels=(0.0,))
     _edit_checkpoints(ws, "vae-toy-d0.00-s0", concept_dim=2)
@@ -345,7 +345,7 @@ def test_declared_concepts_must_fit_the_features(tmp_path):
         WorkspaceError,
         match=r"checkpoints.parquet: checkpoint 'vae-toy-d0.00-s0' declares 6 concepts x concept_dim 2",
     ):
-        registry.run(
+        runner.run(
             ws.root,
             "concepts",
             {"concept_seeds": 1},
@@ -357,7 +357,7 @@ def test_declared_concepts_must_fit_the_features(tmp_path):
 
 def test_a_concept_with_one_value_is_named(tmp_path):
     from conceptlens import schema
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path / "ws", n=90, levels=(0.0,))
     t = ws.read("concept_labels").to_pandas()
@@ -369,7 +369,7 @@ def test_a_concept_with_one_value_is_named(tmp_path):
     with pytest.raises(
         WorkspaceError, match=r"concept_labels.parquet: concept\(s\) \['z1_pos'\].*single value"
     ):
-        registry.run(ws.root, "concepts", {"concept_seeds": 1}, progress_bars=False, with_dependencies=False)
+        runner.run(ws.root, "concepts", {"concept_seeds": 1}, progress_bars=False, with_dependencies=False)
 
 
 # ---- properties (hypothesis) -------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from conceptlens import schema
-from conceptlens.analysis import registry
+from conceptlens.analysis import by_name, runner
 from conceptlens.embedding import psych as P
 from conceptlens.importers.hsj import import_hsj
 from conceptlens.importers.images import ImportInputError
@@ -420,8 +420,8 @@ def test_analysis_reuses_the_fit_and_unchanged_checkpoints(analysed, tmp_path):
     ws.write("features", F_.drop_columns("checkpoint_id"), checkpoint_id="ck3")
     ck = ws.read("checkpoints").to_pylist()
     ws.write("checkpoints", pa.Table.from_pylist(ck + [{**ck[0], "checkpoint_id": "ck3"}]))
-    assert registry.missing(ws.root, ["similarity"])["similarity"] == ["dataset=toy"]
-    registry.run(ws.root, "similarity", F.FAST, progress_bars=False)
+    assert runner.missing(ws.root, ["similarity"])["similarity"] == ["dataset=toy"]
+    runner.run(ws.root, "similarity", F.FAST, progress_bars=False)
     assert emb.stat().st_mtime_ns == before
     after = ws.read("human_alignment", dataset="toy").to_pandas()
     same = (
@@ -434,7 +434,7 @@ def test_analysis_reuses_the_fit_and_unchanged_checkpoints(analysed, tmp_path):
     a = after[after["checkpoint_id"] == "ck3"].set_index(["metric", "distance", "label"])["value"]
     b = after[after["checkpoint_id"] == "ck0"].set_index(["metric", "distance", "label"])["value"]
     np.testing.assert_allclose(a.sort_index(), b.sort_index())  # the same features
-    assert registry.missing(ws.root, ["similarity"])["similarity"] == []
+    assert runner.missing(ws.root, ["similarity"])["similarity"] == []
 
 
 def test_pseudo_checkpoint_of_projections_needs_its_embedding(analysed, tmp_path):
@@ -469,13 +469,13 @@ def test_validation_of_trial_lists(analysed, tmp_path):
         and "extra" in problems[0]
     )
     with pytest.raises(WorkspaceError, match="not images of dataset 'toy'"):
-        registry.run(ws.root, "similarity", F.FAST, progress_bars=False, force=True)
+        runner.run(ws.root, "similarity", F.FAST, progress_bars=False, force=True)
 
 
 def test_options_checked():
     with pytest.raises(ValueError, match="--members must be at least 1"):
-        registry.BY_NAME["similarity"].options[1].check(0)
-    assert list(itertools.islice(registry.all_options(), 1)) == ["seed"]
+        by_name()["similarity"].options[1].check(0)
+    assert list(itertools.islice(runner.all_options(), 1)) == ["seed"]
 
 
 # ---- the page ------------------------------------------------------------------------------

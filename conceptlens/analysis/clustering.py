@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import schema
+from .base import KMEANS, N_INIT, Analysis, Option, Unit, checkpoints_with_features
 from .common import Context, default_k
-from .registry import Analysis, Option, Unit
 
 
 def kmeans(
@@ -26,20 +26,6 @@ def kmeans(
         raise ValueError(f"k={k} must be in [2, {len(Xn)}] (number of images)")
     fit = fit_kmeans(Xn, k, n_init, seed, engine)
     return fit.labels, np.linalg.norm(Xn - fit.centres[fit.labels], axis=1)
-
-
-def checkpoints_with_features(ctx: Context, opts: dict) -> list[str]:
-    """Checkpoints of checkpoints.parquet with a features partition (or the one asked for).
-
-    Without `--checkpoint`, checkpoints that declare `concept_names` are left out: their
-    features are k learnt concepts side by side, which the `concepts` analysis measures;
-    k-means over them is not a question any of the papers asks. Name one to cluster it."""
-    wanted = opts.get("_checkpoint")
-    ck = ctx.checkpoints
-    if wanted is None and "concept_names" in ck.columns:
-        ck = ck[ck["concept_names"].isna()]
-    cids = [c for c in ck["checkpoint_id"] if wanted is None or c == wanted]
-    return [c for c in cids if ctx.ws.has("features", checkpoint_id=c)]
 
 
 def _units(ctx: Context, opts: dict) -> list[Unit]:
@@ -73,6 +59,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> None:
             },
             schema=schema.arrow_schema("clusters", partition=False),
         ),
+        metadata=ANALYSIS.done_metadata(opts, None),
         checkpoint_id=cid,
         k=k,
     )
@@ -84,7 +71,6 @@ ANALYSIS = Analysis(
     writes=("clusters",),
     units=_units,
     run=_run,
-    page="Clusters",
     options=(
         Option(
             "k",
@@ -93,22 +79,10 @@ ANALYSIS = Analysis(
             "numbers of clusters (default round(sqrt(N)) per checkpoint)",
             multiple=True,
             minimum=2,
+            changes_result=False,  # each k is its own unit
         ),
-        Option(
-            "n_init",
-            int,
-            3,
-            "k-means restarts (with scikit-learn each costs about 5 N x N x d products at k = sqrt(N))",
-            minimum=1,
-        ),
-        Option(
-            "kmeans",
-            str,
-            "auto",
-            "k-means implementation: `sklearn`, `faiss` (k-means++ starts compared after 5 Lloyd "
-            "iterations, the best run to 15, every point used; needs faiss-cpu) or `auto` (faiss "
-            "from 20,000 images if installed)",
-        ),
+        N_INIT,
+        KMEANS,
     ),
     doc=__doc__.splitlines()[0],
 )

@@ -27,8 +27,8 @@ import pyarrow as pa
 from .. import schema
 from ..metrics import concepts as CQ
 from ..workspace import WorkspaceError
+from .base import SEED, Analysis, Option, Unit
 from .common import Context
-from .registry import Analysis, Option, Unit
 
 OPTIONS = (
     Option(
@@ -39,7 +39,9 @@ OPTIONS = (
         "intervals are over them",
         minimum=1,
     ),
-    Option("niche_beta", float, CQ.PAPER_BETA, "beta of the niche purity / impurity scores", minimum=0),
+    Option(
+        "niche_beta", float, CQ.PAPER_BETA, "beta of the niche purity / impurity scores", minimum=0, maximum=1
+    ),
     Option("purity_steps", int, 200, "minibatch Adam steps of each purity classifier", minimum=1),
 )
 
@@ -88,15 +90,16 @@ def _declared(row: pd.Series) -> tuple[list[str] | None, int | None]:
     return [str(n) for n in names], (None if dim is None or pd.isna(dim) else int(dim))
 
 
-def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
+def _fingerprint(ctx: Context, unit: Unit, opts: dict) -> str:
     cid = unit.partition["checkpoint_id"]
     names, dim = _declared(ctx.checkpoint_row(cid))
-    opts = opts or {**ANALYSIS.option_defaults()}
     payload = {
         "features": _stat_signature(ctx.ws.root, ctx.ws.partition_files("features", checkpoint_id=cid)),
         "inputs": _stat_signature(ctx.ws.root, ctx.ws.files("concept_labels") + ctx.ws.files("images")),
         "concepts": [names, dim],
-        "options": {k: opts[k] for k in ("seed", "concept_seeds", "niche_beta", "purity_steps")},
+        # In the hash since before options were stored with every unit: kept, so the units
+        # analysed then stay done.
+        "options": {o.name: opts[o.name] for o in (SEED, *OPTIONS)},
     }
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -236,8 +239,6 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
     cid, ds = unit.partition["checkpoint_id"], unit.partition["dataset"]
     truth = _truth(ctx, ds)
     seeds = [opts["seed"] + s for s in range(opts["concept_seeds"])]
-    if not 0 <= opts["niche_beta"] <= 1:
-        raise ValueError(f"--niche-beta must be in [0, 1], got {opts['niche_beta']}")
     oracles = _oracles(ctx, truth, seeds, opts)
     names, reps = representations(ctx, cid, truth, opts["seed"])
     if len(names) < len(truth.names):
@@ -297,7 +298,7 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
     write("purity_matrices", purity)
     write("concept_niches", niche_rows)
     write("niche_scores", niche_score_rows)
-    write("concept_scores", scores, metadata={"inputs": fp})
+    write("concept_scores", scores, metadata=ANALYSIS.done_metadata(opts, fp))
     return fp
 
 
@@ -334,25 +335,14 @@ def _niches(truth, names, reps, flat, columns, tr, te, betas, seed, opts, niche_
     }
 
 
-def _inputs(ctx: Context, unit: Unit) -> str:
-    return _fingerprint(ctx, unit, ctx.__dict__.get("_concept_opts"))
-
-
-def _units_keeping_options(ctx: Context, opts: dict) -> list[Unit]:
-    # is_done() compares fingerprints that include the options this run was given.
-    ctx.__dict__["_concept_opts"] = {k: opts[k] for k in ("seed", *(o.name for o in OPTIONS))}
-    return _units(ctx, opts)
-
-
 ANALYSIS = Analysis(
     name="concepts",
     title="Concept quality: purity matrices, oracle impurity and concept niches",
     writes=("oracle_purity", "purity_matrices", "concept_niches", "niche_scores", "concept_scores"),
-    units=_units_keeping_options,
+    units=_units,
     run=_run,
     options=OPTIONS,
-    page="concepts",
-    inputs=_inputs,
+    inputs=_fingerprint,
     doc="Purity matrices of every checkpoint's concepts (its own, or probe concepts), the "
     "oracle impurity score, and niche purity / impurity (the concept-quality paper).",
 )
