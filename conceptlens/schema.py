@@ -111,6 +111,7 @@ class Table:
     required: bool = False
     # Free-form extra columns are allowed (documented as such).
     extra_columns: str | None = None
+    # Who writes it, for a table no analysis writes (`written_by` derives the others').
     added_by: str = ""
     # Partition columns, outermost first. They live in the folder names, not in the files,
     # so adding or recomputing one partition writes one file and reads nothing else.
@@ -123,6 +124,15 @@ class Table:
             if c.name == name:
                 return c
         raise KeyError(name)
+
+    @property
+    def written_by(self) -> str:
+        """Who writes it: `added_by`, else the analyses of the registry that write it."""
+        if self.added_by:
+            return self.added_by
+        from .analyses import writers  # on use: the analysis modules import this one
+
+        return ", ".join(f"`conceptlens analyze {a}`" for a in writers(self.name))
 
     @property
     def partitioned(self) -> bool:
@@ -410,7 +420,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "image_id"),
-        added_by="`conceptlens analyze clustering`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -496,7 +505,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "cluster"),
-        added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -583,7 +591,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "cluster"),
-        added_by="`conceptlens analyze captions`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -641,7 +648,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -664,7 +670,6 @@ TABLES: tuple[Table, ...] = (
             Column("y", FLOAT, "Second coordinate.", finite=True),
         ),
         key=("checkpoint_id", "method", "image_id"),
-        added_by="`conceptlens analyze projections`",
         partition=("checkpoint_id", "method"),
     ),
     Table(
@@ -697,7 +702,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -718,7 +722,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "predictor"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -767,7 +770,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze baselines`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -796,7 +798,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_test", INT, "Target images it was scored on.", positive=True),
         ),
         key=("checkpoint_id", "target_dataset"),
-        added_by="`conceptlens analyze baselines`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -818,7 +819,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "target_dataset", "k", "predictor"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -847,7 +847,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_shared", INT, "Images both clusterings assign.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -874,7 +873,6 @@ TABLES: tuple[Table, ...] = (
             Column("size_b", INT, "Shared images in cluster b.", positive=True),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b", "a", "b"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -970,7 +968,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("vl_model", "image_id", "primitive"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -992,7 +989,6 @@ TABLES: tuple[Table, ...] = (
             Column("weight", FLOAT, "Coefficient of the primitive for the class.", finite=True),
         ),
         key=("vl_model", "model", "label", "primitive"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1037,7 +1033,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("vl_model", "model", "ways", "shots", "metric"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1128,7 +1123,6 @@ TABLES: tuple[Table, ...] = (
             Column("sigma", FLOAT_LIST, "Posterior standard deviation of each dimension (> 0)."),
         ),
         key=("dataset", "member", "image_id"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1170,7 +1164,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("dataset", "round"),
-        added_by="`conceptlens analyze convergence`",
         partition=("dataset",),
     ),
     Table(
@@ -1229,7 +1222,6 @@ TABLES: tuple[Table, ...] = (
             Column("seconds", FLOAT, "Wall time of the fit.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "dim", "member"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1278,7 +1270,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_units", INT, "Trials (triplet accuracy) or images (rsa) resampled.", positive=True),
         ),
         key=("dataset", "checkpoint_id", "metric", "distance", "label"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1302,7 +1293,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("dataset", "seed", "concept_i", "concept_j"),
-        added_by="`conceptlens analyze concepts`",
         partition=("dataset",),
     ),
     Table(
@@ -1338,7 +1328,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "seed", "learnt_concept", "true_concept"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1363,7 +1352,6 @@ TABLES: tuple[Table, ...] = (
             Column("in_niche", BOOL, "corr > beta."),
         ),
         key=("checkpoint_id", "seed", "beta", "label", "learnt_concept"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1388,7 +1376,6 @@ TABLES: tuple[Table, ...] = (
             Column("nis", FLOAT, "Niche impurity: AUC from its complement.", bounds=UNIT, finite=True),
         ),
         key=("checkpoint_id", "seed", "beta", "label"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1452,7 +1439,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "seed"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1801,7 +1787,7 @@ def markdown() -> str:
         out.append(t.doc + "\n")
         key = ", ".join(f"`{k}`" for k in t.key)
         req = "required" if t.required else "optional"
-        out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.added_by}.\n")
+        out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.written_by}.\n")
         if t.partitioned:
             parts = ", ".join(f"`{p}`" for p in t.partition)
             out.append(
