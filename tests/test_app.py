@@ -14,13 +14,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import streamlit as st
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from components import nav
 from components.cluster_tables import DASH
 from conceptlens import analyses, schema, views
-from conceptlens.db import WorkspaceDB
+from conceptlens.db import WorkspaceDB, read_log
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
 from tests.conftest import ROOT, copy_ws
@@ -342,12 +343,31 @@ SAMPLE = [
 ]
 
 
+_VIEW_READS: dict[tuple[str, str], set[str]] = {}
+
+
+def view_reads(monkeypatch, root, spec) -> set[str]:
+    """The tables `spec`'s page reads when a link opens it on `root` (which must stay as it
+    is: recorded once per session), among those its spec declares (tests/test_page_tables.py)."""
+    key = (str(root), spec.name)
+    if key not in _VIEW_READS:
+        st.cache_data.clear()  # a cached view runs no query
+        st.cache_resource.clear()
+        with read_log() as reads:
+            assert_clean(open_app(monkeypatch, root, spec.path))
+        _VIEW_READS[key] = reads & set(spec.tables)
+    return _VIEW_READS[key]
+
+
 @pytest.mark.parametrize("name", SAMPLE)
 @pytest.mark.parametrize("spec", nav.PAGES, ids=lambda s: s.name)
 def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, factory_copy, spec, name):
     """A page shows the problem of a table it reads (file, table, column) without a
     traceback, and renders normally next to a broken table it does not read."""
     m = MALFORMATIONS[name]
+    # Home reports every table of its spec (each step present, missing or broken) without
+    # reading them; another page, the tables its view reads.
+    reads = set(spec.tables) if spec.default else view_reads(monkeypatch, factory_template, spec)
     m.apply(Workspace(factory_copy))
     # Problems validate reports whatever tables are asked for make every page unreadable.
     blocking = bool(validate(factory_copy, deep=False, tables=()))
@@ -356,9 +376,26 @@ def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, f
     assert not at.exception, [e.message for e in at.exception]
     if not complete and not blocking and at.code and not at.error:
         return  # the page stopped at a missing table, before it reads the broken one
-    if (m.table in spec.tables or blocking) and not m.deep_only:
+    # Its spec declares more than this view reads (the Clusters page reads captions and
+    # features when an image is open): the problems of those are shown where they are read.
+    if (m.table in reads or blocking) and not m.deep_only:
         shown = plain(at.error)
         assert m.file in shown and f"table {m.table}" in shown, shown
         assert m.column is None or f"column {m.column}" in shown, shown
     else:
         assert_renders(at, spec, factory_copy)
+
+
+@pytest.mark.parametrize("name", ["captions_truncated", "features_embedding_float64"])
+def test_clusters_names_broken_captions_and_features_where_an_image_reads_them(
+    monkeypatch, factory_copy, name
+):
+    m = MALFORMATIONS[name]
+    m.apply(Workspace(factory_copy))
+    image = pq.read_table(factory_copy / "clusters/checkpoint_id=ck0/k=4/part-0.parquet")["image_id"][0]
+    at = open_app(
+        monkeypatch, factory_copy, "pages/clusters.py", query={"ckpt": "ck0", "k": "4", "img": str(image)}
+    )
+    assert not at.exception, [e.message for e in at.exception]
+    shown = plain(at.sidebar.error)
+    assert m.file in shown and f"table {m.table}" in shown, shown

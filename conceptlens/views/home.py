@@ -73,7 +73,7 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
     workspace), asked only for analyses not present and only of a local workspace."""
     status = {}
     for s in steps():
-        if set(s.tables) & set(broken):
+        if set(s.reads) & set(broken):
             status[s.name] = "broken"
         elif not all(db.has(t) for t in s.tables):
             status[s.name] = "missing"
@@ -117,7 +117,7 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
                 "name": s.name,
                 "title": s.title,
                 "status": state,
-                "tables": list(s.tables),
+                "tables": list(s.reads),
                 "command": "\n".join(c for c in commands if c),
                 "after": [step[n].title for n in after],
                 "needs": [i.title for i in inputs],
