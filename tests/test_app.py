@@ -366,8 +366,10 @@ def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, f
     traceback, and renders normally next to a broken table it does not read."""
     m = MALFORMATIONS[name]
     # Home reports every table of its spec (each step present, missing or broken) without
-    # reading them; another page, the tables its view reads.
+    # reading them; another page, the tables its view reads; problems of the base tables
+    # stop every page.
     reads = set(spec.tables) if spec.default else view_reads(monkeypatch, factory_template, spec)
+    reads |= set(nav.BASE_TABLES)
     m.apply(Workspace(factory_copy))
     # Problems validate reports whatever tables are asked for make every page unreadable.
     blocking = bool(validate(factory_copy, deep=False, tables=()))

@@ -10,8 +10,8 @@ import pytest
 import streamlit as st
 
 from components import nav
+from conceptlens import analyses, schema
 from conceptlens import db as dbmod
-from conceptlens import schema
 from conceptlens.db import WorkspaceDB
 from tests.test_app import assert_clean, open_app
 
@@ -71,3 +71,14 @@ def test_read_log_records_the_tables_a_query_names(demo):
     assert reads <= set(schema.TABLES_BY_NAME)
     db.query("SELECT count(*) FROM projections")
     assert "projections" not in reads  # closed: recording stopped
+
+
+def test_every_step_is_shown_by_a_page_and_specs_name_only_steps():
+    """Home links each step to the page whose spec names it: a step no page names, or a
+    name that is no step, is a spec out of date."""
+    steps = {s.name for s in analyses.steps()}
+    for spec in nav.PAGES:
+        assert set(spec.steps) <= steps, (spec.name, set(spec.steps) - steps)
+        assert set(spec.reads).isdisjoint(t for s in analyses.steps() for t in s.reads), spec.name
+    assert {s for s in steps if nav.page_of(s) is None} == set()
+    assert nav.page_of("concepts").title == "Concepts"
