@@ -118,6 +118,7 @@ class Table:
     required: bool = False
     # Free-form extra columns are allowed (documented as such).
     extra_columns: str | None = None
+    # Who writes it, for a table no analysis writes (`written_by` derives the others').
     added_by: str = ""
     # Partition columns, outermost first. They live in the folder names, not in the files,
     # so adding or recomputing one partition writes one file and reads nothing else.
@@ -130,6 +131,15 @@ class Table:
             if c.name == name:
                 return c
         raise KeyError(name)
+
+    @property
+    def written_by(self) -> str:
+        """Who writes it: `added_by`, else the analyses of the registry that write it."""
+        if self.added_by:
+            return self.added_by
+        from .analyses import writers  # on use: the analysis modules import this one
+
+        return ", ".join(f"`conceptlens analyze {a}`" for a in writers(self.name))
 
     @property
     def partitioned(self) -> bool:
@@ -424,7 +434,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "image_id"),
-        added_by="`conceptlens analyze clustering`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -510,7 +519,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "cluster"),
-        added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -597,7 +605,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "cluster"),
-        added_by="`conceptlens analyze captions`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -655,7 +662,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -678,7 +684,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("y", FLOAT, "Second coordinate.", finite=True),
         ),
         key=("checkpoint_id", "method", "image_id"),
-        added_by="`conceptlens analyze projections`",
         partition=("checkpoint_id", "method"),
     ),
     Table(
@@ -711,7 +716,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -732,7 +736,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "predictor"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -781,7 +784,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze baselines`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -810,7 +812,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("n_test", INT, "Target images it was scored on.", positive=True),
         ),
         key=("checkpoint_id", "target_dataset"),
-        added_by="`conceptlens analyze baselines`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -832,7 +833,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "target_dataset", "k", "predictor"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -861,7 +861,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("n_shared", INT, "Images both clusterings assign.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -888,7 +887,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("size_b", INT, "Shared images in cluster b.", positive=True),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b", "a", "b"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -984,7 +982,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("vl_model", "image_id", "primitive"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1006,7 +1003,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("weight", FLOAT, "Coefficient of the primitive for the class.", finite=True),
         ),
         key=("vl_model", "model", "label", "primitive"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1051,7 +1047,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("vl_model", "model", "ways", "shots", "metric"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1142,7 +1137,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("sigma", FLOAT_LIST, "Posterior standard deviation of each dimension (> 0)."),
         ),
         key=("dataset", "member", "image_id"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1184,7 +1178,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("dataset", "round"),
-        added_by="`conceptlens analyze convergence`",
         partition=("dataset",),
     ),
     Table(
@@ -1243,7 +1236,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("seconds", FLOAT, "Wall time of the fit.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "dim", "member"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1292,7 +1284,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("n_units", INT, "Trials (triplet accuracy) or images (rsa) resampled.", positive=True),
         ),
         key=("dataset", "checkpoint_id", "metric", "distance", "label"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1316,7 +1307,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("dataset", "seed", "concept_i", "concept_j"),
-        added_by="`conceptlens analyze concepts`",
         partition=("dataset",),
     ),
     Table(
@@ -1352,7 +1342,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "seed", "learnt_concept", "true_concept"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1377,7 +1366,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("in_niche", BOOL, "corr > beta."),
         ),
         key=("checkpoint_id", "seed", "beta", "label", "learnt_concept"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1402,7 +1390,6 @@ CORE_TABLES: tuple[Table, ...] = (
             Column("nis", FLOAT, "Niche impurity: AUC from its complement.", bounds=UNIT, finite=True),
         ),
         key=("checkpoint_id", "seed", "beta", "label"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1466,7 +1453,6 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "seed"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1858,7 +1844,7 @@ def markdown() -> str:
         out.append(t.doc + "\n")
         key = ", ".join(f"`{k}`" for k in t.key)
         req = "required" if t.required else "optional"
-        out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.added_by}.\n")
+        out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.written_by}.\n")
         if t.partitioned:
             parts = ", ".join(f"`{p}`" for p in t.partition)
             out.append(

@@ -613,6 +613,10 @@ if img is not None:
             w, h = number(d.get("width"), "{:.0f}"), number(d.get("height"), "{:.0f}")
             lines.append(f"- size: {w} × {h} px")
             st.markdown("\n".join(lines))
+            if ws.problems(("captions", "features")):  # what the captions and neighbours below read
+                data.show_problems(
+                    ws, ws.problems(("captions", "features")), "Captions or features have problems"
+                )
             caps = ws.view(V.image_captions, image_id=img)
             if len(caps):
                 st.markdown("**Captions**")

@@ -285,7 +285,9 @@ else:
         + ("" if pd.isna(r["rt_ms"]) else f" · {r['rt_ms'] / 1000:.1f} s")
     )
     ranks = {}
-    if ckpt is not None:
+    if ckpt is not None and ws.problems(("features",)):  # the checkpoint's choices read its features
+        data.show_problems(ws, ws.problems(("features",)), "features has problems")
+    elif ckpt is not None:
         picks = ws.view(V.model_choices, trial_rows=rows, checkpoint=ckpt)
         ranks = dict(zip(picks["image_id"], picks["rank"]))
     ordinal = {1: "1st", 2: "2nd", 3: "3rd"}
