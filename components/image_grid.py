@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from conceptlens.validate import open_thumbnail
 from conceptlens.workspace import WorkspaceError, inside
 
 UNREADABLE = "unreadable image"
@@ -25,10 +26,8 @@ UNREADABLE = "unreadable image"
 def _decodes(path: str, size: int, mtime_ns: int) -> bool:
     # Keyed by size and mtime: a replaced file is checked again. A plain LRU: st.cache_data
     # hashes and pickles per call, 0.5 ms per thumbnail, 50 ms of every 96-image grid.
-    from PIL import Image
-
     try:
-        with Image.open(path) as im:
+        with open_thumbnail(path) as im:  # refuses an oversized one before decoding it
             im.load()
         return True
     except Exception:  # PIL raises many types (OSError, SyntaxError, ValueError, ...)
@@ -51,13 +50,11 @@ def _placeholder() -> bytes:
 @st.cache_data(show_spinner=False, max_entries=5_000)
 def _remote_image(url: str, fp: str) -> bytes | None:
     # A remote workspace's thumbnail, fetched once per workspace version (kept in memory).
-    from PIL import Image
-
     from conceptlens.remote import open_source
 
     try:
         data = open_source(url).getvalue()
-        with Image.open(io.BytesIO(data)) as im:
+        with open_thumbnail(io.BytesIO(data)) as im:
             im.load()
         return data
     except Exception:

@@ -813,7 +813,7 @@ def open_thumbnail(source):
 
     from PIL import Image
 
-    name = getattr(source, "name", source)
+    name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", "image")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
