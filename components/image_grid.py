@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from components.text import literal
 from conceptlens.validate import open_thumbnail
 from conceptlens.workspace import WorkspaceError, inside
 
@@ -96,7 +97,7 @@ def image_grid(
     for r in rows.itertuples(index=False):
         path = _readable(ws, r.thumbnail)
         images.append(path or _placeholder())
-        cap = str(getattr(r, caption_col)) if caption_col and hasattr(r, caption_col) else ""
+        cap = literal(getattr(r, caption_col)) if caption_col and hasattr(r, caption_col) else ""
         caps.append(cap if path else f"{UNREADABLE} {cap}".strip())
     st.image(images, caption=caps, width=width)
 
@@ -121,13 +122,13 @@ def image_picker(
         for cell, r in zip(cells, records[start : start + columns]):
             path = _readable(ws, r.thumbnail)
             cap = getattr(r, caption_col, None)
-            cap = "" if cap is None or (isinstance(cap, float) and cap != cap) else str(cap)
+            cap = "" if cap is None or (isinstance(cap, float) and cap != cap) else literal(cap)
             with cell:
                 st.image(path or _placeholder(), width=width)
                 st.button(
-                    (cap if path else f"{UNREADABLE} {cap}".strip()) or str(r.image_id),
+                    (cap if path else f"{UNREADABLE} {cap}".strip()) or literal(r.image_id),
                     key=f"{key}-{r.image_id}",
-                    help=f"Show image {r.image_id}: its details and nearest neighbours",
+                    help=f"Show image {literal(r.image_id)}: its details and nearest neighbours",
                     on_click=on_pick,
                     args=(str(r.image_id),),
                     type="tertiary",
