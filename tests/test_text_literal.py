@@ -50,16 +50,21 @@ def _rewrite(path):
     pq.write_table(t, path)
 
 
-@pytest.fixture(scope="module")
-def hostile(factory_template, tmp_path_factory):
-    """The factory workspace with hostile text in every string it shows."""
-    root = copy_ws(factory_template, tmp_path_factory.mktemp("hostile") / "ws")
+def make_hostile(template, root):
+    """A copy of the factory workspace `template` at `root` with hostile text in every
+    string it shows (also used by tests/test_browser_clusters.py)."""
+    root = copy_ws(template, root)
     for path in root.rglob("*.parquet"):
         _rewrite(path)
     names = pq.read_table(root / "images.parquet")["label_name"]
     assert pc.any(pc.match_substring(names, LINK)).as_py()
     assert validate(root, deep=False) == []
     return root
+
+
+@pytest.fixture(scope="module")
+def hostile(factory_template, tmp_path_factory):
+    return make_hostile(factory_template, tmp_path_factory.mktemp("hostile") / "ws")
 
 
 # Fields Streamlit shows as plain text (select box options), not as Markdown.
