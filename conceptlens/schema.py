@@ -27,6 +27,14 @@ STRING, INT, FLOAT, BOOL, FLOAT_LIST, TIMESTAMP = (
     "timestamp",
 )
 STRING_LIST = "list<string>"
+# Columns a file may hold beyond its table's (a newer minor version's, a writer's own):
+# more are rejected by `validate` from the file's footer, before any data is read (a
+# 20,000-column file stalls every query of its table). Tables with free-form extra
+# columns (`Table.extra_columns`) allow more.
+MAX_EXTRA_COLUMNS, MAX_FREE_EXTRA_COLUMNS = 16, 256
+# A thumbnail larger than this is refused (by `validate`, and drawn as unreadable by the
+# dashboard) before it is decoded: importers write at most 1024 pixels a side.
+MAX_THUMBNAIL_PIXELS = 2048 * 2048
 
 # Value ranges used below (inclusive; None leaves a side open).
 UNIT, SIGNED_UNIT, NON_NEGATIVE = (0.0, 1.0), (-1.0, 1.0), (0, None)
@@ -146,6 +154,11 @@ class Table:
         return bool(self.partition)
 
     @property
+    def max_extra_columns(self) -> int:
+        """How many columns a file may hold beyond `columns` (see MAX_EXTRA_COLUMNS)."""
+        return MAX_FREE_EXTRA_COLUMNS if self.extra_columns else MAX_EXTRA_COLUMNS
+
+    @property
     def file_columns(self) -> tuple[Column, ...]:
         """The columns stored inside each file (all but the partition columns)."""
         return tuple(c for c in self.columns if c.name not in self.partition)
@@ -226,7 +239,12 @@ CORE_TABLES: tuple[Table, ...] = (
             ),
             Column("label_name", STRING, "Human-readable class name.", nullable=True, present_with="label"),
             Column("split", STRING, "Split of the dataset the image belongs to.", allowed=SPLITS),
-            Column("thumbnail", STRING, "Image file, relative to the workspace.", is_path=True),
+            Column(
+                "thumbnail",
+                STRING,
+                f"Image file, relative to the workspace; at most {MAX_THUMBNAIL_PIXELS:,} pixels.",
+                is_path=True,
+            ),
             Column("width", INT, "Width of the thumbnail in pixels.", positive=True),
             Column("height", INT, "Height of the thumbnail in pixels.", positive=True),
             Column(
@@ -1133,8 +1151,8 @@ CORE_TABLES: tuple[Table, ...] = (
                 bounds=NON_NEGATIVE,
             ),
             Column("image_id", STRING, "Image (stimulus).", references="images.image_id"),
-            Column("mu", FLOAT_LIST, "Posterior mean; its length is the chosen dimensionality."),
-            Column("sigma", FLOAT_LIST, "Posterior standard deviation of each dimension (> 0)."),
+            Column("mu", FLOAT_LIST, "Posterior mean; its length is the chosen dimensionality.", finite=True),
+            Column("sigma", FLOAT_LIST, "Posterior standard deviation of each dimension (> 0).", finite=True),
         ),
         key=("dataset", "member", "image_id"),
         partition=("dataset",),
@@ -1876,7 +1894,7 @@ def markdown() -> str:
             extra = f" ({'; '.join(notes)})" if notes else ""
             out.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc}{extra} |")
         if t.extra_columns:
-            out.append(f"\nOther columns: {t.extra_columns}")
+            out.append(f"\nOther columns: {t.extra_columns} At most {t.max_extra_columns} of them.")
         out.append("")
     return "\n".join(out)
 

@@ -445,7 +445,7 @@ def test_cluster_matching_in_either_order_matches_the_assignments(monkeypatch, f
     assert metrics(at)["B clusters that merge"] == str(changes["merges"])
     links = at.dataframe[-1].value
     pd.testing.assert_frame_equal(links.reset_index(drop=True)[want.columns].astype(str), want.astype(str))
-    assert any("a green shape" in h for h in figure(at, "sankey").data[0].node.customdata)
+    assert any("a green shape" in hover for _, hover in figure(at, "sankey").data[0].node.customdata)
 
 
 def test_flows_and_significant_share(monkeypatch, factory_template):

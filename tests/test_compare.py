@@ -273,7 +273,7 @@ def test_checkpoint_figures():
     )
     s = cluster_sankey(links, meta, None)
     assert list(s.data[0].node.label) == ["A:0", "A:1", "B:0", "B:1", "B:2"]
-    assert "purity 0.50" in s.data[0].node.customdata[0]
+    assert "purity 0.50" in s.data[0].node.customdata[0][1]
     assert list(s.data[0].link.value) == [2, 2, 2]
     assert isinstance(cluster_sankey(links.iloc[:0]), go.Figure)
 

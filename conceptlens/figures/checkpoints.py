@@ -227,8 +227,12 @@ def cl_id_scatter(
             y=y,
             mode="markers",
             text=ids,
-            customdata=[f"<b>{c}</b><br>kNN acc {_num(v, '{:.3f}')}" for c, v in zip(ids, acc)],
-            hovertemplate="%{customdata}<br>ID %{x:.2f} · CL %{y:.3f}<extra></extra>",
+            # Names are data, markup is the template's (the dashboard escapes data: components/text.py).
+            customdata=[[c, _num(v, "{:.3f}")] for c, v in zip(ids, acc)],
+            hovertemplate=(
+                "<b>%{customdata[0]}</b><br>kNN acc %{customdata[1]}<br>"
+                "ID %{x:.2f} · CL %{y:.3f}<extra></extra>"
+            ),
             marker=dict(
                 size=_MARKER,
                 line=dict(width=0.8, color="#333"),
@@ -521,7 +525,7 @@ def cluster_sankey(
     )
     labels = [n if fit else "" for n, fit in zip(names, [*fit_a, *fit_b])]
     hover = [_hover_lines(meta_a, c) for c in a_nodes] + [_hover_lines(meta_b, c) for c in b_nodes]
-    hover = [f"<b>{n}</b><br>{h}" if h else f"<b>{n}</b>" for n, h in zip(names, hover)]
+    hover = [[n, f"{h}<br>" if h else ""] for n, h in zip(names, hover)]  # bold in the template
     node_colours = [OKABE_ITO[4]] * len(a_nodes) + [OKABE_ITO[0]] * len(b_nodes)
     kinds = links["kind"].tolist() if not links.empty else []
     fig = go.Figure(
@@ -535,7 +539,7 @@ def cluster_sankey(
                 thickness=12,
                 color=node_colours,
                 line=dict(width=0.5, color="white"),
-                hovertemplate="%{customdata}<br>%{value} images<extra></extra>",
+                hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}%{value} images<extra></extra>",
             ),
             link=dict(
                 source=[idx_a[a] for a in links["a"]] if kinds else [],
