@@ -352,7 +352,7 @@ def _view_differs(db, spec: schema.Table) -> bool:
     column, has one of another type, or too many columns: then its files are looked at."""
     import pyarrow as pa
 
-    from .validate import _ABSENT, column_type_problem, extra_columns_problem
+    from .validate import ABSENT, column_type_problem, extra_columns_problem
 
     cur = db.cursor()
     try:
@@ -362,7 +362,7 @@ def _view_differs(db, spec: schema.Table) -> bool:
     fields = pa.schema([f for f in fields if f.name not in spec.partition])
     for col in spec.file_columns:
         why = column_type_problem(col, fields)
-        if why and (why != _ABSENT or col.required):
+        if why and (why != ABSENT or col.required):
             return True
     return extra_columns_problem(spec, fields.names) is not None
 
@@ -371,7 +371,7 @@ def _footer_problems(ws: RemoteWorkspace, spec: schema.Table) -> list:
     """`validate`'s problems of each file's columns, from its Parquet footer (Range reads)."""
     import pyarrow.parquet as pq
 
-    from .validate import _ABSENT, Problem, _why, column_type_problem, extra_columns_problem
+    from .validate import ABSENT, Problem, column_type_problem, extra_columns_problem, why_of
 
     out = []
     for url in ws.files(spec.name):
@@ -380,7 +380,7 @@ def _footer_problems(ws: RemoteWorkspace, spec: schema.Table) -> list:
             with ws.fs.open(url, "rb") as f:
                 fields = pq.ParquetFile(f).schema_arrow
         except Exception as e:
-            why = NO_RANGES if _FSSPEC_NO_RANGES in str(e) else _why(e)
+            why = NO_RANGES if _FSSPEC_NO_RANGES in str(e) else why_of(e)
             out.append(Problem(rel, spec.name, None, f"cannot be read as Parquet ({why})"))
             continue
         wide = extra_columns_problem(spec, fields.names)
@@ -389,6 +389,6 @@ def _footer_problems(ws: RemoteWorkspace, spec: schema.Table) -> list:
             continue
         for col in spec.file_columns:
             why = column_type_problem(col, fields)
-            if why and (why != _ABSENT or col.required):
+            if why and (why != ABSENT or col.required):
                 out.append(Problem(rel, spec.name, col.name, why))
     return out

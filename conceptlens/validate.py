@@ -64,7 +64,7 @@ def validate(
     try:
         return Validator(Path(root), deep, tables).run()
     except Exception as e:  # a bug in a check must not take the dashboard down
-        return [Problem(".", "workspace", None, f"validation stopped unexpectedly: {_why(e)}")]
+        return [Problem(".", "workspace", None, f"validation stopped unexpectedly: {why_of(e)}")]
 
 
 def format_problems(problems: list[Problem]) -> str:
@@ -75,7 +75,7 @@ def summary_json(problems: list[Problem]) -> str:
     return json.dumps([dataclasses.asdict(p) for p in problems], indent=2)
 
 
-def _why(e: BaseException) -> str:
+def why_of(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
 
@@ -122,7 +122,7 @@ class Validator:
         try:
             return fn(*args)
         except Exception as e:
-            self.report(file, table, None, f"could not be checked: {_why(e)}")
+            self.report(file, table, None, f"could not be checked: {why_of(e)}")
             return None
 
     def run(self) -> list[Problem]:
@@ -159,7 +159,7 @@ class Validator:
             blocking(f"invalid JSON ({e})")
             return True
         except OSError as e:
-            blocking(f"cannot be read ({_why(e)})")
+            blocking(f"cannot be read ({why_of(e)})")
             return True
         if not isinstance(meta, dict):
             blocking("must hold a JSON object")
@@ -313,7 +313,7 @@ class Validator:
             pf = pq.ParquetFile(self.root / rel)
             fields = pf.schema_arrow
         except Exception as e:
-            self.report(rel, spec.name, None, f"cannot be read as Parquet ({_why(e)})")
+            self.report(rel, spec.name, None, f"cannot be read as Parquet ({why_of(e)})")
             return None
         too_wide = extra_columns_problem(spec, fields.names)
         if too_wide:  # from the footer alone: no column of such a file is read
@@ -335,7 +335,7 @@ class Validator:
         for col in spec.file_columns:
             why = column_type_problem(col, fields)
             if why:
-                if why != _ABSENT or col.required:
+                if why != ABSENT or col.required:
                     self.report(rel, spec.name, col.name, why)
                 skipped.add(col.name)
             elif not (spec.name == "features" and col.type == schema.FLOAT_LIST):
@@ -343,7 +343,7 @@ class Validator:
         try:
             t = pf.read(columns=[c.name for c in keep]).select([c.name for c in keep])
         except Exception as e:
-            self.report(rel, spec.name, None, f"cannot be read as Parquet ({_why(e)})")
+            self.report(rel, spec.name, None, f"cannot be read as Parquet ({why_of(e)})")
             return None
         # One Arrow type per column, so every partition concatenates.
         t = t.cast(pa.schema([pa.field(c.name, schema.arrow_type(c.type)) for c in keep]))
@@ -658,7 +658,7 @@ class Validator:
                 failed.append((rel, e))
         for rel, e in failed[:MAX_IMAGE_PROBLEMS]:
             i = _first(pc.equal(t["thumbnail"], rel))
-            why = str(e) if isinstance(e, ThumbnailTooLarge) else f"does not decode ({_why(e)})"
+            why = str(e) if isinstance(e, ThumbnailTooLarge) else f"does not decode ({why_of(e)})"
             self.report(
                 ld.files[t[_FILE][i].as_py()],
                 "images",
@@ -777,14 +777,14 @@ class Validator:
                 )
 
 
-_ABSENT = "required column is missing"  # or, for an optional column, only skipped
+ABSENT = "required column is missing"  # or, for an optional column, only skipped
 
 
 def column_type_problem(col: schema.Column, fields: pa.Schema) -> str | None:
-    """Why a file with Arrow schema `fields` cannot give column `col`: `_ABSENT` (also for
+    """Why a file with Arrow schema `fields` cannot give column `col`: `ABSENT` (also for
     an optional column, which is then skipped silently), a type mismatch, or None."""
     if col.name not in fields.names:
-        return _ABSENT
+        return ABSENT
     typ = fields.field(col.name).type
     got = schema.logical_type(typ)
     if (

@@ -23,7 +23,6 @@ from conceptlens import metrics as M
 from conceptlens import schema
 from conceptlens.analysis import runner
 from conceptlens.analysis.comparisons import clid_and_correlations
-from conceptlens.metrics.compare import purity_bins
 from conceptlens.db import WorkspaceDB
 from conceptlens.metrics.compare import purity_bins
 from conceptlens.validate import format_problems, validate
