@@ -126,12 +126,48 @@ def _axis_key(ref: str) -> str:  # "x2" -> "xaxis2"
     return ref[0] + "axis" + ref[1:]
 
 
+# A row of an axis up the side needs this many font sizes per line of its label.
+ROW_EM = 1.3
+
+
+def _room_for_rows(d: dict, height_px: int) -> int:
+    """The figure made as tall as its rows need: every category of an axis up the side (a
+    bar, a heatmap row, a predictor) keeps its label, one line of ROW_EM font sizes each,
+    so at one column no row goes unlabelled and no two labels touch. Returns the height."""
+    layout = d.setdefault("layout", {})
+    tmpl = (layout.get("template") or {}).get("layout") or {}
+    margin = {**(tmpl.get("margin") or {}), **(layout.get("margin") or {})}
+    cats = _categories(d)
+    grow = 0.0
+    for key, axis in list(layout.items()):
+        if not (key.startswith("yaxis") and isinstance(axis, dict)) or axis.get("showticklabels") is False:
+            continue
+        labels = axis.get("ticktext") if axis.get("tickvals") is not None else cats.get(key)
+        if not labels or axis.get("type") not in (None, "category", "linear"):
+            continue
+        if axis.get("tickvals") is None:  # Plotly would label every n-th row itself
+            axis["dtick"] = 1
+        size = _font_size(d, {"font": axis.get("tickfont")})
+        # Plotly spaces rows evenly: each needs the lines of the tallest label.
+        need = len(labels) * max(str(t).count("<br>") + 1 for t in labels) * size * ROW_EM
+        lo, hi = axis.get("domain") or (0.0, 1.0)
+        xaxis = layout.get("xaxis") or {}
+        bottom = margin.get("b", 80) + (size * 2.5 if (xaxis.get("title") or {}).get("text") else size * 1.5)
+        plot = (height_px - margin.get("t", 100) - bottom) * (hi - lo)
+        if need > plot:
+            grow = max(grow, (need - plot) / max(hi - lo, 0.05))
+    return height_px + math.ceil(grow)
+
+
 def _thin_category_ticks(d: dict, width_px: int, height_px: int) -> None:
-    """Label every n-th category of a crowded category axis, so that no two tick labels
-    overlap at the paper size (an axis whose ticks the figure sets itself is left alone)."""
+    """Label every n-th category of a crowded category axis along the bottom, so that no
+    two tick labels overlap at the paper size (an axis whose ticks the figure sets itself
+    is left alone; the rows of an axis up the side get room instead, `_room_for_rows`)."""
     layout = d.setdefault("layout", {})
     font = max(MIN_FONT_PX, (layout.get("font") or {}).get("size") or MIN_FONT_PX)
     for key, values in _categories(d).items():
+        if not key.startswith("x"):
+            continue
         axis = layout.setdefault(key, {})
         if axis.get("tickvals") is not None or axis.get("type") not in (None, "category"):
             continue
@@ -210,7 +246,7 @@ def _make_room_above(d: dict, width_px: int, height_px: int) -> int:
         dom = min(domains, key=lambda dm: abs((dm[0] + dm[1]) / 2 - x)) if domains else [0, 1]
         lines = _wrap(a.get("text", ""), size, (dom[1] - dom[0]) * plot_w * 1.2)
         a["text"] = "<br>".join(lines)
-        titles_h = max(titles_h, len(lines) * size * 1.25 + 4)
+        titles_h = max(titles_h, len(lines) * size * 1.3 + 8)
     legend = layout.get("legend") or {}
     shown = layout.get("showlegend", True) is not False
     above = (
@@ -339,7 +375,7 @@ def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -
     # The template is walked too: it holds the base font every other size defaults to.
     _raise_fonts(d.get("layout", {}), MIN_FONT_PX)
     w = round(width_in * DPI)
-    h = round(w * (aspect or DEFAULT_ASPECT))
+    h = _room_for_rows(d, round(w * (aspect or DEFAULT_ASPECT)))
     _thin_category_ticks(d, w, h)
     _fit_texts(d, w)
     h = _make_room_above(d, w, h)

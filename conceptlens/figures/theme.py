@@ -10,6 +10,8 @@ font family or a palette of its own.
 from __future__ import annotations
 
 import functools
+import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -95,6 +97,73 @@ def categorical(n: int) -> list[str]:
     if n <= len(PALETTE):
         return list(PALETTE[:n])
     return list(_extended(n))
+
+
+# An axis spans at least this share of its metric's scale (of [0, 1] for a share), so a
+# change of 0.002 in an accuracy does not fill the axis; and the data are padded by PAD.
+MIN_SPAN_SHARE = 0.1
+PAD_SHARE = 0.06
+
+
+def _nice_step(span: float) -> float:
+    raw = span / 10
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw)
+
+
+def data_range(
+    values, scale: tuple[float, float] | None = None, include=(), min_share: float = MIN_SPAN_SHARE
+) -> list[float]:
+    """An axis range that shows the data honestly: every finite value of `values` (and of
+    `include`, e.g. chance) with padding, at least `min_share` of the metric's `scale`
+    wide (of the data's magnitude when the metric has no bounded scale), inside the scale
+    but for the padding. The ends are rounded out to a tenth of the span. Where the data
+    reach near the scale's lower end the axis starts there."""
+    v = np.asarray([*np.ravel(np.asarray(values, dtype=float)), *include], dtype=float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return list(scale) if scale else [0.0, 1.0]
+    lo, hi = float(v.min()), float(v.max())
+    width = (scale[1] - scale[0]) if scale else max(abs(lo), abs(hi)) or 1.0
+    need = min_share * width
+    if hi - lo < need:
+        mid = (lo + hi) / 2
+        lo, hi = mid - need / 2, mid + need / 2
+        if scale:  # slid inside the scale, keeping the width
+            shift = max(0.0, scale[0] - lo) - max(0.0, hi - scale[1])
+            lo, hi = lo + shift, hi + shift
+    step = _nice_step(hi - lo)
+    pad = PAD_SHARE * (hi - lo)
+    if scale and lo - scale[0] <= 2 * step:  # the data almost reach the scale's start
+        lo = scale[0]
+    lo = math.floor((lo - pad) / step) * step if not (scale and lo == scale[0]) else lo - pad
+    hi = math.ceil((hi + pad) / step) * step
+    if scale and hi > scale[1] + pad:
+        hi = scale[1] + pad
+    return [round(lo, 10), round(hi, 10)]
+
+
+def range_title(title: str, rng, zero: float = 0.0) -> str:
+    """`title`, saying so where the axis does not start at `zero` (the scale's start)."""
+    lo = rng[0]
+    if lo <= zero + 1e-9 or (rng[1] - lo) and (lo - zero) / (rng[1] - lo) < 0.08:
+        return title
+    return f"{title} (axis from {lo:.3g})"
+
+
+def break_name(name: str, limit: int = 18) -> str:
+    """A long name broken onto lines of at most `limit` characters after '-', '_' or a
+    space (never inside a word), so a tick label keeps every character."""
+    name = str(name)
+    if len(name) <= limit:
+        return name
+    parts = re.findall(r"[^-_ ]+[-_ ]?|[-_ ]", name)
+    lines = [""]
+    for p in parts:
+        if lines[-1] and len(lines[-1]) + len(p.rstrip()) > limit:
+            lines.append("")
+        lines[-1] += p
+    return "<br>".join(line.rstrip(" ") for line in lines)
 
 
 def umap_axis(n: int, **extra) -> dict:
