@@ -231,3 +231,43 @@ def test_a_choice_that_stops_the_page_still_reaches_the_url(monkeypatch, factory
     assert_clean(at)
     assert any("two different checkpoints" in i.value for i in at.info)
     assert query(at)["a"] == "ck0"
+
+
+@pytest.fixture(scope="module")
+def one_checkpoint(tmp_path_factory):
+    """The factory workspace with a single checkpoint (ck0)."""
+    from tests.factory import make_workspace
+
+    root = tmp_path_factory.mktemp("one") / "ws"
+    make_workspace(root, n_checkpoints=1, derived=True)
+    return root
+
+
+def test_one_checkpoint_says_what_is_needed_instead_of_empty_plots(monkeypatch, one_checkpoint):
+    at = open_app(monkeypatch, one_checkpoint, CHECKPOINTS)
+    assert_clean(at)
+    assert at.selectbox(key="ckpts_a").value == at.selectbox(key="ckpts_b").value == "ck0"
+    info = plain(at.info)
+    # No empty correlation plot, no table of dashes: what is missing, in words.
+    assert "No correlation with kNN accuracy yet" in info and "has 1 at k = 4" in info
+    assert not [d for d in at.dataframe if "Pearson r" in d.value.columns or "pearson" in d.value.columns]
+    assert "Add a second checkpoint to compare" in info
+    assert not [
+        f for f in figures(at) if f.layout.xaxis.title.text and "correlation" in f.layout.xaxis.title.text
+    ]
+    # CL vs ID: one point, one colour, no colour bar spanning a range around one value.
+    (clid,) = [f for f in figures(at) if f.layout.xaxis.title.text == "intrinsic dimension (ID)"]
+    assert clid.data[0].marker.showscale is False
+    # Defaults are not written into the link.
+    assert not {"ds", "k", "a", "b"} & set(query(at))
+
+
+def test_b_defaults_to_another_checkpoint_than_a(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS)
+    assert_clean(at)
+    a, b = at.selectbox(key="ckpts_a").value, at.selectbox(key="ckpts_b").value
+    assert a != b
+    # A link that picks B's default as A: B is then another one, not A again.
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"a": b})
+    assert_clean(at)
+    assert at.selectbox(key="ckpts_a").value == b and at.selectbox(key="ckpts_b").value != b

@@ -222,7 +222,9 @@ def cl_id_scatter(
     """
     s = summary[summary["cl"].notna() & summary["id"].notna()].reset_index(drop=True)
     acc = s["knn_acc"].astype(float) if "knn_acc" in s.columns else pd.Series(np.nan, index=s.index)
-    has_acc = bool(acc.notna().any())
+    # A colour scale needs two accuracies to span: one value (one checkpoint) would get a
+    # colour bar around itself (-0.2..0.6 for 0.2), so it is drawn in one colour instead.
+    has_acc = acc.nunique() >= 2
     ids = s["checkpoint_id"].astype(str)
     x, y = s["id"].astype(float).to_numpy(), s["cl"].astype(float).to_numpy()
     margin = dict(_SCATTER_MARGIN, t=40 if title else _SCATTER_MARGIN["t"])
