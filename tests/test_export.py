@@ -163,18 +163,29 @@ def test_rendered_svg_has_no_type_below_7pt():
     assert sizes and min(sizes) >= MIN_FONT_PX  # 10 px at 96 dpi = 7.5 pt
 
 
-def test_crowded_category_axis_labels_every_nth():
+def test_crowded_category_axis_labels_every_nth_along_the_bottom():
+    cats = [f"label {i:02d}" for i in range(60)]
+    fig = go.Figure(go.Heatmap(z=np.zeros((3, 60)), x=cats, y=["a", "b", "c"]))
+    narrow = E.paper_figure(fig, 3.5, aspect=1.0)
+    vals = list(narrow.layout.xaxis.tickvals)
+    step = cats.index(vals[1]) - cats.index(vals[0])
+    # Each shown label gets at least 1.25 x the type size of the plot's assumed 60% width.
+    assert step * (336 * 0.6 / 60) >= MIN_FONT_PX * 1.25
+    assert vals[0] == cats[0] and set(vals) < set(cats)
+    assert narrow.layout.yaxis.tickvals is None  # three labels fit
+    wide = E.paper_figure(fig, 20.0, aspect=1.0)
+    assert wide.layout.xaxis.tickvals is None
+
+
+def test_rows_up_the_side_each_keep_their_label_and_the_figure_grows_for_them():
     cats = [f"label {i:02d}" for i in range(60)]
     fig = go.Figure(go.Heatmap(z=np.zeros((60, 3)), y=cats, x=["a", "b", "c"]))
     narrow = E.paper_figure(fig, 3.5, aspect=1.0)
-    vals = list(narrow.layout.yaxis.tickvals)
-    step = cats.index(vals[1]) - cats.index(vals[0])
-    # Each shown label gets at least 1.25 x the type size of the plot's assumed 60% height.
-    assert step * (336 * 0.6 / 60) >= MIN_FONT_PX * 1.25
-    assert vals[0] == cats[0] and set(vals) < set(cats)
-    assert narrow.layout.xaxis.tickvals is None  # three labels fit
-    wide = E.paper_figure(fig, 20.0, aspect=1.0)
-    assert wide.layout.yaxis.tickvals is None
+    assert narrow.layout.yaxis.tickvals is None and narrow.layout.yaxis.dtick == 1
+    # 60 rows of ROW_EM x 10 px type, plus the margins (Plotly's 100 + 80 by default).
+    assert narrow.layout.height >= 60 * E.ROW_EM * MIN_FONT_PX + 180
+    few = go.Figure(go.Heatmap(z=np.zeros((3, 3)), y=["a", "b", "c"], x=["a", "b", "c"]))
+    assert E.paper_figure(few, 3.5, aspect=1.0).layout.height == 336  # room enough
 
 
 def _lines_figure(names, titles):

@@ -266,6 +266,13 @@ def test_lines_of_a_wrapped_title_are_boxed_one_under_the_other():
 @pytest.fixture(scope="module")
 def exported(demo_ws, tmp_path_factory):
     """Every figure of the catalogue (the non-default ones too) as SVG at one column."""
+    import plotly.io as pio
+
+    from conceptlens.figures.theme import TEMPLATE
+
+    # A Streamlit AppTest run earlier in the session makes "streamlit" plotly's default
+    # template; `conceptlens figures` runs without Streamlit, with the theme's.
+    before, pio.templates.default = pio.templates.default, TEMPLATE
     ws = copy_ws(demo_ws, tmp_path_factory.mktemp("demo") / "ws")
     out = tmp_path_factory.mktemp("figures")
     db = WorkspaceDB(ws)
@@ -276,6 +283,7 @@ def exported(demo_ws, tmp_path_factory):
         spec = catalog.FIGURES[f["figure"]]
         paper = paper_figure(spec.build(db, f["params"]), 3.5, spec.aspect_at(3.5))
         files[f["figure"]] = ((out / f["path"]).read_text(), paper)
+    pio.templates.default = before
     return files, manifest["skipped"]
 
 

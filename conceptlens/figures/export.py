@@ -139,8 +139,10 @@ def _room_for_rows(d: dict, height_px: int) -> int:
     margin = {**(tmpl.get("margin") or {}), **(layout.get("margin") or {})}
     cats = _categories(d)
     grow = 0.0
-    for key, axis in list(layout.items()):
-        if not (key.startswith("yaxis") and isinstance(axis, dict)) or axis.get("showticklabels") is False:
+    keys = [k for k, v in layout.items() if k.startswith("yaxis") and isinstance(v, dict)]
+    for key in keys + [k for k in cats if k.startswith("yaxis") and k not in keys]:
+        axis = layout.setdefault(key, {})
+        if axis.get("showticklabels") is False:
             continue
         labels = axis.get("ticktext") if axis.get("tickvals") is not None else cats.get(key)
         if not labels or axis.get("type") not in (None, "category", "linear"):
@@ -236,7 +238,7 @@ def _make_room_above(d: dict, width_px: int, height_px: int) -> int:
     domains = [
         v.get("domain") or [0, 1] for k, v in layout.items() if k.startswith("xaxis") and isinstance(v, dict)
     ]
-    titles_h = 0.0
+    titles_h = titles_room = 0.0
     for a in layout.get("annotations") or []:
         # make_subplots's titles: centred on a subplot, anchored on its top edge.
         if a.get("yanchor") != "bottom" or a.get("xref") != "paper" or (a.get("y") or 0) < 0.99:
@@ -246,16 +248,18 @@ def _make_room_above(d: dict, width_px: int, height_px: int) -> int:
         dom = min(domains, key=lambda dm: abs((dm[0] + dm[1]) / 2 - x)) if domains else [0, 1]
         lines = _wrap(a.get("text", ""), size, (dom[1] - dom[0]) * plot_w * 1.2)
         a["text"] = "<br>".join(lines)
-        titles_h = max(titles_h, len(lines) * size * 1.3 + 8)
+        titles_h = max(titles_h, len(lines) * size * 1.25 + 4)
+        # Plotly draws each line 1.3 type sizes apart, in a box padded a few px.
+        titles_room = max(titles_room, len(lines) * size * 1.3 + 8)
     legend = layout.get("legend") or {}
     shown = layout.get("showlegend", True) is not False
     above = (
         legend.get("orientation") == "h" and (legend.get("y") or 0) >= 1 and legend.get("yref") != "container"
     )
     if not (above and shown):
-        if titles_h + 6 > top:
-            layout["margin"] = {**margin, "t": round(titles_h + 6)}
-            return height_px + round(titles_h + 6 - top)
+        if titles_room + 6 > top:
+            layout["margin"] = {**margin, "t": round(titles_room + 6)}
+            return height_px + round(titles_room + 6 - top)
         return height_px
     size = _font_size(d, legend)
     names = []
