@@ -135,3 +135,17 @@ def test_data_range_keeps_a_minimum_span_inside_the_scale():
     assert hi - lo >= 0.1 and hi <= 1.0 + 0.06 * 0.1 + 1e-9  # slid inside [0, 1]
     lo, hi = data_range([6.8, 8.8])  # no bounded scale: padded data
     assert lo < 6.8 and hi > 8.8 and hi - lo < 3
+
+
+def test_no_category_colour_is_dark_enough_to_pass_for_the_black_selection_ring():
+    from conceptlens.figures.clusters import HIGHLIGHT
+    from conceptlens.figures.theme import MIN_LIGHTNESS, _hex_rgb, _lab, categorical
+
+    ring = _lab(_hex_rgb([HIGHLIGHT]))[0]
+    for n in (8, 17, 28, 48, 100):
+        lab = _lab(_hex_rgb(categorical(n)))
+        # CIELAB L* computed here from sRGB: at least MIN_LIGHTNESS (30) and far from the ring.
+        assert lab[:, 0].min() >= MIN_LIGHTNESS, n
+        assert np.linalg.norm(lab - ring, axis=1).min() > 30, n
+    # Cluster 27 of 48 was #004E4E (L* 29), the Okabe-Ito palette's 8th colour black.
+    assert "#004E4E" not in categorical(48) and "#000000" not in categorical(8)

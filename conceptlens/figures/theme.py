@@ -49,7 +49,6 @@ TOL_MUTED = (
     "#882255",
     "#AA4499",
 )
-PALETTE = OKABE_ITO + TOL_MUTED
 # Sequential and diverging scales that are perceptually uniform and colour-blind safe.
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
@@ -68,6 +67,18 @@ def _hex_rgb(colours) -> np.ndarray:
     return np.array([[int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)] for c in colours])
 
 
+def lightness(colour: str) -> float:
+    """CIELAB L* (0 black .. 100 white) of a `#RRGGBB` colour."""
+    return float(_lab(_hex_rgb([colour]))[0, 0])
+
+
+# No category is drawn darker than this (CIELAB L*): the selection ring is black, and a
+# near-black cluster (Okabe-Ito's black, Tol's indigo, a dark teal at 48 colours) looked
+# like a ringed one. Added colours lighter than MAX_LIGHTNESS would be hard to see on white.
+MIN_LIGHTNESS, MAX_LIGHTNESS = 30, 88
+PALETTE = tuple(c for c in OKABE_ITO + TOL_MUTED if lightness(c) >= MIN_LIGHTNESS)
+
+
 @functools.lru_cache(maxsize=8)
 def _extended(n: int) -> tuple[str, ...]:
     # Greedy farthest-point choice in CIELAB over an sRGB grid: each added colour is the
@@ -77,7 +88,7 @@ def _extended(n: int) -> tuple[str, ...]:
     levels = np.linspace(0, 1, 14)
     grid = np.array(np.meshgrid(levels, levels, levels, indexing="ij")).reshape(3, -1).T
     lab = _lab(grid)
-    keep = (lab[:, 0] < 88) & (lab[:, 0] > 20)
+    keep = (lab[:, 0] < MAX_LIGHTNESS) & (lab[:, 0] > MIN_LIGHTNESS)
     grid, lab = grid[keep], lab[keep]
     out = list(PALETTE)
     nearest = np.min(np.linalg.norm(lab[:, None, :] - _lab(_hex_rgb(out))[None, :, :], axis=2), axis=1)
