@@ -207,17 +207,19 @@ def _plain(label) -> str:
 
 
 def unlabelled_rows(fig, svg: str) -> list[str]:
-    """Rows of an axis up the side (bars, heatmap rows) whose label is not in the SVG."""
-    from conceptlens.figures.export import _categories
+    """Rows of an axis up the side (bars, heatmap rows) whose label is not in the SVG. A
+    figure grown to MAX_ROWS_ASPECT may label every n-th row (the rows it names)."""
+    from conceptlens.figures.export import MAX_ROWS_ASPECT, _categories
 
     d = fig.to_plotly_json()
+    capped = d["layout"]["height"] >= d["layout"]["width"] * MAX_ROWS_ASPECT
     shown = set(tick_labels(svg, "y"))
     missing = []
     for key, values in _categories(d).items():
         axis = d["layout"].get(key) or {}
         if not key.startswith("y") or axis.get("showticklabels") is False:
             continue
-        labels = axis.get("ticktext") or values
+        labels = axis.get("ticktext") or (axis.get("tickvals") if capped else None) or values
         missing += [str(v) for v in labels if _plain(v) not in shown]
     return missing
 

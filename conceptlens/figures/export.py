@@ -130,35 +130,50 @@ def _axis_key(ref: str) -> str:  # "x2" -> "xaxis2"
 ROW_EM = 1.3
 
 
-def _room_for_rows(d: dict, height_px: int) -> int:
+# A figure grows for its rows up to this height / width (twice as tall as wide: a
+# column's page); past it, every n-th row is labelled.
+MAX_ROWS_ASPECT = 2.0
+
+
+def _room_for_rows(d: dict, width_px: int, height_px: int) -> int:
     """The figure made as tall as its rows need: every category of an axis up the side (a
     bar, a heatmap row, a predictor) keeps its label, one line of ROW_EM font sizes each,
-    so at one column no row goes unlabelled and no two labels touch. Returns the height."""
+    so at one column no row goes unlabelled and no two labels touch. A figure that would
+    grow past MAX_ROWS_ASPECT labels every n-th row of its category axes instead.
+    Returns the height."""
     layout = d.setdefault("layout", {})
     tmpl = (layout.get("template") or {}).get("layout") or {}
     margin = {**(tmpl.get("margin") or {}), **(layout.get("margin") or {})}
     cats = _categories(d)
+    cap = max(height_px, round(width_px * MAX_ROWS_ASPECT))
     grow = 0.0
     keys = [k for k, v in layout.items() if k.startswith("yaxis") and isinstance(v, dict)]
     for key in keys + [k for k in cats if k.startswith("yaxis") and k not in keys]:
         axis = layout.setdefault(key, {})
         if axis.get("showticklabels") is False:
             continue
-        labels = axis.get("ticktext") if axis.get("tickvals") is not None else cats.get(key)
+        mine = axis.get("tickvals") is None  # the figure did not set its ticks
+        labels = cats.get(key) if mine else axis.get("ticktext")
         if not labels or axis.get("type") not in (None, "category", "linear"):
             continue
-        if axis.get("tickvals") is None:  # Plotly would label every n-th row itself
-            axis["dtick"] = 1
         size = _font_size(d, {"font": axis.get("tickfont")})
         # Plotly spaces rows evenly: each needs the lines of the tallest label.
-        need = len(labels) * max(str(t).count("<br>") + 1 for t in labels) * size * ROW_EM
+        row = max(str(t).count("<br>") + 1 for t in labels) * size * ROW_EM
         lo, hi = axis.get("domain") or (0.0, 1.0)
         xaxis = layout.get("xaxis") or {}
         bottom = margin.get("b", 80) + (size * 2.5 if (xaxis.get("title") or {}).get("text") else size * 1.5)
-        plot = (height_px - margin.get("t", 100) - bottom) * (hi - lo)
-        if need > plot:
-            grow = max(grow, (need - plot) / max(hi - lo, 0.05))
-    return height_px + math.ceil(grow)
+        fixed = margin.get("t", 100) + bottom
+        need = (len(labels) * row) / max(hi - lo, 0.05) + fixed  # the figure's height
+        if mine:
+            at_cap = max(((cap - fixed) * (hi - lo)), 1.0)
+            step = math.ceil(len(labels) * row / at_cap) if need > cap else 1
+            if step > 1:
+                axis["tickmode"] = "array"
+                axis["tickvals"] = labels[::step]
+            else:  # Plotly would label every n-th row itself
+                axis["dtick"] = 1
+        grow = max(grow, min(need, cap) - height_px)
+    return height_px + math.ceil(max(grow, 0.0))
 
 
 def _thin_category_ticks(d: dict, width_px: int, height_px: int) -> None:
@@ -379,7 +394,7 @@ def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -
     # The template is walked too: it holds the base font every other size defaults to.
     _raise_fonts(d.get("layout", {}), MIN_FONT_PX)
     w = round(width_in * DPI)
-    h = _room_for_rows(d, round(w * (aspect or DEFAULT_ASPECT)))
+    h = _room_for_rows(d, w, round(w * (aspect or DEFAULT_ASPECT)))
     _thin_category_ticks(d, w, h)
     _fit_texts(d, w)
     h = _make_room_above(d, w, h)
