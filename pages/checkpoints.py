@@ -30,6 +30,7 @@ from conceptlens.figures.checkpoints import (
     short_names,
 )
 from conceptlens.figures.clusters import projection_scatter
+from conceptlens.metrics.clid import MIN_CORRELATED
 
 V = views.checkpoints
 C = views.clusters
@@ -82,7 +83,8 @@ b = U.url_selectbox(
     key="ckpts_b",
     param="b",
     format_func=lambda c: name_of.get(c, c),
-    default_index=1,
+    # B: the first checkpoint that is not A (A itself when it is the only one).
+    default_index=next((i for i, c in enumerate(order) if c != a), 0),
     container=c_b,
 )
 provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "k": k}
@@ -107,8 +109,18 @@ with left:
         "Ringed and named: checkpoints A and B and the highest and lowest kNN accuracy; "
         "hover a point for any other's name."
     )
-if compared:
-    corr = ws.view(V.predictor_correlations, dataset=ds, k=k)
+corr = ws.view(V.predictor_correlations, dataset=ds, k=k) if compared else None
+n_corr = int(corr["n_checkpoints"].max()) if corr is not None and corr["n_checkpoints"].notna().any() else 0
+if compared and n_corr < MIN_CORRELATED:
+    with right:
+        st.info(
+            f"**No correlation with kNN accuracy yet:** it needs at least {MIN_CORRELATED} checkpoints "
+            f"with kNN accuracy and the predictors; {literal(ds)} has {n_corr} at k = {k}. Add more "
+            "checkpoints (or another epoch of a run) to compare, then run the comparisons again:",
+            icon=":material/info:",
+        )
+        st.code(command(ws, "comparisons", ds), language="bash")
+elif compared:
     with right:
         st.markdown("**Correlation with kNN accuracy** (lu2022 Table 1), with 95% intervals")
         show_figure(
@@ -237,7 +249,10 @@ st.header("How similar are the clusterings?")
 if not compared:
     st.caption("Needs the comparisons between checkpoints (see above).")
 elif len(order) < 2:
-    st.info("Only one checkpoint is clustered at this k: nothing to compare.")
+    st.info(
+        "Only one checkpoint is clustered at this k: add a second checkpoint to compare.",
+        icon=":material/info:",
+    )
 else:
     st.caption(
         "Adjusted NMI (arithmetic normalisation) between every two checkpoints' "
@@ -254,7 +269,11 @@ else:
 # ---- A and B ------------------------------------------------------------------------------------
 st.header("A and B")
 if len(order) < 2:
-    st.info("Comparing two checkpoints needs two clustered checkpoints.")
+    st.info(
+        f"Comparing two checkpoints needs two clustered checkpoints; {literal(ds)} has one at "
+        f"k = {k}. Add a second checkpoint to compare.",
+        icon=":material/info:",
+    )
     U.stop()
 if a == b:
     st.info("Choose two different checkpoints as A and B (at the top of the page).")

@@ -60,9 +60,13 @@ c_ds, c_ck = st.columns([1, 2])
 ds = url_selectbox("Dataset", list(datasets["dataset"]), key="sim_ds", param="ds", container=c_ds)
 summary = ws.view(V.trial_summary, dataset=ds).iloc[0]
 if summary["simulated"]:
-    note = ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note")
+    note = str(ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note") or "")
+    title = "Simulated people"
+    if note.lower().startswith(title.lower()):  # the note's own title is not said twice
+        note = note[len(title) :].lstrip(" .:;-")
+        note = note[:1].upper() + note[1:]
     st.warning(
-        "**Simulated people.** "
+        f"**{title}.** "
         + (
             literal(note)
             if note
@@ -296,7 +300,7 @@ else:
         if row["role"] == "query":
             return "query"
         c = row["choice"]
-        text = "·" if pd.isna(c) else f"{ordinal.get(int(c), f'{int(c)}th')} choice"
+        text = "not chosen" if pd.isna(c) else f"{ordinal.get(int(c), f'{int(c)}th')} choice"
         if row["image_id"] in ranks and ranks[row["image_id"]] <= 2:
             text += f" · model #{ranks[row['image_id']]}"
         return text

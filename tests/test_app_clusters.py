@@ -83,7 +83,8 @@ def test_clusters_default_view(monkeypatch, factory_template):
     grids = at.get("image")
     assert len(grids[0].proto.imgs) == 15 and len(grids[1].proto.imgs) == 16
     assert len(grids[2:]) == 15
-    assert {"ds", "ckpt", "k", "cluster"} <= set(at.query_params)
+    # Every choice is its default: the link stays bare (docs/dashboard.md).
+    assert not {"ds", "ckpt", "k", "cluster"} & set(at.query_params)
 
 
 def test_clusters_deep_link_reopens_the_same_view(monkeypatch, factory_template):
@@ -157,7 +158,8 @@ def test_missing_projections_only_hide_the_umap(monkeypatch, factory_copy):
     assert_clean(at)
     assert f"conceptlens analyze projections --workspace {factory_copy}" in [c.value for c in at.code]
     # The purity plot and the selection's labels stay; no UMAP, no region to select by.
-    assert [f.layout.xaxis.title.text for f in figures(at)] == ["purity", "images"]
+    titles = [f.layout.xaxis.title.text for f in figures(at)]
+    assert len(titles) == 2 and titles[0].startswith("purity") and titles[1] == "images"
     assert len(at.dataframe) == 2
     assert "the region drawn on the UMAP" not in at.radio(key="clusters_sel").options
 
@@ -228,7 +230,8 @@ def test_other_pages_and_back_keep_the_view(monkeypatch, factory_template):
     assert_clean(at)
     assert not at.warning
     for key, value in q.items():
-        assert at.query_params[key] in (value, [value]), key
+        if key != "cluster":  # cluster 3 is then the table's first, its default: left out
+            assert at.query_params[key] in (value, [value]), key
     assert selected(at)["Cluster"] == 3 and at.text_input(key="clusters_text").value == "red"
 
 

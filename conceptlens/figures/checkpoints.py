@@ -18,7 +18,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .theme import BASE_FONT_PX, MIN_FONT_PX, OKABE_ITO, SEQUENTIAL, categorical
+from .theme import (
+    BASE_FONT_PX,
+    MIN_FONT_PX,
+    OKABE_ITO,
+    SEQUENTIAL,
+    break_name,
+    categorical,
+    data_range,
+    range_title,
+)
 
 METRIC_TITLES = {
     "knn_acc": "kNN accuracy",
@@ -29,6 +38,9 @@ METRIC_TITLES = {
     "mean_purity": "mean purity",
     "mean_coherence": "mean coherence (random)",
 }
+# The scale of each metric bounded to [0, 1] (a share): an axis spans at least a tenth of
+# it (theme.data_range). ID and CLID have no bounded scale.
+METRIC_SCALES = {m: (0.0, 1.0) for m in ("knn_acc", "cl", "anmi", "mean_purity", "mean_coherence")}
 PREDICTOR_LABELS = {
     "cl": "CL",
     "cl_heldout": "CL held-out",
@@ -92,13 +104,6 @@ def short_names(ids) -> list[str]:
     cut = max(prefix.rfind("-"), prefix.rfind("_")) + 1
     out = [i[cut:] for i in ids]
     return out if all(out) and len(set(out)) == len(out) else ids
-
-
-def _middle_ellipsis(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    keep = limit - 1
-    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2 :]
 
 
 def _num(value, fmt: str = "{:.2f}") -> str:
@@ -217,7 +222,9 @@ def cl_id_scatter(
     """
     s = summary[summary["cl"].notna() & summary["id"].notna()].reset_index(drop=True)
     acc = s["knn_acc"].astype(float) if "knn_acc" in s.columns else pd.Series(np.nan, index=s.index)
-    has_acc = bool(acc.notna().any())
+    # A colour scale needs two accuracies to span: one value (one checkpoint) would get a
+    # colour bar around itself (-0.2..0.6 for 0.2), so it is drawn in one colour instead.
+    has_acc = acc.nunique() >= 2
     ids = s["checkpoint_id"].astype(str)
     x, y = s["id"].astype(float).to_numpy(), s["cl"].astype(float).to_numpy()
     margin = dict(_SCATTER_MARGIN, t=40 if title else _SCATTER_MARGIN["t"])
@@ -403,11 +410,14 @@ def metrics_vs_epoch(long: pd.DataFrame, metric: str | None = None, title: str |
                     ),
                 )
             )
+    scale = METRIC_SCALES.get(metric)
+    yrange = data_range(d["value"].astype(float), scale) if len(d) else None
+    name = METRIC_TITLES.get(metric, metric or "")
     fig.update_layout(
         title=title,
         height=380,
         xaxis=dict(title="epoch", tickformat="d"),
-        yaxis=dict(title=METRIC_TITLES.get(metric, metric or "")),
+        yaxis=dict(title=range_title(name, yrange, scale[0]) if yrange and scale else name, range=yrange),
         legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, font=dict(size=MIN_FONT_PX)),
         margin=dict(l=56, r=14, t=40 if title else 30, b=44),
     )
@@ -421,12 +431,13 @@ TICK_CHARS = 16  # a tick label's characters at most (the full name is in the ho
 def anmi_heatmap(matrix: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Square heatmap of aNMI between checkpoints' clusterings.
 
-    Tick labels drop the prefix all ids share and are cut to TICK_CHARS; Plotly skips
+    Tick labels drop the prefix all ids share and break onto lines of at most TICK_CHARS
+    characters (never cut inside a word); Plotly skips
     ticks that would collide (every name is in the hover label). Values are written in
     the cells up to 12 checkpoints, where they still fit a single column."""
     z = matrix.to_numpy(dtype=float)
     full = [str(c) for c in matrix.columns]
-    ticks = [_middle_ellipsis(s, TICK_CHARS) for s in short_names(full)]
+    ticks = [break_name(s, TICK_CHARS) for s in short_names(full)]
     if len(set(ticks)) < len(ticks):
         ticks = full
     n = len(matrix)
