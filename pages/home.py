@@ -62,6 +62,13 @@ for a in analyses.itertuples(index=False):
             + ":"
         )
         st.code(a.command, language="bash")
+    elif a.status == "skipped":
+        st.markdown(
+            f":orange[:material/error:] **{a.title}** — {a.skipped} unit(s) skipped, not done: "
+            "the next run tries them again once their input is there. The latest reason:"
+        )
+        st.text(a.reason)  # from the workspace's log: shown as text
+        st.code(a.command, language="bash")
     elif a.status == "needed":
         continue  # said by the analysis that needs it
     elif a.status == "no_input":

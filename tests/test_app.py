@@ -236,13 +236,32 @@ def test_home_says_what_input_an_analysis_without_units_needs(monkeypatch, facto
     )
     assert "nothing to compute in this workspace: it needs **Primitive concepts of the classes and a" in md
     assert (
-        codes.count(f"conceptlens import hsj {factory_copy} SOURCE --dataset toy") == 2
+        codes.count(f"conceptlens import hsj --workspace {factory_copy} SOURCE --dataset toy") == 2
     )  # similarity, convergence
-    assert f"conceptlens import cub {factory_copy} path/to/CUB_200_2011" in codes
+    assert f"conceptlens import cub --workspace {factory_copy} path/to/CUB_200_2011" in codes
     assert not [
         c for c in codes if "analyze similarity" in c or "analyze convergence" in c or "analyze compmap" in c
     ]
     assert "Similarity judgments of people** — not in" not in md  # said once, where it is needed
+
+
+def test_home_shows_skipped_units_as_skipped_with_their_reason_not_done(monkeypatch, factory_copy):
+    """Captions skipped for a missing input (issue 28: Home ticked them as done): the step is
+    not ticked, says how many units were skipped and why (as text), and gives the command
+    that tries them again."""
+    from conceptlens.analysis import runner
+
+    ws = Workspace(factory_copy)
+    ws.write("captions", ws.read("captions").slice(0, 0))  # no caption for any image
+    runner.run(factory_copy, "cluster_captions", {"describability": False}, force=True, progress_bars=False)
+    assert runner.skipped(factory_copy)["cluster_captions"]
+    at = open_app(monkeypatch, factory_copy)
+    assert_clean(at)
+    md = plain(at.markdown)
+    assert ":green[:material/check_circle:] **Class-level captions" not in md
+    assert "**Class-level captions" in md and "unit(s) skipped, not done" in md
+    assert any("has no caption" in t.value for t in at.text), [t.value for t in at.text]
+    assert f"conceptlens analyze cluster_captions --workspace {factory_copy}" in [c.value for c in at.code]
 
 
 def test_home_runs_what_an_analysis_waits_for_first(monkeypatch, factory_copy):

@@ -67,7 +67,11 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
     - `no_input`: an analysis with nothing to compute in this workspace, even after those
       it runs after: it `needs` these inputs, which `command` adds (`doc` says how where no
       command does);
-    - `needed`: an input missing that a `no_input` analysis `needs` (said there).
+    - `needed`: an input missing that a `no_input` analysis `needs` (said there);
+    - `skipped`: an analysis some of whose units were skipped for a missing input (a model
+      that cannot be loaded, captions absent) and are not done: `skipped` counts them,
+      `reason` is the latest one's reason, and `command` tries them again (present or not,
+      it is not ticked as done).
 
     Whether an analysis has anything to compute is the registry's answer (its units on this
     workspace), asked only for analyses not present and only of a local workspace."""
@@ -82,6 +86,7 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
         else:
             status[s.name] = "present"
     pending = _pending(db, [s.name for s in steps() if s.analysis and status[s.name] == "missing"])
+    skips = _skipped(db)
     step = by_name()
 
     def cmd(name: str) -> str | None:
@@ -102,7 +107,10 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
     rows = []
     for s in steps():
         state, commands, after, inputs, doc = status[s.name], [cmd(s.name)], [], [], s.doc
-        if state == "missing" and s.name in pending and not pending[s.name]:
+        reasons = skips.get(s.name, {})
+        if reasons and state != "broken":
+            state = "skipped"
+        elif state == "missing" and s.name in pending and not pending[s.name]:
             after = first(s.name)
             if after:
                 state, commands = "waiting", [cmd(n) for n in after] + commands
@@ -122,6 +130,8 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
                 "after": [step[n].title for n in after],
                 "needs": [i.title for i in inputs],
                 "doc": doc,
+                "skipped": len(reasons),
+                "reason": next(reversed(reasons.values()), ""),
             }
         )
     needed = {t for r in rows for t in r["needs"]}
@@ -129,7 +139,19 @@ def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ..
         if r["status"] == "missing" and r["title"] in needed:
             r["status"] = "needed"
     return pd.DataFrame(
-        rows, columns=["name", "title", "status", "tables", "command", "after", "needs", "doc"]
+        rows,
+        columns=[
+            "name",
+            "title",
+            "status",
+            "tables",
+            "command",
+            "after",
+            "needs",
+            "doc",
+            "skipped",
+            "reason",
+        ],
     )
 
 
@@ -143,5 +165,19 @@ def _pending(db, names: list[str]) -> dict[str, list[str]]:
 
     try:
         return runner.missing(db.root, names)
+    except (ConceptLensError, OSError, ValueError):
+        return {}
+
+
+def _skipped(db) -> dict[str, dict[str, str]]:
+    """analysis -> unit -> reason of the units skipped and not done since (the runner's
+    `skipped`, from the `analysis_runs` log); empty for a remote workspace or without a log."""
+    if db.remote or not db.has("analysis_runs"):
+        return {}
+    from ..analysis import runner
+    from ..errors import ConceptLensError
+
+    try:
+        return runner.skipped(db.root)
     except (ConceptLensError, OSError, ValueError):
         return {}
