@@ -213,6 +213,22 @@ def test_a_same_named_file_with_other_classes_loads_without_head(tmp_path):
     assert a.head is None and a.embed(torch.rand(1, 3, 64, 64)).shape == (1, m.num_features)
 
 
+def test_a_renamed_file_with_other_classes_loads_without_head(tmp_path, caplog):
+    import timm
+
+    torch.manual_seed(0)
+    m = timm.create_model("test_efficientnet", pretrained=False, num_classes=10).eval()
+    torch.save({f"t{i}": v for i, v in enumerate(m.state_dict().values())}, tmp_path / "ten.pt")
+    with caplog.at_level(logging.INFO, logger="conceptlens.models"):
+        a = load_adapter("timm:test_efficientnet", weights=tmp_path / "ten.pt")
+    n = len(m.state_dict()) - 2  # the classifier's weight and bias are left out
+    assert f"matched all {n} by order and shape (its classifier, for other classes, left out)" in caplog.text
+    x = torch.rand(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        torch.testing.assert_close(a.embed(x), m.forward_head(m.forward_features(x), pre_logits=True))
+    assert a.head is None
+
+
 def test_torchvision_renamed_and_classify_matches_the_model(tmp_path):
     from torchvision import models
 

@@ -286,8 +286,9 @@ def _shape(v) -> list[int] | None:
 
 def _by_order(model, target: dict, state: dict, path, head: str | None) -> dict:
     """`state` renamed to the model's names when its tensors match the model's state dict
-    `target` one to one in order and shape (the file may lack the classifier `head`);
-    else ModelLoadError naming the first tensor that does not match."""
+    `target` one to one in order and shape (the classifier `head` may be absent from the
+    file, or for other classes: then it is left out); else ModelLoadError naming the first
+    tensor that does not match."""
     ours = list(target.items())
     if head:
         body = [(k, v) for k, v in ours if not _under(k, head)]
@@ -299,8 +300,12 @@ def _by_order(model, target: dict, state: dict, path, head: str | None) -> dict:
         f"--weights {str(path)!r} does not fit {type(model).__name__}: by name, {len(absent)} of the "
         f"model's {len(ours)} tensors are not in the file (e.g. {absent[0]!r}); by order"
     )
+    other_head = False  # the file's classifier is for other classes: left out, as by name
     for i, ((k, v), (mk, mv)) in enumerate(zip(theirs, ours)):
         if _shape(v) != _shape(mv):
+            if _under(mk, head) and len(theirs) == len(ours):
+                other_head = True
+                continue
             raise ModelLoadError(
                 f"{what}, tensor #{i} is {k!r} {_shape(v)} in the file but {mk!r} {_shape(mv)} in the model"
             )
@@ -311,12 +316,14 @@ def _by_order(model, target: dict, state: dict, path, head: str | None) -> dict:
             f"{min(len(theirs), len(ours))} in common match in shape, then the {extra[0]} has "
             f"{extra[1][0]!r} {_shape(extra[1][1])}"
         )
+    matched = {mk: v for (_, v), (mk, _) in zip(theirs, ours) if not (other_head and _under(mk, head))}
     log.info(
-        "weights: %s names its tensors differently; matched all %d by order and shape",
+        "weights: %s names its tensors differently; matched all %d by order and shape%s",
         Path(path).name,
-        len(theirs),
+        len(matched),
+        " (its classifier, for other classes, left out)" if other_head else "",
     )
-    return {mk: v for (_, v), (mk, _) in zip(theirs, ours)}
+    return matched
 
 
 def _under(key: str, prefix: str | None) -> bool:
