@@ -278,6 +278,15 @@ def test_extract_one_liner_features_are_the_classifiers_input(photo_ws, adapters
         top1 = adapters[spec].head(torch.from_numpy(np.array(emb, np.float32))).argmax(1).tolist()
     got = dict(zip((labels[i] for i in ids), top1))
     assert got["chelsea"] in CATS and got["coffee"] == 967, got
+    # An analysis reloads the checkpoint's model the same way, after checking the file's sha256.
+    from conceptlens.models import load_checkpoint_model
+    from conceptlens.workspace import Workspace
+
+    rows = pq.read_table(photo_ws / "checkpoints.parquet").to_pylist()
+    again = load_checkpoint_model(Workspace(photo_ws), next(r for r in rows if r["checkpoint_id"] == cid))
+    assert again.method == "custom"
+    for mine, theirs in zip(again.head.state_dict().values(), adapters[spec].head.state_dict().values()):
+        assert torch.equal(mine, theirs)
 
 
 def test_imagenet_captioner_names_the_cat(photo_ws, capsys):
