@@ -1319,7 +1319,8 @@ CORE_TABLES: tuple[Table, ...] = (
             Column(
                 "auc",
                 FLOAT,
-                "Test AUC (one-vs-one, averaged, for a multiclass concept j).",
+                "Test AUC (for a multiclass concept j: macro one-vs-one, or one-vs-rest with "
+                "`--purity-multiclass ovr`).",
                 bounds=UNIT,
                 finite=True,
             ),
@@ -1348,7 +1349,8 @@ CORE_TABLES: tuple[Table, ...] = (
             Column(
                 "auc",
                 FLOAT,
-                "Test AUC (one-vs-one, averaged, for a multiclass concept).",
+                "Test AUC (for a multiclass concept: macro one-vs-one, or one-vs-rest with "
+                "`--purity-multiclass ovr`).",
                 bounds=UNIT,
                 finite=True,
             ),
@@ -1442,10 +1444,23 @@ CORE_TABLES: tuple[Table, ...] = (
             Column(
                 "nis_area",
                 FLOAT,
-                "Area under the mean niche impurity (`niche_scores.nis`) over beta, divided "
-                "by the width of the beta range (the public code's score, as a mean). Null "
-                "(with the other niche scores) when the dataset has no task labels.",
+                "Area under the mean niche impurity (`niche_scores.nis`: each label's raw "
+                "probability column, the paper's Definitions 5-6) over beta, divided by the width "
+                "of the beta range (a mean). Null (with the other niche scores) when the dataset "
+                "has no task labels.",
                 nullable=True,
+                bounds=UNIT,
+                finite=True,
+            ),
+            Column(
+                "nis_area_code",
+                FLOAT,
+                "`nis_area` as the public code computes it (`niching.niche_impurity`): for three "
+                "or more labels, a softmax across labels of the niche-zeroed probability columns "
+                "before each label's one-vs-rest AUC; equal to `nis_area` for a binary task. "
+                "Absent from files written before it existed.",
+                nullable=True,
+                required=False,
                 bounds=UNIT,
                 finite=True,
             ),

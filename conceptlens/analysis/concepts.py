@@ -43,6 +43,14 @@ OPTIONS = (
         "niche_beta", float, CQ.PAPER_BETA, "beta of the niche purity / impurity scores", minimum=0, maximum=1
     ),
     Option("purity_steps", int, 200, "minibatch Adam steps of each purity classifier", minimum=1),
+    Option(
+        "purity_multiclass",
+        str,
+        CQ.MULTICLASS[0],
+        "AUC of a multiclass true concept in the purity matrices: ovo (macro one-vs-one) or ovr "
+        "(macro one-vs-rest, the public code's one-hot roc_auc_score)",
+        choices=CQ.MULTICLASS,
+    ),
 )
 
 
@@ -145,8 +153,8 @@ class Truth:
                 "test image(s); the purity matrices need at least 10"
             )
 
-    def oracle(self, seed: int, steps: int) -> np.ndarray:
-        return CQ.oracle_matrix(self.C[self.test], random_state=seed, steps=steps)
+    def oracle(self, seed: int, steps: int, multiclass: str = "ovo") -> np.ndarray:
+        return CQ.oracle_matrix(self.C[self.test], random_state=seed, steps=steps, multiclass=multiclass)
 
 
 def _truth(ctx: Context, dataset: str) -> Truth:
@@ -160,9 +168,9 @@ def _truth(ctx: Context, dataset: str) -> Truth:
 def _oracles(ctx: Context, truth: Truth, seeds: list[int], opts: dict) -> dict[int, np.ndarray]:
     """The dataset's oracle matrices, computed and written once per run."""
     cache = ctx.__dict__.setdefault("_concept_oracles", {})
-    key = (truth.dataset, tuple(seeds), opts["purity_steps"])
+    key = (truth.dataset, tuple(seeds), opts["purity_steps"], opts["purity_multiclass"])
     if key not in cache:
-        mats = {s: truth.oracle(s, opts["purity_steps"]) for s in seeds}
+        mats = {s: truth.oracle(s, opts["purity_steps"], opts["purity_multiclass"]) for s in seeds}
         rows = [
             {"seed": s, "concept_i": a, "concept_j": b, "auc": float(M[i, j])}
             for s, M in mats.items()
@@ -257,7 +265,13 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
     flat = np.hstack(reps).astype(np.float64)
     columns = CQ.concept_columns(reps)
     for s in seeds:
-        P = CQ.purity_matrix(test_reps, truth.C[truth.test], random_state=s, steps=opts["purity_steps"])
+        P = CQ.purity_matrix(
+            test_reps,
+            truth.C[truth.test],
+            random_state=s,
+            steps=opts["purity_steps"],
+            multiclass=opts["purity_multiclass"],
+        )
         aligned = CQ.align(P, names, truth.names)
         pairs = set(zip(aligned, range(len(truth.names))))
         purity += [
@@ -277,6 +291,7 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
             "ois": CQ.ois(Pa, oracles[s]),
             "non_oracle_impurity": CQ.non_oracle_impurity(Pa),
             "nis_area": None,
+            "nis_area_code": None,
             "nps_beta": None,
             "nis_beta": None,
             "mean_niche_size": None,
@@ -325,8 +340,10 @@ def _niches(truth, names, reps, flat, columns, tr, te, betas, seed, opts, niche_
     curve = curve.dropna(subset=["nps", "nis"])  # a label absent from the test split has no AUC
     at = curve[np.isclose(curve["beta"], opts["niche_beta"])]
     grid = curve[curve["beta"].isin(CQ.BETAS)].groupby("beta")["nis"].mean()
+    code = CQ.niche_impurity_code(f, flat[te], y[te].astype(np.int64), columns, corr, CQ.BETAS)
     return {
         "nis_area": CQ.area_over_beta(grid.index.to_numpy(), grid.to_numpy()),
+        "nis_area_code": CQ.area_over_beta(list(code), list(code.values())),
         "nps_beta": float(at["nps"].mean()),
         "nis_beta": float(at["nis"].mean()),
         "mean_niche_size": float(at["niche_size"].mean()),
