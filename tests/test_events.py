@@ -11,8 +11,7 @@ from scipy.stats import hypergeom
 from conceptlens.metrics.compare import contingency
 from conceptlens.metrics.events import (
     concept_events,
-    event_links,
-    events_from_links,
+    label_links,
     sequence_events,
     significant_links,
 )
@@ -172,22 +171,35 @@ def test_sequence_gives_each_event_its_step():
         sequence_events([c0])
 
 
-def test_event_links_keep_split_and_merge_flows():
+def test_links_are_labelled_with_their_event():
     before = _base()
     after = before.copy()
     after[50:75] = 4
     after[after == 3] = 2
     fa = pd.DataFrame({"image_id": range(200), "cluster": before})
     fb = pd.DataFrame({"image_id": range(200), "cluster": after})
-    links = significant_links(contingency(fa, fb))
-    ev = events_from_links(links)
-    flows = event_links(links, ev)
-    assert sorted(zip(flows["a"], flows["b"], flows["event"])) == [
+    links = label_links(contingency(fa, fb))
+    assert sorted(zip(links["a"], links["b"], links["event"])) == [
+        (0, 0, "continuation"),
         (1, 1, "split"),
         (1, 4, "split"),
         (2, 2, "merge"),
         (3, 2, "merge"),
     ]
+    # A stray image is a link, but not a significant one.
+    after[0] = 1
+    links = label_links(contingency(fa, fb.assign(cluster=after)))
+    assert links.set_index(["a", "b"]).loc[(0, 1), "event"] == "not significant"
+    # A link in a split and a merge at once: half of A0 and half of A1 form B1.
+    regrouped = label_links(
+        contingency(
+            pd.DataFrame({"image_id": range(160), "cluster": np.repeat([0, 1, 2, 3], 40)}),
+            pd.DataFrame(
+                {"image_id": range(160), "cluster": np.repeat([0, 1, 4, 2, 3], [20, 40, 20, 40, 40])}
+            ),
+        )
+    )
+    assert regrouped.set_index(["a", "b"]).loc[(0, 1), "event"] == "split+merge"
 
 
 def test_bad_parameters_are_named():

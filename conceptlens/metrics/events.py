@@ -199,26 +199,35 @@ def concept_events(
     return events_from_links(links, min_share, min_images, alpha)
 
 
-def event_links(links: pd.DataFrame, events: pd.DataFrame, kinds=("split", "merge")) -> pd.DataFrame:
-    """The significant links of `links` that belong to an event of `kinds`: for a split,
-    its earlier cluster's significant links to the later clusters of the split; for a
-    merge, likewise into its later cluster. Adds an `event` column (the kinds, joined with
-    '+' when a link is in two events). `links` must hold `significant`
-    (`significant_links`)."""
-    if "significant" not in links.columns:
-        raise ValueError("links lacks column 'significant': pass significant_links(...)")
+LINK_EVENTS = ("split", "merge", "split+merge", "continuation", "not significant")
+
+
+def label_links(
+    links: pd.DataFrame,
+    min_share: float = MIN_SHARE,
+    min_images: int = MIN_IMAGES,
+    alpha: float | None = ALPHA,
+    total: int | None = None,
+) -> pd.DataFrame:
+    """The links of a contingency table (`significant_links`) with `event`: the event a
+    significant link belongs to (`split`: from a split cluster to one of its parts;
+    `merge`: into a merged cluster; `split+merge`: both; `continuation`), or
+    `not significant`. Every significant link is in one of these events, so choosing
+    links by `event` draws exactly the events of `events_from_links`."""
+    s = significant_links(links, min_share, min_images, alpha, total)
+    ev = events_from_links(s, min_share, min_images, alpha, total)
     tags: dict[tuple, list[str]] = {}
-    for e in events[events["kind"].isin(kinds)].itertuples(index=False):
+    for e in ev[ev["kind"].isin(("split", "merge", "continuation"))].itertuples(index=False):
         for a in e.before:
             for b in e.after:
-                tags.setdefault((a, b), [])
-                if e.kind not in tags[(a, b)]:
-                    tags[(a, b)].append(e.kind)
-    key = list(zip(links["a"], links["b"]))
-    keep = links["significant"].to_numpy(bool) & np.array([k in tags for k in key], dtype=bool)
-    out = links[keep].copy()
-    out["event"] = ["+".join(tags[k]) for k, ok in zip(key, keep) if ok]
-    return out.reset_index(drop=True)
+                tags.setdefault((a, b), []).append(e.kind)
+    event = []
+    for a, b, sig in zip(s["a"], s["b"], s["significant"]):
+        kinds = tags.get((a, b), []) if sig else []
+        event.append(
+            "+".join(k for k in ("split", "merge", "continuation") if k in kinds) or "not significant"
+        )
+    return s.assign(event=event)
 
 
 def sequence_events(
