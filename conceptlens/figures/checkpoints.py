@@ -581,43 +581,44 @@ def cluster_sankey(
     hover = [_hover_lines(meta_a, c) for c in a_nodes] + [_hover_lines(meta_b, c) for c in b_nodes]
     hover = [[n, f"{h}<br>" if h else ""] for n, h in zip(names, hover)]  # bold in the template
     kinds = links[col].tolist() if not links.empty else []
-    fig = go.Figure(
-        go.Sankey(
-            arrangement="snap",
-            textfont=dict(color=_TEXT_COLOUR, size=MIN_FONT_PX),
-            node=dict(
-                label=labels,
-                customdata=hover,
-                pad=_SANKEY_PAD,
-                thickness=_NODE_THICKNESS,
-                color=_NODE_COLOUR,
-                line=dict(width=0.5, color=_NODE_LINE),
-                hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}%{value} images<extra></extra>",
-            ),
-            link=dict(
-                source=[idx_a[a] for a in links["a"]] if kinds else [],
-                target=[idx_b[b] for b in links["b"]] if kinds else [],
-                value=links["count"].tolist() if kinds else [],
-                color=[KIND_COLOURS.get(k, KIND_COLOURS["minor"]) for k in kinds],
-                customdata=np.column_stack(
-                    [
-                        [names[idx_a[a]] for a in links["a"]],
-                        [names[idx_b[b]] for b in links["b"]],
-                        kinds,
-                        links["share_a"].round(2),
-                        links["share_b"].round(2),
-                    ]
-                )
-                if kinds
-                else None,
-                hovertemplate=(
-                    "%{customdata[0]} → %{customdata[1]}: %{value} images<br>"
-                    "%{customdata[2]} · %{customdata[3]} of source, "
-                    "%{customdata[4]} of target<extra></extra>"
+    # An empty Sankey cannot be exported (Kaleido: "Invalid array length"): no flows, no trace.
+    fig = go.Figure()
+    if kinds:
+        fig.add_trace(
+            go.Sankey(
+                arrangement="snap",
+                textfont=dict(color=_TEXT_COLOUR, size=MIN_FONT_PX),
+                node=dict(
+                    label=labels,
+                    customdata=hover,
+                    pad=_SANKEY_PAD,
+                    thickness=_NODE_THICKNESS,
+                    color=_NODE_COLOUR,
+                    line=dict(width=0.5, color=_NODE_LINE),
+                    hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}%{value} images<extra></extra>",
                 ),
-            ),
+                link=dict(
+                    source=[idx_a[a] for a in links["a"]],
+                    target=[idx_b[b] for b in links["b"]],
+                    value=links["count"].tolist(),
+                    color=[KIND_COLOURS.get(k, KIND_COLOURS["minor"]) for k in kinds],
+                    customdata=np.column_stack(
+                        [
+                            [names[idx_a[a]] for a in links["a"]],
+                            [names[idx_b[b]] for b in links["b"]],
+                            kinds,
+                            links["share_a"].round(2),
+                            links["share_b"].round(2),
+                        ]
+                    ),
+                    hovertemplate=(
+                        "%{customdata[0]} → %{customdata[1]}: %{value} images<br>"
+                        "%{customdata[2]} · %{customdata[3]} of source, "
+                        "%{customdata[4]} of target<extra></extra>"
+                    ),
+                ),
+            )
         )
-    )
     # A Sankey has no legend entries: one empty trace per colour drawn makes them.
     drawn = set(kinds)
     for kind in [k for k in KIND_COLOURS if k in drawn] + sorted(drawn - set(KIND_COLOURS)):
