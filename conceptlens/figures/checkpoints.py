@@ -628,7 +628,12 @@ def cluster_sankey(
                 y=[None],
                 mode="markers",
                 name=kind,
-                marker=dict(symbol="square", size=11, color=KIND_COLOURS.get(kind, KIND_COLOURS["minor"])),
+                marker=dict(
+                    symbol="square",
+                    size=11,
+                    color=KIND_COLOURS.get(kind, KIND_COLOURS["minor"]),
+                    line=dict(width=0.5, color=_NODE_LINE),  # so the palest one shows
+                ),
                 hoverinfo="skip",
                 showlegend=True,
             )
