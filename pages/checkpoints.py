@@ -18,7 +18,6 @@ from components.metric_table import metric_table
 from components.text import literal
 from conceptlens import views
 from conceptlens.figures.checkpoints import (
-    KIND_NAMES,
     METRIC_TITLES,
     anmi_heatmap,
     cl_id_scatter,
@@ -31,6 +30,7 @@ from conceptlens.figures.checkpoints import (
 )
 from conceptlens.figures.clusters import projection_scatter
 from conceptlens.metrics.clid import MIN_CORRELATED
+from conceptlens.metrics.events import MIN_IMAGES
 
 V = views.checkpoints
 C = views.clusters
@@ -388,7 +388,10 @@ min_share = U.url_slider(
     default=0.2,
     step=0.05,
     container=c_t,
-    help="A link counts for a split or merge when it carries at least this share of its cluster.",
+    help=(
+        f"A link is significant when it carries at least this share of its cluster in A or "
+        f"in B, at least {MIN_IMAGES} images and more than chance would (docs/analysis.md)."
+    ),
 )
 flows = U.url_radio(
     "Show",
@@ -397,7 +400,10 @@ flows = U.url_radio(
     param="flows",
     horizontal=True,
     container=c_f,
-    help="Minor flows carry less than the significant share of both their clusters.",
+    help=(
+        "Splits and merges only: the links of significant splits and merges; significant "
+        "flows add one-to-one matches; all flows add the links that are not significant."
+    ),
 )
 tops = [n for n in (5, 10, 20, 40) if n < k] + [0]
 top = U.url_selectbox(
@@ -412,24 +418,25 @@ top = U.url_selectbox(
     help="The largest clusters of A (by images) and where their images go; all links are in the table below.",
 )
 changes = ws.view(V.cluster_changes, **pair, min_share=min_share).iloc[0]
-m1, m2, m3, m4 = st.columns(4)
+m1, m2, m3, m4, m5 = st.columns(5)
 m1.metric("A clusters that split", int(changes["splits"]))
 m2.metric("B clusters that merge", int(changes["merges"]))
 m3.metric("one-to-one matches", int(changes["one_to_one"]))
-m4.metric("aNMI(A, B)", DASH if changes["anmi"] != changes["anmi"] else f"{changes['anmi']:.3f}")
+m4.metric("births / deaths", f"{int(changes['births'])} / {int(changes['deaths'])}")
+m5.metric("aNMI(A, B)", DASH if changes["anmi"] != changes["anmi"] else f"{changes['anmi']:.3f}")
 shown = ws.view(V.cluster_links, **pair, min_share=min_share, flows=flows, largest=top or None)
 # Captions only add to the hover text: a workspace without them needs no message here.
 captions = ws.has("cluster_captions") and available(ws, "cluster_captions", ds)
 meta_a = ws.view(C.cluster_table, dataset=ds, checkpoint=a, k=k, captions=captions)
 meta_b = ws.view(C.cluster_table, dataset=ds, checkpoint=b, k=k, captions=captions)
 st.caption(
-    "Left: clusters of A, right: clusters of B; band width = shared images. "
-    + ", ".join(f"{KIND_NAMES[kind]}: {kind}" for kind in ("split", "merge", "split+merge", "one-to-one"))
-    + f", {KIND_NAMES['partial']}: partial. Nodes too small for a label at a single column's "
-    "width carry none; hover any node for its name, size, purity, coherence and caption."
+    "Left: clusters of A, right: clusters of B; band width = shared images, band colour = "
+    "the concept event it belongs to (legend in the figure; docs/analysis.md gives the rule "
+    "of a significant link). Nodes too small for a label at a single column's width carry "
+    "none; hover any node for its name, size, purity, coherence and caption."
 )
 show_figure(
-    cluster_sankey(shown, meta_a, meta_b, name_a="A", name_b="B"),
+    cluster_sankey(shown, meta_a, meta_b, name_a="A", name_b="B", headers=(f"A: {a}", f"B: {b}")),
     f"sankey-{a}-{b}-k{k}",
     {
         **provenance,

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptlens import views
-from conceptlens.metrics import compare
+from conceptlens.metrics import compare, events
 from conceptlens.workspace import Workspace
 from tests.factory import COLORS
 from tests.malformed import MALFORMATIONS
@@ -439,13 +439,17 @@ def test_anmi_is_read_from_clustering_similarity(monkeypatch, factory_copy):
 
 def test_cluster_matching_in_either_order_matches_the_assignments(monkeypatch, factory_template):
     """A after B in the stored order: the stored links are swapped, not misread."""
-    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"a": "ck2", "b": "ck0"})
+    query = {"a": "ck2", "b": "ck0", "flows": "all flows"}  # the toy's pair has no split
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query=query)
     assert_clean(at)
     assert (selected(at)["From checkpoint (A)"], selected(at)["To checkpoint (B)"]) == ("ck2", "ck0")
     want = compare.match_clusters(assignment(factory_template, "ck2"), assignment(factory_template, "ck0"))
-    changes = compare.cluster_changes(want)
-    assert metrics(at)["A clusters that split"] == str(changes["splits"])
-    assert metrics(at)["B clusters that merge"] == str(changes["merges"])
+    kinds = events.events_from_links(
+        compare.contingency(assignment(factory_template, "ck2"), assignment(factory_template, "ck0"))
+    )["kind"].value_counts()
+    assert metrics(at)["A clusters that split"] == str(kinds.get("split", 0))
+    assert metrics(at)["B clusters that merge"] == str(kinds.get("merge", 0))
+    assert metrics(at)["births / deaths"] == f"{kinds.get('birth', 0)} / {kinds.get('death', 0)}"
     links = at.dataframe[-1].value
     pd.testing.assert_frame_equal(links.reset_index(drop=True)[want.columns].astype(str), want.astype(str))
     assert any("a green shape" in hover for _, hover in figure(at, "sankey").data[0].node.customdata)
@@ -453,21 +457,24 @@ def test_cluster_matching_in_either_order_matches_the_assignments(monkeypatch, f
 
 def test_flows_and_significant_share(monkeypatch, factory_template):
     at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"a": "ck0", "b": "ck1"})
-    at.radio(key="ckpts_flows").set_value("splits and merges only").run()
     assert_clean(at)
     from conceptlens.figures.checkpoints import KIND_COLOURS
 
-    colours = set(figure(at, "sankey").data[0].link.color)
-    assert colours and colours <= {KIND_COLOURS[k] for k in ("split", "merge", "split+merge")}
+    cells = compare.contingency(assignment(factory_template, "ck0"), assignment(factory_template, "ck1"))
+    labelled = events.label_links(cells)  # the page's default share, 0.2
+    # By default the Sankey draws the links of significant splits and merges only.
+    sankeys = [f for f in figures(at) if f.data and f.data[0].type == "sankey"]
+    drawn = sum(len(f.data[0].link.value) for f in sankeys)
+    assert drawn == labelled["event"].isin(["split", "merge", "split+merge"]).sum()
+    at.radio(key="ckpts_flows").set_value("all flows").run()
+    assert_clean(at)
+    colours = figure(at, "sankey").data[0].link.color
+    assert sorted(colours) == sorted(KIND_COLOURS[e] for e in labelled["event"])
     at.slider(key="ckpts_share").set_value(0.5).run()
     assert_clean(at)
-    want = compare.cluster_changes(
-        compare.match_clusters(
-            assignment(factory_template, "ck0"), assignment(factory_template, "ck1"), min_share=0.5
-        )
-    )
-    assert metrics(at)["A clusters that split"] == str(want["splits"])
-    assert metrics(at)["one-to-one matches"] == str(want["one_to_one"])
+    kinds = events.events_from_links(cells, min_share=0.5)["kind"].value_counts()
+    assert metrics(at)["A clusters that split"] == str(kinds.get("split", 0))
+    assert metrics(at)["one-to-one matches"] == str(kinds.get("continuation", 0))
 
 
 def test_checkpoints_page_without_clusters_keeps_the_stored_comparisons(monkeypatch, factory_copy):

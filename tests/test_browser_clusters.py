@@ -334,7 +334,9 @@ def test_nothing_is_fetched_from_outside_the_server(browser, app_url):
 
 # ---- Checkpoints ----------------------------------------------------------------------------
 def test_checkpoints_deep_link_and_flows(browser, app_url):
-    q = {"ds": "toy", "k": "4", "a": "ck2", "b": "ck0"}
+    # The toy pair has no significant split or merge (the default flows): its one-to-one
+    # matches are drawn with significant flows.
+    q = {"ds": "toy", "k": "4", "a": "ck2", "b": "ck0", "flows": "significant flows"}
     page = open_page(browser, link(app_url, "checkpoints", **q), "checkpoints-deep-link")
     assert {k: query_of(page)[k] for k in q} == q
     main = page.get_by_test_id("stMain")

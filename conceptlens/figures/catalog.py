@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 from .. import views
 from ..errors import ConceptLensError
 from ..workspace import atomic_write_bytes
+from .checkpoints import SANKEY_ASPECT
 from .export import (
     DEFAULT_ASPECT,
     FORMATS,
@@ -305,12 +306,15 @@ def _sankey(db, p):
 
     if p["a"] == p["b"]:
         raise ConceptLensError("parameters a and b: choose two different checkpoints")
+    if p["top"] < 0:
+        raise ConceptLensError(f"parameter top: {p['top']} is negative (0 draws all of A's clusters)")
     pair = dict(dataset=p["ds"], k=p["k"], a=p["a"], b=p["b"], min_share=p["min_share"])
-    links = K.cluster_links(db, **pair, flows=p["flows"])
+    links = K.cluster_links(db, **pair, flows=p["flows"], largest=p["top"] or None)
     captions = db.has("cluster_captions")
     meta_a = C.cluster_table(db, p["ds"], p["a"], p["k"], captions=captions)
     meta_b = C.cluster_table(db, p["ds"], p["b"], p["k"], captions=captions)
-    return cluster_sankey(links, meta_a, meta_b, name_a="A", name_b="B")
+    headers = (f"A: {p['a']}", f"B: {p['b']}")
+    return cluster_sankey(links, meta_a, meta_b, name_a="A", name_b="B", headers=headers)
 
 
 CHECKPOINTS = (DS_CLUSTERED, K_OF_DS)
@@ -381,9 +385,10 @@ add(
         + (
             Param("min_share", default=0.2, kind=float, help="significant share"),
             Param("flows", lambda db, p: list(K.FLOWS), help="which flows"),
+            Param("top", default=10, kind=int, help="A's largest clusters drawn (0: all)"),
         ),
         _sankey,
-        aspect=1.0,
+        aspect=SANKEY_ASPECT,
         tables=("clusters",),
     )
 )
