@@ -142,3 +142,29 @@ def test_one_checkpoints_new_features_rescore_it_and_no_other(ws):
     assert not np.allclose(ck1.to_numpy(float), old1.to_numpy(float))
     rest = a1[a1.checkpoint_id != "ck1"].reset_index(drop=True)
     assert rest.equals(a0[a0.checkpoint_id != "ck1"].reset_index(drop=True))
+
+
+# ---- convergence: the same trials, fitted share by share -------------------------------------------
+CONV = {"rounds": 2, "convergence_members": 2, "max_epochs": 10}
+
+
+def converge(root):
+    runner.run(root, "convergence", {**OPTS, **CONV}, with_dependencies=False, progress_bars=False)
+    t = Workspace(root).read("similarity_convergence", dataset="toy").to_pandas()
+    return t.sort_values("round").reset_index(drop=True)
+
+
+def test_catch_trials_leave_the_convergence_curves_unchanged(ws):
+    """Catch trials appended: convergence is due (its trials changed) and its curves are
+    the same; train trials appended instead: the shares count them and the loss moves.
+    Catches catch trials entering the convergence shares or loss, and a result kept
+    although the trials changed."""
+    before = converge(ws)
+    add_trials(ws, lambda r, i: {**other_choice(r, i), "is_catch": True})
+    assert runner.missing(ws, ["convergence"])["convergence"] == ["dataset=toy"]
+    after = converge(ws)
+    cols = ["n_trials", "coarse_loss", "within_agreement", "across_agreement"]
+    np.testing.assert_array_equal(after[cols].to_numpy(float), before[cols].to_numpy(float))
+    add_trials(ws, other_choice)
+    more = converge(ws)
+    assert more["n_trials"].iloc[-1] == before["n_trials"].iloc[-1] + 8
