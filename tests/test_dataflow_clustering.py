@@ -100,15 +100,22 @@ def test_a_result_option_recomputes_and_a_unit_choice_does_not(ws):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="clustering declares no `inputs`: a checkpoint whose features are replaced keeps "
-    "its old clusters (stale) until `--force`; fingerprinting the features would make every "
-    "existing workspace's clusterings (the demo's too) due once",
-)
 def test_new_features_recluster_that_checkpoint(ws):
     """ck1's features replaced by other vectors: ck1's clusterings are due (and only theirs)."""
     w = Workspace(ws)
     ids = w.read("features", columns=["image_id"], checkpoint_id="ck1")["image_id"].to_pylist()
     write_features(w, "ck1", ids, np.random.default_rng(5).normal(size=(len(ids), 8)))
     assert missing(ws, "clustering") == [f"checkpoint_id=ck1/k={K}"]
+
+
+def test_a_clustering_written_before_it_fingerprinted_its_features_stays_done(ws):
+    """Clusters written before 2.2 carry neither `inputs` nor `analysis_options`: they count
+    as done (a workspace analysed then, the committed demo's too, is not redone), while one
+    written since with a fingerprint of other features is due."""
+    w = Workspace(ws)
+    t = w.read("clusters", checkpoint_id="ck1", k=K).drop_columns(["checkpoint_id", "k"])
+    w.write("clusters", t.replace_schema_metadata(None), checkpoint_id="ck1", k=K)
+    assert missing(ws, "clustering") == []
+    ids = w.read("features", columns=["image_id"], checkpoint_id="ck0")["image_id"].to_pylist()
+    write_features(w, "ck0", ids, np.random.default_rng(6).normal(size=(len(ids), 8)))
+    assert missing(ws, "clustering") == [f"checkpoint_id=ck0/k={K}"]

@@ -45,6 +45,26 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
     return out
 
 
+def features_signature(ctx: Context, unit: Unit, opts: dict) -> str:
+    """The features the unit clusters, known by each file's name, size and Parquet footer
+    (its row groups' offsets, sizes and min/max statistics): cheap at any size, the same in
+    a copied or cloned workspace, and different when the features are extracted again."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for p in sorted(ctx.ws.partition_files("features", checkpoint_id=unit.checkpoint_id)):
+        md = pq.ParquetFile(p).metadata
+        h.update(f"{p.name}:{p.stat().st_size}:{md.num_rows}:{md.num_row_groups};".encode())
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            for c in range(rg.num_columns):
+                col = rg.column(c)
+                st = col.statistics
+                stats = (st.min, st.max, st.null_count) if st is not None and st.has_min_max else None
+                h.update(f"{g}:{c}:{col.file_offset}:{col.total_compressed_size}:{stats};".encode())
+    return h.hexdigest()
+
+
 def _run(ctx: Context, unit: Unit, opts: dict) -> None:
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
@@ -59,7 +79,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> None:
             },
             schema=schema.arrow_schema("clusters", partition=False),
         ),
-        metadata=ANALYSIS.done_metadata(opts, None),
+        metadata=ANALYSIS.done_metadata(opts, features_signature(ctx, unit, opts)),
         checkpoint_id=cid,
         k=k,
     )
@@ -71,6 +91,7 @@ ANALYSIS = Analysis(
     writes=("clusters",),
     units=_units,
     run=_run,
+    inputs=features_signature,
     options=(
         Option(
             "k",
