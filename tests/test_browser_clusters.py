@@ -88,13 +88,14 @@ def table_rows(page) -> list[list[str]]:
 
 
 def point_position(page, axis: str, trace: int = 0, point: int | None = None) -> dict:
-    """Screen position and customdata of one point of the figure whose x axis is titled
-    `axis`: point `point` of trace `trace`, or its point farthest from every other one
-    (a click there hits no neighbour). Plotly's axes convert data to pixels."""
+    """Screen position and customdata of one point of the figure whose x axis title starts
+    with `axis` (a title may say where its axis starts): point `point` of trace `trace`, or
+    its point farthest from every other one (a click there hits no neighbour). Plotly's axes
+    convert data to pixels."""
     return page.evaluate(
         """([axis, ti, pi]) => {
             const gd = [...document.querySelectorAll('.js-plotly-plot')]
-                .find(g => g._fullLayout.xaxis.title.text === axis);
+                .find(g => (g._fullLayout.xaxis.title.text || '').startsWith(axis));
             const data = gd._fullData, xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
             const t = data[ti];
             const px = (u, i) => xa._offset + xa.d2p(u.x[i]), py = (u, i) => ya._offset + ya.d2p(u.y[i]);

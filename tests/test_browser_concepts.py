@@ -69,7 +69,8 @@ def test_choosing_a_method_and_beta_updates_the_url(browser, app_url):
     page = open_page(browser, link(app_url, family="tabular_toy", level="0.0"), "concepts-before", VIEW)
     choose(page, "Method", "swapped")
     wait_for_query(page, "method", "swapped")
-    assert query_of(page)["seed"] == "swapped-toy-d0.00-s0"
+    # The first seed is the default: left out of the link (docs/dashboard.md), shown on the page.
+    assert "seed" not in query_of(page)
     assert "swapped-toy-d0.00-s0" in main_text(page)
     thumb = page.get_by_role("slider").first
     thumb.focus()

@@ -4,6 +4,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -201,7 +202,7 @@ def test_the_old_form_with_options_between_its_positionals(capsys):
 
 def test_demo_out_is_an_alias_of_dash_dash_workspace(capsys):
     ns, err = _parse(["demo", "build"], capsys)
-    assert ns.workspace == "data/demo" and err == ""
+    assert Path(ns.workspace).parts[-2:] == ("data", "demo") and err == ""  # the committed demo
     ns, err = _parse(["demo", "build", "--out", "o", "--stages", "data"], capsys)
     assert (
         ns.workspace == "o" and "`conceptlens demo build --out o` is deprecated; use `--workspace o`" in err

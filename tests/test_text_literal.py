@@ -138,6 +138,9 @@ def not_literal(at) -> list[tuple[str, str, str]]:
 def test_workspace_text_is_shown_literally(hostile, monkeypatch, spec):
     monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", str(hostile)])
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    # The owner, signed in: the Studies page shows its studies' workspace text only to them.
+    monkeypatch.setenv("CONCEPTLENS_OWNER_SECRET", "owner-secret-of-test-text")
+    at.session_state["_owner_secret"] = "owner-secret-of-test-text"
     at.switch_page(spec.path).run()
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]

@@ -51,14 +51,26 @@ def icons(tmp_path):
         for i in range(3):
             icon(src / cls / f"{cls}{i}.png", cls, tuple(c + 10 * i for c in FG[cls]))
     ws = tmp_path / "ws"
-    assert main(["init", str(ws)]) == 0
+    assert main(["init", "--workspace", str(ws)]) == 0
     return ws, src
 
 
 def _imported(ws, src, *extra):
     assert (
         main(
-            ["import", "images", str(ws), str(src), "--dataset", "icons", "--workers", "1", "--quiet", *extra]
+            [
+                "import",
+                "images",
+                "--workspace",
+                str(ws),
+                str(src),
+                "--dataset",
+                "icons",
+                "--workers",
+                "1",
+                "--quiet",
+                *extra,
+            ]
         )
         == 0
     )
@@ -89,7 +101,21 @@ def test_model_input_of_a_transparent_icon_is_the_icon_on_white(icons, tmp_path)
         for p in sorted((src / cls).glob("*.png")):
             on_white(p, white / cls / p.name)
     assert (
-        main(["import", "images", str(ws), str(white), "--dataset", "flat", "--workers", "1", "--quiet"]) == 0
+        main(
+            [
+                "import",
+                "images",
+                "--workspace",
+                str(ws),
+                str(white),
+                "--dataset",
+                "flat",
+                "--workers",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
     )
     w = save_torch_weights(
         tmp_path / "enc.pt", TinyConv(width=4, dim=6), {"width": 4, "dim": 6}, {"size": 32}
@@ -132,7 +158,20 @@ def test_background_option_is_recorded_at_import_and_used_by_extract(icons, tmp_
 def test_bad_background_names_the_option(icons, capsys):
     ws, src = icons
     assert (
-        main(["import", "images", str(ws), str(src), "--dataset", "icons", "--quiet", "--background", "nope"])
+        main(
+            [
+                "import",
+                "images",
+                "--workspace",
+                str(ws),
+                str(src),
+                "--dataset",
+                "icons",
+                "--quiet",
+                "--background",
+                "nope",
+            ]
+        )
         != 0
     )
     assert "--background" in capsys.readouterr().err
@@ -160,7 +199,7 @@ def test_import_warns_when_many_images_are_flat_or_identical(tmp_path, capsys):
     for i in range(3):
         icon(src / f"icon{i}.png", "a", (40 * i, 100, 100))
     ws = tmp_path / "ws"
-    assert main(["init", str(ws)]) == 0
+    assert main(["init", "--workspace", str(ws)]) == 0
     capsys.readouterr()
     assert (
         main(
