@@ -1,0 +1,28 @@
+"""Parameters and helpers the Clusters and Checkpoints pages' figures share."""
+
+from __future__ import annotations
+
+from ... import views
+from ..catalog import Param, Unavailable
+
+
+def col(df, col: str) -> list:
+    return [] if df is None or df.empty else list(df[col])
+
+
+C = views.clusters
+K = views.checkpoints
+DS_CLUSTERED = Param("ds", lambda db, p: col(C.datasets(db), "dataset"), help="dataset")
+CKPT = Param("ckpt", lambda db, p: col(C.checkpoints(db, p["ds"]), "checkpoint_id"), help="checkpoint")
+K_OF_CKPT = Param("k", lambda db, p: [int(k) for k in col(C.ks(db, p["ckpt"]), "k")], kind=int, help="k")
+K_OF_DS = Param("k", lambda db, p: [int(k) for k in col(K.ks(db, p["ds"]), "k")], kind=int, help="k")
+
+
+def order(db, p) -> list:
+    return col(K.summary(db, p["ds"], p["k"], clid=False), "checkpoint_id")
+
+
+def needs(df, what: str):
+    if df is None or len(df) == 0:
+        raise Unavailable(what)
+    return df
