@@ -1,72 +1,104 @@
-"""The Concepts page's figures (pages/concepts.py)."""
+"""The Concepts page's figures (pages/concepts.py): its URL keys `family`, `level` (the
+dataset of that family at that dependency level), `method`, `seed` (the checkpoint) and
+`beta` (the niche threshold, one of the values the analysis computed)."""
 
 from __future__ import annotations
 
-from ..catalog import Figure, Param, add
+from ...views import concepts as V
+from ..catalog import Figure, Param, add, view
 from ._common import needs
 
 
-def _cq():
-    from ...views import concepts
-
-    return concepts
-
-
-def _cq_datasets(db, p) -> list:
-    sets = _cq().datasets(db)
-    return list(sets.loc[sets["analysed"], "dataset"]) if len(sets) else []
+def _analysed(db):
+    sets = view(db, V.datasets)
+    return sets[sets["analysed"]] if len(sets) else sets
 
 
-def _cq_checkpoints(db, p) -> list:
-    ck = _cq().checkpoints(db, p["ds"])
-    return list(ck.loc[ck["analysed"], "checkpoint_id"]) if len(ck) else []
+def _of_family(db, p):
+    sets = _analysed(db)
+    return sets[sets["family"] == p["family"]]
 
 
-def _cq_family(db, p) -> tuple[str, str]:
-    sets = _cq().datasets(db)
-    row = sets[sets["dataset"] == p["ds"]]
-    return (
-        (str(row["family"].iloc[0]), str(row["dependency"].iloc[0] or "level"))
-        if len(row)
-        else (p["ds"], "level")
+def _ds(db, p) -> str:
+    rows = _of_family(db, p)
+    return str(rows.loc[rows["level"].astype(float) == p["level"], "dataset"].iloc[0])
+
+
+def _dependency(db, p) -> str:
+    rows = _of_family(db, p)
+    return str(rows["dependency"].iloc[0] or "level") if len(rows) else "level"
+
+
+def _checkpoints(db, p):
+    ck = view(db, V.checkpoints, dataset=_ds(db, p))
+    return ck[ck["analysed"]] if len(ck) else ck
+
+
+def _ckpt(db, p) -> str:
+    ck = _checkpoints(db, p)
+    if "method" in p:
+        ck = ck[(ck["method"] == p["method"]) & (ck["seed"] == p["seed"])]
+    return str(ck["checkpoint_id"].iloc[0])
+
+
+def _betas(db, p) -> list[float]:
+    return [float(b) for b in view(db, V.betas, checkpoint=_ckpt(db, p))["beta"]]
+
+
+def _default_beta(db, p) -> float:
+    """The computed beta nearest the analysis' own (the page's first view)."""
+    betas = _betas(db, p)
+    scores = view(db, V.checkpoint_scores, checkpoint=_ckpt(db, p)).set_index("score")
+    return min(betas, key=lambda b: abs(b - scores.loc["ois", "beta"])) if betas else 0.2
+
+
+def _purity(db, p):
+    from ..concepts import purity_heatmaps
+
+    heat = view(db, V.heatmaps, checkpoint=_ckpt(db, p), dataset=_ds(db, p))
+    return purity_heatmaps(needs(heat, "no purity matrix"))
+
+
+def _sweep(db, p):
+    from ..concepts import impurity_sweep
+
+    return impurity_sweep(
+        needs(view(db, V.sweep, family=p["family"]), "no concept scores"), _dependency(db, p)
     )
 
 
-def _cq_purity(db, p):
-    from ..concepts import purity_heatmaps
-
-    return purity_heatmaps(needs(_cq().heatmaps(db, p["ckpt"], p["ds"]), "no purity matrix"))
-
-
-def _cq_sweep(db, p):
-    from ..concepts import impurity_sweep
-
-    family, dependency = _cq_family(db, p)
-    return impurity_sweep(needs(_cq().sweep(db, family), "no concept scores"), dependency)
-
-
-def _cq_niches(db, p):
+def _niches(db, p):
     from ..concepts import niche_heatmap
 
-    return niche_heatmap(_cq().niche_matrix(db, p["ckpt"], p["ds"], p["beta"]), p["beta"])
+    return niche_heatmap(
+        view(db, V.niche_matrix, checkpoint=_ckpt(db, p), dataset=_ds(db, p), beta=p["beta"]), p["beta"]
+    )
 
 
-def _cq_niche_curves(db, p):
+def _niche_curves(db, p):
     from ..concepts import niche_curves
 
-    return niche_curves(needs(_cq().niche_curves(db, p["ds"]), "no niche scores"), p["beta"])
+    return niche_curves(needs(view(db, V.niche_curves, dataset=_ds(db, p)), "no niche scores"), p["beta"])
 
 
-CQ_DS = Param("ds", _cq_datasets, help="dataset with concepts")
-CQ_CKPT = Param("ckpt", _cq_checkpoints, help="checkpoint")
-CQ_BETA = Param("beta", default=0.2, kind=float, help="niche threshold beta")
+FAMILY = Param("family", lambda db, p: list(dict.fromkeys(_analysed(db)["family"])), help="dataset family")
+LEVEL = Param(
+    "level", lambda db, p: [float(v) for v in _of_family(db, p)["level"]], kind=float, help="dependency level"
+)
+METHOD = Param("method", lambda db, p: list(dict.fromkeys(_checkpoints(db, p)["method"])), help="method")
+SEED = Param(
+    "seed",
+    lambda db, p: [str(s) for s in _checkpoints(db, p).query("method == @p['method']")["seed"]],
+    help="the method's run (or checkpoint id)",
+)
+BETA = Param("beta", default=_default_beta, kind=float, help="niche threshold beta")
 add(
     Figure(
         "concepts",
         "purity_heatmaps",
         "Purity matrices: learnt, oracle, difference",
-        (CQ_DS, CQ_CKPT),
-        _cq_purity,
+        (FAMILY, LEVEL, METHOD, SEED),
+        _purity,
         aspect=0.45,
         narrow_aspect=0.8,
         tables=("purity_matrices", "oracle_purity"),
@@ -77,8 +109,8 @@ add(
         "concepts",
         "impurity_sweep",
         "Oracle and non-oracle impurity against dependency",
-        (CQ_DS,),
-        _cq_sweep,
+        (FAMILY,),
+        _sweep,
         aspect=0.5,
         tables=("concept_scores",),
     )
@@ -88,8 +120,8 @@ add(
         "concepts",
         "niche_heatmap",
         "Concept niches",
-        (CQ_DS, CQ_CKPT, CQ_BETA),
-        _cq_niches,
+        (FAMILY, LEVEL, METHOD, SEED, BETA),
+        _niches,
         aspect=0.8,
         narrow_aspect=1.2,
         tables=("concept_niches",),
@@ -100,8 +132,8 @@ add(
         "concepts",
         "niche_curves",
         "Niche purity, impurity and size against beta",
-        (CQ_DS, CQ_BETA),
-        _cq_niche_curves,
+        (FAMILY, LEVEL, BETA),
+        _niche_curves,
         aspect=0.5,
         tables=("niche_scores",),
     )
