@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ... import views
-from ..catalog import Param, Unavailable
+from ..catalog import Param, Unavailable, view
 
 
 def col(df, col: str) -> list:
@@ -12,14 +12,20 @@ def col(df, col: str) -> list:
 
 C = views.clusters
 K = views.checkpoints
-DS_CLUSTERED = Param("ds", lambda db, p: col(C.datasets(db), "dataset"), help="dataset")
-CKPT = Param("ckpt", lambda db, p: col(C.checkpoints(db, p["ds"]), "checkpoint_id"), help="checkpoint")
-K_OF_CKPT = Param("k", lambda db, p: [int(k) for k in col(C.ks(db, p["ckpt"]), "k")], kind=int, help="k")
-K_OF_DS = Param("k", lambda db, p: [int(k) for k in col(K.ks(db, p["ds"]), "k")], kind=int, help="k")
+DS_CLUSTERED = Param("ds", lambda db, p: col(view(db, C.datasets), "dataset"), help="dataset")
+CKPT = Param(
+    "ckpt", lambda db, p: col(view(db, C.checkpoints, dataset=p["ds"]), "checkpoint_id"), help="checkpoint"
+)
+K_OF_CKPT = Param(
+    "k", lambda db, p: [int(k) for k in col(view(db, C.ks, checkpoint=p["ckpt"]), "k")], kind=int, help="k"
+)
+K_OF_DS = Param(
+    "k", lambda db, p: [int(k) for k in col(view(db, K.ks, dataset=p["ds"]), "k")], kind=int, help="k"
+)
 
 
 def order(db, p) -> list:
-    return col(K.summary(db, p["ds"], p["k"], clid=False), "checkpoint_id")
+    return col(view(db, K.summary, dataset=p["ds"], k=p["k"], clid=False), "checkpoint_id")
 
 
 def needs(df, what: str):
