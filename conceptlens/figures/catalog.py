@@ -58,6 +58,8 @@ class Param:
     kind: type = str
     help: str = ""
     default_index: int = 0
+    # Interactive state of the page (a selected image, a highlighted cluster): none unless given.
+    optional: bool = False
 
     def parse(self, raw):
         try:
@@ -69,6 +71,8 @@ class Param:
 
     def resolve(self, db, before: dict, given: dict):
         opts = list(self.options(db, before)) if self.options else None
+        if self.optional and given.get(self.name) is None:
+            return None
         if self.name in given:
             value = self.parse(given[self.name])
             if opts is not None and value not in opts:
@@ -193,7 +197,7 @@ class Job:
 
 def stem(fig: Figure, params: dict) -> str:
     """The file name (without suffix) of a figure drawn with `params`."""
-    text = "-".join([fig.page, fig.name] + [str(v) for v in params.values()])
+    text = "-".join([fig.page, fig.name] + [str(v) for v in params.values() if v is not None])
     return "".join(c if c.isalnum() or c in "-_.@+=" else "-" for c in text).strip("-.") or "figure"
 
 

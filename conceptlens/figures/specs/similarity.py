@@ -2,41 +2,43 @@
 
 from __future__ import annotations
 
-from ..catalog import Figure, Param, add, image_source
+from ...views import similarity as V
+from ..catalog import Figure, Param, add, image_source, view
 from ._common import col, needs
 
 
-def _sim():
-    from ...views import similarity
-
-    return similarity
-
-
 def _embedded(db, p) -> list:
-    d = _sim().datasets(db)
+    d = view(db, V.datasets)
     return list(d.loc[d["embedded"].astype(bool), "dataset"]) if len(d) else []
 
 
-THUMBS = {"none": 0, "some": 8, "many": 14}  # as the page: grid cells per side with a thumbnail
+THUMBS = {"none": 0, "some": 8, "many": 14}  # grid cells per side that get a thumbnail
+MAX_POINTS = 20_000  # map points drawn (a fixed sample above this)
+NEIGHBOURS = 8  # nearest images of the selected one
 SIM_DS = Param("ds", _embedded, help="dataset with a psychological embedding")
 
 
 def _sim_map(db, p):
     from ..similarity import embedding_map, thumbnail_sample, thumbnail_uris
 
-    points = needs(_sim().embedding_points(db, p["ds"], limit=20_000), "no embedding map")
+    points = needs(view(db, V.embedding_points, dataset=p["ds"], limit=MAX_POINTS), "no embedding map")
     shown = set(thumbnail_sample(points, THUMBS[p["thumbs"]]))
     uris = thumbnail_uris(
         {i: image_source(db, t) for i, t in zip(points["image_id"], points["thumbnail"]) if i in shown}
     )
-    return embedding_map(points, p["color"], uris)
+    # The page's selected image (`img`) is ringed with its nearest images for people.
+    people_near = []
+    if p.get("img") is not None:
+        near = view(db, V.neighbours, dataset=p["ds"], image_id=p["img"], checkpoint=None, k=NEIGHBOURS)
+        people_near = list(near.loc[near["who"] == "people", "image_id"])
+    return embedding_map(points, p["color"], uris, p.get("img"), people_near)
 
 
 def _sim_agreement(db, p):
     from ..similarity import agreement_bars
 
-    alignment = needs(_sim().alignment(db, p["ds"]), "no checkpoint scored")
-    ref = _sim().people_reference(db, p["ds"])
+    alignment = needs(view(db, V.alignment, dataset=p["ds"]), "no checkpoint scored")
+    ref = view(db, V.people_reference, dataset=p["ds"])
     reference = float(ref["value"].iloc[0]) if len(ref) and ref["value"].notna().all() else None
     return agreement_bars(alignment, p["dist"], reference)
 
@@ -44,19 +46,21 @@ def _sim_agreement(db, p):
 def _sim_labels(db, p):
     from ..similarity import label_heatmap
 
-    return label_heatmap(_sim().by_label(db, p["ds"], p["metric"], p["dist"]), p["metric"], p["dist"])
+    return label_heatmap(
+        view(db, V.by_label, dataset=p["ds"], metric=p["metric"], distance=p["dist"]), p["metric"], p["dist"]
+    )
 
 
 def _sim_fit(db, p):
     from ..similarity import fit_diagnostics
 
-    return fit_diagnostics(needs(_sim().fit(db, p["ds"]), "no fit"))
+    return fit_diagnostics(needs(view(db, V.fit, dataset=p["ds"]), "no fit"))
 
 
 def _sim_convergence(db, p):
     from ..similarity import convergence_curves
 
-    return convergence_curves(needs(_sim().convergence(db, p["ds"]), "no convergence rounds"))
+    return convergence_curves(needs(view(db, V.convergence, dataset=p["ds"]), "no convergence rounds"))
 
 
 def _dist_names():
@@ -80,8 +84,18 @@ add(
         "People's similarity map",
         (
             SIM_DS,
-            Param("color", lambda db, p: col(_sim().colour_options(db, p["ds"]), "column"), help="colour by"),
+            Param(
+                "color",
+                lambda db, p: col(view(db, V.colour_options, dataset=p["ds"]), "column"),
+                help="colour by",
+            ),
             Param("thumbs", lambda db, p: list(THUMBS), default_index=1, help="thumbnails"),
+            Param(
+                "img",
+                lambda db, p: list(view(db, V.embedded_images, dataset=p["ds"])["image_id"]),
+                optional=True,
+                help="selected image (ringed, with its nearest for people)",
+            ),
         ),
         _sim_map,
         aspect=0.85,
