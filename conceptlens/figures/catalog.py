@@ -86,6 +86,13 @@ class Param:
         raise Unavailable(f"no {self.name} to choose from")
 
 
+def as_text(value) -> str:
+    """A parameter as the page's URL writes it (a range or a viewport: comma-separated)."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    return str(value)
+
+
 @dataclass(frozen=True)
 class Figure:
     page: str
@@ -119,7 +126,7 @@ class Figure:
         return out
 
     def url(self, params: dict) -> str:
-        return f"/{self.page}?" + urlencode({k: v for k, v in params.items() if v is not None})
+        return f"/{self.page}?" + urlencode({k: as_text(v) for k, v in params.items() if v is not None})
 
 
 class _Registry(Mapping):
@@ -197,7 +204,7 @@ class Job:
 
 def stem(fig: Figure, params: dict) -> str:
     """The file name (without suffix) of a figure drawn with `params`."""
-    text = "-".join([fig.page, fig.name] + [str(v) for v in params.values() if v is not None])
+    text = "-".join([fig.page, fig.name] + [as_text(v) for v in params.values() if v is not None])
     return "".join(c if c.isalnum() or c in "-_.@+=" else "-" for c in text).strip("-.") or "figure"
 
 
