@@ -90,6 +90,6 @@ def show_catalog_figure(ws, name: str, params: dict, provenance: dict, key: str,
     highlighted cluster is a parameter of its build too)."""
     spec = FIGURES[name]
     fig = spec.build(ws, params)
-    shown = {p.name: params[p.name] for p in spec.params if p.name in params}
+    shown = {p.name: params[p.name] for p in spec.params if params.get(p.name) is not None}
     prov = {**provenance, **shown, "figure": name}
     return show_figure(fig, stem(spec, shown), prov, key, title=spec.title, **kwargs)

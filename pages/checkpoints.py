@@ -375,6 +375,10 @@ m1.metric("A clusters that split", int(changes["splits"]))
 m2.metric("B clusters that merge", int(changes["merges"]))
 m3.metric("one-to-one matches", int(changes["one_to_one"]))
 m4.metric("aNMI(A, B)", DASH if changes["anmi"] != changes["anmi"] else f"{changes['anmi']:.3f}")
+# Captions only add to the Sankey's hover text (its build leaves out a broken table): a
+# workspace without them needs no message here, a broken one is named.
+if ws.has("cluster_captions"):
+    available(ws, "cluster_captions", ds)
 st.caption(
     "Left: clusters of A, right: clusters of B; band width = shared images. "
     + ", ".join(f"{KIND_NAMES[kind]}: {kind}" for kind in ("split", "merge", "split+merge", "one-to-one"))

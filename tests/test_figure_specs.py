@@ -34,7 +34,7 @@ def test_spec_modules_are_found_without_a_list():
         assert f.page in PAGES, f"figure {f.name}: no page {f.page!r}"
 
 
-def _drawn(monkeypatch, demo_ws, page: str) -> list[tuple[str, dict]]:
+def _drawn(monkeypatch, demo_ws, page: str, query=None) -> list[tuple[str, dict]]:
     """(figure JSON, provenance) of every figure the page drew with an export control."""
     seen = []
     original = E.export_button
@@ -44,24 +44,41 @@ def _drawn(monkeypatch, demo_ws, page: str) -> list[tuple[str, dict]]:
         return original(fig, name, provenance, key, title=title)
 
     monkeypatch.setattr(E, "export_button", record)
-    at = open_app(monkeypatch, demo_ws, PAGES[page])
+    at = open_app(monkeypatch, demo_ws, PAGES[page], query)
     assert_clean(at)
     return seen
 
 
-@pytest.mark.parametrize("page", sorted(by_page()))
-def test_page_draws_the_catalogue_build(monkeypatch, demo_ws, page):
+# Beyond the first view: the page's interactive state (filters, a ringed cluster, a drawn
+# region, the selection, the Sankey's options) must reach the build as parameters.
+STATES = [
+    ("clusters", {"min_size": "3", "purity": "0.2,1", "cluster": "2", "region": "box:-100,100,-100,100"}),
+    ("clusters", {"region": "lasso:-100,-100,100,-100,0,100", "sel": "region"}),
+    ("clusters", {"sel": "filter", "purity": "0.5,1"}),
+    ("checkpoints", {"share": "0.3", "flows": "all flows", "top": "0"}),
+]
+
+
+@pytest.mark.parametrize(
+    "page, query",
+    [(p, None) for p in sorted(by_page())] + STATES,
+    ids=[p for p in sorted(by_page())] + [f"{p}-state{i}" for i, (p, _) in enumerate(STATES)],
+)
+def test_page_draws_the_catalogue_build(monkeypatch, demo_ws, page, query):
     db = WorkspaceDB(demo_ws)
-    drawn = _drawn(monkeypatch, demo_ws, page)
+    drawn = _drawn(monkeypatch, demo_ws, page, query)
     shown = {}
     for fig_json, prov in drawn:
         name = prov.get("figure")
         if name not in FIGURES or FIGURES[name].page != page:
             continue
         spec = FIGURES[name]
-        missing = [p.name for p in spec.params if p.name not in prov]
+        missing = [p.name for p in spec.params if p.name not in prov and not p.optional]
         assert not missing, f"{name}: the page's provenance lacks the figure's parameters {missing}"
-        params = spec.resolve(db, {p.name: prov[p.name] for p in spec.params})
+        params = spec.resolve(db, {p.name: prov[p.name] for p in spec.params if p.name in prov})
+        for key, value in (query or {}).items():  # the page's state reached the figure
+            if key in params:
+                assert catalog.as_text(params[key]) == value, (name, key)
         assert spec.build(db, params).to_json() == fig_json, f"{name}: the page draws another figure"
         shown[name] = params
     expected = set()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -122,7 +123,9 @@ class Figure:
             raise Unavailable(f"table {', '.join(missing)} missing")
         out: dict = {}
         for p in self.params:
-            out[p.name] = p.resolve(db, out, given)
+            value = p.resolve(db, out, given)
+            if value is not None:  # an optional parameter not given is left out
+                out[p.name] = value
         return out
 
     def url(self, params: dict) -> str:
@@ -135,6 +138,7 @@ class _Registry(Mapping):
     def __init__(self):
         self._figures: dict[str, Figure] = {}
         self._loaded = False
+        self._lock = threading.Lock()
 
     def add(self, fig: Figure) -> Figure:
         if fig.name in self._figures and self._figures[fig.name] != fig:
@@ -143,13 +147,17 @@ class _Registry(Mapping):
         return fig
 
     def _all(self) -> dict[str, Figure]:
+        # Once, under a lock: the dashboard's sessions run in threads, and none may see a
+        # half-filled catalogue. A spec module's `add` does not come back here.
         if not self._loaded:
-            self._loaded = True  # before importing: a spec module's own `add` calls land here
-            from . import specs
+            with self._lock:
+                if not self._loaded:
+                    from . import specs
 
-            for mod in pkgutil.iter_modules(specs.__path__):
-                if not mod.name.startswith("_"):
-                    importlib.import_module(f"{specs.__name__}.{mod.name}")
+                    for mod in pkgutil.iter_modules(specs.__path__):
+                        if not mod.name.startswith("_"):
+                            importlib.import_module(f"{specs.__name__}.{mod.name}")
+                    self._loaded = True
         return self._figures
 
     def __getitem__(self, name: str) -> Figure:
@@ -183,6 +191,11 @@ def view(db, fn, **args):
     """`fn(db, **args)`, a function of `conceptlens.views`; through the dashboard's cache when
     `db` is the dashboard's workspace (it has `view`), as the page's own reads are."""
     return db.view(fn, **args) if hasattr(db, "view") else fn(db, **args)
+
+
+def usable(db, table: str) -> bool:
+    """The workspace has `table`, and (on the dashboard, which checks them) no problem in it."""
+    return db.has(table) and not (hasattr(db, "problems") and db.problems((table,)))
 
 
 def image_source(db, rel: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...errors import ConceptLensError
-from ..catalog import Figure, Param, Unavailable, add, view
+from ..catalog import Figure, Param, Unavailable, add, usable, view
 from ._common import DS_CLUSTERED, K_OF_DS, C, K, needs, order
 
 
@@ -65,7 +65,8 @@ def _sankey(db, p):
         raise ConceptLensError("parameters a and b: choose two different checkpoints")
     pair = dict(dataset=p["ds"], k=p["k"], a=p["a"], b=p["b"], min_share=p["share"])
     links = view(db, K.cluster_links, **pair, flows=p["flows"], largest=p["top"] or None)
-    captions = db.has("cluster_captions")
+    # Captions only add to the hover text: broken or missing, the Sankey goes without.
+    captions = usable(db, "cluster_captions")
     meta_a = view(db, C.cluster_table, dataset=p["ds"], checkpoint=p["a"], k=p["k"], captions=captions)
     meta_b = view(db, C.cluster_table, dataset=p["ds"], checkpoint=p["b"], k=p["k"], captions=captions)
     return cluster_sankey(links, meta_a, meta_b, name_a="A", name_b="B")

@@ -11,7 +11,7 @@ import os
 
 from ...errors import ConceptLensError
 from ...views import projection_window as W
-from ..catalog import Figure, Param, Unavailable, add, view
+from ..catalog import Figure, Param, Unavailable, add, usable, view
 from ._common import CKPT, DS_CLUSTERED, K_OF_CKPT, C, col, needs
 
 
@@ -47,7 +47,7 @@ def region(raw) -> str:
 
 
 def _captions(db) -> bool:
-    return db.has("cluster_captions")
+    return usable(db, "cluster_captions")
 
 
 def _filtered(db, p):
@@ -74,7 +74,7 @@ def _region(p):
 def _purity_coherence(db, p):
     from ..clusters import purity_coherence
 
-    return purity_coherence(_filtered(db, p), selected=p["cluster"])
+    return purity_coherence(_filtered(db, p), selected=p.get("cluster"))
 
 
 def _umap(db, p):
@@ -84,7 +84,7 @@ def _umap(db, p):
     needs(pts, f"no UMAP of {p['ckpt']}")
     # dragmode "zoom": on the page a click selects one point (its image in the sidebar)
     return projection_scatter(
-        pts, color=p["color"], highlight=p["cluster"], region=_region(p), dragmode="zoom"
+        pts, color=p["color"], highlight=p.get("cluster"), region=_region(p), dragmode="zoom"
     )
 
 
@@ -101,7 +101,7 @@ def _umap_window(db, p):
         win,
         color=p["color"],
         value=p["density"],
-        highlight=p["cluster"],
+        highlight=p.get("cluster"),
         region=_region(p),
         zoomed=vp is not None,
     )
