@@ -155,8 +155,7 @@ class _Registry(Mapping):
                     from . import specs
 
                     for mod in pkgutil.iter_modules(specs.__path__):
-                        if not mod.name.startswith("_"):
-                            importlib.import_module(f"{specs.__name__}.{mod.name}")
+                        importlib.import_module(f"{specs.__name__}.{mod.name}")
                     self._loaded = True
         return self._figures
 

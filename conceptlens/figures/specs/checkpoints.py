@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...errors import ConceptLensError
 from ..catalog import Figure, Param, Unavailable, add, usable, view
-from ._common import DS_CLUSTERED, K_OF_DS, C, K, needs, order
+from .common import DS_CLUSTERED, K_OF_DS, C, K, needs, order
 
 
 def _compared(db) -> bool:

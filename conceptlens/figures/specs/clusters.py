@@ -12,7 +12,7 @@ import os
 from ...errors import ConceptLensError
 from ...views import projection_window as W
 from ..catalog import Figure, Param, Unavailable, add, usable, view
-from ._common import CKPT, DS_CLUSTERED, K_OF_CKPT, C, col, needs
+from .common import CKPT, DS_CLUSTERED, K_OF_CKPT, C, col, needs
 
 
 def max_points() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...views import compmap as V
 from ..catalog import Figure, Param, add, view
-from ._common import col
+from .common import col
 
 CM_DS = Param("ds", lambda db, p: col(V.datasets(db), "dataset"), help="dataset")
 CM_VL = Param("vl", lambda db, p: col(V.vl_models(db, p["ds"]), "vl_model"), help="VL model")

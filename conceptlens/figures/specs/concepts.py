@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...views import concepts as V
 from ..catalog import Figure, Param, add, view
-from ._common import needs
+from .common import needs
 
 
 def _analysed(db):

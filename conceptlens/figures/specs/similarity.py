@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...views import similarity as V
 from ..catalog import Figure, Param, add, image_source, view
-from ._common import col, needs
+from .common import col, needs
 
 
 def _embedded(db, p) -> list:
