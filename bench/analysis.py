@@ -4,7 +4,7 @@ The floor is one exact k-nearest-neighbour pass over the same data: the blocked
 N x N x d float32 product X X^T (1,024 query rows at a time). The analyses are
 `clustering` and `cluster_metrics` (k-means with its restarts, purity, 2AFC coherence,
 aNMI, kNN accuracies, prequential and held-out CL, TwoNN) of one checkpoint of a
-`conceptlens demo scale` workspace, run through the registry as the CLI runs them.
+`conceptlens demo scale` workspace, run through the runner as the CLI runs them.
 Wall and CPU seconds (all threads) are both reported: the machine may be shared.
 
     nice -n 19 .venv/bin/python bench/analysis.py --images 50000 --dim 2048 \\
@@ -49,7 +49,7 @@ class Clock:
         if isinstance(owner, type) or not hasattr(owner, "__dataclass_fields__"):
             setattr(owner, attr, timed)
         else:
-            object.__setattr__(owner, attr, timed)  # the registry's analyses are frozen dataclasses
+            object.__setattr__(owner, attr, timed)  # the analyses are frozen dataclasses
 
 
 def floor(X: np.ndarray) -> tuple[float, float]:
@@ -72,7 +72,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from conceptlens import metrics as M
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import by_name, runner
     from conceptlens.analysis.common import Context
     from conceptlens.demo.scale import build_scale
     from conceptlens.workspace import Workspace
@@ -95,7 +95,7 @@ def main() -> None:
     import conceptlens.analysis.cluster_metrics as cm
     import conceptlens.analysis.clustering as cl
 
-    reg = registry.BY_NAME
+    reg = by_name()
     clock.wrap(reg["clustering"], "run", "analysis clustering")
     clock.wrap(reg["cluster_metrics"], "run", "analysis cluster_metrics")
     clock.wrap(Context, "read_features", "  read features")
@@ -119,7 +119,7 @@ def main() -> None:
     clock.wrap(learn, "heldout_clusters", "  k-means on the train split")
 
     t, c = time.perf_counter(), time.process_time()
-    ctx = registry.run(
+    ctx = runner.run(
         root,
         ["clustering", "cluster_metrics"],
         {"kmeans": args.kmeans, "n_init": args.n_init},

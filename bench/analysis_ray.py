@@ -26,11 +26,11 @@ TABLES = ("clusters", "cluster_metrics", "checkpoint_metrics")
 
 
 def analyze(root: Path, **kw) -> float:
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     t = time.perf_counter()
     for name in ("clustering", "cluster_metrics"):
-        registry.run(root, name, {"seed": 0}, progress_bars=False, with_dependencies=False, **kw)
+        runner.run(root, name, {"seed": 0}, progress_bars=False, with_dependencies=False, **kw)
     return time.perf_counter() - t
 
 

@@ -4,7 +4,7 @@
         --out /tmp/scale-50k [--analyses all] [--json gen.json]
 
 The data (images, thumbnails, captions, features) is written first with `--analyses
-none`, then every analysis runs through the registry as `conceptlens analyze all` does
+none`, then every analysis runs through the runner as `conceptlens analyze all` does
 (in dependency order), each timed on its own. Wall and CPU seconds (all threads).
 """
 
@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="write the numbers as JSON here")
     args = ap.parse_args()
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import registered, runner
     from conceptlens.demo.scale import build_scale
 
     out = Path(args.out)
@@ -66,11 +66,11 @@ def main() -> None:
     rows.append(("data (images, thumbnails, captions, features)", w, c))
     print(f"{rows[-1][0]:<48s} wall {w:8.1f} s  cpu {c:8.1f} s", flush=True)
     if args.analyses != "none":
-        names = registry.in_order(
-            [a.name for a in registry.ANALYSES] if args.analyses == "all" else args.analyses.split(",")
+        names = runner.in_order(
+            [a.name for a in registered()] if args.analyses == "all" else args.analyses.split(",")
         )
         for a in names:
-            _, w, c = timed(registry.run, out, a.name, {"seed": args.seed}, progress_bars=False)
+            _, w, c = timed(runner.run, out, a.name, {"seed": args.seed}, progress_bars=False)
             rows.append((f"analyze {a.name}", w, c))
             print(f"{rows[-1][0]:<48s} wall {w:8.1f} s  cpu {c:8.1f} s", flush=True)
     size, files = disk(out)

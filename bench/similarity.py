@@ -132,7 +132,7 @@ def build(root: Path, n: int, m: int, seed: int = 0) -> np.ndarray:
 
 
 def run(size: str, options: dict, keep: Path | None) -> dict:
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
     from conceptlens.embedding.psych import ensemble_similarity, read_embedding
 
     n, m = SIZES[size]
@@ -143,7 +143,7 @@ def run(size: str, options: dict, keep: Path | None) -> dict:
     print(f"{size}: workspace of {n:,} stimuli / {m:,} trials written in {built:.0f} s ({root})", flush=True)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    registry.run(root, "similarity", options, progress_bars=True)
+    runner.run(root, "similarity", options, progress_bars=True)
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)

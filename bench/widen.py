@@ -51,7 +51,7 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     from conceptlens import schema
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
     from conceptlens.demo.scale import checkpoint_plan
 
     src, out = Path(args.source), Path(args.out)
@@ -89,7 +89,7 @@ def main() -> None:
     if args.no_comparisons:
         return
     t, c = time.perf_counter(), time.process_time()
-    registry.run(out, "comparisons", {}, progress_bars=False, with_dependencies=False)
+    runner.run(out, "comparisons", {}, progress_bars=False, with_dependencies=False)
     w, c = time.perf_counter() - t, time.process_time() - c
     print(f"{out}: {len(rows)} checkpoints; analyze comparisons wall {w:.1f} s cpu {c:.1f} s")
 

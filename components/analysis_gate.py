@@ -8,9 +8,9 @@ import streamlit as st
 
 from components import url_state
 from components.data import show_problems
-from conceptlens.analyses import ANALYSES, command_for
+from conceptlens.analyses import by_name, command_for
 
-BY_NAME = {a.name: a for a in ANALYSES}
+BY_NAME = by_name()
 
 
 def available(ws, name: str, dataset: str = "DATASET", tables: tuple[str, ...] | None = None) -> bool:

@@ -12,6 +12,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
+from components.text import plain_figure
 from conceptlens.figures.catalog import FIGURES, aspect_of, stem
 from conceptlens.figures.export import FORMATS, SIZES, figure_bytes
 from conceptlens.figures.export import provenance as _provenance
@@ -71,7 +72,9 @@ def export_button(fig, name: str, provenance: dict, key: str, title: str | None 
 
 
 def show_figure(fig, name: str, provenance: dict, key: str, title: str | None = None, **kwargs):
-    """Plot a figure with its export control; returns the chart's selection state if any."""
+    """Plot a figure with its export control; returns the chart's selection state if any.
+    Workspace text in it shows as text (`plain_figure`), here and in its exports."""
+    fig = plain_figure(fig)
     event = st.plotly_chart(fig, key=key, **kwargs)
     export_button(fig, name, provenance, key, title=title)
     return event

@@ -16,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from components.text import literal
+from conceptlens.validate import open_thumbnail
 from conceptlens.workspace import WorkspaceError, inside
 
 UNREADABLE = "unreadable image"
@@ -25,10 +27,8 @@ UNREADABLE = "unreadable image"
 def _decodes(path: str, size: int, mtime_ns: int) -> bool:
     # Keyed by size and mtime: a replaced file is checked again. A plain LRU: st.cache_data
     # hashes and pickles per call, 0.5 ms per thumbnail, 50 ms of every 96-image grid.
-    from PIL import Image
-
     try:
-        with Image.open(path) as im:
+        with open_thumbnail(path) as im:  # refuses an oversized one before decoding it
             im.load()
         return True
     except Exception:  # PIL raises many types (OSError, SyntaxError, ValueError, ...)
@@ -51,13 +51,11 @@ def _placeholder() -> bytes:
 @st.cache_data(show_spinner=False, max_entries=5_000)
 def _remote_image(url: str, fp: str) -> bytes | None:
     # A remote workspace's thumbnail, fetched once per workspace version (kept in memory).
-    from PIL import Image
-
     from conceptlens.remote import open_source
 
     try:
         data = open_source(url).getvalue()
-        with Image.open(io.BytesIO(data)) as im:
+        with open_thumbnail(io.BytesIO(data)) as im:
             im.load()
         return data
     except Exception:
@@ -99,7 +97,7 @@ def image_grid(
     for r in rows.itertuples(index=False):
         path = _readable(ws, r.thumbnail)
         images.append(path or _placeholder())
-        cap = str(getattr(r, caption_col)) if caption_col and hasattr(r, caption_col) else ""
+        cap = literal(getattr(r, caption_col)) if caption_col and hasattr(r, caption_col) else ""
         caps.append(cap if path else f"{UNREADABLE} {cap}".strip())
     st.image(images, caption=caps, width=width)
 
@@ -124,13 +122,13 @@ def image_picker(
         for cell, r in zip(cells, records[start : start + columns]):
             path = _readable(ws, r.thumbnail)
             cap = getattr(r, caption_col, None)
-            cap = "" if cap is None or (isinstance(cap, float) and cap != cap) else str(cap)
+            cap = "" if cap is None or (isinstance(cap, float) and cap != cap) else literal(cap)
             with cell:
                 st.image(path or _placeholder(), width=width)
                 st.button(
-                    (cap if path else f"{UNREADABLE} {cap}".strip()) or str(r.image_id),
+                    (cap if path else f"{UNREADABLE} {cap}".strip()) or literal(r.image_id),
                     key=f"{key}-{r.image_id}",
-                    help=f"Show image {r.image_id}: its details and nearest neighbours",
+                    help=f"Show image {literal(r.image_id)}: its details and nearest neighbours",
                     on_click=on_pick,
                     args=(str(r.image_id),),
                     type="tertiary",

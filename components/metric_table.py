@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from components.cluster_tables import DASH
 from components.export_button import slug, view_provenance
 from conceptlens.tables import to_csv, to_latex
 
@@ -44,6 +45,8 @@ def metric_table(
     name: str | None = None,
     **kwargs,
 ):
+    # A missing value is an em dash, as everywhere in the dashboard (Streamlit writes "None").
+    kwargs.setdefault("placeholder", DASH)
     cfg = {}
     for col, fmt in (formats or {}).items():
         if col in df.columns:

@@ -1,16 +1,19 @@
 """The dashboard's pages, declared once: app.py builds its navigation from these and the
 tests open every page from them.
 
-`tables` are the workspace tables a page reads ("workspace.json" for its metadata). They
-are validated before it renders, so a page shows the problems of its own tables and is
-not stopped by those of others.
+A page names the steps it shows (`steps`: analyses of the registry and inputs of the
+pipeline, conceptlens/analyses.py); the workspace tables it reads are theirs, plus the
+tables every page lists and the few it reads that no step writes (`reads`). They are
+validated before it renders, so a page shows the problems of its own tables and is not
+stopped by those of others. tests/test_page_tables.py fails if a page reads a table that
+is not among them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conceptlens.analyses import ANALYSES
+from conceptlens import analyses
 
 # Every page lists images and checkpoints; a problem in them stops the page.
 BASE_TABLES = ("images", "checkpoints")
@@ -27,7 +30,8 @@ class PageSpec:
     path: str  # script, relative to app.py
     title: str
     icon: str
-    tables: tuple[str, ...]
+    steps: tuple[str, ...] = ()  # what it shows: names of conceptlens.analyses.steps()
+    reads: tuple[str, ...] = ()  # tables it reads that no step has ("workspace.json": its metadata)
     default: bool = False
 
     @property
@@ -35,17 +39,26 @@ class PageSpec:
         """Its path below the app's URL: Streamlit serves the default page at the root."""
         return "" if self.default else self.name
 
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """Every table it reads: the base tables, its steps' and its own `reads`."""
+        steps = analyses.by_name()
+        out = list(BASE_TABLES)
+        for name in self.steps:
+            out += [t for t in steps[name].reads if t not in UNREAD]
+        out += self.reads
+        return tuple(dict.fromkeys(out))
+
 
 PAGES = (
-    # Home shows workspace.json and reports every analysis as present, missing or broken.
+    # Home shows workspace.json and reports every step as present, missing or broken.
     PageSpec(
         "home",
         "pages/home.py",
         "Home",
         ":material/home:",
-        BASE_TABLES
-        + (META,)
-        + tuple(sorted({t for a in ANALYSES for t in a.tables} - set(BASE_TABLES) - set(UNREAD))),
+        tuple(s.name for s in analyses.steps()),
+        reads=(META,),
         default=True,
     ),
     PageSpec(
@@ -53,102 +66,56 @@ PAGES = (
         "pages/clusters.py",
         "Clusters",
         ":material/bubble_chart:",
-        BASE_TABLES
-        + ("clusters", "cluster_metrics", "checkpoint_metrics", "cluster_captions", "projections"),
+        # Features: an image's nearest neighbours; image captions: an image's captions.
+        ("features", "image_captions", "clustering", "cluster_metrics", "cluster_captions", "projections"),
     ),
     PageSpec(
         "checkpoints",
         "pages/checkpoints.py",
         "Checkpoints",
         ":material/compare_arrows:",
-        BASE_TABLES
-        + (
-            "checkpoint_metrics",
-            "clusters",
-            "cluster_metrics",
-            "cluster_captions",
-            "projections",
-            "clid_scores",
-            "predictor_correlations",
-            "clustering_similarity",
-            "baseline_scores",
-            "transfer_scores",
-            "transfer_correlations",
-        ),
+        ("clustering", "cluster_metrics", "cluster_captions", "projections", "comparisons", "baselines"),
     ),
     PageSpec(
         "compmap",
         "pages/compmap.py",
         "CompMap",
         ":material/join_inner:",
-        BASE_TABLES
-        + (
-            "vl_models",
-            "primitives",
-            "label_primitives",
-            "image_primitives",
-            "compmap_activations",
-            "compmap_weights",
-            "compmap_scores",
-        ),
+        ("primitives", "compmap"),
     ),
     PageSpec(
         "similarity",
         "pages/similarity.py",
         "Similarity",
         ":material/groups:",
-        BASE_TABLES
-        + (
-            "similarity_trials",
-            "psych_embedding",
-            "similarity_fit",
-            "human_alignment",
-            "projections",
-            "similarity_convergence",
-        ),
+        # Features: what a checkpoint would choose in a trial, its nearest neighbours.
+        ("similarity_trials", "features", "similarity", "convergence"),
     ),
-)
-PAGES += (
     # Studies: the owner's side of human studies (design, progress, results, export).
     PageSpec(
         "studies",
         "pages/studies.py",
         "Studies",
         ":material/how_to_reg:",
-        BASE_TABLES
-        + (
-            "clusters",
-            "cluster_metrics",
-            "cluster_captions",
-            "study_answers",
-            "study_participants",
-            "study_clusters",
-            "study_summary",
-        ),
+        ("clustering", "cluster_metrics", "cluster_captions"),
+        # Written by `conceptlens study export` (or this page), not by a step.
+        reads=("study_answers", "study_participants", "study_clusters", "study_summary"),
     ),
-)
-PAGES += (
     PageSpec(
         "concepts",
         "pages/concepts.py",
         "Concepts",
         ":material/category:",
-        BASE_TABLES
-        + (
-            "concept_datasets",
-            "concept_labels",
-            "oracle_purity",
-            "purity_matrices",
-            "concept_niches",
-            "niche_scores",
-            "concept_scores",
-        ),
+        ("concept_labels", "concepts"),
     ),
 )
 BY_NAME = {p.name: p for p in PAGES}
 
 # A link with `?study=ID` opens only this page (app.py): participants never see the others.
 STUDY_PARAM = "study"
-PARTICIPANT = PageSpec(
-    "participate", "participant/study.py", "Study", ":material/how_to_reg:", (), default=True
-)
+PARTICIPANT = PageSpec("participate", "participant/study.py", "Study", ":material/how_to_reg:", default=True)
+
+
+def page_of(step: str) -> PageSpec | None:
+    """The page that shows the step `step` (the first that names it; Home lists them all)."""
+    return next((p for p in PAGES if not p.default and step in p.steps), None)

@@ -12,8 +12,8 @@ Which value a widget shows:
 
 Each run collects the parameters it writes and `flush` (called by app.py after the page)
 sends them in one message, so one user action is one browser-history entry (Streamlit
-pushes an entry per URL change it is sent). Values equal to their default may be left
-out of the URL (`omit_default`), which keeps links short.
+pushes an entry per URL change it is sent). A value equal to its default is left out of
+the URL (docs/dashboard.md), which keeps links short; a link that names it keeps it.
 """
 
 from __future__ import annotations
@@ -91,9 +91,10 @@ def restore(
 
 def publish(key: str, param: str, value, encode: Callable[[Any], str] = str, default=None, omit=False):
     """Remember `value` for `key` and write it to `?param=` (removed when it is None, or
-    equal to `default` with `omit`)."""
+    equal to `default` with `omit`, unless the link says it already: a link is not
+    rewritten under its reader)."""
     _memory()[key] = value
-    if value is None or (omit and value == default):
+    if value is None or (omit and value == default and st.query_params.get(param) != encode(value)):
         set_param(param, None)
     else:
         set_param(param, encode(value))
@@ -138,7 +139,7 @@ def url_selectbox(
     format_func: Callable[[Any], str] = str,
     default_index: int = 0,
     container=None,
-    omit_default: bool = False,
+    omit_default: bool = True,
     **kwargs,
 ):
     """A selectbox synced with `?param=`; returns its value (None without options)."""

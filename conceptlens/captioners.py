@@ -10,6 +10,12 @@ Captioner specs (the spec is stored as `captions.captioner`):
 - `vl:<vl_model_id>`: retrieval with a vision-language model of the workspace
   (`conceptlens.vl.VLModel`): each image gets the `groundtruth` caption of the dataset's
   TRAIN split whose text embedding has the highest cosine similarity to the image's.
+- `imagenet:MODEL_SPEC` (+ `--weights`): a weak baseline, not a vision-language model:
+  "a photo of a {top-1 ImageNet-1k class}" from an ImageNet classifier loaded as `extract`
+  loads it (`imagenet:timm:tf_efficientnet_lite0 --weights FILE`, `imagenet:torchvision:resnet50`).
+
+Captioners read the images `extract` reads (the originals when recorded, else the
+thumbnails), with transparency composited onto the dataset's background.
 """
 
 from __future__ import annotations
@@ -30,20 +36,23 @@ from .models.base import (
     missing_weights,
     offline,
 )
+from .pixels import DEFAULT_BACKGROUND
 from .workspace import Workspace, WorkspaceError
 
 CAPTIONS_SCHEMA = pa.schema([("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())])
 
 
-def _rgb(paths):
-    """Thumbnails as RGB (the import composited any transparency already)."""
+def _rgb(paths, background=DEFAULT_BACKGROUND):
+    """The images as RGB, transparency composited onto `background` (as `extract` does)."""
     from .extract import load_rgb
 
-    return [load_rgb(p) for p in paths]
+    return [load_rgb(p, background) for p in paths]
 
 
 class Captioner:
     """Turns a batch of image files into one sentence each."""
+
+    background = DEFAULT_BACKGROUND  # what transparent pixels become; `caption()` sets the dataset's
 
     def caption(self, paths: list[Path]) -> list[str]:
         raise NotImplementedError
@@ -107,7 +116,7 @@ class HFCaptioner(Captioner):
     def caption(self, paths):
         import torch
 
-        inputs = self.processor(images=_rgb(paths), return_tensors="pt")
+        inputs = self.processor(images=_rgb(paths, self.background), return_tensors="pt")
         with torch.inference_mode():
             ids = self.model.generate(
                 pixel_values=inputs["pixel_values"].to(self.device),
@@ -159,7 +168,7 @@ class CocaCaptioner(Captioner):
     def caption(self, paths):
         import torch
 
-        x = torch.stack([self.preprocess(im) for im in _rgb(paths)]).to(self.device)
+        x = torch.stack([self.preprocess(im) for im in _rgb(paths, self.background)]).to(self.device)
         with torch.inference_mode():
             ids = self._greedy(x)
         out = []
@@ -169,6 +178,60 @@ class CocaCaptioner(Captioner):
                 row = row[: row.index(self.eot)]
             out.append(self.tokenizer.decode(row).strip())
         return out
+
+
+IMAGENET_TEMPLATE = "a photo of a {}"
+
+
+def imagenet_class_names() -> list[str]:
+    """The 1,000 ImageNet-1k class names in class-index order (the order of torchvision's and
+    timm's classifiers), named as `conceptlens import imagenet` names its labels: the
+    synset's first lemma, with its WordNet id where two synsets share it (timm's ImageNetInfo)."""
+    from timm.data import ImageNetInfo
+
+    from .importers.imagenet import readable_names
+
+    info = ImageNetInfo()
+    wnids = [info.index_to_label_name(i) for i in range(info.num_classes())]
+    names = readable_names({w: info.index_to_description(i) for i, w in enumerate(wnids)})
+    return [names[w] for w in wnids]
+
+
+class ImageNetCaptioner(Captioner):
+    """A weak describability baseline, not a vision-language model: each image's caption is
+    "a photo of a {top-1 ImageNet-1k class}" of a real classifier, loaded by model spec
+    exactly as `extract` loads it (its classifier is the adapter's `head`)."""
+
+    def __init__(self, model_spec: str, weights=None, root=None, device="cpu"):
+        from .models import load_adapter
+
+        self.spec = f"imagenet:{model_spec}"
+        self.adapter = load_adapter(model_spec, weights=weights, device=device, root=root)
+        self.names = imagenet_class_names()
+        if self.adapter.head is None:
+            raise ModelLoadError(
+                f"{self.spec}: {self.adapter.name} has no classifier weights "
+                f"({'the weights file holds none' if weights is not None else 'no classifier'}); "
+                "the ImageNet captioner needs an ImageNet-1k classifier"
+            )
+        self._check(getattr(self.adapter.head, "out_features", len(self.names)))
+        self.device = device
+
+    def _check(self, n: int) -> None:
+        if n != len(self.names):
+            raise ModelLoadError(
+                f"{self.spec}: the classifier of {self.adapter.name} has {n} classes, not the "
+                f"{len(self.names)} of ImageNet-1k; the ImageNet captioner cannot name them"
+            )
+
+    def caption(self, paths):
+        import torch
+
+        x = torch.stack([self.adapter.preprocess(im) for im in _rgb(paths, self.background)])
+        with torch.inference_mode():
+            logits = self.adapter.classify(x.to(self.device))
+        self._check(logits.shape[1])
+        return [IMAGENET_TEMPLATE.format(self.names[i]) for i in logits.argmax(dim=1).tolist()]
 
 
 class RetrievalCaptioner(Captioner):
@@ -233,7 +296,9 @@ def load_captioner(
 ) -> Captioner:
     family, sep, name = spec.partition(":")
     if not sep or not name:
-        raise ModelLoadError(f"captioner spec {spec!r} must be hf:NAME, open_clip:NAME or vl:ID")
+        raise ModelLoadError(
+            f"captioner spec {spec!r} must be hf:NAME, open_clip:NAME, vl:ID or imagenet:MODEL_SPEC"
+        )
     if family == "hf":
         if weights is not None:
             raise ModelLoadError(f"{spec}: --weights is not used for transformers models")
@@ -249,7 +314,11 @@ def load_captioner(
         return CocaCaptioner(name, w, ws.root, device, max_new_tokens)
     if family == "vl":
         return RetrievalCaptioner(load_vl(ws.root, name), train_groundtruth(ws, dataset))
-    raise ModelLoadError(f"captioner spec {spec!r}: unknown family {family!r}; choose from hf, open_clip, vl")
+    if family == "imagenet":
+        return ImageNetCaptioner(name, weights, ws.root, device)
+    raise ModelLoadError(
+        f"captioner spec {spec!r}: unknown family {family!r}; choose from hf, open_clip, vl, imagenet"
+    )
 
 
 def caption(
@@ -270,7 +339,8 @@ def caption(
     """
     from tqdm import tqdm
 
-    from .extract import dataset_images
+    from .extract import dataset_images, image_path
+    from .pixels import dataset_background
 
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()
@@ -282,8 +352,12 @@ def caption(
     cap = captioner or load_captioner(
         spec, ws, dataset, weights=weights, device=device, max_new_tokens=max_new_tokens
     )
+    cap.background = dataset_background(ws, dataset)
     ids = images["image_id"].to_pylist()
-    paths = [ws.resolve(t) for t in images["thumbnail"].to_pylist()]
+    paths = [
+        image_path(ws, t, s)
+        for t, s in zip(images["thumbnail"].to_pylist(), images["source_path"].to_pylist())
+    ]
     texts: list[str] = []
     with tqdm(
         total=len(ids), desc=f"caption {spec}", unit="img", disable=not progress, file=sys.stderr
@@ -336,9 +410,13 @@ def register(sub, parents) -> None:
         required=True,
         metavar="SPEC",
         help="hf:Salesforce/blip-image-captioning-base, open_clip:coca_ViT-B-32@TAG, "
-        "or vl:<vl_model_id> (retrieval among the train split's groundtruth captions)",
+        "vl:<vl_model_id> (retrieval among the train split's groundtruth captions), or "
+        "imagenet:MODEL_SPEC ('a photo of a {top-1 ImageNet class}', e.g. "
+        "imagenet:timm:tf_efficientnet_lite0 with --weights)",
     )
-    p.add_argument("--weights", help="local weights file (open_clip CoCa checkpoint)")
+    p.add_argument(
+        "--weights", help="local weights file (open_clip CoCa checkpoint, or the imagenet: classifier's)"
+    )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--device", default="cpu")
     p.add_argument("--max-new-tokens", type=int, default=30, help="longest generated caption")

@@ -27,7 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conceptlens.importers.cli",
     "conceptlens.extract",
     "conceptlens.captioners",
-    "conceptlens.analysis.registry",
+    "conceptlens.analysis.cli",
     "conceptlens.figures.cli",
     "conceptlens.report",
     "conceptlens.studies.cli",

@@ -10,7 +10,9 @@ a filter on a partition column opens only the matching files.
 
 from __future__ import annotations
 
+import json
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -24,6 +26,31 @@ from .workspace import Workspace
 # images.parquet up to this size is copied into the in-memory database: 50,000 images are a
 # 1.3 MB file and some 7 MB of memory; a million (6 MB, 134 MB of memory) stay a view.
 IMAGES_IN_MEMORY = 4 << 20
+
+# The tables read by every WorkspaceDB while `read_log()` is open (None: not recording),
+# and an empty database that parses their queries.
+_reads: set[str] | None = None
+_parser: duckdb.DuckDBPyConnection | None = None
+
+
+@contextmanager
+def read_log():
+    """Record the workspace tables that queries read while inside: yields the set they are
+    added to. For tests (tests/test_page_tables.py checks that a page reads only the tables
+    its spec declares); off otherwise, when a query costs nothing more."""
+    global _reads, _parser
+    _parser = duckdb.connect(":memory:")
+    _reads = out = set()
+    try:
+        yield out
+    finally:
+        _reads = None
+        _parser.close()
+
+
+def _log(tables) -> None:
+    if _reads is not None:
+        _reads.update(tables)
 
 
 class WorkspaceDB:
@@ -89,6 +116,8 @@ class WorkspaceDB:
             raise TypeError("queries take named parameters: a dict such as {'ckpt': 'x'}")
         cur = self.cursor()
         try:
+            if _reads is not None:
+                _log(_tables_in(sql))
             return cur.execute(sql, params or {}).df()
         finally:
             cur.close()
@@ -100,6 +129,7 @@ class WorkspaceDB:
         _ident(table)
         if table not in self.tables:
             return []
+        _log([table])
         cur = self.cursor()
         try:
             return [r[0] for r in cur.execute(f"DESCRIBE {_ident(table)}").fetchall()]
@@ -108,6 +138,7 @@ class WorkspaceDB:
 
     # ---- features --------------------------------------------------------
     def features_path(self, checkpoint_id: str) -> Path | str:
+        _log(["features"])
         return self.ws.table_path("features", checkpoint_id=checkpoint_id)
 
     def features(
@@ -138,6 +169,32 @@ class WorkspaceDB:
             return ids, np.zeros((0, 0), np.float32)
         flat = emb.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
         return ids, flat.reshape(n, -1)
+
+
+def _tables_in(sql: str) -> set[str]:
+    """The workspace tables `sql` names, from DuckDB's parse tree (nothing is bound or run)."""
+    cur = _parser.cursor()
+    try:
+        tree = json.loads(cur.execute("SELECT json_serialize_sql($sql)", {"sql": sql}).fetchone()[0])
+    finally:
+        cur.close()
+    if tree.get("error"):
+        raise ValueError(f"cannot parse the query to log what it reads: {tree.get('error_message')}")
+    names, ctes = set(), set()
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE":
+                names.add(node.get("table_name"))
+            ctes.update(e["key"] for e in (node.get("cte_map") or {}).get("map", ()))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(tree)
+    return (names - ctes) & set(schema.TABLES_BY_NAME)
 
 
 _SQL_TYPE = {schema.STRING: "VARCHAR", schema.INT: "BIGINT"}

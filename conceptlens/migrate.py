@@ -1,4 +1,4 @@
-"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.1).
+"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.2).
 
 1.0 kept every derived table in one file (`clusters.parquet`, ...) and features as
 `features/ID.parquet`; 2.0 partitions them (docs/workspace.md). The migration:
@@ -15,7 +15,9 @@ again: nothing of the 1.0 workspace is removed before step 4.
 
 A minor version only adds optional columns (docs/workspace.md), so a 2.0 workspace is read
 as it is; migrating it writes each added column into the files that lack it, as nulls, so
-every file of a table has one schema again (2.1: `similarity_trials.round`). 2.1 also
+every file of a table has one schema again (2.1: `similarity_trials.round`; 2.2:
+`analysis_runs.status` and `reason`, null in the rows logged before, which were all of
+finished units). 2.1 also
 stores the fingerprints of analysed inputs by their names inside the workspace (2.0 also
 hashed the folders above, so a copied or renamed workspace looked stale); the migration
 re-keys every unit that was up to date, so nothing is analysed again. Stopped half-way, a
@@ -35,7 +37,11 @@ from .errors import ConceptLensError
 from .workspace import Workspace, WorkspaceError, atomic_write_table, legacy_signatures
 
 # Columns each minor version added: (version, table, column).
-ADDED_COLUMNS = (("2.1", "similarity_trials", "round"),)
+ADDED_COLUMNS = (
+    ("2.1", "similarity_trials", "round"),
+    ("2.2", "analysis_runs", "status"),
+    ("2.2", "analysis_runs", "reason"),
+)
 
 V1_FILES = (
     "clusters.parquet",
@@ -66,10 +72,9 @@ def _partitions_of(ws: Workspace, name: str, df: pd.DataFrame, metadata=None) ->
 
 
 def _clusters_fingerprint(ws: Workspace, part: dict) -> dict:
-    # What the registry stores to know a clustering's metrics are up to date: the same function.
-    from .analysis.cluster_metrics import clustering_fingerprint
+    # What the runner stores to know a clustering's metrics are up to date: the same function.
+    from .analysis.base import Unit, clustering_fingerprint
     from .analysis.common import Context
-    from .analysis.registry import Unit
 
     unit = Unit({"checkpoint_id": part["checkpoint_id"], "k": part["k"]})
     return {"inputs": clustering_fingerprint(Context(ws, progress=False), unit)}
@@ -130,9 +135,9 @@ def migrate(root, progress: bool = True) -> list[str]:
     if proj is not None:
         done.append(f"projections: {_partitions_of(ws, 'projections', proj)} partition(s)")
     if km is not None and clusters is not None and ck is not None:
-        from .analysis import registry
+        from .analysis import runner
 
-        registry.run(ws.root, "comparisons", progress_bars=progress, with_dependencies=False, force=True)
+        runner.run(ws.root, "comparisons", progress_bars=progress, with_dependencies=False, force=True)
         done.append(
             "comparisons computed (clid_scores, predictor_correlations, clustering_similarity, cluster_links)"
         )
@@ -175,26 +180,27 @@ def _add_columns(ws: Workspace, version: str) -> list[str]:
 def legacy_done(ws: Workspace) -> list[tuple]:
     """(analysis, unit) pairs whose stored fingerprint is of the pre-2.1 kind and matches
     their inputs here: done, and to be re-keyed. Read before anything is rewritten."""
-    from .analysis import registry
+    from .analysis import registered, runner
     from .analysis.common import Context
 
     ctx = Context(ws, progress=False)
     out = []
-    for a in registry.in_order([a.name for a in registry.ANALYSES]):
+    for a in runner.in_order([a.name for a in registered()]):
+        opts = {**a.option_defaults(), "_checkpoint": None}
         try:
-            units = a.units(ctx, {**a.option_defaults(), "_checkpoint": None})
+            units = a.units(ctx, opts)
         except (WorkspaceError, ValueError):
             continue
         last = a.writes[-1]
         for u in units:
-            part = a._partition_of(last, u)
+            part = a.partition_of(last, u)
             if not ws.has(last, **part):
                 continue
             stored = ws.read_metadata(last, **part).get("inputs")
-            if stored is None or stored == a.inputs(ctx, u):
+            if stored is None or stored == a.inputs(ctx, u, opts):
                 continue
             with legacy_signatures():
-                if stored == a.inputs(ctx, u):
+                if stored == a.inputs(ctx, u, opts):
                     out.append((a, u))
     return out
 
@@ -207,9 +213,10 @@ def _rekey(ws: Workspace, done: list[tuple]) -> list[str]:
     ctx = Context(ws, progress=False)
     for a, u in done:
         last = a.writes[-1]
-        part = a._partition_of(last, u)
+        part = a.partition_of(last, u)
         md = ws.read_metadata(last, **part)
-        ws.write(last, ws.read(last, **part), metadata={**md, "inputs": a.inputs(ctx, u)}, **part)
+        inputs = a.inputs(ctx, u, a.option_defaults())
+        ws.write(last, ws.read(last, **part), metadata={**md, "inputs": inputs}, **part)
     return [f"fingerprints of {len(done)} analysed unit(s) now independent of the folder"] if done else []
 
 

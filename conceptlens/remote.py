@@ -2,10 +2,15 @@
 
 DuckDB reads its Parquet files through fsspec (`register_filesystem`): no DuckDB
 extension has to be downloaded. Partitioned tables are found by globbing, so an HTTP
-server must list its folders (an index page per folder, as `python -m http.server`,
-nginx's `autoindex` or Caddy's `file_server browse` give) and answer Range requests,
-which DuckDB uses to read a Parquet file's footer and only the columns a query needs.
-`s3://`, `gs://`, `az://` work through the matching fsspec package (s3fs, gcsfs, adlfs).
+server must list its folders (nginx's `autoindex`, Caddy's `file_server browse`, Apache's
+`Options +Indexes`) and answer Range requests, which DuckDB uses to read a Parquet file's
+footer and only the columns a query needs (Python's `http.server` does not: it is
+refused, naming the cause). `s3://`, `gs://`, `az://` work through the matching fsspec
+package (s3fs, gcsfs, adlfs).
+
+Reading fails closed: a path is percent-decoded (repeatedly) before it is checked to stay
+inside the workspace, folder listings yield only the folder's own children, and a redirect
+to another scheme, host or port is refused (docs/deploy.md, section 4).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import json
 import re
 import threading
 import time
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from . import schema
 from .workspace import Workspace, WorkspaceError, parse_partition
@@ -25,6 +30,63 @@ from .workspace import Workspace, WorkspaceError, parse_partition
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # How long a folder listing (and so the fingerprint) is trusted before it is read again.
 LISTING_TTL = 60.0
+# Why a remote workspace cannot be read when its server ignores `Range: bytes=a-b`.
+NO_RANGES = "this server does not answer Range requests; see docs/deploy.md"
+# fsspec's words for a whole file answered to a Range request (HTTPFile._fetch_range).
+_FSSPEC_NO_RANGES = "doesn't appear to support range requests"
+
+
+class RedirectRefused(Exception):
+    """A server answered with a redirect to another scheme, host or port."""
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    u = urlsplit(url)
+    port = u.port or {"http": 80, "https": 443}.get(u.scheme.lower())
+    return u.scheme.lower(), (u.hostname or "").lower(), port
+
+
+async def _refuse_foreign_redirect(session, ctx, params) -> None:
+    """aiohttp's redirect hook: follow a redirect only to the same scheme, host and port."""
+    source = str(params.url)
+    target = urljoin(source, params.response.headers.get("Location", ""))
+    if _origin(target) != _origin(source):
+        raise RedirectRefused(
+            f"{source} redirects to {target}: a redirect to another host or port is refused "
+            "(serve the workspace from the URL it is opened with; see docs/deploy.md)"
+        )
+
+
+async def _client(**kwargs):
+    import aiohttp
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_redirect.append(_refuse_foreign_redirect)
+    return aiohttp.ClientSession(trace_configs=[trace], **kwargs)
+
+
+def _decoded(text: str) -> str:
+    """`text` percent-decoded until nothing changes (`%252e` is `%2e` is `.`)."""
+    for _ in range(8):
+        once = unquote(text)
+        if once == text:
+            return text
+        text = once
+    raise WorkspaceError(f"path {text!r} is percent-encoded too many times")
+
+
+def _child(folder: str, name: str) -> str | None:
+    """A listing's link `name` decoded, if it names a child of `folder` (else None: a link
+    to a parent, to itself, deeper down, elsewhere, or with a backslash)."""
+    try:
+        name, base = _decoded(name), _decoded(folder).rstrip("/") + "/"
+    except WorkspaceError:
+        return None
+    rest = name[len(base) :] if name.startswith(base) else ""
+    leaf = rest[:-1] if rest.endswith("/") else rest
+    if leaf in ("", ".", "..") or "/" in leaf or "\\" in leaf:
+        return None
+    return name
 
 
 def is_url(root) -> bool:
@@ -61,32 +123,40 @@ def _http_filesystem():
     class ListingHTTPFileSystem(HTTPFileSystem):
         """HTTPFileSystem as DuckDB needs it: folder listings give `checkpoint_id=x`,
         not the percent-encoded `checkpoint_id%3Dx` of their links (hive partitions are
-        read from the names), and `modified` answers (listings carry no times)."""
+        read from the names), and only the folder's own children (a link to `..`, encoded
+        or not, is dropped: a glob's `*` would match it); `modified` answers (listings
+        carry no times); redirects elsewhere are refused (`_client`)."""
 
         async def _ls_real(self, url, detail=True, **kwargs):
-            out = await super()._ls_real(url, detail=detail, **kwargs)
-            if detail:
-                return [{**e, "name": unquote(e["name"])} for e in out]
-            return [unquote(u) for u in out]
+            out = await super()._ls_real(url, detail=True, **kwargs)
+            kept = [{**e, "name": n} for e in out if (n := _child(url, e["name"])) is not None]
+            return kept if detail else sorted(e["name"] for e in kept)
 
         def modified(self, path):
             return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
     return ListingHTTPFileSystem(
-        use_listings_cache=True, listings_expiry_time=LISTING_TTL, skip_instance_cache=True
+        use_listings_cache=True,
+        listings_expiry_time=LISTING_TTL,
+        skip_instance_cache=True,
+        get_client=_client,
     )
 
 
 def _check_rel(root: str, rel: str) -> str:
-    """`rel` as a path inside the workspace (the same rules as `workspace.inside`)."""
+    """`rel` as a path inside the workspace (the same rules as `workspace.inside`), checked
+    on its percent-decoded text (a server decodes `%2e%2e` to `..`) and quoted again, so
+    the URL asks for exactly the path checked."""
     if not isinstance(rel, str) or not rel:
         raise WorkspaceError(f"empty path in workspace {root}")
-    if rel.startswith(("/", "\\")) or _URL.match(rel) or "\\" in rel:
+    text = _decoded(rel)
+    if text.startswith(("/", "\\")) or _URL.match(text) or "\\" in text:
         raise WorkspaceError(f"path {rel!r} must be relative to the workspace")
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    parts = [p for p in text.split("/") if p not in ("", ".")]
     if ".." in parts or not parts:
         raise WorkspaceError(f"path {rel!r} leaves the workspace {root}")
-    return "/".join(parts)
+    # `*` and `[...]` stay: table globs are paths too.
+    return quote("/".join(parts), safe="/=*[]")
 
 
 _FINGERPRINTS: dict[str, tuple[float, str]] = {}
@@ -118,6 +188,8 @@ class RemoteWorkspace:
             return self.fs.cat_file(url)
         except FileNotFoundError:
             raise WorkspaceError(f"{url}: not found") from None
+        except RedirectRefused as e:
+            raise WorkspaceError(str(e)) from None
         except Exception as e:  # aiohttp and object stores raise their own types
             raise WorkspaceError(f"{url}: cannot be read ({type(e).__name__}: {e})") from None
 
@@ -142,6 +214,8 @@ class RemoteWorkspace:
             url = self.loc(t.path)
             try:
                 return [url] if self.fs.exists(url) else []
+            except RedirectRefused:
+                return [url]  # there, but refused: reading it names the redirect
             except Exception:
                 return []
         try:
@@ -174,6 +248,17 @@ class RemoteWorkspace:
             return self.loc(t.path)
         parts = "/".join(f"{c}={partition[c]}" for c in t.partition)
         return self.loc(f"{t.path}/{parts}/part-0.parquet")
+
+    def range_problem(self) -> str | None:
+        """NO_RANGES (with the URL asked) when an HTTP server answers a Range request with
+        the whole file: DuckDB could then read no Parquet footer."""
+        if self._scheme.lower() not in ("http", "https"):
+            return None  # object stores answer ranges
+        try:
+            head = self.fs.cat_file(self.meta_path, start=0, end=1)
+        except Exception:
+            return None  # workspace.json itself is reported unreadable
+        return None if len(head) <= 1 else f"{self.meta_path}: {NO_RANGES}"
 
     def fingerprint(self) -> str:
         """workspace.json and the names of every table's files; re-read after LISTING_TTL.
@@ -230,14 +315,80 @@ class _MetaOnly:
 
 def validate_remote(url: str, tables, db=None) -> list:
     """The dashboard's check of a remote workspace: workspace.json as `validate` checks
-    it, and the tables DuckDB could not open (`db.errors`). Rows are not read here."""
+    it, a server without Range requests, and of the `tables` asked for what `validate`
+    would say of a missing required table, a missing or mistyped column or too many
+    columns (from the Parquet footers, read only when DuckDB's view shows one), and the
+    tables DuckDB could not open (`db.errors`). Rows are not read here."""
     from .validate import Problem, Validator
 
     ws = RemoteWorkspace(url)
     v = Validator(_MetaOnly(ws), deep=False, tables=tables)
-    v.check_meta()
+    readable = v.check_meta()
     problems = list(v.problems)
-    for name, error in sorted((getattr(db, "errors", None) or {}).items()):
-        if name in v.selected:
-            problems.append(Problem(schema.TABLES_BY_NAME[name].path, name, None, f"cannot be read: {error}"))
+    if not readable or any(p.table == ws.META and p.column is None for p in problems):
+        return problems  # workspace.json unreadable: the tables are not looked at
+    ranges = ws.range_problem()
+    if ranges:
+        return problems + [Problem(".", "workspace", None, ranges)]
+    if db is None:
+        return problems
+    for name in sorted(v.selected - {ws.META}):
+        spec = schema.TABLES_BY_NAME[name]
+        if name not in db.tables and name not in db.errors:
+            if spec.required:
+                problems.append(Problem(spec.path, name, None, "required table is missing"))
+            continue
+        found = _footer_problems(ws, spec) if name in db.errors or _view_differs(db, spec) else []
+        if found:
+            problems += found
+        elif name in db.errors:
+            why = NO_RANGES if _FSSPEC_NO_RANGES in db.errors[name] else db.errors[name]
+            problems.append(Problem(spec.path, name, None, f"cannot be read: {why}"))
     return problems
+
+
+def _view_differs(db, spec: schema.Table) -> bool:
+    """Whether DuckDB's view of a table (its files' columns by name) lacks a required
+    column, has one of another type, or too many columns: then its files are looked at."""
+    import pyarrow as pa
+
+    from .validate import ABSENT, column_type_problem, extra_columns_problem
+
+    cur = db.cursor()
+    try:
+        fields = cur.sql(f'SELECT * FROM "{spec.name}" LIMIT 0').to_arrow_table().schema
+    finally:
+        cur.close()
+    fields = pa.schema([f for f in fields if f.name not in spec.partition])
+    for col in spec.file_columns:
+        why = column_type_problem(col, fields)
+        if why and (why != ABSENT or col.required):
+            return True
+    return extra_columns_problem(spec, fields.names) is not None
+
+
+def _footer_problems(ws: RemoteWorkspace, spec: schema.Table) -> list:
+    """`validate`'s problems of each file's columns, from its Parquet footer (Range reads)."""
+    import pyarrow.parquet as pq
+
+    from .validate import ABSENT, Problem, column_type_problem, extra_columns_problem, why_of
+
+    out = []
+    for url in ws.files(spec.name):
+        rel = url[len(ws.root) + 1 :]
+        try:
+            with ws.fs.open(url, "rb") as f:
+                fields = pq.ParquetFile(f).schema_arrow
+        except Exception as e:
+            why = NO_RANGES if _FSSPEC_NO_RANGES in str(e) else why_of(e)
+            out.append(Problem(rel, spec.name, None, f"cannot be read as Parquet ({why})"))
+            continue
+        wide = extra_columns_problem(spec, fields.names)
+        if wide:
+            out.append(Problem(rel, spec.name, None, wide))
+            continue
+        for col in spec.file_columns:
+            why = column_type_problem(col, fields)
+            if why and (why != ABSENT or col.required):
+                out.append(Problem(rel, spec.name, col.name, why))
+    return out

@@ -1,14 +1,19 @@
 """The workspace format: every table, its columns, types, keys and references.
 
 This module is the single source of truth for `docs/workspace.md` (a test keeps
-the two in step), for `conceptlens validate` and for every writer.
+the two in step), for `conceptlens validate` and for every writer. The tables below are
+the core ones; an analysis may declare more in its own module (`Analysis.tables`).
+`TABLES` and `TABLES_BY_NAME` hold both: they are built on first use, because the
+analysis modules import this one (code that runs while an analysis module is imported
+reads `CORE_BY_NAME` instead).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.1"  # 2.1: similarity_trials.round
+SCHEMA_VERSION = "2.2"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -22,6 +27,14 @@ STRING, INT, FLOAT, BOOL, FLOAT_LIST, TIMESTAMP = (
     "timestamp",
 )
 STRING_LIST = "list<string>"
+# Columns a file may hold beyond its table's (a newer minor version's, a writer's own):
+# more are rejected by `validate` from the file's footer, before any data is read (a
+# 20,000-column file stalls every query of its table). Tables with free-form extra
+# columns (`Table.extra_columns`) allow more.
+MAX_EXTRA_COLUMNS, MAX_FREE_EXTRA_COLUMNS = 16, 256
+# A thumbnail larger than this is refused (by `validate`, and drawn as unreadable by the
+# dashboard) before it is decoded: importers write at most 1024 pixels a side.
+MAX_THUMBNAIL_PIXELS = 2048 * 2048
 
 # Value ranges used below (inclusive; None leaves a side open).
 UNIT, SIGNED_UNIT, NON_NEGATIVE = (0.0, 1.0), (-1.0, 1.0), (0, None)
@@ -113,6 +126,7 @@ class Table:
     required: bool = False
     # Free-form extra columns are allowed (documented as such).
     extra_columns: str | None = None
+    # Who writes it, for a table no analysis writes (`written_by` derives the others').
     added_by: str = ""
     # Partition columns, outermost first. They live in the folder names, not in the files,
     # so adding or recomputing one partition writes one file and reads nothing else.
@@ -127,8 +141,22 @@ class Table:
         raise KeyError(name)
 
     @property
+    def written_by(self) -> str:
+        """Who writes it: `added_by`, else the analyses of the registry that write it."""
+        if self.added_by:
+            return self.added_by
+        from .analyses import writers  # on use: the analysis modules import this one
+
+        return ", ".join(f"`conceptlens analyze {a}`" for a in writers(self.name))
+
+    @property
     def partitioned(self) -> bool:
         return bool(self.partition)
+
+    @property
+    def max_extra_columns(self) -> int:
+        """How many columns a file may hold beyond `columns` (see MAX_EXTRA_COLUMNS)."""
+        return MAX_FREE_EXTRA_COLUMNS if self.extra_columns else MAX_EXTRA_COLUMNS
 
     @property
     def file_columns(self) -> tuple[Column, ...]:
@@ -194,7 +222,7 @@ def _correlation_columns(against: str) -> tuple[Column, ...]:
     )
 
 
-TABLES: tuple[Table, ...] = (
+CORE_TABLES: tuple[Table, ...] = (
     Table(
         "images",
         "images.parquet",
@@ -211,7 +239,12 @@ TABLES: tuple[Table, ...] = (
             ),
             Column("label_name", STRING, "Human-readable class name.", nullable=True, present_with="label"),
             Column("split", STRING, "Split of the dataset the image belongs to.", allowed=SPLITS),
-            Column("thumbnail", STRING, "Image file, relative to the workspace.", is_path=True),
+            Column(
+                "thumbnail",
+                STRING,
+                f"Image file, relative to the workspace; at most {MAX_THUMBNAIL_PIXELS:,} pixels.",
+                is_path=True,
+            ),
             Column("width", INT, "Width of the thumbnail in pixels.", positive=True),
             Column("height", INT, "Height of the thumbnail in pixels.", positive=True),
             Column(
@@ -419,7 +452,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "image_id"),
-        added_by="`conceptlens analyze clustering`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -505,7 +537,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "cluster"),
-        added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -592,7 +623,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k", "cluster"),
-        added_by="`conceptlens analyze captions`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -650,7 +680,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze cluster_metrics`",
         partition=("checkpoint_id", "k"),
     ),
     Table(
@@ -673,7 +702,6 @@ TABLES: tuple[Table, ...] = (
             Column("y", FLOAT, "Second coordinate.", finite=True),
         ),
         key=("checkpoint_id", "method", "image_id"),
-        added_by="`conceptlens analyze projections`",
         partition=("checkpoint_id", "method"),
     ),
     Table(
@@ -706,7 +734,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -727,7 +754,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "predictor"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -776,7 +802,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "k"),
-        added_by="`conceptlens analyze baselines`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -805,7 +830,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_test", INT, "Target images it was scored on.", positive=True),
         ),
         key=("checkpoint_id", "target_dataset"),
-        added_by="`conceptlens analyze baselines`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -827,7 +851,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "target_dataset", "k", "predictor"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -856,7 +879,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_shared", INT, "Images both clusterings assign.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -883,7 +905,6 @@ TABLES: tuple[Table, ...] = (
             Column("size_b", INT, "Shared images in cluster b.", positive=True),
         ),
         key=("dataset", "k", "checkpoint_a", "checkpoint_b", "a", "b"),
-        added_by="`conceptlens analyze comparisons`",
         partition=("dataset",),
     ),
     Table(
@@ -979,7 +1000,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("vl_model", "image_id", "primitive"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1001,7 +1021,6 @@ TABLES: tuple[Table, ...] = (
             Column("weight", FLOAT, "Coefficient of the primitive for the class.", finite=True),
         ),
         key=("vl_model", "model", "label", "primitive"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1046,7 +1065,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("vl_model", "model", "ways", "shots", "metric"),
-        added_by="`conceptlens analyze compmap`",
         partition=("vl_model",),
     ),
     Table(
@@ -1133,11 +1151,10 @@ TABLES: tuple[Table, ...] = (
                 bounds=NON_NEGATIVE,
             ),
             Column("image_id", STRING, "Image (stimulus).", references="images.image_id"),
-            Column("mu", FLOAT_LIST, "Posterior mean; its length is the chosen dimensionality."),
-            Column("sigma", FLOAT_LIST, "Posterior standard deviation of each dimension (> 0)."),
+            Column("mu", FLOAT_LIST, "Posterior mean; its length is the chosen dimensionality.", finite=True),
+            Column("sigma", FLOAT_LIST, "Posterior standard deviation of each dimension (> 0).", finite=True),
         ),
         key=("dataset", "member", "image_id"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1179,7 +1196,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("dataset", "round"),
-        added_by="`conceptlens analyze convergence`",
         partition=("dataset",),
     ),
     Table(
@@ -1238,7 +1254,6 @@ TABLES: tuple[Table, ...] = (
             Column("seconds", FLOAT, "Wall time of the fit.", bounds=NON_NEGATIVE),
         ),
         key=("dataset", "dim", "member"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1287,7 +1302,6 @@ TABLES: tuple[Table, ...] = (
             Column("n_units", INT, "Trials (triplet accuracy) or images (rsa) resampled.", positive=True),
         ),
         key=("dataset", "checkpoint_id", "metric", "distance", "label"),
-        added_by="`conceptlens analyze similarity`",
         partition=("dataset",),
     ),
     Table(
@@ -1305,13 +1319,13 @@ TABLES: tuple[Table, ...] = (
             Column(
                 "auc",
                 FLOAT,
-                "Test AUC (one-vs-one, averaged, for a multiclass concept j).",
+                "Test AUC (for a multiclass concept j: macro one-vs-one, or one-vs-rest with "
+                "`--purity-multiclass ovr`).",
                 bounds=UNIT,
                 finite=True,
             ),
         ),
         key=("dataset", "seed", "concept_i", "concept_j"),
-        added_by="`conceptlens analyze concepts`",
         partition=("dataset",),
     ),
     Table(
@@ -1335,7 +1349,8 @@ TABLES: tuple[Table, ...] = (
             Column(
                 "auc",
                 FLOAT,
-                "Test AUC (one-vs-one, averaged, for a multiclass concept).",
+                "Test AUC (for a multiclass concept: macro one-vs-one, or one-vs-rest with "
+                "`--purity-multiclass ovr`).",
                 bounds=UNIT,
                 finite=True,
             ),
@@ -1347,7 +1362,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "seed", "learnt_concept", "true_concept"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1372,7 +1386,6 @@ TABLES: tuple[Table, ...] = (
             Column("in_niche", BOOL, "corr > beta."),
         ),
         key=("checkpoint_id", "seed", "beta", "label", "learnt_concept"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1397,7 +1410,6 @@ TABLES: tuple[Table, ...] = (
             Column("nis", FLOAT, "Niche impurity: AUC from its complement.", bounds=UNIT, finite=True),
         ),
         key=("checkpoint_id", "seed", "beta", "label"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1432,10 +1444,23 @@ TABLES: tuple[Table, ...] = (
             Column(
                 "nis_area",
                 FLOAT,
-                "Area under the mean niche impurity (`niche_scores.nis`) over beta, divided "
-                "by the width of the beta range (the public code's score, as a mean). Null "
-                "(with the other niche scores) when the dataset has no task labels.",
+                "Area under the mean niche impurity (`niche_scores.nis`: each label's raw "
+                "probability column, the paper's Definitions 5-6) over beta, divided by the width "
+                "of the beta range (a mean). Null (with the other niche scores) when the dataset "
+                "has no task labels.",
                 nullable=True,
+                bounds=UNIT,
+                finite=True,
+            ),
+            Column(
+                "nis_area_code",
+                FLOAT,
+                "`nis_area` as the public code computes it (`niching.niche_impurity`): for three "
+                "or more labels, a softmax across labels of the niche-zeroed probability columns "
+                "before each label's one-vs-rest AUC; equal to `nis_area` for a binary task. "
+                "Absent from files written before it existed.",
+                nullable=True,
+                required=False,
                 bounds=UNIT,
                 finite=True,
             ),
@@ -1461,7 +1486,6 @@ TABLES: tuple[Table, ...] = (
             ),
         ),
         key=("checkpoint_id", "seed"),
-        added_by="`conceptlens analyze concepts`",
         partition=("checkpoint_id",),
     ),
     Table(
@@ -1720,7 +1744,7 @@ TABLES: tuple[Table, ...] = (
     Table(
         "analysis_runs",
         "analysis_runs",
-        "Append-only log: one row per unit of work an analysis finished (provenance).",
+        "Append-only log: one row per unit of work an analysis finished or skipped (provenance).",
         (
             Column("analysis", STRING, "Analysis name (partition folder)."),
             Column("unit", STRING, "What was computed, e.g. `checkpoint_id=X/k=5`."),
@@ -1729,6 +1753,22 @@ TABLES: tuple[Table, ...] = (
             Column("version", STRING, "ConceptLens version."),
             Column("started", STRING, "ISO-8601 start time."),
             Column("seconds", FLOAT, "Wall time.", bounds=NON_NEGATIVE),
+            Column(
+                "status",
+                STRING,
+                "`done`, or `skipped`: its inputs were missing, nothing was written and the next "
+                "`conceptlens analyze` tries it again (null before 2.2: done).",
+                nullable=True,
+                required=False,
+                allowed=("done", "skipped"),
+            ),
+            Column(
+                "reason",
+                STRING,
+                "Why a unit was skipped (which input is missing).",
+                nullable=True,
+                required=False,
+            ),
         ),
         key=("analysis", "unit", "started"),
         added_by="every `conceptlens analyze` run",
@@ -1737,7 +1777,34 @@ TABLES: tuple[Table, ...] = (
     ),
 )
 
-TABLES_BY_NAME = {t.name: t for t in TABLES}
+CORE_BY_NAME = {t.name: t for t in CORE_TABLES}
+
+
+@functools.cache
+def tables() -> tuple[Table, ...]:
+    """Every table of the format: the core ones, then those the analyses declare."""
+    from .analysis import declared_tables
+
+    extra = declared_tables()
+    names = [t.name for t in CORE_TABLES + extra]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise AssertionError(f"table(s) declared twice: {', '.join(twice)}")
+    return CORE_TABLES + extra
+
+
+@functools.cache
+def tables_by_name() -> dict[str, Table]:
+    return {t.name: t for t in tables()}
+
+
+def __getattr__(name: str):
+    # TABLES and TABLES_BY_NAME, resolved on first use (see the module's docstring).
+    if name == "TABLES":
+        return tables()
+    if name == "TABLES_BY_NAME":
+        return tables_by_name()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def logical_type(arrow_type) -> str:
@@ -1787,7 +1854,7 @@ def arrow_schema(name: str, optional: bool = True, partition: bool = True):
     columns when `partition` is false: what one file of a partitioned table holds)."""
     import pyarrow as pa
 
-    t = TABLES_BY_NAME[name]
+    t = tables_by_name()[name]
     cols = t.columns if partition else t.file_columns
     return pa.schema(
         [pa.field(c.name, arrow_type(c.type), nullable=c.nullable) for c in cols if c.required or optional]
@@ -1805,12 +1872,12 @@ DOC_END = "<!-- END GENERATED TABLES -->"
 def markdown() -> str:
     """The table reference of docs/workspace.md, generated from TABLES."""
     out = []
-    for t in TABLES:
+    for t in tables():
         out.append(f"### `{t.name}` — `{t.pattern}`\n")
         out.append(t.doc + "\n")
         key = ", ".join(f"`{k}`" for k in t.key)
         req = "required" if t.required else "optional"
-        out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.added_by}.\n")
+        out.append(f"Key: {key} (unique). This table is {req}; it is written by: {t.written_by}.\n")
         if t.partitioned:
             parts = ", ".join(f"`{p}`" for p in t.partition)
             out.append(
@@ -1842,7 +1909,7 @@ def markdown() -> str:
             extra = f" ({'; '.join(notes)})" if notes else ""
             out.append(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc}{extra} |")
         if t.extra_columns:
-            out.append(f"\nOther columns: {t.extra_columns}")
+            out.append(f"\nOther columns: {t.extra_columns} At most {t.max_extra_columns} of them.")
         out.append("")
     return "\n".join(out)
 

@@ -64,7 +64,7 @@ def validate(
     try:
         return Validator(Path(root), deep, tables).run()
     except Exception as e:  # a bug in a check must not take the dashboard down
-        return [Problem(".", "workspace", None, f"validation stopped unexpectedly: {_why(e)}")]
+        return [Problem(".", "workspace", None, f"validation stopped unexpectedly: {why_of(e)}")]
 
 
 def format_problems(problems: list[Problem]) -> str:
@@ -75,7 +75,7 @@ def summary_json(problems: list[Problem]) -> str:
     return json.dumps([dataclasses.asdict(p) for p in problems], indent=2)
 
 
-def _why(e: BaseException) -> str:
+def why_of(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
 
@@ -122,7 +122,7 @@ class Validator:
         try:
             return fn(*args)
         except Exception as e:
-            self.report(file, table, None, f"could not be checked: {_why(e)}")
+            self.report(file, table, None, f"could not be checked: {why_of(e)}")
             return None
 
     def run(self) -> list[Problem]:
@@ -159,7 +159,7 @@ class Validator:
             blocking(f"invalid JSON ({e})")
             return True
         except OSError as e:
-            blocking(f"cannot be read ({_why(e)})")
+            blocking(f"cannot be read ({why_of(e)})")
             return True
         if not isinstance(meta, dict):
             blocking("must hold a JSON object")
@@ -313,7 +313,11 @@ class Validator:
             pf = pq.ParquetFile(self.root / rel)
             fields = pf.schema_arrow
         except Exception as e:
-            self.report(rel, spec.name, None, f"cannot be read as Parquet ({_why(e)})")
+            self.report(rel, spec.name, None, f"cannot be read as Parquet ({why_of(e)})")
+            return None
+        too_wide = extra_columns_problem(spec, fields.names)
+        if too_wide:  # from the footer alone: no column of such a file is read
+            self.report(rel, spec.name, None, too_wide)
             return None
         for c in spec.partition:
             if c in fields.names:
@@ -329,26 +333,17 @@ class Validator:
                 )
         keep = []
         for col in spec.file_columns:
-            if col.name not in fields.names:
-                if col.required:
-                    self.report(rel, spec.name, col.name, "required column is missing")
+            why = column_type_problem(col, fields)
+            if why:
+                if why != ABSENT or col.required:
+                    self.report(rel, spec.name, col.name, why)
                 skipped.add(col.name)
-                continue
-            typ = fields.field(col.name).type
-            got = schema.logical_type(typ)
-            if not (
-                got == col.type
-                or (col.type == schema.FLOAT and got == schema.INT)
-                or (pa.types.is_null(typ) and col.nullable)
-            ):
-                self.report(rel, spec.name, col.name, f"has type {typ}, expected {col.type}")
-                skipped.add(col.name)
-            elif col.type != schema.FLOAT_LIST:  # embeddings are streamed by the deep check
-                keep.append(col)
+            elif not (spec.name == "features" and col.type == schema.FLOAT_LIST):
+                keep.append(col)  # (embeddings are streamed by the deep check)
         try:
             t = pf.read(columns=[c.name for c in keep]).select([c.name for c in keep])
         except Exception as e:
-            self.report(rel, spec.name, None, f"cannot be read as Parquet ({_why(e)})")
+            self.report(rel, spec.name, None, f"cannot be read as Parquet ({why_of(e)})")
             return None
         # One Arrow type per column, so every partition concatenates.
         t = t.cast(pa.schema([pa.field(c.name, schema.arrow_type(c.type)) for c in keep]))
@@ -518,6 +513,12 @@ class Validator:
                 )
 
         for col in spec.columns:
+            if col.name in have and col.finite and col.type == schema.FLOAT_LIST:
+                lists = t[col.name].combine_chunks()
+                bad = pc.invert(pc.is_finite(pc.list_flatten(lists)))
+                rows = np.zeros(t.num_rows, bool)
+                rows[pc.list_parent_indices(lists).to_numpy()[bad.to_numpy(zero_copy_only=False)]] = True
+                flag(col, pa.array(rows), "hold NaN or infinity")
             if col.name not in have or col.type not in (schema.INT, schema.FLOAT, schema.STRING):
                 continue
             v = t[col.name]
@@ -647,22 +648,22 @@ class Validator:
         return self._dirs[parent]
 
     def _decode_images(self, ld: _Loaded, paths: list[str]) -> None:
-        from PIL import Image
 
         t, failed = ld.table, []
         for rel in paths:
             try:
-                with Image.open(self.root / rel) as im:
+                with open_thumbnail(self.root / rel) as im:
                     im.load()
             except Exception as e:
                 failed.append((rel, e))
         for rel, e in failed[:MAX_IMAGE_PROBLEMS]:
             i = _first(pc.equal(t["thumbnail"], rel))
+            why = str(e) if isinstance(e, ThumbnailTooLarge) else f"does not decode ({why_of(e)})"
             self.report(
                 ld.files[t[_FILE][i].as_py()],
                 "images",
                 "thumbnail",
-                f"image file does not decode ({_why(e).replace(str(self.root) + os.sep, '')})",
+                f"image file {why.replace(str(self.root) + os.sep, '')}",
                 _example(t, i, ld.spec, ("thumbnail",)),
             )
         if len(failed) > MAX_IMAGE_PROBLEMS:
@@ -670,7 +671,7 @@ class Validator:
                 ld.files[0],
                 "images",
                 "thumbnail",
-                f"{len(failed) - MAX_IMAGE_PROBLEMS} more image file(s) do not decode",
+                f"{len(failed) - MAX_IMAGE_PROBLEMS} more image file(s) do not decode or are too large",
             )
 
     # ---- checks across tables -------------------------------------------
@@ -774,6 +775,70 @@ class Validator:
                     f"k={key[1]} holds {n_images[key]} image(s)",
                     f"checkpoint_id={key[0]!r}, k={key[1]}",
                 )
+
+
+ABSENT = "required column is missing"  # or, for an optional column, only skipped
+
+
+def column_type_problem(col: schema.Column, fields: pa.Schema) -> str | None:
+    """Why a file with Arrow schema `fields` cannot give column `col`: `ABSENT` (also for
+    an optional column, which is then skipped silently), a type mismatch, or None."""
+    if col.name not in fields.names:
+        return ABSENT
+    typ = fields.field(col.name).type
+    got = schema.logical_type(typ)
+    if (
+        got == col.type
+        or (col.type == schema.FLOAT and got == schema.INT)
+        or (pa.types.is_null(typ) and col.nullable)
+    ):
+        return None
+    return f"has type {typ}, expected {col.type}"
+
+
+def extra_columns_problem(spec: schema.Table, names: Iterable[str]) -> str | None:
+    """A file holding more columns than its table's beyond the allowance, in words."""
+    known = {c.name for c in spec.columns}
+    extra = [n for n in names if n not in known]
+    if len(extra) <= spec.max_extra_columns:
+        return None
+    return (
+        f"holds {len(extra):,} columns that are not the table's (at most "
+        f"{spec.max_extra_columns} allowed; e.g. {', '.join(map(repr, extra[:3]))}): not read"
+    )
+
+
+class ThumbnailTooLarge(ValueError):
+    pass
+
+
+def open_thumbnail(source):
+    """PIL's `Image.open` of a thumbnail (path or file object), refused with a
+    ThumbnailTooLarge naming its pixel count above schema.MAX_THUMBNAIL_PIXELS, before any
+    pixel is decoded (and without PIL's DecompressionBombWarning)."""
+    import warnings
+
+    from PIL import Image
+
+    name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", "image")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            im = Image.open(source)
+        except Image.DecompressionBombError as e:
+            n = re.search(r"\((\d+) pixels\)", str(e))
+            pixels = f"{int(n.group(1)):,} pixels" if n else "too many pixels"
+            raise ThumbnailTooLarge(
+                f"{name} has {pixels}, more than the {schema.MAX_THUMBNAIL_PIXELS:,} a thumbnail may have"
+            ) from None
+    w, h = im.size
+    if w * h > schema.MAX_THUMBNAIL_PIXELS:
+        im.close()
+        raise ThumbnailTooLarge(
+            f"{name} has {w} x {h} = {w * h:,} pixels, more than the "
+            f"{schema.MAX_THUMBNAIL_PIXELS:,} a thumbnail may have"
+        )
+    return im
 
 
 def _parse_folder(spec: schema.Table, col: str, name: str):

@@ -18,12 +18,13 @@ from components.metric_table import metric_table
 from components.text import literal
 from conceptlens import views
 from conceptlens.figures.checkpoints import (
-    KIND_NAMES,
     METRIC_TITLES,
     highlight_images,
     short_names,
 )
 from conceptlens.figures.clusters import projection_scatter
+from conceptlens.metrics.clid import MIN_CORRELATED
+from conceptlens.metrics.events import MIN_IMAGES
 
 V = views.checkpoints
 C = views.clusters
@@ -76,7 +77,8 @@ b = U.url_selectbox(
     key="ckpts_b",
     param="b",
     format_func=lambda c: name_of.get(c, c),
-    default_index=1,
+    # B: the first checkpoint that is not A (A itself when it is the only one).
+    default_index=next((i for i, c in enumerate(order) if c != a), 0),
     container=c_b,
 )
 provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "k": k}
@@ -94,8 +96,18 @@ with left:
         "Ringed and named: checkpoints A and B and the highest and lowest kNN accuracy; "
         "hover a point for any other's name."
     )
-if compared:
-    corr = ws.view(V.predictor_correlations, dataset=ds, k=k)
+corr = ws.view(V.predictor_correlations, dataset=ds, k=k) if compared else None
+n_corr = int(corr["n_checkpoints"].max()) if corr is not None and corr["n_checkpoints"].notna().any() else 0
+if compared and n_corr < MIN_CORRELATED:
+    with right:
+        st.info(
+            f"**No correlation with kNN accuracy yet:** it needs at least {MIN_CORRELATED} checkpoints "
+            f"with kNN accuracy and the predictors; {literal(ds)} has {n_corr} at k = {k}. Add more "
+            "checkpoints (or another epoch of a run) to compare, then run the comparisons again:",
+            icon=":material/info:",
+        )
+        st.code(command(ws, "comparisons", ds), language="bash")
+elif compared:
     with right:
         st.markdown("**Correlation with kNN accuracy** (lu2022 Table 1), with 95% intervals")
         show_catalog_figure(
@@ -219,7 +231,10 @@ st.header("How similar are the clusterings?")
 if not compared:
     st.caption("Needs the comparisons between checkpoints (see above).")
 elif len(order) < 2:
-    st.info("Only one checkpoint is clustered at this k: nothing to compare.")
+    st.info(
+        "Only one checkpoint is clustered at this k: add a second checkpoint to compare.",
+        icon=":material/info:",
+    )
 else:
     st.caption(
         "Adjusted NMI (arithmetic normalisation) between every two checkpoints' "
@@ -231,7 +246,11 @@ else:
 # ---- A and B ------------------------------------------------------------------------------------
 st.header("A and B")
 if len(order) < 2:
-    st.info("Comparing two checkpoints needs two clustered checkpoints.")
+    st.info(
+        f"Comparing two checkpoints needs two clustered checkpoints; {literal(ds)} has one at "
+        f"k = {k}. Add a second checkpoint to compare.",
+        icon=":material/info:",
+    )
     U.stop()
 if a == b:
     st.info("Choose two different checkpoints as A and B (at the top of the page).")
@@ -346,7 +365,10 @@ min_share = U.url_slider(
     default=0.2,
     step=0.05,
     container=c_t,
-    help="A link counts for a split or merge when it carries at least this share of its cluster.",
+    help=(
+        f"A link is significant when it carries at least this share of its cluster in A or "
+        f"in B, at least {MIN_IMAGES} images and more than chance would (docs/analysis.md)."
+    ),
 )
 flows = U.url_radio(
     "Show",
@@ -355,7 +377,10 @@ flows = U.url_radio(
     param="flows",
     horizontal=True,
     container=c_f,
-    help="Minor flows carry less than the significant share of both their clusters.",
+    help=(
+        "Splits and merges only: the links of significant splits and merges; significant "
+        "flows add one-to-one matches; all flows add the links that are not significant."
+    ),
 )
 tops = [n for n in (5, 10, 20, 40) if n < k] + [0]
 top = U.url_selectbox(
@@ -370,20 +395,21 @@ top = U.url_selectbox(
     help="The largest clusters of A (by images) and where their images go; all links are in the table below.",
 )
 changes = ws.view(V.cluster_changes, **pair, min_share=min_share).iloc[0]
-m1, m2, m3, m4 = st.columns(4)
+m1, m2, m3, m4, m5 = st.columns(5)
 m1.metric("A clusters that split", int(changes["splits"]))
 m2.metric("B clusters that merge", int(changes["merges"]))
 m3.metric("one-to-one matches", int(changes["one_to_one"]))
-m4.metric("aNMI(A, B)", DASH if changes["anmi"] != changes["anmi"] else f"{changes['anmi']:.3f}")
+m4.metric("births / deaths", f"{int(changes['births'])} / {int(changes['deaths'])}")
+m5.metric("aNMI(A, B)", DASH if changes["anmi"] != changes["anmi"] else f"{changes['anmi']:.3f}")
 # Captions only add to the Sankey's hover text (its build leaves out a broken table): a
 # workspace without them needs no message here, a broken one is named.
 if ws.has("cluster_captions"):
     available(ws, "cluster_captions", ds)
 st.caption(
-    "Left: clusters of A, right: clusters of B; band width = shared images. "
-    + ", ".join(f"{KIND_NAMES[kind]}: {kind}" for kind in ("split", "merge", "split+merge", "one-to-one"))
-    + f", {KIND_NAMES['partial']}: partial. Nodes too small for a label at a single column's "
-    "width carry none; hover any node for its name, size, purity, coherence and caption."
+    "Left: clusters of A, right: clusters of B; band width = shared images, band colour = "
+    "the concept event it belongs to (legend in the figure; docs/analysis.md gives the rule "
+    "of a significant link). Nodes too small for a label at a single column's width carry "
+    "none; hover any node for its name, size, purity, coherence and caption."
 )
 show_catalog_figure(
     ws,

@@ -8,6 +8,7 @@ viewport of a UMAP too large to draw point by point (&view=X0,X1,Y0,Y1, &density
 selection shown (&sel=cluster|filter|region, &page=N) and the image looked at (&img=ID).
 """
 
+import html
 import os
 
 import streamlit as st
@@ -128,7 +129,7 @@ def _on_umap_select(key: str = "clusters_umap") -> None:
     elif sel.get("points"):
         data_ = sel["points"][0].get("customdata")
         if data_:
-            st.session_state["clusters_img"] = str(data_[0])
+            st.session_state["clusters_img"] = html.unescape(str(data_[0]))  # plain_figure escaped it
     else:  # a double click cleared the selection
         st.session_state["clusters_region"] = None
         if st.session_state.get("clusters_sel") == "region":
@@ -600,6 +601,10 @@ if img is not None:
             w, h = number(d.get("width"), "{:.0f}"), number(d.get("height"), "{:.0f}")
             lines.append(f"- size: {w} × {h} px")
             st.markdown("\n".join(lines))
+            if ws.problems(("captions", "features")):  # what the captions and neighbours below read
+                data.show_problems(
+                    ws, ws.problems(("captions", "features")), "Captions or features have problems"
+                )
             caps = ws.view(V.image_captions, image_id=img)
             if len(caps):
                 st.markdown("**Captions**")

@@ -10,6 +10,7 @@ import streamlit as st
 
 from components import data, url_state
 from components.analysis_gate import available, command
+from components.cluster_tables import DASH
 from components.export_button import show_catalog_figure
 from components.metric_table import metric_table
 from components.text import literal
@@ -94,7 +95,7 @@ scores = ws.view(V.checkpoint_scores, checkpoint=cid).set_index("score")
 def interval(score: str, digits: int = 3) -> str:
     r = scores.loc[score]
     if math.isnan(r["mean"]):
-        return "–"
+        return DASH
     if math.isnan(r["lo"]):
         return f"{r['mean']:.{digits}f}"
     return f"{r['mean']:.{digits}f} [{r['lo']:.{digits}f}, {r['hi']:.{digits}f}]"

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from components import data, nav
+from components.cluster_tables import DASH, value_text
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
@@ -17,15 +18,15 @@ st.title(literal(meta.get("name") or "ConceptLens workspace"))
 if meta.get("description"):
     st.write(literal(meta["description"]))
 st.caption(
-    f"Workspace {literal(ws.label)} · format {literal(meta.get('schema_version'))} · "
-    f"created {literal(meta.get('created'))}"
+    f"Workspace {literal(ws.label)} · format {literal(value_text(meta.get('schema_version')))} · "
+    f"created {literal(value_text(meta.get('created')))}"
 )
 
 datasets = ws.view(views.home.datasets)
 names = list(datasets["dataset"])
 
 st.header("Datasets")
-metric_table(datasets, key="datasets")
+metric_table(datasets, key="datasets", placeholder=DASH)
 
 st.header("Checkpoints")
 ckpts = ws.view(views.home.checkpoints)
@@ -36,16 +37,48 @@ if ckpts.empty:
     st.info("No checkpoints yet. Add one with:")
     st.code(analyses.set_index("name").loc["features", "command"], language="bash")
 else:
-    metric_table(ckpts, key="checkpoints")
+    metric_table(ckpts, key="checkpoints", placeholder=DASH)
 
 st.header("Analyses")
+# Links to other pages keep the workspace a link chose.
+keep = {"ws": st.query_params["ws"]} if "ws" in st.query_params else None
 for a in analyses.itertuples(index=False):
     if a.status == "present":
-        where = f" — see the **{a.page}** page" if isinstance(a.page, str) else ""
-        st.markdown(f":green[:material/check_circle:] **{a.title}**{where}")
+        st.markdown(f":green[:material/check_circle:] **{a.title}**")
+        page = nav.page_of(a.name)
+        if page is not None:
+            st.page_link(page.path, label=f"see the {page.title} page", icon=page.icon, query_params=keep)
     elif a.status == "missing":
-        st.markdown(f":orange[:material/radio_button_unchecked:] **{a.title}** — not computed yet:")
+        st.markdown(
+            f":orange[:material/radio_button_unchecked:] **{a.title}** — not in this workspace yet"
+            + (":" if a.command else f" ({a.doc})")
+        )
+        if a.command:
+            st.code(a.command, language="bash")
+    elif a.status == "waiting":
+        st.markdown(
+            f":orange[:material/radio_button_unchecked:] **{a.title}** — not computed yet; it runs after "
+            + ", ".join(f"**{t}**" for t in a.after)
+            + ":"
+        )
         st.code(a.command, language="bash")
+    elif a.status == "skipped":
+        st.markdown(
+            f":orange[:material/error:] **{a.title}** — {a.skipped} unit(s) skipped, not done: "
+            "the next run tries them again once their input is there. The latest reason:"
+        )
+        st.text(a.reason)  # from the workspace's log: shown as text
+        st.code(a.command, language="bash")
+    elif a.status == "needed":
+        continue  # said by the analysis that needs it
+    elif a.status == "no_input":
+        st.markdown(
+            f":grey[:material/block:] **{a.title}** — nothing to compute in this workspace: it needs "
+            + ", ".join(f"**{t}**" for t in a.needs)
+            + (":" if a.command else f" ({a.doc})")
+        )
+        if a.command:
+            st.code(a.command, language="bash")
     else:
         checked = [t for t in a.tables if t in ws.checked]  # not those no page reads (nav.UNREAD)
         data.show_problems(ws, ws.problems(checked), f"{a.title}: its tables have problems")

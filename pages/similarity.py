@@ -50,9 +50,13 @@ c_ds, c_ck = st.columns([1, 2])
 ds = url_selectbox("Dataset", list(datasets["dataset"]), key="sim_ds", param="ds", container=c_ds)
 summary = ws.view(V.trial_summary, dataset=ds).iloc[0]
 if summary["simulated"]:
-    note = ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note")
+    note = str(ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note") or "")
+    title = "Simulated people"
+    if note.lower().startswith(title.lower()):  # the note's own title is not said twice
+        note = note[len(title) :].lstrip(" .:;-")
+        note = note[:1].upper() + note[1:]
     st.warning(
-        "**Simulated people.** "
+        f"**{title}.** "
         + (
             literal(note)
             if note
@@ -254,7 +258,9 @@ else:
         + ("" if pd.isna(r["rt_ms"]) else f" · {r['rt_ms'] / 1000:.1f} s")
     )
     ranks = {}
-    if ckpt is not None:
+    if ckpt is not None and ws.problems(("features",)):  # the checkpoint's choices read its features
+        data.show_problems(ws, ws.problems(("features",)), "features has problems")
+    elif ckpt is not None:
         picks = ws.view(V.model_choices, trial_rows=rows, checkpoint=ckpt)
         ranks = dict(zip(picks["image_id"], picks["rank"]))
     ordinal = {1: "1st", 2: "2nd", 3: "3rd"}
@@ -263,7 +269,7 @@ else:
         if row["role"] == "query":
             return "query"
         c = row["choice"]
-        text = "·" if pd.isna(c) else f"{ordinal.get(int(c), f'{int(c)}th')} choice"
+        text = "not chosen" if pd.isna(c) else f"{ordinal.get(int(c), f'{int(c)}th')} choice"
         if row["image_id"] in ranks and ranks[row["image_id"]] <= 2:
             text += f" · model #{ranks[row['image_id']]}"
         return text

@@ -83,7 +83,7 @@ def similarity_workspace(root: Path, n_trials: int = 1500, **opts) -> Workspace:
     trials and the real similarity analysis run on them (fast options)."""
     import shutil
 
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = make_workspace(root, derived=True)
     # The factory's hand-written similarity tables give way to simulated people's trials.
@@ -97,7 +97,7 @@ def similarity_workspace(root: Path, n_trials: int = 1500, **opts) -> Workspace:
         shutil.rmtree(ws.root / name, ignore_errors=True)
     shutil.rmtree(ws.root / "projections" / "checkpoint_id=psych@toy", ignore_errors=True)
     add_trials(ws, n_trials)
-    registry.run(ws.root, "similarity", {**FAST, **opts}, progress_bars=False)
+    runner.run(ws.root, "similarity", {**FAST, **opts}, progress_bars=False)
     return ws
 
 

@@ -196,6 +196,34 @@ def _embeddings(rel: str, fn):
     return _edit(rel, edit)
 
 
+def _wide(rel: str, n: int, prefix: str = "extra"):
+    """Give one file `n` float columns more (`{prefix}_0`, ...)."""
+
+    def fn(t):
+        col = pa.array([0.0] * t.num_rows)
+        return pa.table({**{c: t[c] for c in t.column_names}, **{f"{prefix}_{i}": col for i in range(n)}})
+
+    return _edit(rel, fn)
+
+
+def png_header(width: int, height: int) -> bytes:
+    """A PNG file that claims `width` x `height` grey pixels and holds one row: PIL opens it
+    (reading the size) without the memory such an image would take."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\x00" * (width + 1)))
+        + chunk(b"IEND", b"")
+    )
+
+
 def _symlink_thumbnail_outside(ws: Workspace) -> None:
     target = _outside(ws, "0005.png")
     shutil.copyfile(ws.root / "thumbnails/toy/0005.png", target)
@@ -593,6 +621,14 @@ MALFORMATIONS: dict[str, Malformation] = {
             IMAGES,
             "expected int",
             _edit(IMAGES, lambda t: _put(t, "width", [str(w) for w in t["width"].to_pylist()], pa.string())),
+        ),
+        _M(
+            "cluster_metrics_too_many_columns",
+            "cluster_metrics",
+            None,
+            CM0,
+            "holds 2,000 columns that are not the table's (at most 16 allowed",
+            _wide(CM0, 2000),
         ),
         _M(
             "cluster_metrics_purity_as_text",
@@ -1079,6 +1115,15 @@ MALFORMATIONS: dict[str, Malformation] = {
             _symlink_folder_outside,
         ),
         _M(
+            "thumbnail_oversized",
+            "images",
+            "thumbnail",
+            IMAGES,
+            "thumbnails/toy/0004.png has 12000 x 12000 = 144,000,000 pixels",
+            lambda ws: _write_bytes(ws.root / "thumbnails/toy/0004.png", png_header(12000, 12000)),
+            deep_only=True,
+        ),
+        _M(
             "thumbnail_not_an_image",
             "images",
             "thumbnail",
@@ -1176,6 +1221,28 @@ MALFORMATIONS: dict[str, Malformation] = {
             "similarity_trials/dataset=toy/part-broken.parquet",
             "not found in images.image_id",
             _similarity("similarity_trials", {**_TRIAL, "query": "toy-9999"}, "part-broken.parquet"),
+        ),
+        _M(
+            "psych_embedding_mu_nan",
+            "psych_embedding",
+            "mu",
+            "psych_embedding/dataset=toy/part-0.parquet",
+            "1 value(s) hold NaN or infinity",
+            _similarity(
+                "psych_embedding",
+                {"member": 0, "image_id": "toy-0000", "mu": [0.0, NAN], "sigma": [0.1, 0.1]},
+            ),
+        ),
+        _M(
+            "psych_embedding_sigma_infinite",
+            "psych_embedding",
+            "sigma",
+            "psych_embedding/dataset=toy/part-0.parquet",
+            "hold NaN or infinity",
+            _similarity(
+                "psych_embedding",
+                {"member": 0, "image_id": "toy-0000", "mu": [0.0, 1.0], "sigma": [INF, 0.1]},
+            ),
         ),
         _M(
             "psych_embedding_negative_member",

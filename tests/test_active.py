@@ -131,7 +131,7 @@ def test_bad_trials_are_refused():
 
 
 def test_convergence_analysis_fits_growing_shares_in_collection_order(factory_copy):
-    from conceptlens.analysis.registry import run
+    from conceptlens.analysis.runner import run
     from conceptlens.workspace import Workspace
 
     opts = {"rounds": 3, "convergence_members": 2, "max_epochs": 15}

@@ -1,5 +1,5 @@
 """The cluster analyses (clustering, cluster_metrics, cluster_captions, projections,
-comparisons) through the registry, on a small synthetic workspace."""
+comparisons) through the runner, on a small synthetic workspace."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptlens import schema
-from conceptlens.analysis import registry
-from conceptlens.analysis.common import factor_matrix
+from conceptlens.analysis import by_name, registered, runner
+from conceptlens.analysis.base import Unit
+from conceptlens.analysis.common import Context, factor_matrix
 from conceptlens.db import WorkspaceDB
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace, WorkspaceError
@@ -37,7 +38,7 @@ def table(ws, name):
 
 
 def analyse(ws, names="all", checkpoint=None, force=False, **opts):
-    return registry.run(ws.root, names, opts, checkpoint=checkpoint, force=force, progress_bars=False)
+    return runner.run(ws.root, names, opts, checkpoint=checkpoint, force=force, progress_bars=False)
 
 
 @pytest.fixture(scope="module")
@@ -135,13 +136,13 @@ def test_a_copied_or_renamed_workspace_stays_analysed(analysed, tmp_path):
 
     ws, _ = analysed
     copy = Path(shutil.copytree(ws.root, tmp_path / "another-name" / "elsewhere"))
-    assert not any(registry.missing(copy).values())
+    assert not any(runner.missing(copy).values())
     f = ws.files("images")
     assert files_signature(f) == files_signature(Workspace(copy).files("images"))
     clusters = Workspace(copy).partition_files("clusters", checkpoint_id="toy-ckpt0", k=12)
     t = pq.read_table(clusters[0])
     pq.write_table(t.slice(1), clusters[0])
-    assert registry.missing(copy, ["cluster_metrics"])["cluster_metrics"] == ["checkpoint_id=toy-ckpt0/k=12"]
+    assert runner.missing(copy, ["cluster_metrics"])["cluster_metrics"] == ["checkpoint_id=toy-ckpt0/k=12"]
 
 
 def test_resume_skips_done_and_force_recomputes(analysed):
@@ -152,7 +153,7 @@ def test_resume_skips_done_and_force_recomputes(analysed):
     analyse(ws, k=[12])
     assert {p: p.stat().st_mtime_ns for p in files} == files, "a rerun must not rewrite done units"
     analyse(ws, ["clustering", "cluster_metrics"], checkpoint="toy-ckpt1", k=[5])
-    assert registry.missing(ws.root)["comparisons"] == ["dataset=toy"]
+    assert runner.missing(ws.root)["comparisons"] == ["dataset=toy"]
     analyse(ws, "comparisons")
     cm = table(ws, "checkpoint_metrics")
     assert set(zip(cm["checkpoint_id"], cm["k"])) == {
@@ -177,9 +178,9 @@ def test_reclustering_makes_metrics_and_comparisons_stale(tmp_path):
     """A clustering recomputed with another seed invalidates what was measured on it."""
     ws = make_workspace(tmp_path / "w", n=120)
     analyse(ws, ["cluster_metrics", "comparisons"], k=[6])
-    assert not any(registry.missing(ws.root, ["comparisons"]).values())
+    assert not any(runner.missing(ws.root, ["comparisons"]).values())
     analyse(ws, "clustering", checkpoint="toy-ckpt2", force=True, seed=7, k=[6])
-    todo = registry.missing(ws.root, ["comparisons"])
+    todo = runner.missing(ws.root, ["comparisons"])
     assert todo["cluster_metrics"] == ["checkpoint_id=toy-ckpt2/k=6"]
     assert todo["comparisons"] == ["dataset=toy"]
 
@@ -250,22 +251,19 @@ def test_checkpoint_annotator_and_errors(tmp_path):
         analyse(ws, "clustering", n_clusters=5)
     ws.remove_partition("features", checkpoint_id="toy-ckpt2")
     # A checkpoint without features has nothing to cluster (validate reports the gap).
-    assert (
-        registry.BY_NAME["clustering"].units(registry.Context(ws), {"k": [7], "_checkpoint": "toy-ckpt2"})
-        == []
-    )
+    assert by_name()["clustering"].units(Context(ws), {"k": [7], "_checkpoint": "toy-ckpt2"}) == []
 
 
 def test_dependency_order_and_unknown_analysis():
-    names = [a.name for a in registry.in_order(["comparisons"])]
+    names = [a.name for a in runner.in_order(["comparisons"])]
     assert names == ["clustering", "cluster_metrics", "comparisons"]
-    assert [a.name for a in registry.in_order(["cluster_captions"])] == ["clustering", "cluster_captions"]
+    assert [a.name for a in runner.in_order(["cluster_captions"])] == ["clustering", "cluster_captions"]
     with pytest.raises(ValueError, match="unknown analysis 'nope'"):
-        registry.in_order(["nope"])
+        runner.in_order(["nope"])
     # Every table an analysis writes is in the schema. Two analyses share a table only when it
     # is partitioned, so their units write different files (similarity's UMAP of people's
     # embedding is its own `projections` partition, checkpoint_id=psych@DATASET).
-    written = [t for a in registry.ANALYSES for t in a.writes]
+    written = [t for a in registered() for t in a.writes]
     assert set(written) <= set(schema.TABLES_BY_NAME)
     shared = {t for t in written if written.count(t) > 1}
     assert shared <= {"projections"}, shared
@@ -389,8 +387,18 @@ def test_cli_runs(tmp_path, capsys):
     assert main(["analyze", "all", "--workspace", str(ws.root), "--checkpoint", "zz"]) == 1
     err = capsys.readouterr().err
     assert "checkpoint 'zz' is not in checkpoints.parquet" in err and "Traceback" not in err
-    assert main(["analyze", "clustering", "--workspace", str(ws.root), "--k", "1"]) == 1
-    assert "--k must be at least 2" in capsys.readouterr().err
+    # Checked when the arguments are parsed, before anything runs (argparse exits with 2).
+    for args, why in (
+        (["--k", "1"], "argument --k: must be at least 2, got 1"),
+        (["--kmeans", "fast"], "argument --kmeans: must be one of auto, faiss, sklearn, got 'fast'"),
+        (["--n-init", "many"], "argument --n-init: not a valid int: 'many'"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(["analyze", "clustering", "--workspace", str(ws.root), *args])
+        assert stop.value.code == 2 and why in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["analyze", "concepts", "--workspace", str(ws.root), "--niche-beta", "1.5"])
+    assert "argument --niche-beta: must be at most 1, got 1.5" in capsys.readouterr().err
 
 
 def test_demo_analysis_stage(tmp_path):
@@ -413,7 +421,7 @@ def test_demo_numbers_are_what_the_code_computes(demo_copy):
         name: ws.read(name, checkpoint_id=cid, k=k).to_pandas()
         for name in ("clusters", "cluster_metrics", "checkpoint_metrics")
     }
-    registry.run(
+    runner.run(
         ws.root,
         ["clustering", "cluster_metrics"],
         {"k": [k]},
@@ -441,7 +449,7 @@ def test_concept_models_are_clustered_only_when_named(tmp_path):
     from tests.concepts_factory import concept_workspace
 
     ws = concept_workspace(tmp_path / "w", n=120, levels=(0.0,))
-    todo = registry.missing(ws.root, ["clustering", "projections"])
+    todo = runner.missing(ws.root, ["clustering", "projections"])
     vision = {"checkpoint_id=vision-toy-d0.00-s0"}
     assert {u.split("/")[0] for u in todo["clustering"]} == vision
     assert {u.split("/")[0] for u in todo["projections"]} == vision
@@ -454,7 +462,7 @@ def test_a_dataset_restricts_every_unit_to_its_own(demo_copy):
     units of other datasets and checkpoint units of their checkpoints are left alone."""
     ws = Workspace(demo_copy)
     before = len(ws.read("analysis_runs", analysis="comparisons").to_pandas())
-    registry.run(
+    runner.run(
         demo_copy,
         ["comparisons"],
         {},
@@ -467,9 +475,9 @@ def test_a_dataset_restricts_every_unit_to_its_own(demo_copy):
     assert list(runs["unit"]) == ["dataset=digits"]
     ck = ws.read("checkpoints").to_pandas()
     digits = set(ck.loc[ck["dataset"] == "digits", "checkpoint_id"])
-    units = registry.Unit
-    ctx = registry.Context(ws, progress=False)
-    assert registry._dataset_of(ctx, units({"checkpoint_id": sorted(digits)[0], "k": 42})) == "digits"
-    assert registry._dataset_of(ctx, units({"dataset": "shapes"})) == "shapes"
+    units = Unit
+    ctx = Context(ws, progress=False)
+    assert runner.dataset_of(ctx, units({"checkpoint_id": sorted(digits)[0], "k": 42})) == "digits"
+    assert runner.dataset_of(ctx, units({"dataset": "shapes"})) == "shapes"
     with pytest.raises(WorkspaceError, match="'nowhere' has no images"):
-        registry.run(demo_copy, ["comparisons"], {}, dataset="nowhere", progress_bars=False)
+        runner.run(demo_copy, ["comparisons"], {}, dataset="nowhere", progress_bars=False)

@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow.dataset as pads
 import pytest
 
-from conceptlens.analysis import engines, registry
+from conceptlens.analysis import by_name, engines, runner
+from conceptlens.analysis.base import Unit
 from conceptlens.errors import ConceptLensError
 from conceptlens.workspace import Workspace
 from tests.conftest import copy_ws
@@ -65,7 +66,7 @@ def _mtimes(root, name) -> dict:
 
 def _analyze(root, **kw):
     for name, opts in (("clustering", {"k": KS}), ("cluster_metrics", {})):
-        registry.run(root, name, opts, progress_bars=False, with_dependencies=False, **kw)
+        runner.run(root, name, opts, progress_bars=False, with_dependencies=False, **kw)
 
 
 @pytest.mark.slow
@@ -81,7 +82,7 @@ def test_ray_writes_the_tables_of_the_local_engine_and_skips_done_units(base, tm
     assert _runs(on_ray, "cluster_metrics") == units
     # Another seed moves these clusters: a task given the wrong seed would be caught above.
     other = copy_ws(base, tmp_path / "seed1")
-    registry.run(other, "clustering", {"k": [7], "seed": 1}, checkpoint="ck2", progress_bars=False)
+    runner.run(other, "clustering", {"k": [7], "seed": 1}, checkpoint="ck2", progress_bars=False)
     part = {"checkpoint_id": "ck2", "k": 7}
     assert not Workspace(other).read("clusters", **part).equals(Workspace(on_ray).read("clusters", **part))
 
@@ -94,7 +95,7 @@ def test_ray_writes_the_tables_of_the_local_engine_and_skips_done_units(base, tm
     for f in gone.iterdir():
         f.unlink()
     gone.rmdir()
-    registry.run(on_ray, "clustering", {"k": KS}, progress_bars=False, engine="ray")
+    runner.run(on_ray, "clustering", {"k": KS}, progress_bars=False, engine="ray")
     assert _runs(on_ray, "clustering") == sorted(units + ["checkpoint_id=ck1/k=7"])
     after = _mtimes(on_ray, "clusters")
     assert {p: t for p, t in after.items() if gone not in p.parents} == {
@@ -134,10 +135,10 @@ def test_an_error_names_its_unit_and_the_other_units_complete(base, tmp_path, ra
 def test_a_task_reports_each_unit_and_goes_on_after_an_error(base, tmp_path):
     """run_group is a Ray task's body; called here in-process."""
     root = copy_ws(base, tmp_path / "ws")
-    a = registry.BY_NAME["clustering"]
+    a = by_name()["clustering"]
     opts = {**a.option_defaults(), "k": [3], "_checkpoint": None, "_force": False}
-    bad = registry.Unit({"checkpoint_id": "ck0", "k": 700}, "ck0")  # more clusters than images
-    good = registry.Unit({"checkpoint_id": "ck0", "k": 3}, "ck0")
+    bad = Unit({"checkpoint_id": "ck0", "k": 700}, "ck0")  # more clusters than images
+    good = Unit({"checkpoint_id": "ck0", "k": 3}, "ck0")
     out = list(engines.run_group(str(root), "clustering", [bad, good], opts))
     assert [r.unit for r in out] == [bad, good]
     assert out[0].error.startswith("ValueError: k=700") and "Traceback" in out[0].trace
@@ -146,7 +147,7 @@ def test_a_task_reports_each_unit_and_goes_on_after_an_error(base, tmp_path):
 
 
 def test_units_of_one_checkpoint_share_a_task():
-    u = registry.Unit
+    u = Unit
     units = [
         u({"checkpoint_id": "a", "k": 2}, "a"),
         u({"checkpoint_id": "b", "k": 2}, "b"),
@@ -168,10 +169,10 @@ def test_unit_threads_limits_openmp_and_blas():
 
 def test_engine_options_are_checked(base):
     with pytest.raises(ValueError, match="--engine"):
-        registry.run(base, "clustering", engine="dask", progress_bars=False)
+        runner.run(base, "clustering", engine="dask", progress_bars=False)
     with pytest.raises(ValueError, match="--workers .*--engine ray"):
-        registry.run(base, "clustering", workers=2, progress_bars=False)
+        runner.run(base, "clustering", workers=2, progress_bars=False)
     with pytest.raises(ValueError, match="--threads must be at least 1"):
-        registry.run(base, "clustering", engine="ray", threads=0, progress_bars=False)
+        runner.run(base, "clustering", engine="ray", threads=0, progress_bars=False)
     with pytest.raises(ConceptLensError, match="checkpoint 'nope'"):
-        registry.run(base, "clustering", engine="ray", checkpoint="nope", progress_bars=False)
+        runner.run(base, "clustering", engine="ray", checkpoint="nope", progress_bars=False)

@@ -7,17 +7,21 @@ Streamlit's legacy `pages/` mode would run outside app.py (components/frame.py).
 import ast
 import os
 import re
+import shutil
 import sys
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import streamlit as st
 from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from components import nav
-from conceptlens import schema, views
-from conceptlens.db import WorkspaceDB
+from components.cluster_tables import DASH
+from conceptlens import analyses, schema, views
+from conceptlens.db import WorkspaceDB, read_log
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
 from tests.conftest import ROOT, copy_ws
@@ -180,7 +184,7 @@ def test_home_lists_datasets_checkpoints_analyses_and_images(monkeypatch, factor
     md = " ".join(m.value for m in at.markdown)
     assert ":green[:material/check_circle:] **Class-level captions" in md
     # The factory has ground-truth captions only: captioning is missing, with its command.
-    assert "Image captions from a captioning model** — not computed yet" in md
+    assert "Image captions from a captioning model** — not in this workspace yet" in md
     assert f"conceptlens caption --workspace {factory_template} --dataset toy --captioner SPEC" in [
         c.value for c in at.code
     ]
@@ -188,6 +192,106 @@ def test_home_lists_datasets_checkpoints_analyses_and_images(monkeypatch, factor
     grid = at.get("image")[0].proto.imgs
     assert len(grid) == 40
     assert all(not im.url.startswith("data:") for im in grid)  # served by the media endpoint
+
+
+def page_links(at) -> list[tuple[str, str]]:
+    """(label, page URL path) of every page link."""
+    return [(e.proto.label, e.proto.page) for e in at.get("page_link")]
+
+
+def test_home_links_each_analysis_to_the_page_that_shows_it(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template)
+    assert_clean(at)
+    links = page_links(at)
+    # The factory holds every step but image captions: one link per step present, to the
+    # page whose spec names it (the registry once said page="concepts": "the **concepts** page").
+    shown = [s for s in analyses.steps() if s.name != "image_captions"]
+    assert len(links) == len(shown)
+    for step, (label, page) in zip(shown, links):
+        spec = nav.page_of(step.name)
+        assert (label, page) == (f"see the {spec.title} page", spec.name), step.name
+    assert ("see the Concepts page", "concepts") in links
+
+
+def without(root, *tables):
+    for t in tables:
+        path = root / schema.TABLES_BY_NAME[t].path
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def test_home_says_what_input_an_analysis_without_units_needs(monkeypatch, factory_copy):
+    """No similarity judgments: `analyze similarity` would compute nothing, so Home says what
+    to import instead; convergence, which runs after it, needs them too."""
+    without(factory_copy, "similarity_trials", "psych_embedding", "similarity_fit", "human_alignment")
+    shutil.rmtree(factory_copy / "projections" / "checkpoint_id=psych@toy")  # the embedding's own
+    without(factory_copy, "similarity_convergence", "vl_models", "compmap_scores")
+    at = open_app(monkeypatch, factory_copy)
+    assert_clean(at)
+    md = plain(at.markdown)
+    codes = [c.value for c in at.code]
+    title = "Psychological embedding of similarity judgments and each checkpoint's agreement with people"
+    assert (
+        f"**{title}** — nothing to compute in this workspace: it needs **Similarity judgments of people**:"
+        in md
+    )
+    assert "nothing to compute in this workspace: it needs **Primitive concepts of the classes and a" in md
+    assert (
+        codes.count(f"conceptlens import hsj --workspace {factory_copy} SOURCE --dataset toy") == 2
+    )  # similarity, convergence
+    assert f"conceptlens import cub --workspace {factory_copy} path/to/CUB_200_2011" in codes
+    assert not [
+        c for c in codes if "analyze similarity" in c or "analyze convergence" in c or "analyze compmap" in c
+    ]
+    assert "Similarity judgments of people** — not in" not in md  # said once, where it is needed
+
+
+def test_home_shows_skipped_units_as_skipped_with_their_reason_not_done(monkeypatch, factory_copy):
+    """Captions skipped for a missing input (issue 28: Home ticked them as done): the step is
+    not ticked, says how many units were skipped and why (as text), and gives the command
+    that tries them again."""
+    from conceptlens.analysis import runner
+
+    ws = Workspace(factory_copy)
+    ws.write("captions", ws.read("captions").slice(0, 0))  # no caption for any image
+    runner.run(factory_copy, "cluster_captions", {"describability": False}, force=True, progress_bars=False)
+    assert runner.skipped(factory_copy)["cluster_captions"]
+    at = open_app(monkeypatch, factory_copy)
+    assert_clean(at)
+    md = plain(at.markdown)
+    assert ":green[:material/check_circle:] **Class-level captions" not in md
+    assert "**Class-level captions" in md and "unit(s) skipped, not done" in md
+    assert any("has no caption" in t.value for t in at.text), [t.value for t in at.text]
+    assert f"conceptlens analyze cluster_captions --workspace {factory_copy}" in [c.value for c in at.code]
+
+
+def test_home_runs_what_an_analysis_waits_for_first(monkeypatch, factory_copy):
+    """No clusters: cluster metrics and comparisons have nothing to compute until clustering
+    has run; their commands run what they wait for first, in order."""
+    without(factory_copy, "clusters", "cluster_metrics", "checkpoint_metrics", "clid_scores")
+    at = open_app(monkeypatch, factory_copy)
+    assert not at.exception, [e.message for e in at.exception]
+    codes = [c.value for c in at.code]
+    run = [
+        f"conceptlens analyze {a} --workspace {factory_copy}"
+        for a in ("clustering", "cluster_metrics", "comparisons")
+    ]
+    assert run[0] in codes and "\n".join(run[:2]) in codes and "\n".join(run) in codes
+    assert "Purity, 2AFC coherence" in plain(at.markdown)
+
+
+def test_home_shows_missing_values_as_an_em_dash(monkeypatch, factory_copy):
+    from tests.test_app_checkpoints import rewrite
+
+    rewrite(
+        factory_copy,
+        "checkpoints.parquet",
+        lambda df: df.assign(epoch=df["epoch"].astype("Int64").where(df["checkpoint_id"] != "ck1")),
+    )
+    at = open_app(monkeypatch, factory_copy)
+    assert_clean(at)
+    t = at.dataframe[1]
+    assert pd.isna(t.value.set_index("checkpoint_id").loc["ck1", "epoch"]) and t.proto.placeholder == DASH
+    assert at.dataframe[0].proto.placeholder == DASH
 
 
 def test_home_lists_factor_columns_with_any_name(monkeypatch, factory_copy):
@@ -261,12 +365,33 @@ SAMPLE = [
 ]
 
 
+_VIEW_READS: dict[tuple[str, str], set[str]] = {}
+
+
+def view_reads(monkeypatch, root, spec) -> set[str]:
+    """The tables `spec`'s page reads when a link opens it on `root` (which must stay as it
+    is: recorded once per session), among those its spec declares (tests/test_page_tables.py)."""
+    key = (str(root), spec.name)
+    if key not in _VIEW_READS:
+        st.cache_data.clear()  # a cached view runs no query
+        st.cache_resource.clear()
+        with read_log() as reads:
+            assert_clean(open_app(monkeypatch, root, spec.path))
+        _VIEW_READS[key] = reads & set(spec.tables)
+    return _VIEW_READS[key]
+
+
 @pytest.mark.parametrize("name", SAMPLE)
 @pytest.mark.parametrize("spec", nav.PAGES, ids=lambda s: s.name)
 def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, factory_copy, spec, name):
     """A page shows the problem of a table it reads (file, table, column) without a
     traceback, and renders normally next to a broken table it does not read."""
     m = MALFORMATIONS[name]
+    # Home reports every table of its spec (each step present, missing or broken) without
+    # reading them; another page, the tables its view reads; problems of the base tables
+    # stop every page.
+    reads = set(spec.tables) if spec.default else view_reads(monkeypatch, factory_template, spec)
+    reads |= set(nav.BASE_TABLES)
     m.apply(Workspace(factory_copy))
     # Problems validate reports whatever tables are asked for make every page unreadable.
     blocking = bool(validate(factory_copy, deep=False, tables=()))
@@ -275,9 +400,26 @@ def test_page_names_the_broken_table_or_renders(monkeypatch, factory_template, f
     assert not at.exception, [e.message for e in at.exception]
     if not complete and not blocking and at.code and not at.error:
         return  # the page stopped at a missing table, before it reads the broken one
-    if (m.table in spec.tables or blocking) and not m.deep_only:
+    # Its spec declares more than this view reads (the Clusters page reads captions and
+    # features when an image is open): the problems of those are shown where they are read.
+    if (m.table in reads or blocking) and not m.deep_only:
         shown = plain(at.error)
         assert m.file in shown and f"table {m.table}" in shown, shown
         assert m.column is None or f"column {m.column}" in shown, shown
     else:
         assert_renders(at, spec, factory_copy)
+
+
+@pytest.mark.parametrize("name", ["captions_truncated", "features_embedding_float64"])
+def test_clusters_names_broken_captions_and_features_where_an_image_reads_them(
+    monkeypatch, factory_copy, name
+):
+    m = MALFORMATIONS[name]
+    m.apply(Workspace(factory_copy))
+    image = pq.read_table(factory_copy / "clusters/checkpoint_id=ck0/k=4/part-0.parquet")["image_id"][0]
+    at = open_app(
+        monkeypatch, factory_copy, "pages/clusters.py", query={"ckpt": "ck0", "k": "4", "img": str(image)}
+    )
+    assert not at.exception, [e.message for e in at.exception]
+    shown = plain(at.sidebar.error)
+    assert m.file in shown and f"table {m.table}" in shown, shown

@@ -80,7 +80,7 @@ def test_every_choice_round_trips_through_the_url(monkeypatch, factory_template)
     assert list(table_with(at, "knn_acc").value["checkpoint_id"]) == ["ck0", "ck1", "ck2"]
     # ... CL against epoch, and both UMAPs coloured by label.
     (epoch,) = [f for f in figures(at) if f.layout.xaxis.title.text == "epoch"]
-    assert epoch.layout.yaxis.title.text == "CL"
+    assert epoch.layout.yaxis.title.text.startswith("CL")  # "(axis from ...)" where not from 0
     umaps = [f for f in figures(at) if f.data and f.data[0].type == "scattergl"]
     assert len(umaps) == 2 and all({t.name for t in f.data} == {"red", "green", "blue"} for f in umaps)
 
@@ -244,9 +244,67 @@ def test_a_pairs_links_counted_from_clusters_are_the_stored_contingency(factory_
 def test_a_choice_that_stops_the_page_still_reaches_the_url(monkeypatch, factory_template):
     # A = B stops the page early (st.stop): its URL change must still be sent.
     at = open_app(
-        monkeypatch, factory_template, CHECKPOINTS, query={"ds": "toy", "k": "4", "a": "ck2", "b": "ck0"}
+        monkeypatch, factory_template, CHECKPOINTS, query={"ds": "toy", "k": "4", "a": "ck2", "b": "ck1"}
     )
-    at.selectbox(key="ckpts_a").set_value("ck0").run()
+    at.selectbox(key="ckpts_a").set_value("ck1").run()
     assert_clean(at)
     assert any("two different checkpoints" in i.value for i in at.info)
-    assert query(at)["a"] == "ck0"
+    assert query(at)["a"] == "ck1"
+
+
+@pytest.fixture(scope="module")
+def one_checkpoint(tmp_path_factory):
+    """The factory workspace with a single checkpoint (ck0)."""
+    from tests.factory import make_workspace
+
+    root = tmp_path_factory.mktemp("one") / "ws"
+    make_workspace(root, n_checkpoints=1, derived=True)
+    return root
+
+
+def test_one_checkpoint_says_what_is_needed_instead_of_empty_plots(monkeypatch, one_checkpoint):
+    at = open_app(monkeypatch, one_checkpoint, CHECKPOINTS)
+    assert_clean(at)
+    assert at.selectbox(key="ckpts_a").value == at.selectbox(key="ckpts_b").value == "ck0"
+    info = plain(at.info)
+    # No empty correlation plot, no table of dashes: what is missing, in words.
+    assert "No correlation with kNN accuracy yet" in info and "has 1 at k = 4" in info
+    assert not [d for d in at.dataframe if "Pearson r" in d.value.columns or "pearson" in d.value.columns]
+    assert "Add a second checkpoint to compare" in info
+    assert not [
+        f for f in figures(at) if f.layout.xaxis.title.text and "correlation" in f.layout.xaxis.title.text
+    ]
+    # CL vs ID: one point, one colour, no colour bar spanning a range around one value.
+    (clid,) = [f for f in figures(at) if f.layout.xaxis.title.text == "intrinsic dimension (ID)"]
+    assert clid.data[0].marker.showscale is False
+    # Defaults are not written into the link.
+    assert not {"ds", "k", "a", "b"} & set(query(at))
+
+
+def test_b_defaults_to_another_checkpoint_than_a(monkeypatch, factory_template):
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS)
+    assert_clean(at)
+    a, b = at.selectbox(key="ckpts_a").value, at.selectbox(key="ckpts_b").value
+    assert a != b
+    # A link that picks B's default as A: B is then another one, not A again.
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"a": b})
+    assert_clean(at)
+    assert at.selectbox(key="ckpts_a").value == b and at.selectbox(key="ckpts_b").value != b
+
+
+def test_a_choice_equal_to_its_default_is_left_out_of_the_link(monkeypatch, factory_template):
+    """docs/dashboard.md: values equal to their default are left out of the link."""
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS)
+    assert_clean(at)
+    assert query(at) == {}
+    order = [o.split(" ")[0] for o in at.selectbox(key="ckpts_b").options]  # "ck0 (run · epoch 3)"
+    default_b = at.selectbox(key="ckpts_b").value
+    other = next(o for o in order if o not in (default_b, at.selectbox(key="ckpts_a").value))
+    at.selectbox(key="ckpts_b").set_value(other).run()
+    assert query(at) == {"b": other}
+    at.selectbox(key="ckpts_b").set_value(default_b).run()
+    assert query(at) == {}
+    # A link that names a default keeps it: the reader's link is not rewritten.
+    at = open_app(monkeypatch, factory_template, CHECKPOINTS, query={"k": "4"})
+    assert_clean(at)
+    assert query(at) == {"k": "4"}

@@ -20,10 +20,10 @@ PAGE = "pages/concepts.py"
 
 @pytest.fixture(scope="module")
 def cws(tmp_path_factory):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path_factory.mktemp("cqa") / "ws", n=300)
-    registry.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
+    runner.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
     return ws.root
 
 
@@ -100,7 +100,9 @@ def test_choosing_another_method_updates_the_url_and_the_scores(monkeypatch, cws
     before = next(x for x in at.metric if x.label == "OIS").value
     select(at, "Method").select("swapped").run()
     assert_clean(at)
-    assert at.query_params["method"] == "swapped" and at.query_params["seed"] == "swapped-toy-d0.00-s0"
+    # The method's first seed is its default: left out of the link.
+    assert at.query_params["method"] == "swapped" and "seed" not in at.query_params
+    assert select(at, "Seed").value == "swapped-toy-d0.00-s0"
     assert next(x for x in at.metric if x.label == "OIS").value != before
     at.slider[0].set_value(0.5).run()
     assert at.query_params["beta"] == "0.5"

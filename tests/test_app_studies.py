@@ -343,13 +343,13 @@ def test_next_round_from_the_page(monkeypatch, store, factory_copy):
 
 
 def test_next_round_failure_is_shown_not_raised(monkeypatch, store, factory_copy):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
     from conceptlens.workspace import WorkspaceError
 
     def broken(*args, **kwargs):
         raise WorkspaceError("similarity_trials/dataset=toy: cannot fit <b>here</b>")
 
-    monkeypatch.setattr(registry, "run", broken)
+    monkeypatch.setattr(runner, "run", broken)
     sid, _, _ = create(store, factory_copy, "similarity", study_id="round0", tasks=12)
     at = clean(app(monkeypatch, factory_copy, "pages/studies.py", {"sid": sid}))
     at.button(key="st_next").click().run()

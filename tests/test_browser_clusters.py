@@ -334,7 +334,9 @@ def test_nothing_is_fetched_from_outside_the_server(browser, app_url):
 
 # ---- Checkpoints ----------------------------------------------------------------------------
 def test_checkpoints_deep_link_and_flows(browser, app_url):
-    q = {"ds": "toy", "k": "4", "a": "ck2", "b": "ck0"}
+    # The toy pair has no significant split or merge (the default flows): its one-to-one
+    # matches are drawn with significant flows.
+    q = {"ds": "toy", "k": "4", "a": "ck2", "b": "ck0", "flows": "significant flows"}
     page = open_page(browser, link(app_url, "checkpoints", **q), "checkpoints-deep-link")
     assert {k: query_of(page)[k] for k in q} == q
     main = page.get_by_test_id("stMain")
@@ -366,3 +368,35 @@ def test_the_server_logs_no_stack_trace(browser, app_url):
     open_page(browser, link(app_url, "clusters"), "clusters-server-log", SHORT).close()
     log = server_log(app_url)
     assert "Session State API" not in log and "Stack (most recent call last)" not in log, log[-2000:]
+
+
+@pytest.fixture(scope="module")
+def hostile_url(factory_template, tmp_path_factory):
+    from tests.test_text_literal import make_hostile
+
+    with serve(make_hostile(factory_template, tmp_path_factory.mktemp("browser-hostile") / "ws")) as url:
+        yield url
+
+
+def test_workspace_text_makes_no_link_or_markup(browser, hostile_url):
+    """Label names, captions and checkpoint runs holding Markdown and HTML (issue 24) are
+    shown as their text: no link, no bold, in the page or in its figures."""
+    page = open_page(
+        browser,
+        link(hostile_url, "clusters", ckpt="ck0", img="toy-0000", color="label_name"),
+        "clusters-hostile",
+        SHORT,
+    )
+    page.get_by_test_id("stSidebar").get_by_text("Nearest in ck0").wait_for()
+    chart(page, "UMAP 1").scroll_into_view_if_needed()
+    wait_for_script(page)
+    screenshot(page, "clusters-hostile")
+    assert page.locator('a[href^="http://x"]').count() == 0
+    assert page.locator("strong", has_text="bold").count() == 0
+    assert page.locator("b", has_text="x").count() == 0
+    # Plotly's <b> (an untitled chart's title is an empty bold one: not text)
+    bold = page.locator('svg tspan[style*="bold"]').all_text_contents()
+    assert not [t for t in bold if t and t.strip()], bold
+    text = page.locator("body").inner_text()
+    assert "[click me](http://x) red" in text and "**bold** green" in text
+    page.close()

@@ -22,11 +22,11 @@ VIEW = {"width": 1400, "height": 3000}
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
     from tests.concepts_factory import concept_workspace
 
     ws = concept_workspace(tmp_path_factory.mktemp("cqb") / "ws", n=300)
-    registry.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
+    runner.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
     with serve(ws.root) as url:
         yield url
 

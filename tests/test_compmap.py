@@ -180,13 +180,13 @@ def test_activations_match_a_direct_open_clip_computation(ws, tmp_path):
     import open_clip
     import torch
 
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
     from conceptlens.vl import OPENAI_MEAN, OPENAI_STD
 
     w = Workspace(ws)
     _tiny_vl(w, tmp_path)
     images = _with_primitives(w)
-    registry.run(ws, "compmap", {"episodes": 3, "ways": [2], "shots": [1], "queries": 1}, progress_bars=False)
+    runner.run(ws, "compmap", {"episodes": 3, "ways": [2], "shots": [1], "queries": 1}, progress_bars=False)
     got = w.read("compmap_activations", vl_model="vl-tiny").to_pandas()
     prims = w.read("primitives", dataset="shapes").to_pandas().sort_values("position")
 
@@ -230,7 +230,7 @@ def test_activations_match_a_direct_open_clip_computation(ws, tmp_path):
 def test_open_clip_spec_gives_the_same_activations(ws, tmp_path):
     """`open_clip:CONFIG.json` with the row's weights file (open_clip's own preprocessing and
     tokenizer) scores like the shipped-model path (`vl.VLModel`)."""
-    from conceptlens.analysis import registry  # noqa: F401  (first: the analyses import it)
+    from conceptlens.analysis import runner  # noqa: F401  (first: the analyses import it)
     from conceptlens.analysis.common import Context
     from conceptlens.analysis.compmap import compute_activations, load_vl
 
@@ -297,7 +297,7 @@ def test_activations_of_a_hugging_face_clip(ws):
     import transformers as T
 
     from conceptlens import schema
-    from conceptlens.analysis import registry  # noqa: F401  (first: the analyses import it)
+    from conceptlens.analysis import runner  # noqa: F401  (first: the analyses import it)
     from conceptlens.analysis.common import Context
     from conceptlens.analysis.compmap import compute_activations, load_vl
 
@@ -371,10 +371,7 @@ def perfect_ws(tmp_path_factory):
     import pyarrow as pa
 
     from conceptlens import schema
-    from conceptlens.analysis import (
-        compmap,
-        registry,  # first: the analyses import the registry
-    )
+    from conceptlens.analysis import compmap, runner
     from tests.factory import shapes_workspace
 
     w = shapes_workspace(tmp_path_factory.mktemp("cm") / "ws", n=300)
@@ -398,7 +395,7 @@ def perfect_ws(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(compmap, "load_vl", lambda ws, row: PerfectVL(ws))
     try:
-        registry.run(
+        runner.run(
             w.root,
             "compmap",
             {"episodes": 20, "ways": [3], "shots": [1, 2], "queries": 2},
@@ -430,20 +427,20 @@ def test_analysis_end_to_end_with_right_primitives(perfect_ws):
     assert set(red_star.primitive) == {"color:red", "shape:star"}
     assert validate(w.root) == [], format_problems(validate(w.root))
     # A second run has nothing to do; the run is logged.
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
-    assert registry.missing(w.root, ["compmap"]) == {"compmap": []}
+    assert runner.missing(w.root, ["compmap"]) == {"compmap": []}
 
 
 def test_analysis_errors_name_the_table(perfect_ws, tmp_path):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     root = shutil.copytree(perfect_ws.root, tmp_path / "ws")
     with pytest.raises(Exception, match="no VL model 'nope'.*available: vl-perfect"):
-        registry.run(root, "compmap", {"vl": ["nope"]}, progress_bars=False)
+        runner.run(root, "compmap", {"vl": ["nope"]}, progress_bars=False)
     shutil.rmtree(root / "label_primitives")
     with pytest.raises(Exception, match="label_primitives"):
-        registry.run(root, "compmap", {"vl": ["vl-perfect"]}, force=True, progress_bars=False)
+        runner.run(root, "compmap", {"vl": ["vl-perfect"]}, force=True, progress_bars=False)
 
 
 # ---- importers ---------------------------------------------------------------------------------

@@ -212,10 +212,10 @@ def test_area_over_beta_and_intervals():
 # ---- the analysis end to end --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path_factory.mktemp("cq") / "ws")
-    registry.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
+    runner.run(ws.root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
     return ws
 
 
@@ -277,16 +277,16 @@ def test_niche_size_falls_with_beta(analysed):
 def test_units_done_are_skipped_and_changed_options_recompute(analysed, tmp_path):
     import shutil
 
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     root = shutil.copytree(analysed.root, tmp_path / "ws")
     ws = Workspace(root)
     done = ws.table_path("concept_scores", checkpoint_id="vae-toy-d0.00-s0")
     before = done.stat().st_mtime_ns
-    registry.run(root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
+    runner.run(root, "concepts", {"concept_seeds": 2}, progress_bars=False, with_dependencies=False)
     assert done.stat().st_mtime_ns == before, "a unit already done was computed again"
     # Another beta is another analysis: only the checkpoint asked for is recomputed.
-    registry.run(
+    runner.run(
         root,
         "concepts",
         {"concept_seeds": 2, "niche_beta": 0.3},
@@ -302,11 +302,11 @@ def test_units_done_are_skipped_and_changed_options_recompute(analysed, tmp_path
 def test_analysis_is_deterministic(analysed, tmp_path):
     import shutil
 
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     root = shutil.copytree(analysed.root, tmp_path / "ws")
     cid = "vision-toy-d0.75-s0"
-    registry.run(
+    runner.run(
         root,
         "concepts",
         {"concept_seeds": 2},
@@ -337,7 +337,7 @@ def _edit_checkpoints(ws: Workspace, cid: str, **values) -> None:
 
 
 def test_declared_concepts_must_fit_the_features(tmp_path):
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path / "ws", n=90, levels=(0.0,))
     _edit_checkpoints(ws, "vae-toy-d0.00-s0", concept_dim=2)
@@ -345,7 +345,7 @@ def test_declared_concepts_must_fit_the_features(tmp_path):
         WorkspaceError,
         match=r"checkpoints.parquet: checkpoint 'vae-toy-d0.00-s0' declares 6 concepts x concept_dim 2",
     ):
-        registry.run(
+        runner.run(
             ws.root,
             "concepts",
             {"concept_seeds": 1},
@@ -357,7 +357,7 @@ def test_declared_concepts_must_fit_the_features(tmp_path):
 
 def test_a_concept_with_one_value_is_named(tmp_path):
     from conceptlens import schema
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
 
     ws = concept_workspace(tmp_path / "ws", n=90, levels=(0.0,))
     t = ws.read("concept_labels").to_pandas()
@@ -369,7 +369,7 @@ def test_a_concept_with_one_value_is_named(tmp_path):
     with pytest.raises(
         WorkspaceError, match=r"concept_labels.parquet: concept\(s\) \['z1_pos'\].*single value"
     ):
-        registry.run(ws.root, "concepts", {"concept_seeds": 1}, progress_bars=False, with_dependencies=False)
+        runner.run(ws.root, "concepts", {"concept_seeds": 1}, progress_bars=False, with_dependencies=False)
 
 
 # ---- properties (hypothesis) -------------------------------------------------------------------
@@ -458,3 +458,107 @@ def test_mean_niche_size_counts_the_niches_at_the_chosen_beta(analysed):
         ]
         want = at.groupby("label")["in_niche"].sum().mean()
         assert r["mean_niche_size"] == pytest.approx(want), r["checkpoint_id"]
+
+
+# ---- issue 26 item 5: the public code's readings, side by side with the paper's ---------------
+@pytest.mark.parametrize("m", [3, 4, 6])
+def test_one_vs_rest_auc_equals_sklearn_and_differs_from_one_vs_one(m):
+    rng = np.random.default_rng(10 + m)
+    y = rng.integers(0, m, 400)
+    logits = rng.normal(size=(400, m)) + 1.5 * np.eye(m)[y] + rng.normal(size=(400, 1)) * np.arange(m)
+    p = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    ovr = roc_auc_score(y, p, multi_class="ovr", average="macro")
+    ovo = roc_auc_score(y, p, multi_class="ovo", average="macro")
+    assert CQ.multiclass_auc(y, p, multiclass="ovr") == pytest.approx(ovr, abs=1e-12)
+    assert CQ.multiclass_auc(y, p, multiclass="ovo") == pytest.approx(ovo, abs=1e-12)
+    # The code's one-hot call is the same number as multi_class="ovr".
+    assert CQ.ovr_auc(y, p) == pytest.approx(roc_auc_score(np.eye(m)[y], p, average="macro"), abs=1e-12)
+    assert abs(ovr - ovo) > 1e-4  # the two readings are told apart on this input
+    with pytest.raises(ValueError, match="multiclass"):
+        CQ.multiclass_auc(y, p, multiclass="ovx")
+
+
+def test_purity_matrix_follows_the_multiclass_option():
+    rng = np.random.default_rng(3)
+    n = 300
+    C = np.column_stack([rng.integers(0, 4, n), rng.integers(0, 2, n)])
+    reps = [C[:, :1] + rng.normal(scale=0.8, size=(n, 1)), rng.normal(size=(n, 2))]
+    a = CQ.purity_matrix(reps, C, random_state=0, steps=50, multiclass="ovo")
+    b = CQ.purity_matrix(reps, C, random_state=0, steps=50, multiclass="ovr")
+    assert a[:, 1] == pytest.approx(b[:, 1], abs=1e-12)  # binary concept: the same AUC
+    assert not np.allclose(a[:, 0], b[:, 0])
+
+
+def _four_label_task(seed=0):
+    rng = np.random.default_rng(seed)
+    n = 800
+    y = rng.integers(0, 4, n)
+    # Concept i is label i's evidence (plus noise): every label has a niche of its own.
+    reps = [(y == i)[:, None] * 1.0 + rng.normal(scale=0.9, size=(n, 1)) for i in range(4)]
+    reps.append(rng.normal(size=(n, 1)))  # one concept of no label
+    return reps, y
+
+
+def test_nis_area_code_is_the_softmax_then_one_hot_auc_of_the_public_code():
+    reps, y = _four_label_task()
+    flat = np.hstack(reps)
+    tr, te = np.arange(600), np.arange(600, 800)
+    f = CQ.fit_label_predictor(flat[tr], y[tr], random_state=0)
+    labels = [int(v) for v in f.classes_]
+    corr = CQ.niche_correlations([r[tr] for r in reps], y[tr], labels)
+    columns = CQ.concept_columns(reps)
+    code = CQ.niche_impurity_code(f, flat[te], y[te], columns, corr, CQ.BETAS)
+    # Independent re-implementation of niching.niche_impurity: zero, predict, softmax, one-hot AUC.
+    want = {}
+    for beta in CQ.BETAS:
+        inside = np.abs(corr) > beta
+        cols = []
+        for j in range(4):
+            Xz = flat[te].copy()
+            Xz[:, np.flatnonzero(inside[:, j])] = 0  # one column per concept here
+            cols.append(f.predict_proba(Xz)[:, j])
+        P = np.stack(cols, axis=1)
+        P = np.exp(P) / np.exp(P).sum(axis=1, keepdims=True)
+        want[beta] = roc_auc_score(np.eye(4)[y[te]], P, average="macro")
+    assert list(code) == pytest.approx(list(want))
+    assert list(code.values()) == pytest.approx(list(want.values()), abs=1e-12)
+    area_code = CQ.area_over_beta(list(code), list(code.values()))
+    # nis_area (the paper's reading, today's number): each raw column's one-vs-rest AUC.
+    rows = pd.DataFrame(CQ.niche_scores(f, flat[te], y[te], columns, corr, CQ.BETAS))
+    grid = rows.groupby("beta")["nis"].mean()
+    raw = {
+        b: np.mean(
+            [
+                roc_auc_score(
+                    y[te] == j,
+                    f.predict_proba(np.where(np.abs(corr[:, j]) > b, 0, 1)[None, :] * flat[te])[:, j],
+                )
+                for j in range(4)
+            ]
+        )
+        for b in CQ.BETAS
+    }
+    assert grid.to_numpy() == pytest.approx(list(raw.values()), abs=1e-12)
+    area = CQ.area_over_beta(grid.index.to_numpy(), grid.to_numpy())
+    assert abs(area - area_code) > 1e-3  # the two readings differ on a 4-label task
+
+
+def test_nis_area_code_equals_nis_area_on_a_binary_task():
+    reps, y = _four_label_task(1)
+    y = (y >= 2).astype(int)
+    flat = np.hstack(reps)
+    tr, te = np.arange(600), np.arange(600, 800)
+    f = CQ.fit_label_predictor(flat[tr], y[tr], random_state=0)
+    corr = CQ.niche_correlations([r[tr] for r in reps], y[tr], [0, 1])
+    columns = CQ.concept_columns(reps)
+    code = CQ.niche_impurity_code(f, flat[te], y[te], columns, corr, CQ.BETAS)
+    curve = pd.DataFrame(CQ.niche_scores(f, flat[te], y[te], columns, corr, CQ.BETAS))
+    grid = curve.groupby("beta")["nis"].mean()
+    assert list(code.values()) == pytest.approx(grid.to_numpy(), abs=1e-12)
+
+
+def test_analysis_stores_nis_area_code_next_to_nis_area(analysed):
+    s = _read(analysed, "concept_scores")
+    assert "nis_area_code" in s.columns
+    has = s["nis_area"].notna()
+    assert has.any() and s.loc[has, "nis_area_code"].notna().all()

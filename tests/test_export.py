@@ -163,18 +163,38 @@ def test_rendered_svg_has_no_type_below_7pt():
     assert sizes and min(sizes) >= MIN_FONT_PX  # 10 px at 96 dpi = 7.5 pt
 
 
-def test_crowded_category_axis_labels_every_nth():
+def test_crowded_category_axis_labels_every_nth_along_the_bottom():
     cats = [f"label {i:02d}" for i in range(60)]
-    fig = go.Figure(go.Heatmap(z=np.zeros((60, 3)), y=cats, x=["a", "b", "c"]))
+    fig = go.Figure(go.Heatmap(z=np.zeros((3, 60)), x=cats, y=["a", "b", "c"]))
     narrow = E.paper_figure(fig, 3.5, aspect=1.0)
-    vals = list(narrow.layout.yaxis.tickvals)
+    vals = list(narrow.layout.xaxis.tickvals)
     step = cats.index(vals[1]) - cats.index(vals[0])
-    # Each shown label gets at least 1.25 x the type size of the plot's assumed 60% height.
+    # Each shown label gets at least 1.25 x the type size of the plot's assumed 60% width.
     assert step * (336 * 0.6 / 60) >= MIN_FONT_PX * 1.25
     assert vals[0] == cats[0] and set(vals) < set(cats)
-    assert narrow.layout.xaxis.tickvals is None  # three labels fit
+    assert narrow.layout.yaxis.tickvals is None  # three labels fit
     wide = E.paper_figure(fig, 20.0, aspect=1.0)
-    assert wide.layout.yaxis.tickvals is None
+    assert wide.layout.xaxis.tickvals is None
+
+
+def test_rows_up_the_side_each_keep_their_label_and_the_figure_grows_for_them():
+    def rows(n):
+        cats = [f"label {i:02d}" for i in range(n)]
+        return cats, go.Figure(go.Heatmap(z=np.zeros((n, 3)), y=cats, x=["a", "b", "c"]))
+
+    cats, fig = rows(30)
+    narrow = E.paper_figure(fig, 3.5, aspect=1.0)
+    assert narrow.layout.yaxis.tickvals is None and narrow.layout.yaxis.dtick == 1
+    # 30 rows of ROW_EM x 10 px type, plus the margins (Plotly's 100 + 80 by default).
+    assert narrow.layout.height >= 30 * E.ROW_EM * MIN_FONT_PX + 180
+    few = go.Figure(go.Heatmap(z=np.zeros((3, 3)), y=["a", "b", "c"], x=["a", "b", "c"]))
+    assert E.paper_figure(few, 3.5, aspect=1.0).layout.height == 336  # room enough
+    # 60 rows would need a figure three times as tall as wide: it stops at twice, and
+    # labels every other row.
+    cats, fig = rows(60)
+    narrow = E.paper_figure(fig, 3.5, aspect=1.0)
+    assert narrow.layout.height == 2 * 336
+    assert list(narrow.layout.yaxis.tickvals) == cats[::2]
 
 
 def _lines_figure(names, titles):
@@ -352,10 +372,9 @@ def test_copy_link_on_every_page(browser, factory_copy):
             buttons[0].click()
             page.wait_for_timeout(300)
             copied = page.evaluate("navigator.clipboard.readText()")
-            # The address with every choice the page wrote into it (?ds=..., ?k=...).
+            # The address with every choice the page wrote into it (none at their defaults).
             assert copied == page.url, (spec.name, copied, page.url)
             if spec.name == "clusters":
-                assert "ckpt=" in copied and "k=" in copied
                 # The dashboard's own PDF export: the provenance names this very view.
                 popover = open_export(page)
                 popover.get_by_role("combobox").first.click()
@@ -369,7 +388,8 @@ def test_copy_link_on_every_page(browser, factory_copy):
                 got, now = urlsplit(prov["url"]), urlsplit(page.url)
                 assert got.path == now.path == "/clusters"
                 assert parse_qsl(got.query) == parse_qsl(now.query)[: len(parse_qsl(got.query))]
-                assert {"ds", "ckpt", "k"} <= dict(parse_qsl(got.query)).keys()
+                # Defaults are left out of the URL: the provenance names the view's data itself.
+                assert {"dataset", "checkpoint", "k"} <= prov.keys()
                 assert prov["fingerprint"] == Workspace(factory_copy).fingerprint()
                 assert PdfReader(io.BytesIO(pdf)).metadata["/Title"].startswith("purity-coherence-")
             screenshot(page, f"copy-link-{spec.name}")

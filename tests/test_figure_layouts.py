@@ -81,3 +81,71 @@ def test_weight_columns_sit_under_their_group_names_split_by_lines():
     angle = {a.text: a.textangle for a in fig.layout.annotations if a.text in groups}
     assert angle["background"] == -90 and angle["color"] == 0
     assert sorted({s.x0 for s in fig.layout.shapes}) == [2.5, 3.5, 4.5]  # in both panels
+
+
+def test_a_drop_of_0002_in_knn_accuracy_does_not_fill_the_axis_and_the_axis_says_where_it_starts():
+    from conceptlens.figures.checkpoints import metrics_vs_epoch
+
+    long = pd.DataFrame(
+        dict(
+            run="r",
+            epoch=[5, 30],
+            checkpoint_id=["a", "b"],
+            metric="knn_acc",
+            value=[0.9499, 0.9471],
+            method="simclr",
+        )
+    )
+    fig = metrics_vs_epoch(long)
+    lo, hi = fig.layout.yaxis.range
+    assert lo <= 0.9471 and hi >= 0.9499
+    # At least a tenth of accuracy's scale [0, 1]: the drop takes under 3% of the axis.
+    assert hi - lo >= 0.1 and (0.9499 - 0.9471) / (hi - lo) < 0.03
+    assert fig.layout.yaxis.title.text == f"kNN accuracy (axis from {lo:.3g})"
+
+
+def test_purity_vs_coherence_shows_where_the_clusters_are_and_says_the_axis_is_not_from_zero():
+    from conceptlens.figures.clusters import purity_coherence
+
+    m = pd.DataFrame(
+        dict(
+            cluster=[0, 1, 2],
+            size=[10, 20, 30],
+            purity=[0.48, 0.7, 1.0],
+            coherence_random=[0.9, 0.95, 1.0],
+            coherence_hard=[0.6, 0.8, 0.85],
+        )
+    )
+    fig = purity_coherence(m)
+    x0, x1 = fig.layout.xaxis.range
+    y0, y1 = fig.layout.yaxis.range
+    assert 0.4 <= x0 <= 0.48 and 1.0 <= x1 <= 1.07
+    assert 0.4 <= y0 <= 0.5 and 1.0 <= y1 <= 1.07  # chance (0.5) stays in view
+    assert fig.layout.xaxis.title.text == f"purity (axis from {x0:.3g})"
+    assert fig.layout.yaxis.title.text == f"coherence (2AFC) (axis from {y0:.3g})"
+    # Data down to 0.1 of the scale: the axis starts at 0 and needs no word.
+    fig = purity_coherence(m.assign(purity=[0.1, 0.5, 1.0]))
+    assert fig.layout.xaxis.range[0] < 0 and fig.layout.xaxis.title.text == "purity"
+
+
+def test_data_range_keeps_a_minimum_span_inside_the_scale():
+    from conceptlens.figures.theme import data_range
+
+    lo, hi = data_range([0.999, 1.0], (0.0, 1.0))
+    assert hi - lo >= 0.1 and hi <= 1.0 + 0.06 * 0.1 + 1e-9  # slid inside [0, 1]
+    lo, hi = data_range([6.8, 8.8])  # no bounded scale: padded data
+    assert lo < 6.8 and hi > 8.8 and hi - lo < 3
+
+
+def test_no_category_colour_is_dark_enough_to_pass_for_the_black_selection_ring():
+    from conceptlens.figures.clusters import HIGHLIGHT
+    from conceptlens.figures.theme import MIN_LIGHTNESS, _hex_rgb, _lab, categorical
+
+    ring = _lab(_hex_rgb([HIGHLIGHT]))[0]
+    for n in (8, 17, 28, 48, 100):
+        lab = _lab(_hex_rgb(categorical(n)))
+        # CIELAB L* computed here from sRGB: at least MIN_LIGHTNESS (30) and far from the ring.
+        assert lab[:, 0].min() >= MIN_LIGHTNESS, n
+        assert np.linalg.norm(lab - ring, axis=1).min() > 30, n
+    # Cluster 27 of 48 was #004E4E (L* 29), the Okabe-Ito palette's 8th colour black.
+    assert "#004E4E" not in categorical(48) and "#000000" not in categorical(8)

@@ -152,8 +152,8 @@ share = 0.3
     assert set(by_name) == {
         "fig3-umap.pdf",
         "fig3-umap.png",
-        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-significant-flows-0.pdf",
-        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-significant-flows-0.png",
+        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-splits-and-merges-only-0.pdf",
+        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-splits-and-merges-only-0.png",
     }
     umap = by_name["fig3-umap.png"]
     assert umap["params"] == {"ds": "toy", "ckpt": "ck1", "k": 4, "color": "label_name"}

@@ -140,22 +140,22 @@ def test_migrating_2_0_rekeys_fingerprints_so_a_moved_workspace_stays_analysed(t
     Migrating re-keys what was up to date, in place, so the move no longer matters."""
     import shutil
 
-    from conceptlens.analysis import registry
+    from conceptlens.analysis import runner
     from conceptlens.workspace import legacy_signatures
     from tests.factory import factor_workspace
 
     names = ["clustering", "cluster_metrics", "baselines", "comparisons"]
     ws = factor_workspace(tmp_path / "here" / "ws")
     with legacy_signatures():  # what a 2.0 ConceptLens stored
-        registry.run(ws.root, names, {"k": [6]}, progress_bars=False)
+        runner.run(ws.root, names, {"k": [6]}, progress_bars=False)
     ws.write_meta({**ws.meta(), "schema_version": "2.0"})
-    assert not any(registry.missing(ws.root, names).values()), "2.0 fingerprints hold in place"
+    assert not any(runner.missing(ws.root, names).values()), "2.0 fingerprints hold in place"
     moved = shutil.copytree(ws.root, tmp_path / "there" / "renamed")
-    assert registry.missing(moved, names)["baselines"], "the 2.0 bug: features are 3 folders deep"
+    assert runner.missing(moved, names)["baselines"], "the 2.0 bug: features are 3 folders deep"
 
     done = migrate(ws.root)
     assert any("fingerprints of" in d for d in done)
     assert Workspace(ws.root).meta()["schema_version"] == schema.SCHEMA_VERSION
     moved = shutil.copytree(ws.root, tmp_path / "elsewhere" / "renamed-again")
-    assert not any(registry.missing(moved, names).values())
+    assert not any(runner.missing(moved, names).values())
     assert migrate(ws.root) == []

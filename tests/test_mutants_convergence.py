@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from conceptlens import schema
-from conceptlens.analysis import registry
-from conceptlens.analysis.registry import run
+from conceptlens.analysis import runner
+from conceptlens.analysis.runner import run
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
 
@@ -36,4 +36,4 @@ def test_trials_before_a_single_round_and_that_round_make_two_shares(factory_cop
     assert any("one share per study round (2" in n for n in ctx.notes)
     # Written as the schema says, with the fingerprint that marks the unit done.
     assert validate(factory_copy) == []
-    assert registry.missing(factory_copy, ["convergence"])["convergence"] == []
+    assert runner.missing(factory_copy, ["convergence"])["convergence"] == []

@@ -21,8 +21,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from conceptlens import metrics as M
 from conceptlens import schema
-from conceptlens.analysis import registry
-from conceptlens.analysis.comparisons import _clid_and_correlations
+from conceptlens.analysis import runner
+from conceptlens.analysis.comparisons import clid_and_correlations
 from conceptlens.db import WorkspaceDB
 from conceptlens.metrics.compare import purity_bins
 from conceptlens.validate import format_problems, validate
@@ -98,7 +98,7 @@ def fan(n: int) -> np.ndarray:
 
 
 def analyse(ws, names, checkpoint=None, force=False, **opts):
-    return registry.run(ws.root, names, opts, checkpoint=checkpoint, force=force, progress_bars=False)
+    return runner.run(ws.root, names, opts, checkpoint=checkpoint, force=force, progress_bars=False)
 
 
 def read(ws, name, **partition) -> pd.DataFrame:
@@ -339,7 +339,7 @@ def test_wclid_recovers_a_linear_law_of_cl_and_id():
             "cl_heldout": cl,
         }
     )
-    scores, corr, notes = _clid_and_correlations(metrics)
+    scores, corr, notes = clid_and_correlations(metrics)
     got = pd.DataFrame(scores).set_index("checkpoint_id").loc[metrics["checkpoint_id"]]
     assert got["wclid"].to_numpy() == pytest.approx(acc, abs=1e-12)
     assert got["wclid_loo"].to_numpy() == pytest.approx(acc, abs=1e-12)

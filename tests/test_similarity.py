@@ -15,7 +15,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from conceptlens import schema
-from conceptlens.analysis import registry
+from conceptlens.analysis import by_name, runner
 from conceptlens.embedding import psych as P
 from conceptlens.importers.hsj import import_hsj
 from conceptlens.importers.images import ImportInputError
@@ -420,8 +420,8 @@ def test_analysis_reuses_the_fit_and_unchanged_checkpoints(analysed, tmp_path):
     ws.write("features", F_.drop_columns("checkpoint_id"), checkpoint_id="ck3")
     ck = ws.read("checkpoints").to_pylist()
     ws.write("checkpoints", pa.Table.from_pylist(ck + [{**ck[0], "checkpoint_id": "ck3"}]))
-    assert registry.missing(ws.root, ["similarity"])["similarity"] == ["dataset=toy"]
-    registry.run(ws.root, "similarity", F.FAST, progress_bars=False)
+    assert runner.missing(ws.root, ["similarity"])["similarity"] == ["dataset=toy"]
+    runner.run(ws.root, "similarity", F.FAST, progress_bars=False)
     assert emb.stat().st_mtime_ns == before
     after = ws.read("human_alignment", dataset="toy").to_pandas()
     same = (
@@ -434,7 +434,7 @@ def test_analysis_reuses_the_fit_and_unchanged_checkpoints(analysed, tmp_path):
     a = after[after["checkpoint_id"] == "ck3"].set_index(["metric", "distance", "label"])["value"]
     b = after[after["checkpoint_id"] == "ck0"].set_index(["metric", "distance", "label"])["value"]
     np.testing.assert_allclose(a.sort_index(), b.sort_index())  # the same features
-    assert registry.missing(ws.root, ["similarity"])["similarity"] == []
+    assert runner.missing(ws.root, ["similarity"])["similarity"] == []
 
 
 def test_pseudo_checkpoint_of_projections_needs_its_embedding(analysed, tmp_path):
@@ -469,13 +469,13 @@ def test_validation_of_trial_lists(analysed, tmp_path):
         and "extra" in problems[0]
     )
     with pytest.raises(WorkspaceError, match="not images of dataset 'toy'"):
-        registry.run(ws.root, "similarity", F.FAST, progress_bars=False, force=True)
+        runner.run(ws.root, "similarity", F.FAST, progress_bars=False, force=True)
 
 
 def test_options_checked():
     with pytest.raises(ValueError, match="--members must be at least 1"):
-        registry.BY_NAME["similarity"].options[1].check(0)
-    assert list(itertools.islice(registry.all_options(), 1)) == ["seed"]
+        by_name()["similarity"].options[1].check(0)
+    assert list(itertools.islice(runner.all_options(), 1)) == ["seed"]
 
 
 # ---- the page ------------------------------------------------------------------------------
@@ -524,7 +524,8 @@ def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monke
     at.selectbox(key="sim_color").set_value("shape").run()
     at.number_input(key="sim_trial").set_value(9).run()
     assert not at.exception
-    assert (_q(at, "dist"), _q(at, "color"), _q(at, "trial")) == ("cosine", "shape", "9")
+    # ... and cosine, the default distance, leaves the link (docs/dashboard.md).
+    assert (_q(at, "dist"), _q(at, "color"), _q(at, "trial")) == (None, "shape", "9")
     text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert "Nearest for people" in text and "Nearest for ck1" in text
     assert "1st choice" in " ".join(str(e.proto) for e in at.get("image"))
@@ -579,3 +580,19 @@ def test_demo_people_are_simulated_and_say_so(tmp_path):
     assert all(q in refs for q, refs in zip(catch["query"], catch["references"]))
     assert set(t["kind"]) == {"8rank2"} and (t["chosen"].map(len) == 2).all()
     assert validate(ws.root, tables=["similarity_trials"]) == []
+
+
+def test_page_on_the_demo_says_things_once_and_shows_missing_values_as_a_dash(demo_ws, tmp_path, monkeypatch):
+    from tests.conftest import copy_ws
+
+    ws = copy_ws(demo_ws, tmp_path / "demo")  # hard links: the demo is only read
+    at = _open(monkeypatch, ws, {"ds": "shapes", "trial": "0"})
+    assert not at.exception, at.exception
+    # The simulated-people warning does not repeat its title ("Simulated people. Simulated people: ...").
+    (warning,) = [w.value for w in at.warning if "Simulated people" in w.value]
+    assert warning.count("Simulated people") == 1 and "Answers drawn" in warning
+    # Every table shows a missing value (the epoch of CLIP or PCA) as an em dash, not "None".
+    assert {d.proto.placeholder for d in at.dataframe} == {"\u2014"}
+    # A reference the person did not choose says so, not a lone "·".
+    captions = [c for img in at.get("image") for c in (i.caption for i in img.proto.imgs)]
+    assert "not chosen" in captions and "·" not in captions

@@ -247,3 +247,64 @@ def test_key_uniqueness_by_codes_is_what_a_group_by_says(rows):
     for key in (["s"], ["s", "i"], ["i", "s", "f"]):
         counts = t.group_by(key).aggregate([([], "count_all")])
         assert _codes_unique(t, key) == (counts.num_rows == t.num_rows), (key, rows)
+
+
+# ---- wide files, non-finite lists, oversized thumbnails (issue 24) -----------------------
+def test_a_file_with_thousands_of_columns_is_rejected_from_its_footer(ws, monkeypatch):
+    from tests.malformed import CM0, _wide
+
+    _wide(CM0, 20_000)(ws)
+    read = pq.ParquetFile.read
+
+    def no_wide_read(self, *args, **kwargs):
+        assert self.metadata.num_columns < 1000, "the data of a 20,000-column file was read"
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", no_wide_read)
+    (p,) = validate(ws.root, deep=False, tables={"cluster_metrics"})
+    assert (p.file, p.table, p.column) == (CM0, "cluster_metrics", None)
+    assert "holds 20,000 columns that are not the table's (at most 16 allowed" in p.message
+
+
+def test_factor_columns_of_images_have_a_larger_allowance(ws):
+    from tests.malformed import IMAGES, _wide
+
+    spec = schema.TABLES_BY_NAME["images"]
+    allowed = spec.max_extra_columns
+    assert allowed > schema.TABLES_BY_NAME["cluster_metrics"].max_extra_columns
+    factors = len(set(pq.read_schema(ws.root / IMAGES).names) - {c.name for c in spec.columns})
+    _wide(IMAGES, allowed - factors)(ws)
+    assert validate(ws.root, deep=False, tables={"images"}) == []
+    _wide(IMAGES, 1, prefix="one_more")(ws)
+    found = validate(ws.root, deep=False, tables={"images"})
+    assert [p.file for p in found] == [IMAGES] and f"holds {allowed + 1} columns" in found[0].message
+
+
+@pytest.mark.parametrize("side", [10_000, 14_000])  # past PIL's warning, past its error
+def test_an_oversized_thumbnail_is_a_problem_not_a_pil_warning(ws, side):
+    import warnings
+
+    from tests.malformed import png_header
+
+    (ws.root / "thumbnails/toy/0004.png").unlink()
+    (ws.root / "thumbnails/toy/0004.png").write_bytes(png_header(side, side))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a DecompressionBombWarning fails the test
+        found = [p for p in validate(ws.root) if p.column == "thumbnail"]
+    assert len(found) == 1, format_problems(found)
+    assert "thumbnails/toy/0004.png has " in found[0].message
+    assert f"{side * side:,} pixels" in found[0].message
+    assert f"more than the {schema.MAX_THUMBNAIL_PIXELS:,}" in found[0].message
+
+
+def test_the_dashboard_draws_an_oversized_thumbnail_as_unreadable(ws):
+    from types import SimpleNamespace
+
+    from components.image_grid import _readable
+    from tests.malformed import png_header
+
+    ok = _readable(SimpleNamespace(root=ws.root), "thumbnails/toy/0005.png")
+    assert ok is not None
+    (ws.root / "thumbnails/toy/0005.png").unlink()
+    (ws.root / "thumbnails/toy/0005.png").write_bytes(png_header(3000, 3000))
+    assert _readable(SimpleNamespace(root=ws.root), "thumbnails/toy/0005.png") is None

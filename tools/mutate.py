@@ -59,7 +59,8 @@ MODULES = {
     ],
     "conceptlens/analysis/clustering.py": PIPELINE,
     "conceptlens/analysis/common.py": PIPELINE + ["tests/test_mutants_common.py"],
-    "conceptlens/analysis/registry.py": PIPELINE + ["tests/test_cli.py"],
+    "conceptlens/analysis/runner.py": PIPELINE + ["tests/test_cli.py"],
+    "conceptlens/analysis/base.py": PIPELINE + ["tests/test_cli.py", "tests/test_analysis_options.py"],
     "conceptlens/workspace.py": STORAGE + ["tests/test_validate.py", "tests/test_migrate.py"],
     "conceptlens/db.py": STORAGE,
     "conceptlens/metrics/baselines.py": ["tests/test_baselines.py"],
@@ -75,7 +76,8 @@ MODULES = {
         for t in (
             "rate_reduction_and_uniformity_are_those_of_the_stored_features_and_clusters",
             "transfer_is_a_linear_probe_on_the_other_dataset",
-            "a_model_that_cannot_be_loaded_leaves_only_its_model_based_baselines_missing",
+            "a_model_that_cannot_be_loaded_skips_its_checkpoint_until_it_can",
+            "imported_features_get_only_their_model_free_baselines",
         )
     ],
     "conceptlens/analysis/convergence.py": ["tests/test_active.py", "tests/test_mutants_convergence.py"],

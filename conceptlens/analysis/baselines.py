@@ -9,12 +9,14 @@ lu2022 section 3.5). The comparisons analysis correlates them with kNN accuracy 
 transfer accuracy.
 
 Alignment, rotation and transfer run the checkpoint's model again on transformed images,
-so they need its weights (`checkpoints.source` and `weights`); a checkpoint whose model
-cannot be loaded gets them as missing values, with a note. Alignment's two views come
-from a SimCLR-style augmentation (`conceptlens.models.augment`, the one the demo's
-contrastive checkpoints train with: random resized crop of at least half the area with a
-horizontal flip, colour jitter 0.4, greyscale with probability 0.2), applied to every
-checkpoint alike.
+so they need its weights (`checkpoints.source` and `weights`). A checkpoint whose source
+is no model spec (features imported without their model) gets them as missing values,
+with a note; one whose model cannot be loaded is skipped (nothing written) and tried again
+by the next run; one whose weights file is not the one its features came from (SHA-256)
+is refused. Alignment's two views come from a SimCLR-style augmentation
+(`conceptlens.models.augment`, the one the demo's contrastive checkpoints train with:
+random resized crop of at least half the area with a horizontal flip, colour jitter 0.4,
+greyscale with probability 0.2), applied to every checkpoint alike.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ import pyarrow as pa
 
 from .. import schema
 from ..workspace import files_signature
+from .base import Analysis, Option, Skipped, Unit
 from .common import Context
-from .registry import Analysis, Option, Unit
 
 EPS2 = 0.5  # lu2022 follows MCR2's default epsilon^2 on normalised features
 ROTATIONS = (0, 90, 180, 270)
@@ -48,7 +50,7 @@ def _ks(ctx: Context, cid: str) -> list[int]:
     return sorted(int(p["k"]) for p in ctx.ws.partitions("clusters") if p["checkpoint_id"] == cid)
 
 
-def _fingerprint(ctx: Context, unit: Unit) -> str:
+def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
     cid = unit.partition["checkpoint_id"]
     files = list(ctx.ws.partition_files("features", checkpoint_id=cid))
     for k in _ks(ctx, cid):
@@ -58,20 +60,26 @@ def _fingerprint(ctx: Context, unit: Unit) -> str:
 
 
 def _load_model(ctx: Context, cid: str):
-    """The checkpoint's adapter, or None (with a note) when its model cannot be loaded."""
-    from ..models import WeightsMismatchError, load_checkpoint_model
+    """The checkpoint's adapter; None (with a note) when its source is no model spec
+    (imported features); Skipped when its model cannot be loaded (weights missing...); a
+    WeightsMismatchError when its weights are not those its features came from."""
+    from ..models import ModelLoadError, WeightsMismatchError, load_checkpoint_model, parse_spec
 
     row = ctx.checkpoint_row(cid)
+    try:
+        parse_spec(str(row["source"]))
+    except ModelLoadError:
+        ctx.note(
+            f"{cid}: source {row['source']!r} is no model spec (family:name); "
+            "alignment, rotation and transfer left missing"
+        )
+        return None
     try:
         return load_checkpoint_model(ctx.ws, row)
     except WeightsMismatchError:
         raise  # never another model than the features came from: refuse, saying what to pass
-    except Exception as e:  # any failure to load means: no model-based baseline, said in a note
-        ctx.note(
-            f"{cid}: model {row['source']!r} could not be loaded ({str(e).splitlines()[0][:200]}); "
-            "alignment, rotation and transfer left missing"
-        )
-        return None
+    except Exception as e:  # any other failure to load: the unit waits for its model
+        raise Skipped(f"model {row['source']!r} could not be loaded ({str(e).splitlines()[0][:200]})") from e
 
 
 def _pil_images(ctx: Context, ids, row=None) -> list:
@@ -155,6 +163,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
 
     cid = unit.partition["checkpoint_id"]
     fingerprint = _fingerprint(ctx, unit)
+    adapter = _load_model(ctx, cid)  # first: a model that cannot be loaded skips the unit
     seed, n_img = opts["seed"], opts["baseline_images"]
     ids, X = ctx.features(cid)
     row = ctx.checkpoint_row(cid)
@@ -177,7 +186,6 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
                 "neg_entropy"
             ]
 
-    adapter = _load_model(ctx, cid)
     align = rotation = None
     transfer = []
     if adapter is not None:
@@ -236,7 +244,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         "baseline_scores",
         pa.Table.from_pylist(rows, schema=schema.arrow_schema("baseline_scores", partition=False)),
         checkpoint_id=cid,
-        metadata={"inputs": fingerprint},
+        metadata=ANALYSIS.done_metadata(opts, fingerprint),
     )
     return fingerprint
 
@@ -248,7 +256,6 @@ ANALYSIS = Analysis(
     units=_units,
     run=_run,
     depends=("clustering",),
-    page="Checkpoints",
     inputs=_fingerprint,
     options=(
         Option(

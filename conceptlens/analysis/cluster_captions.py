@@ -2,7 +2,8 @@
 its ablations, and describability by retrieval with the dataset's vision-language model.
 
 One unit per clustering (checkpoint, k); captions are chosen among the image captions
-of `captions.parquet` (a model captioner's when there is one, else ground truth).
+of `captions.parquet` (a model captioner's when there is one, else ground truth). A unit
+whose images have no caption is skipped, and tried again by the next run.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .. import schema
-from .cluster_metrics import clustering_fingerprint, clustering_units
+from .base import Analysis, Option, Skipped, Unit, clustering_fingerprint, clustering_units
 from .common import Context, pick_captioner
-from .registry import Analysis, Option, Unit
 
 CAPTION_COLUMNS = (
     "caption",
@@ -37,9 +37,8 @@ def caption_columns(ctx: Context, ids, labels, k: int, opts: dict) -> dict:
     if caps is not None:
         caps = caps[caps["image_id"].isin(set(ids))]
     source = pick_captioner(caps)
-    if source is None:
-        ctx.note("captions skipped: captions.parquet has no caption for these images")
-        return out
+    if source is None:  # nothing to choose from: not done, tried again once captions exist
+        raise Skipped("captions.parquet has no caption for these images (conceptlens caption)")
     text_of = dict(caps[caps["captioner"] == source][["image_id", "text"]].itertuples(index=False))
     rows = np.array([i for i, iid in enumerate(ids) if iid in text_of])
     texts = np.array([text_of[ids[i]] for i in rows], dtype=object)
@@ -106,7 +105,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     ctx.ws.write(
         "cluster_captions",
         pa.table(cols, schema=schema.arrow_schema("cluster_captions", partition=False)),
-        metadata={"inputs": inputs},
+        metadata=ANALYSIS.done_metadata(opts, inputs),
         checkpoint_id=cid,
         k=k,
     )
@@ -121,7 +120,6 @@ ANALYSIS = Analysis(
     run=_run,
     inputs=clustering_fingerprint,
     depends=("clustering",),
-    page="Clusters",
     options=(
         Option("rouge_ablation", bool, True, "skip the ROUGE-L caption ablation"),
         Option("describability", bool, True, "skip describability (VL model retrieval)"),

@@ -15,32 +15,13 @@ import numpy as np
 import pyarrow as pa
 
 from .. import schema
-from ..workspace import WorkspaceError, files_signature
-from .clustering import ANALYSIS as CLUSTERING
+from ..workspace import WorkspaceError
+from .base import KMEANS, N_INIT, Analysis, Option, Unit, clustering_fingerprint, clustering_units
 from .common import Context, factor_matrix
-from .registry import Analysis, Option, Unit
 
-# cl_heldout re-runs k-means on the train split with the clustering's own options.
-N_INIT = next(o for o in CLUSTERING.options if o.name == "n_init")
-KMEANS = next(o for o in CLUSTERING.options if o.name == "kmeans")
 # Neighbours kept per image by the one pass kNN accuracy, CL and ID share; a query its
 # list cannot answer exactly is searched directly (rare: see SelfNeighbours).
 NEIGHBOURS = 64
-
-
-def clustering_units(ctx: Context, opts: dict) -> list[Unit]:
-    """One unit per `clusters` partition present (of the checkpoint asked for, if any)."""
-    wanted = opts.get("_checkpoint")
-    return [
-        Unit(p, p["checkpoint_id"])
-        for p in ctx.ws.partitions("clusters")
-        if wanted is None or p["checkpoint_id"] == wanted
-    ]
-
-
-def clustering_fingerprint(ctx: Context, unit: Unit) -> str:
-    p = unit.partition
-    return files_signature(ctx.ws.partition_files("clusters", checkpoint_id=p["checkpoint_id"], k=p["k"]))
 
 
 def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
@@ -186,7 +167,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     ctx.ws.write(
         "checkpoint_metrics",
         pa.table(row, schema=schema.arrow_schema("checkpoint_metrics", partition=False)),
-        metadata={"inputs": inputs},
+        metadata=ANALYSIS.done_metadata(opts, inputs),
         checkpoint_id=cid,
         k=k,
     )
@@ -201,7 +182,6 @@ ANALYSIS = Analysis(
     run=_run,
     inputs=clustering_fingerprint,
     depends=("clustering",),
-    page="Clusters",
     options=(
         Option(
             "annotator",

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import schema
+from .base import KMEANS, N_INIT, Analysis, Option, Unit, checkpoints_with_features
 from .common import Context, default_k
-from .registry import Analysis, Option, Unit
 
 
 def kmeans(
@@ -26,20 +26,6 @@ def kmeans(
         raise ValueError(f"k={k} must be in [2, {len(Xn)}] (number of images)")
     fit = fit_kmeans(Xn, k, n_init, seed, engine)
     return fit.labels, np.linalg.norm(Xn - fit.centres[fit.labels], axis=1)
-
-
-def checkpoints_with_features(ctx: Context, opts: dict) -> list[str]:
-    """Checkpoints of checkpoints.parquet with a features partition (or the one asked for).
-
-    Without `--checkpoint`, checkpoints that declare `concept_names` are left out: their
-    features are k learnt concepts side by side, which the `concepts` analysis measures;
-    k-means over them is not a question any of the papers asks. Name one to cluster it."""
-    wanted = opts.get("_checkpoint")
-    ck = ctx.checkpoints
-    if wanted is None and "concept_names" in ck.columns:
-        ck = ck[ck["concept_names"].isna()]
-    cids = [c for c in ck["checkpoint_id"] if wanted is None or c == wanted]
-    return [c for c in cids if ctx.ws.has("features", checkpoint_id=c)]
 
 
 def _units(ctx: Context, opts: dict) -> list[Unit]:
@@ -59,6 +45,26 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
     return out
 
 
+def features_signature(ctx: Context, unit: Unit, opts: dict) -> str:
+    """The features the unit clusters, known by each file's name, size and Parquet footer
+    (its row groups' offsets, sizes and min/max statistics): cheap at any size, the same in
+    a copied or cloned workspace, and different when the features are extracted again."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for p in sorted(ctx.ws.partition_files("features", checkpoint_id=unit.checkpoint_id)):
+        md = pq.ParquetFile(p).metadata
+        h.update(f"{p.name}:{p.stat().st_size}:{md.num_rows}:{md.num_row_groups};".encode())
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            for c in range(rg.num_columns):
+                col = rg.column(c)
+                st = col.statistics
+                stats = (st.min, st.max, st.null_count) if st is not None and st.has_min_max else None
+                h.update(f"{g}:{c}:{col.file_offset}:{col.total_compressed_size}:{stats};".encode())
+    return h.hexdigest()
+
+
 def _run(ctx: Context, unit: Unit, opts: dict) -> None:
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
@@ -73,6 +79,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> None:
             },
             schema=schema.arrow_schema("clusters", partition=False),
         ),
+        metadata=ANALYSIS.done_metadata(opts, features_signature(ctx, unit, opts)),
         checkpoint_id=cid,
         k=k,
     )
@@ -84,7 +91,7 @@ ANALYSIS = Analysis(
     writes=("clusters",),
     units=_units,
     run=_run,
-    page="Clusters",
+    inputs=features_signature,
     options=(
         Option(
             "k",
@@ -93,22 +100,10 @@ ANALYSIS = Analysis(
             "numbers of clusters (default round(sqrt(N)) per checkpoint)",
             multiple=True,
             minimum=2,
+            changes_result=False,  # each k is its own unit
         ),
-        Option(
-            "n_init",
-            int,
-            3,
-            "k-means restarts (with scikit-learn each costs about 5 N x N x d products at k = sqrt(N))",
-            minimum=1,
-        ),
-        Option(
-            "kmeans",
-            str,
-            "auto",
-            "k-means implementation: `sklearn`, `faiss` (k-means++ starts compared after 5 Lloyd "
-            "iterations, the best run to 15, every point used; needs faiss-cpu) or `auto` (faiss "
-            "from 20,000 images if installed)",
-        ),
+        N_INIT,
+        KMEANS,
     ),
     doc=__doc__.splitlines()[0],
 )

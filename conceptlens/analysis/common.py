@@ -19,7 +19,7 @@ from ..workspace import Workspace, WorkspaceError
 
 log = logging.getLogger("conceptlens.analysis")
 
-IMAGE_CORE = {c.name for c in schema.TABLES_BY_NAME["images"].columns}
+IMAGE_CORE = {c.name for c in schema.CORE_BY_NAME["images"].columns}  # at import: core only
 
 
 def progress(iterable, desc: str, enabled: bool = True, total: int | None = None):
@@ -242,6 +242,47 @@ class Context:
             self.note(f"describability skipped for {dataset}: VL model failed ({e})")
             self._vl[dataset] = None
             return None
+
+
+# ---- similarity trials (the similarity analysis and its convergence) ------------------------
+def read_trials(ctx: Context, dataset: str) -> pd.DataFrame:
+    t = ctx.ws.read("similarity_trials", dataset=dataset).to_pandas()
+    where = ctx.ws.partition_dir("similarity_trials", dataset=dataset)
+    for r in t.itertuples(index=False):
+        refs, chosen = list(r.references), list(r.chosen)
+        if len(chosen) != r.n_select or not set(chosen) <= set(refs) or len(set(chosen)) != len(chosen):
+            raise WorkspaceError(
+                f"{where}: trial {r.trial_id!r}: `chosen` must be n_select="
+                f"{r.n_select} distinct references, got {chosen}"
+            )
+    images = ctx.images
+    known = set(images.loc[images["dataset"] == dataset, "image_id"])
+    used = set(t["query"]) | {i for refs in t["references"] for i in refs}
+    unknown = sorted(used - known)
+    if unknown:
+        raise WorkspaceError(
+            f"{where}: {len(unknown)} image(s) are not images of dataset {dataset!r}, e.g. {unknown[0]!r}"
+        )
+    return t
+
+
+def encode(trials: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(stimulus_set, n_select) with indices from `index`: query, chosen references in
+    choice order, the others in display order; -1 pads shorter trials; a trial with an
+    image missing from `index` gets -2 in column 0 (callers drop it)."""
+    n_ref = trials["references"].map(len).to_numpy()
+    width = 1 + int(n_ref.max(initial=2))
+    out = np.full((len(trials), width), -1, np.int64)
+    missing = np.zeros(len(trials), bool)
+    for t, (q, refs, chosen) in enumerate(zip(trials["query"], trials["references"], trials["chosen"])):
+        chosen = list(chosen)
+        row = [q, *chosen, *[r for r in refs if r not in chosen]]
+        ids = [index.get(i, -1) for i in row]
+        if min(ids) < 0:
+            missing[t] = True
+        out[t, : len(ids)] = ids
+    out[missing, 0] = -2
+    return out, trials["n_select"].to_numpy(np.int64)
 
 
 def partition_label(partition: dict) -> str:

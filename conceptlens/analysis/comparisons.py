@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from .. import schema
 from ..workspace import files_signature
+from .base import Analysis, Unit
 from .common import Context
-from .registry import Analysis, Unit
 
 PREDICTORS = schema.PREDICTORS
 
@@ -59,7 +59,7 @@ def _inputs_of(ctx: Context, dataset: str) -> dict[tuple[str, int], dict]:
     return out
 
 
-def _fingerprint(ctx: Context, unit: Unit) -> str:
+def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
     files = [f for v in _inputs_of(ctx, unit.partition["dataset"]).values() for fs in v.values() for f in fs]
     return files_signature(sorted(set(files), key=str))
 
@@ -92,7 +92,7 @@ def _with_baselines(ctx: Context, metrics: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _transfer_correlations(ctx: Context, sub_by_k: dict[int, pd.DataFrame], seed: int) -> list[dict]:
+def transfer_correlations(ctx: Context, sub_by_k: dict[int, pd.DataFrame], seed: int) -> list[dict]:
     """Correlation of every predictor, in-domain kNN accuracy and the target label entropy
     with each target's transfer accuracy, over the comparable checkpoints of each k."""
     from .. import metrics as M
@@ -141,7 +141,7 @@ def comparable(g: pd.DataFrame) -> np.ndarray:
     return (g["image_set"] == best).to_numpy()
 
 
-def _clid_and_correlations(
+def clid_and_correlations(
     metrics: pd.DataFrame, seed: int = 0, comparable_rows: dict | None = None
 ) -> tuple[list, list, list]:
     """clid_scores and predictor_correlations rows, and notes on checkpoints left out.
@@ -209,8 +209,8 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     ]
     metrics = _with_baselines(ctx, pd.concat(rows, ignore_index=True))
     by_k: dict = {}
-    scores, corr, notes = _clid_and_correlations(metrics, opts["seed"], by_k)
-    transfer = _transfer_correlations(ctx, by_k, opts["seed"])
+    scores, corr, notes = clid_and_correlations(metrics, opts["seed"], by_k)
+    transfer = transfer_correlations(ctx, by_k, opts["seed"])
     for n in notes:
         ctx.note(f"{ds} {n}")
 
@@ -266,7 +266,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         ("clustering_similarity", sims, None),
         ("cluster_links", links, {"clusterings": sig}),
         ("transfer_correlations", transfer, None),
-        ("predictor_correlations", corr, {"inputs": fingerprint}),
+        ("predictor_correlations", corr, ANALYSIS.done_metadata(opts, fingerprint)),
     ]  # last: marks the unit done
     for name, data, md in write:
         want = schema.arrow_schema(name, partition=False)
@@ -294,6 +294,5 @@ ANALYSIS = Analysis(
     run=_run,
     inputs=_fingerprint,
     depends=("cluster_metrics",),
-    page="Checkpoints",
     doc=__doc__.splitlines()[0],
 )

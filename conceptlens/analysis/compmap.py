@@ -21,8 +21,8 @@ import pyarrow as pa
 from .. import schema
 from ..metrics import compmap as M
 from ..workspace import WorkspaceError, files_signature
+from .base import Analysis, Option, Skipped, Unit
 from .common import Context, progress
-from .registry import Analysis, Option, Unit
 
 BATCH = 256
 
@@ -71,7 +71,7 @@ def _vl_row(ctx: Context, vl_model: str) -> dict:
     return vl[vl["vl_model_id"] == vl_model].iloc[0].to_dict()
 
 
-def _fingerprint(ctx: Context, unit: Unit) -> str:
+def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
     row = _vl_row(ctx, unit.partition["vl_model"])
     ds = row["dataset"]
     files = (
@@ -364,7 +364,12 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     def truth_of(c):
         return T[t_index[int(c)]]
 
-    model = load_vl(ctx.ws, row)
+    from ..models import ModelLoadError
+
+    try:
+        model = load_vl(ctx.ws, row)
+    except ModelLoadError as e:  # the unit waits for its model (nothing written yet)
+        raise Skipped(f"VL model {row['spec']!r} could not be loaded ({str(e).splitlines()[0][:200]})") from e
     logits, act = compute_activations(ctx, model, img, prims, f"compmap {vl_model}: images")
     n, p = act.shape
     ctx.ws.write(
@@ -427,7 +432,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     ctx.ws.write(
         "compmap_scores",
         pa.Table.from_pylist(rows, schema=schema.arrow_schema("compmap_scores", partition=False)),
-        metadata={"inputs": fingerprint},
+        metadata=ANALYSIS.done_metadata(opts, fingerprint),
         vl_model=vl_model,
     )
     return fingerprint
@@ -440,7 +445,6 @@ ANALYSIS = Analysis(
     units=_units,
     run=_run,
     inputs=_fingerprint,
-    page="CompMap",
     options=(
         Option(
             "vl",
@@ -449,6 +453,7 @@ ANALYSIS = Analysis(
             "VL models (vl_models.vl_model_id) to analyse (default: every VL "
             "model whose dataset has primitives and label_primitives)",
             multiple=True,
+            changes_result=False,  # each VL model is its own unit
         ),
         Option("ways", int, (5, 10), "classes per few-shot episode", multiple=True, minimum=2),
         Option("shots", int, (1, 5), "training images per class in an episode", multiple=True, minimum=1),

@@ -27,8 +27,8 @@ import pyarrow as pa
 from .. import schema
 from ..metrics import concepts as CQ
 from ..workspace import WorkspaceError
+from .base import SEED, Analysis, Option, Unit
 from .common import Context
-from .registry import Analysis, Option, Unit
 
 OPTIONS = (
     Option(
@@ -39,8 +39,18 @@ OPTIONS = (
         "intervals are over them",
         minimum=1,
     ),
-    Option("niche_beta", float, CQ.PAPER_BETA, "beta of the niche purity / impurity scores", minimum=0),
+    Option(
+        "niche_beta", float, CQ.PAPER_BETA, "beta of the niche purity / impurity scores", minimum=0, maximum=1
+    ),
     Option("purity_steps", int, 200, "minibatch Adam steps of each purity classifier", minimum=1),
+    Option(
+        "purity_multiclass",
+        str,
+        CQ.MULTICLASS[0],
+        "AUC of a multiclass true concept in the purity matrices: ovo (macro one-vs-one) or ovr "
+        "(macro one-vs-rest, the public code's one-hot roc_auc_score)",
+        choices=CQ.MULTICLASS,
+    ),
 )
 
 
@@ -88,15 +98,16 @@ def _declared(row: pd.Series) -> tuple[list[str] | None, int | None]:
     return [str(n) for n in names], (None if dim is None or pd.isna(dim) else int(dim))
 
 
-def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
+def _fingerprint(ctx: Context, unit: Unit, opts: dict) -> str:
     cid = unit.partition["checkpoint_id"]
     names, dim = _declared(ctx.checkpoint_row(cid))
-    opts = opts or {**ANALYSIS.option_defaults()}
     payload = {
         "features": _stat_signature(ctx.ws.root, ctx.ws.partition_files("features", checkpoint_id=cid)),
         "inputs": _stat_signature(ctx.ws.root, ctx.ws.files("concept_labels") + ctx.ws.files("images")),
         "concepts": [names, dim],
-        "options": {k: opts[k] for k in ("seed", "concept_seeds", "niche_beta", "purity_steps")},
+        # In the hash since before options were stored with every unit: kept, so the units
+        # analysed then stay done.
+        "options": {o.name: opts[o.name] for o in (SEED, *OPTIONS)},
     }
     return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
@@ -142,8 +153,8 @@ class Truth:
                 "test image(s); the purity matrices need at least 10"
             )
 
-    def oracle(self, seed: int, steps: int) -> np.ndarray:
-        return CQ.oracle_matrix(self.C[self.test], random_state=seed, steps=steps)
+    def oracle(self, seed: int, steps: int, multiclass: str = "ovo") -> np.ndarray:
+        return CQ.oracle_matrix(self.C[self.test], random_state=seed, steps=steps, multiclass=multiclass)
 
 
 def _truth(ctx: Context, dataset: str) -> Truth:
@@ -157,9 +168,9 @@ def _truth(ctx: Context, dataset: str) -> Truth:
 def _oracles(ctx: Context, truth: Truth, seeds: list[int], opts: dict) -> dict[int, np.ndarray]:
     """The dataset's oracle matrices, computed and written once per run."""
     cache = ctx.__dict__.setdefault("_concept_oracles", {})
-    key = (truth.dataset, tuple(seeds), opts["purity_steps"])
+    key = (truth.dataset, tuple(seeds), opts["purity_steps"], opts["purity_multiclass"])
     if key not in cache:
-        mats = {s: truth.oracle(s, opts["purity_steps"]) for s in seeds}
+        mats = {s: truth.oracle(s, opts["purity_steps"], opts["purity_multiclass"]) for s in seeds}
         rows = [
             {"seed": s, "concept_i": a, "concept_j": b, "auc": float(M[i, j])}
             for s, M in mats.items()
@@ -236,8 +247,6 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
     cid, ds = unit.partition["checkpoint_id"], unit.partition["dataset"]
     truth = _truth(ctx, ds)
     seeds = [opts["seed"] + s for s in range(opts["concept_seeds"])]
-    if not 0 <= opts["niche_beta"] <= 1:
-        raise ValueError(f"--niche-beta must be in [0, 1], got {opts['niche_beta']}")
     oracles = _oracles(ctx, truth, seeds, opts)
     names, reps = representations(ctx, cid, truth, opts["seed"])
     if len(names) < len(truth.names):
@@ -256,7 +265,13 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
     flat = np.hstack(reps).astype(np.float64)
     columns = CQ.concept_columns(reps)
     for s in seeds:
-        P = CQ.purity_matrix(test_reps, truth.C[truth.test], random_state=s, steps=opts["purity_steps"])
+        P = CQ.purity_matrix(
+            test_reps,
+            truth.C[truth.test],
+            random_state=s,
+            steps=opts["purity_steps"],
+            multiclass=opts["purity_multiclass"],
+        )
         aligned = CQ.align(P, names, truth.names)
         pairs = set(zip(aligned, range(len(truth.names))))
         purity += [
@@ -276,6 +291,7 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
             "ois": CQ.ois(Pa, oracles[s]),
             "non_oracle_impurity": CQ.non_oracle_impurity(Pa),
             "nis_area": None,
+            "nis_area_code": None,
             "nps_beta": None,
             "nis_beta": None,
             "mean_niche_size": None,
@@ -297,7 +313,7 @@ def _run_unit(ctx: Context, unit: Unit, opts: dict) -> str:
     write("purity_matrices", purity)
     write("concept_niches", niche_rows)
     write("niche_scores", niche_score_rows)
-    write("concept_scores", scores, metadata={"inputs": fp})
+    write("concept_scores", scores, metadata=ANALYSIS.done_metadata(opts, fp))
     return fp
 
 
@@ -324,8 +340,10 @@ def _niches(truth, names, reps, flat, columns, tr, te, betas, seed, opts, niche_
     curve = curve.dropna(subset=["nps", "nis"])  # a label absent from the test split has no AUC
     at = curve[np.isclose(curve["beta"], opts["niche_beta"])]
     grid = curve[curve["beta"].isin(CQ.BETAS)].groupby("beta")["nis"].mean()
+    code = CQ.niche_impurity_code(f, flat[te], y[te].astype(np.int64), columns, corr, CQ.BETAS)
     return {
         "nis_area": CQ.area_over_beta(grid.index.to_numpy(), grid.to_numpy()),
+        "nis_area_code": CQ.area_over_beta(list(code), list(code.values())),
         "nps_beta": float(at["nps"].mean()),
         "nis_beta": float(at["nis"].mean()),
         "mean_niche_size": float(at["niche_size"].mean()),
@@ -334,25 +352,14 @@ def _niches(truth, names, reps, flat, columns, tr, te, betas, seed, opts, niche_
     }
 
 
-def _inputs(ctx: Context, unit: Unit) -> str:
-    return _fingerprint(ctx, unit, ctx.__dict__.get("_concept_opts"))
-
-
-def _units_keeping_options(ctx: Context, opts: dict) -> list[Unit]:
-    # is_done() compares fingerprints that include the options this run was given.
-    ctx.__dict__["_concept_opts"] = {k: opts[k] for k in ("seed", *(o.name for o in OPTIONS))}
-    return _units(ctx, opts)
-
-
 ANALYSIS = Analysis(
     name="concepts",
     title="Concept quality: purity matrices, oracle impurity and concept niches",
     writes=("oracle_purity", "purity_matrices", "concept_niches", "niche_scores", "concept_scores"),
-    units=_units_keeping_options,
+    units=_units,
     run=_run,
     options=OPTIONS,
-    page="concepts",
-    inputs=_inputs,
+    inputs=_fingerprint,
     doc="Purity matrices of every checkpoint's concepts (its own, or probe concepts), the "
     "oracle impurity score, and niche purity / impurity (the concept-quality paper).",
 )

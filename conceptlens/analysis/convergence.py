@@ -21,13 +21,8 @@ from .. import schema
 from ..embedding import active as A
 from ..embedding.psych import read_embedding
 from ..workspace import WorkspaceError, files_signature
-from .common import Context
-from .registry import Analysis, Option, Unit
-from .similarity import ANALYSIS as SIMILARITY
-from .similarity import encode, read_trials
-
-# The same beta and epochs as the embedding itself (one option each across analyses).
-_SHARED = {o.name: o for o in SIMILARITY.options}
+from .base import BETA, MAX_EPOCHS, Analysis, Option, Unit
+from .common import Context, encode, read_trials
 
 
 def _units(ctx: Context, opts: dict) -> list[Unit]:
@@ -38,7 +33,7 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
     return [Unit({"dataset": d}) for d in have]
 
 
-def _fingerprint(ctx: Context, unit: Unit) -> str:
+def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
     ds = unit.partition["dataset"]
     return files_signature(
         ctx.ws.partition_files("similarity_trials", dataset=ds)
@@ -117,7 +112,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     ctx.ws.write(
         "similarity_convergence",
         pa.Table.from_pylist(rows, schema=schema.arrow_schema("similarity_convergence", partition=False)),
-        metadata={"inputs": fingerprint},
+        metadata=ANALYSIS.done_metadata(opts, fingerprint),
         dataset=ds,
     )
     return fingerprint
@@ -137,7 +132,6 @@ ANALYSIS = Analysis(
     run=_run,
     inputs=_fingerprint,
     depends=("similarity",),
-    page="Similarity",
     options=(
         Option(
             "rounds",
@@ -148,8 +142,8 @@ ANALYSIS = Analysis(
             minimum=2,
         ),
         Option("convergence_members", int, 3, "ensemble members per share", minimum=2),
-        _SHARED["beta"],
-        _SHARED["max_epochs"],
+        BETA,  # the same beta and epochs as the embedding itself
+        MAX_EPOCHS,
     ),
     doc=__doc__.splitlines()[0],
 )

@@ -1,6 +1,6 @@
 """`conceptlens analyze --engine ray`: the pending units of one analysis as Ray tasks.
 
-The driver (`registry.run`) keeps what needs one view of the whole run: the order of
+The driver (`runner.run`) keeps what needs one view of the whole run: the order of
 the analyses, which units are done already, the progress bar, the `analysis_runs` log
 and the error report. Each Ray task opens the workspace by its path and runs the same
 `Analysis.run` the local engine runs, so it writes its partitions atomically itself; a
@@ -30,13 +30,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..workspace import Workspace
+from .base import Skipped, Unit
 from .common import Context
-from .registry import Unit, now_us
+
+
+def now_us() -> str:
+    """Microseconds: two runs of one unit within a second must not share a key."""
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 @dataclass(frozen=True)
 class Result:
-    """What a task reports of one unit: its inputs' fingerprint and time, or its error."""
+    """What a task reports of one unit: its inputs' fingerprint and time, why it was
+    skipped (`base.Skipped`), or its error."""
 
     unit: Unit
     inputs: str | None
@@ -45,6 +53,7 @@ class Result:
     notes: tuple[str, ...] = ()
     error: str | None = None
     trace: str | None = None
+    skipped: str | None = None
 
 
 @contextmanager
@@ -63,19 +72,23 @@ def unit_threads(n: int | None):
 def run_group(root: str, name: str, units: list[Unit], opts: dict, threads: int = 1) -> Iterator[Result]:
     """Run `units` of analysis `name` one after the other in one fresh context (a Ray task's
     body, also callable in-process); yields each unit's Result as soon as it is written."""
-    from .registry import _registered
+    from . import by_name
 
-    a = _registered()["BY_NAME"][name]
+    a = by_name()[name]
     ctx = Context(Workspace(root), progress=False)
     for unit in units:
         before = len(ctx.notes)
         started, t0 = now_us(), time.perf_counter()
+        inputs = error = trace = skipped = None
         try:
             with unit_threads(threads):
-                inputs, error, trace = a.run(ctx, unit, opts), None, None
+                inputs = a.run(ctx, unit, opts)
+        except Skipped as s:  # logged by the driver; tried again by the next run
+            skipped = s.reason
         except Exception as e:  # reported by the driver under the unit's name; the next unit still runs
-            inputs, error, trace = None, f"{type(e).__name__}: {e}", traceback.format_exc()
-        yield Result(unit, inputs, started, time.perf_counter() - t0, tuple(ctx.notes[before:]), error, trace)
+            error, trace = f"{type(e).__name__}: {e}", traceback.format_exc()
+        notes = tuple(ctx.notes[before:])
+        yield Result(unit, inputs, started, time.perf_counter() - t0, notes, error, trace, skipped)
 
 
 def groups(units: list[Unit]) -> list[list[Unit]]:

@@ -6,9 +6,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import schema
-from .clustering import checkpoints_with_features
+from .base import Analysis, Option, Unit, checkpoints_with_features
 from .common import Context
-from .registry import Analysis, Option, Unit
 
 
 def umap_2d(Xn: np.ndarray, seed: int, fit_max: int = 10_000) -> np.ndarray:
@@ -59,6 +58,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> None:
             },
             schema=schema.arrow_schema("projections", partition=False),
         ),
+        metadata=ANALYSIS.done_metadata(opts, None),
         checkpoint_id=cid,
         method="umap",
     )
@@ -70,7 +70,6 @@ ANALYSIS = Analysis(
     writes=("projections",),
     units=_units,
     run=_run,
-    page="Clusters",
     options=(
         Option(
             "umap_fit_max",

@@ -25,8 +25,8 @@ from .. import schema
 from ..embedding.psych import psych_id, read_embedding
 from ..metrics import similarity as S
 from ..workspace import WorkspaceError, files_signature
-from .common import Context
-from .registry import Analysis, Option, Unit
+from .base import BETA, MAX_EPOCHS, Analysis, Option, Unit
+from .common import Context, encode, read_trials
 
 FIT_OPTIONS = ("seed", "dims", "members", "screen_members", "holdout", "beta", "max_epochs", "batch_trials")
 SCORE_OPTIONS = ("seed", "n_boot", "rsa_max", "beta")
@@ -65,7 +65,7 @@ def _checkpoints_of(ctx: Context, dataset: str) -> list[str]:
     )
 
 
-def _fingerprint(ctx: Context, unit: Unit) -> str:
+def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
     ds = unit.partition["dataset"]
     trials = files_signature(ctx.ws.partition_files("similarity_trials", dataset=ds))
     feats = {
@@ -79,47 +79,6 @@ def _hash(text: str) -> str:
     import hashlib
 
     return hashlib.sha1(text.encode()).hexdigest()
-
-
-# ---- trials --------------------------------------------------------------------------------
-def read_trials(ctx: Context, dataset: str) -> pd.DataFrame:
-    t = ctx.ws.read("similarity_trials", dataset=dataset).to_pandas()
-    where = ctx.ws.partition_dir("similarity_trials", dataset=dataset)
-    for r in t.itertuples(index=False):
-        refs, chosen = list(r.references), list(r.chosen)
-        if len(chosen) != r.n_select or not set(chosen) <= set(refs) or len(set(chosen)) != len(chosen):
-            raise WorkspaceError(
-                f"{where}: trial {r.trial_id!r}: `chosen` must be n_select="
-                f"{r.n_select} distinct references, got {chosen}"
-            )
-    images = ctx.images
-    known = set(images.loc[images["dataset"] == dataset, "image_id"])
-    used = set(t["query"]) | {i for refs in t["references"] for i in refs}
-    unknown = sorted(used - known)
-    if unknown:
-        raise WorkspaceError(
-            f"{where}: {len(unknown)} image(s) are not images of dataset {dataset!r}, e.g. {unknown[0]!r}"
-        )
-    return t
-
-
-def encode(trials: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """(stimulus_set, n_select) with indices from `index`: query, chosen references in
-    choice order, the others in display order; -1 pads shorter trials; a trial with an
-    image missing from `index` gets -2 in column 0 (callers drop it)."""
-    n_ref = trials["references"].map(len).to_numpy()
-    width = 1 + int(n_ref.max(initial=2))
-    out = np.full((len(trials), width), -1, np.int64)
-    missing = np.zeros(len(trials), bool)
-    for t, (q, refs, chosen) in enumerate(zip(trials["query"], trials["references"], trials["chosen"])):
-        chosen = list(chosen)
-        row = [q, *chosen, *[r for r in refs if r not in chosen]]
-        ids = [index.get(i, -1) for i in row]
-        if min(ids) < 0:
-            missing[t] = True
-        out[t, : len(ids)] = ids
-    out[missing, 0] = -2
-    return out, trials["n_select"].to_numpy(np.int64)
 
 
 # ---- the psychological embedding -----------------------------------------------------------
@@ -406,7 +365,8 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         scorer = scorer or _Scorer(ctx, ds, trials, opts)
         ids, X = ctx.features(cid)
         rows += [{"checkpoint_id": cid, **r} for r in scorer.score(ids, X)]
-    md = {"inputs": fingerprint, "fit": fit_sig, "options": score_opts, "features": sigs}
+    md = {"fit": fit_sig, "options": score_opts, "features": sigs}
+    md.update(ANALYSIS.done_metadata(opts, fingerprint))
     ctx.ws.write(
         "human_alignment",
         pa.Table.from_pylist(rows, schema=schema.arrow_schema("human_alignment", partition=False)),
@@ -423,7 +383,6 @@ ANALYSIS = Analysis(
     units=_units,
     run=_run,
     inputs=_fingerprint,
-    page="Similarity",
     options=(
         Option(
             "dims",
@@ -443,8 +402,8 @@ ANALYSIS = Analysis(
             minimum=0,
         ),
         Option("holdout", float, 0.1, "share of the train trials each member holds out", minimum=0.01),
-        Option("beta", float, 10.0, "beta of the similarity exp(-beta * distance)", minimum=0.0),
-        Option("max_epochs", int, 300, "most epochs of a fit (it stops earlier at a plateau)", minimum=1),
+        BETA,
+        MAX_EPOCHS,
         Option("batch_trials", int, 8192, "trials per optimisation step", minimum=1),
         Option("n_boot", int, 500, "bootstrap resamples of the agreement intervals", minimum=0),
         Option("rsa_max", int, 1000, "RSA uses at most this many images (a seeded sample)", minimum=3),

@@ -1,10 +1,10 @@
-"""The `analysis` stage of `conceptlens demo build`: every analysis of the registry."""
+"""The `analysis` stage of `conceptlens demo build`: every analysis (`conceptlens.analysis.registered()`)."""
 
 from __future__ import annotations
 
-from ..analysis import registry
+from ..analysis import runner
 from ..workspace import Workspace
 
 
 def build_analysis(ws: Workspace, seed: int, progress: bool = True) -> list[str]:
-    return registry.run(ws.root, "all", {"seed": seed}, progress_bars=progress).notes
+    return runner.run(ws.root, "all", {"seed": seed}, progress_bars=progress).notes

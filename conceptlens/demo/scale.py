@@ -269,7 +269,7 @@ def build_scale(
     fields = [f for f in schema.arrow_schema("checkpoints") if f.name in rows[0]]
     ws.write("checkpoints", pa.Table.from_pylist(rows, schema=pa.schema(fields)))
     if analyses != "none" and analyses != ["none"]:
-        from ..analysis import registry
+        from ..analysis import runner
 
-        registry.run(ws.root, analyses, {"seed": seed}, progress_bars=progress)
+        runner.run(ws.root, analyses, {"seed": seed}, progress_bars=progress)
     return ws

@@ -18,7 +18,16 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .theme import BASE_FONT_PX, MIN_FONT_PX, OKABE_ITO, SEQUENTIAL, categorical
+from .theme import (
+    BASE_FONT_PX,
+    MIN_FONT_PX,
+    OKABE_ITO,
+    SEQUENTIAL,
+    break_name,
+    categorical,
+    data_range,
+    range_title,
+)
 
 METRIC_TITLES = {
     "knn_acc": "kNN accuracy",
@@ -29,6 +38,9 @@ METRIC_TITLES = {
     "mean_purity": "mean purity",
     "mean_coherence": "mean coherence (random)",
 }
+# The scale of each metric bounded to [0, 1] (a share): an axis spans at least a tenth of
+# it (theme.data_range). ID and CLID have no bounded scale.
+METRIC_SCALES = {m: (0.0, 1.0) for m in ("knn_acc", "cl", "anmi", "mean_purity", "mean_coherence")}
 PREDICTOR_LABELS = {
     "cl": "CL",
     "cl_heldout": "CL held-out",
@@ -53,22 +65,17 @@ def _rgba(hex_colour: str, alpha: float) -> str:
     return f"rgba({r},{g},{b},{alpha})"
 
 
-# Okabe-Ito hues: blue split, vermillion merge, reddish purple both, orange partial.
+# Okabe-Ito hues: blue split, vermillion merge, reddish purple both, orange partial. Keyed
+# by `compare.classify_links` kinds and by `events.label_links` events (the Sankey's colours).
 KIND_COLOURS = {
     "one-to-one": _rgba(GREY, 0.45),
+    "continuation": _rgba(GREY, 0.45),
     "split": _rgba(OKABE_ITO[4], 0.6),
     "merge": _rgba(OKABE_ITO[5], 0.6),
     "split+merge": _rgba(OKABE_ITO[6], 0.7),
     "partial": _rgba(OKABE_ITO[0], 0.45),
     "minor": _rgba("#CCCCCC", 0.3),
-}
-KIND_NAMES = {
-    "split": "blue",
-    "merge": "vermillion",
-    "split+merge": "purple",
-    "one-to-one": "grey",
-    "partial": "orange",
-    "minor": "light grey",
+    "not significant": _rgba("#CCCCCC", 0.3),
 }
 
 # Width x height in px at which the page's figures are checked for overlaps and clipping:
@@ -92,13 +99,6 @@ def short_names(ids) -> list[str]:
     cut = max(prefix.rfind("-"), prefix.rfind("_")) + 1
     out = [i[cut:] for i in ids]
     return out if all(out) and len(set(out)) == len(out) else ids
-
-
-def _middle_ellipsis(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    keep = limit - 1
-    return text[: keep - keep // 2] + "…" + text[len(text) - keep // 2 :]
 
 
 def _num(value, fmt: str = "{:.2f}") -> str:
@@ -217,7 +217,9 @@ def cl_id_scatter(
     """
     s = summary[summary["cl"].notna() & summary["id"].notna()].reset_index(drop=True)
     acc = s["knn_acc"].astype(float) if "knn_acc" in s.columns else pd.Series(np.nan, index=s.index)
-    has_acc = bool(acc.notna().any())
+    # A colour scale needs two accuracies to span: one value (one checkpoint) would get a
+    # colour bar around itself (-0.2..0.6 for 0.2), so it is drawn in one colour instead.
+    has_acc = acc.nunique() >= 2
     ids = s["checkpoint_id"].astype(str)
     x, y = s["id"].astype(float).to_numpy(), s["cl"].astype(float).to_numpy()
     margin = dict(_SCATTER_MARGIN, t=40 if title else _SCATTER_MARGIN["t"])
@@ -227,8 +229,12 @@ def cl_id_scatter(
             y=y,
             mode="markers",
             text=ids,
-            customdata=[f"<b>{c}</b><br>kNN acc {_num(v, '{:.3f}')}" for c, v in zip(ids, acc)],
-            hovertemplate="%{customdata}<br>ID %{x:.2f} · CL %{y:.3f}<extra></extra>",
+            # Names are data, markup is the template's (the dashboard escapes data: components/text.py).
+            customdata=[[c, _num(v, "{:.3f}")] for c, v in zip(ids, acc)],
+            hovertemplate=(
+                "<b>%{customdata[0]}</b><br>kNN acc %{customdata[1]}<br>"
+                "ID %{x:.2f} · CL %{y:.3f}<extra></extra>"
+            ),
             marker=dict(
                 size=_MARKER,
                 line=dict(width=0.8, color="#333"),
@@ -399,11 +405,14 @@ def metrics_vs_epoch(long: pd.DataFrame, metric: str | None = None, title: str |
                     ),
                 )
             )
+    scale = METRIC_SCALES.get(metric)
+    yrange = data_range(d["value"].astype(float), scale) if len(d) else None
+    name = METRIC_TITLES.get(metric, metric or "")
     fig.update_layout(
         title=title,
         height=380,
         xaxis=dict(title="epoch", tickformat="d"),
-        yaxis=dict(title=METRIC_TITLES.get(metric, metric or "")),
+        yaxis=dict(title=range_title(name, yrange, scale[0]) if yrange and scale else name, range=yrange),
         legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, font=dict(size=MIN_FONT_PX)),
         margin=dict(l=56, r=14, t=40 if title else 30, b=44),
     )
@@ -417,12 +426,13 @@ TICK_CHARS = 16  # a tick label's characters at most (the full name is in the ho
 def anmi_heatmap(matrix: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Square heatmap of aNMI between checkpoints' clusterings.
 
-    Tick labels drop the prefix all ids share and are cut to TICK_CHARS; Plotly skips
+    Tick labels drop the prefix all ids share and break onto lines of at most TICK_CHARS
+    characters (never cut inside a word); Plotly skips
     ticks that would collide (every name is in the hover label). Values are written in
     the cells up to 12 checkpoints, where they still fit a single column."""
     z = matrix.to_numpy(dtype=float)
     full = [str(c) for c in matrix.columns]
-    ticks = [_middle_ellipsis(s, TICK_CHARS) for s in short_names(full)]
+    ticks = [break_name(s, TICK_CHARS) for s in short_names(full)]
     if len(set(ticks)) < len(ticks):
         ticks = full
     n = len(matrix)
@@ -487,6 +497,38 @@ def labelled_nodes(values_a, values_b, height: float, pad: float = _SANKEY_PAD, 
     return a * ky >= font + 2, b * ky >= font + 2
 
 
+# Nodes light enough for the dark label text (and outlined, so they show on white).
+_NODE_COLOUR, _NODE_LINE, _TEXT_COLOUR = "#D4D4D4", "#6E6E6E", "#222222"
+_NODE_THICKNESS = 12
+# The longest node label (characters) that fits between the columns at one column's width.
+_LABEL_CHARS = int(
+    ((CHECK_SIZES[0][0] - _SANKEY_MARGIN["l"] - _SANKEY_MARGIN["r"]) / 2 - _NODE_THICKNESS - 8)
+    / (CHAR_WIDTH * MIN_FONT_PX)
+)
+_ARTICLES = ("a ", "an ", "the ")
+_LEGEND_PX, _HEADER_PX = 24, 18  # the margins above (legend) and below (column headers)
+# Height / width of the exported Sankey (the catalogue's aspect): node labels are chosen to
+# fit at one column of this aspect.
+SANKEY_ASPECT = 1.0
+
+
+def node_label(cluster, caption=None, chars: int = _LABEL_CHARS) -> str:
+    """A node's label: its cluster id and as much of its caption (less a leading article)
+    as fits in `chars` characters, cut at a word with an ellipsis."""
+    label = str(cluster)
+    if not isinstance(caption, str) or not caption.strip():
+        return label
+    text = " ".join(caption.split())
+    for art in _ARTICLES:
+        if text.lower().startswith(art):
+            text = text[len(art) :]
+            break
+    room = chars - len(label) - 1
+    if room < 4:
+        return label
+    return f"{label} {textwrap.shorten(text, room, placeholder='…')}".rstrip()
+
+
 def cluster_sankey(
     links: pd.DataFrame,
     meta_a: pd.DataFrame | None = None,
@@ -494,79 +536,132 @@ def cluster_sankey(
     name_a: str = "A",
     name_b: str = "B",
     title: str | None = None,
+    headers: tuple[str, str] | None = None,
 ) -> go.Figure:
     """Flows of images from A's clusters (left) to B's (right).
 
     `links` comes from `conceptlens.views.checkpoints.cluster_links` (or
-    `conceptlens.metrics.compare.classify_links`); link colour is its kind (split,
-    merge, ...). `meta_a`/`meta_b` are cluster rows (`views.clusters.cluster_table`)
+    `conceptlens.metrics.events.label_links`); a link's colour is its concept event
+    (`event`: split, merge, split+merge, continuation, not significant) or, without that
+    column, its `compare.classify_links` kind, and a legend drawn in the figure names the
+    colours drawn. `meta_a`/`meta_b` are cluster rows (`views.clusters.cluster_table`)
     with a `cluster` column or indexed by cluster; their size, purity, coherence and
-    caption go into node hovers. A node is labelled only when it is tall enough for its
-    label at a single column's height (`labelled_nodes`); every node names itself in
-    its hover label.
+    caption go into node hovers, and the caption, shortened, into the node's label. A
+    node is labelled only when it is tall enough for its label at a single column's
+    height (`labelled_nodes`); every node names itself in its hover label. `headers`
+    (default: the names) are written under the two columns.
     """
     meta_a, meta_b = (
         m.set_index("cluster") if m is not None and "cluster" in m.columns else m for m in (meta_a, meta_b)
     )
+    col = "event" if "event" in links.columns else "kind"
     a_nodes = sorted(links["a"].unique()) if not links.empty else []
     b_nodes = sorted(links["b"].unique()) if not links.empty else []
     idx_a = {c: i for i, c in enumerate(a_nodes)}
     idx_b = {c: len(a_nodes) + i for i, c in enumerate(b_nodes)}
     names = [f"{name_a}:{c}" for c in a_nodes] + [f"{name_b}:{c}" for c in b_nodes]
-    small = CHECK_SIZES[0][1] - _SANKEY_MARGIN["t"] - _SANKEY_MARGIN["b"] - (30 if title else 0)
+
+    def caption(meta, c):
+        if meta is None or "caption" not in meta.columns or c not in meta.index:
+            return None
+        return meta.loc[c, "caption"]
+
+    full = [node_label(c, caption(meta_a, c)) for c in a_nodes] + [
+        node_label(c, caption(meta_b, c)) for c in b_nodes
+    ]
+    top_px = _SANKEY_MARGIN["t"] + (30 if title else 0) + _LEGEND_PX
+    bottom_px = _SANKEY_MARGIN["b"] + _HEADER_PX
+    small = CHECK_SIZES[0][0] * SANKEY_ASPECT - top_px - bottom_px
     fit_a, fit_b = labelled_nodes(
         [links.loc[links["a"] == c, "count"].sum() for c in a_nodes],
         [links.loc[links["b"] == c, "count"].sum() for c in b_nodes],
         small,
     )
-    labels = [n if fit else "" for n, fit in zip(names, [*fit_a, *fit_b])]
+    labels = [n if fit else "" for n, fit in zip(full, [*fit_a, *fit_b])]
     hover = [_hover_lines(meta_a, c) for c in a_nodes] + [_hover_lines(meta_b, c) for c in b_nodes]
-    hover = [f"<b>{n}</b><br>{h}" if h else f"<b>{n}</b>" for n, h in zip(names, hover)]
-    node_colours = [OKABE_ITO[4]] * len(a_nodes) + [OKABE_ITO[0]] * len(b_nodes)
-    kinds = links["kind"].tolist() if not links.empty else []
-    fig = go.Figure(
-        go.Sankey(
-            arrangement="snap",
-            textfont=dict(color="#222", size=MIN_FONT_PX),
-            node=dict(
-                label=labels,
-                customdata=hover,
-                pad=_SANKEY_PAD,
-                thickness=12,
-                color=node_colours,
-                line=dict(width=0.5, color="white"),
-                hovertemplate="%{customdata}<br>%{value} images<extra></extra>",
-            ),
-            link=dict(
-                source=[idx_a[a] for a in links["a"]] if kinds else [],
-                target=[idx_b[b] for b in links["b"]] if kinds else [],
-                value=links["count"].tolist() if kinds else [],
-                color=[KIND_COLOURS.get(k, KIND_COLOURS["minor"]) for k in kinds],
-                customdata=np.column_stack(
-                    [
-                        [names[idx_a[a]] for a in links["a"]],
-                        [names[idx_b[b]] for b in links["b"]],
-                        kinds,
-                        links["share_a"].round(2),
-                        links["share_b"].round(2),
-                    ]
-                )
-                if kinds
-                else None,
-                hovertemplate=(
-                    "%{customdata[0]} → %{customdata[1]}: %{value} images<br>"
-                    "%{customdata[2]} · %{customdata[3]} of source, "
-                    "%{customdata[4]} of target<extra></extra>"
+    hover = [[n, f"{h}<br>" if h else ""] for n, h in zip(names, hover)]  # bold in the template
+    kinds = links[col].tolist() if not links.empty else []
+    # An empty Sankey cannot be exported (Kaleido: "Invalid array length"): no flows, no trace.
+    fig = go.Figure()
+    if kinds:
+        fig.add_trace(
+            go.Sankey(
+                arrangement="snap",
+                textfont=dict(color=_TEXT_COLOUR, size=MIN_FONT_PX),
+                node=dict(
+                    label=labels,
+                    customdata=hover,
+                    pad=_SANKEY_PAD,
+                    thickness=_NODE_THICKNESS,
+                    color=_NODE_COLOUR,
+                    line=dict(width=0.5, color=_NODE_LINE),
+                    hovertemplate="<b>%{customdata[0]}</b><br>%{customdata[1]}%{value} images<extra></extra>",
                 ),
-            ),
+                link=dict(
+                    source=[idx_a[a] for a in links["a"]],
+                    target=[idx_b[b] for b in links["b"]],
+                    value=links["count"].tolist(),
+                    color=[KIND_COLOURS.get(k, KIND_COLOURS["minor"]) for k in kinds],
+                    customdata=np.column_stack(
+                        [
+                            [names[idx_a[a]] for a in links["a"]],
+                            [names[idx_b[b]] for b in links["b"]],
+                            kinds,
+                            links["share_a"].round(2),
+                            links["share_b"].round(2),
+                        ]
+                    ),
+                    hovertemplate=(
+                        "%{customdata[0]} → %{customdata[1]}: %{value} images<br>"
+                        "%{customdata[2]} · %{customdata[3]} of source, "
+                        "%{customdata[4]} of target<extra></extra>"
+                    ),
+                ),
+            )
         )
-    )
+    # A Sankey has no legend entries: one empty trace per colour drawn makes them.
+    drawn = set(kinds)
+    for kind in [k for k in KIND_COLOURS if k in drawn] + sorted(drawn - set(KIND_COLOURS)):
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=kind,
+                marker=dict(
+                    symbol="square",
+                    size=11,
+                    color=KIND_COLOURS.get(kind, KIND_COLOURS["minor"]),
+                    line=dict(width=0.5, color=_NODE_LINE),  # so the palest one shows
+                ),
+                hoverinfo="skip",
+                showlegend=True,
+            )
+        )
+    top_a, top_b = headers if headers is not None else (name_a, name_b)
+    for text, x in ((top_a, 0.0), (top_b, 1.0)):
+        fig.add_annotation(
+            text=str(text),
+            x=x,
+            xanchor="left" if x == 0 else "right",
+            y=0,
+            yanchor="top",
+            xref="paper",
+            yref="paper",
+            showarrow=False,
+            font=dict(size=MIN_FONT_PX, color=_TEXT_COLOUR),
+        )
     n = max(len(a_nodes), len(b_nodes), 1)
     fig.update_layout(
         title=title,
-        height=min(1200, max(380, 20 * n + 80)),
-        margin=dict(_SANKEY_MARGIN, t=_SANKEY_MARGIN["t"] + (30 if title else 0)),
+        height=min(1200, max(380, 20 * n + 120)),
+        margin=dict(_SANKEY_MARGIN, t=top_px, b=bottom_px),
         font=dict(size=BASE_FONT_PX),
+        showlegend=bool(kinds),
+        legend=dict(orientation="h", x=0, xanchor="left", y=1, yanchor="bottom", font=dict(size=MIN_FONT_PX)),
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False),
+        plot_bgcolor="rgba(0,0,0,0)",
     )
     if not kinds:
         fig.add_annotation(text="no flows to show", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)

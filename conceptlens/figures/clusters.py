@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from . import theme
-from .theme import MIN_FONT_PX, OKABE_ITO
+from .theme import MIN_FONT_PX, OKABE_ITO, data_range, range_title
 
 SERIES = {
     "coherence_random": ("random negatives", OKABE_ITO[4], "circle"),
@@ -103,6 +103,22 @@ def purity_coherence(
                 hoverinfo="skip",
             )
         )
+    # Ranges that show where the clusters are (both are shares, chance at 0.5 is kept in
+    # view); an axis that does not start at 0 says so in its title.
+    shown = [t for t in fig.data if t.x is not None and len(t.x)]
+    xrange = data_range(np.concatenate([np.asarray(t.x, float) for t in shown]) if shown else [], (0.0, 1.0))
+    ys = [np.asarray(t.y, float) for t in shown]
+    ys += [
+        np.asarray(t.y, float) + np.asarray(t.error_y.array, float)
+        for t in shown
+        if t.error_y.array is not None
+    ]
+    ys += [
+        np.asarray(t.y, float) - np.asarray(t.error_y.arrayminus, float)
+        for t in shown
+        if t.error_y.arrayminus is not None
+    ]
+    yrange = data_range(np.concatenate(ys) if ys else [], (0.0, 1.0), include=[0.5])
     fig.update_layout(
         # What add_hline(0.5, annotation_text="chance") draws, written out: add_hline
         # costs a quarter of this figure's build.
@@ -131,10 +147,8 @@ def purity_coherence(
             )
         ],
         title=title,
-        xaxis_title="purity",
-        yaxis_title="coherence (2AFC)",
-        xaxis=dict(range=[-0.02, 1.02]),
-        yaxis=dict(range=[0, 1.05]),
+        xaxis=dict(range=xrange, title=range_title("purity", xrange)),
+        yaxis=dict(range=yrange, title=range_title("coherence (2AFC)", yrange)),
         # Inside, bottom left: below chance at low purity is where clusters are rarest, and
         # a legend above the plot takes a third of a single-column figure.
         legend=dict(
@@ -175,10 +189,11 @@ def _categories(vals: pd.Series) -> list[str]:
     return sorted(vals.unique(), key=key)
 
 
-def _label_positions(pts: pd.DataFrame, first=None, spacing: float = 0.07) -> pd.DataFrame:
+def _label_positions(pts: pd.DataFrame, first=None, spacing: float = 0.1) -> pd.DataFrame:
     """Median point of each cluster, largest clusters (and `first`) first, leaving out one
     closer than `spacing` (a share of the plot's width and height) to one kept: ids that
-    would print over each other at a single column's width."""
+    would print over each other at a single column's width (two digits at 10 px: a tenth
+    of the plot there)."""
     key = pts["cluster"].astype("string")
     med = pts.groupby(key)[["x", "y"]].median()
     size = key.value_counts()

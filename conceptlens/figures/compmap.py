@@ -18,6 +18,7 @@ MODEL_STYLE = {  # paper name -> (colour, marker)
 }
 GT_COLOUR, OTHER_COLOUR = "#1f77b4", "#b0b0b0"
 FONT = dict(size=11)
+COLORBARS_PX = 48  # the two horizontal colour bars under the heatmaps, with their titles
 TICK_PX = 10  # the paper minimum: a paper export keeps the size the layout was made for
 
 
@@ -60,8 +61,8 @@ def weights_heatmap(
     hover = "%{y}<br>%{customdata}<br>%{z:.3f}<extra>%{fullData.name}</extra>"
     for r, (Z, name, scale, lo, bar) in enumerate(
         (
-            (W, "weight", "RdBu_r", -lim, dict(title="weight", y=0.78)),
-            (T, "ground truth", "Blues", 0, dict(title="share", y=0.22)),
+            (W, "weight", "RdBu_r", -lim, dict(title="weight", x=0.0)),
+            (T, "ground truth", "Blues", 0, dict(title="share", x=0.55)),
         ),
         start=1,
     ):
@@ -77,11 +78,19 @@ def weights_heatmap(
                 zmax=lim if r == 1 else 1,
                 customdata=custom,
                 hovertemplate=hover,
+                # Side by side along the bottom, below the group names: beside the plots
+                # they would take a fifth of a single column's width from 22 columns.
                 colorbar=dict(
-                    title=dict(text=bar["title"], font=dict(size=10)),
-                    thickness=10,
-                    len=0.45,
-                    y=bar["y"],
+                    title=dict(text=bar["title"], font=dict(size=10), side="top"),
+                    orientation="h",
+                    thickness=8,
+                    len=0.4,
+                    x=bar["x"],
+                    xanchor="left",
+                    xref="paper",
+                    y=0,
+                    yref="container",
+                    yanchor="bottom",
                     tickfont=dict(size=9),
                 ),
             ),
@@ -124,8 +133,8 @@ def weights_heatmap(
     fig.update_layout(
         title=title,
         font=FONT,
-        height=2 * per_row * len(rows) + 220 + round(below + depth),
-        margin=dict(l=10, r=10, t=60 if title else 30, b=round(below + depth + 10)),
+        height=2 * per_row * len(rows) + 220 + round(below + depth) + COLORBARS_PX,
+        margin=dict(l=10, r=10, t=60 if title else 30, b=round(below + depth + 10) + COLORBARS_PX),
     )
     return fig
 

@@ -126,12 +126,65 @@ def _axis_key(ref: str) -> str:  # "x2" -> "xaxis2"
     return ref[0] + "axis" + ref[1:]
 
 
+# A row of an axis up the side needs this many font sizes per line of its label.
+ROW_EM = 1.3
+
+
+# A figure grows for its rows up to this height / width (twice as tall as wide: a
+# column's page); past it, every n-th row is labelled.
+MAX_ROWS_ASPECT = 2.0
+
+
+def _room_for_rows(d: dict, width_px: int, height_px: int) -> int:
+    """The figure made as tall as its rows need: every category of an axis up the side (a
+    bar, a heatmap row, a predictor) keeps its label, one line of ROW_EM font sizes each,
+    so at one column no row goes unlabelled and no two labels touch. A figure that would
+    grow past MAX_ROWS_ASPECT labels every n-th row of its category axes instead.
+    Returns the height."""
+    layout = d.setdefault("layout", {})
+    tmpl = (layout.get("template") or {}).get("layout") or {}
+    margin = {**(tmpl.get("margin") or {}), **(layout.get("margin") or {})}
+    cats = _categories(d)
+    cap = max(height_px, round(width_px * MAX_ROWS_ASPECT))
+    grow = 0.0
+    keys = [k for k, v in layout.items() if k.startswith("yaxis") and isinstance(v, dict)]
+    for key in keys + [k for k in cats if k.startswith("yaxis") and k not in keys]:
+        axis = layout.setdefault(key, {})
+        if axis.get("showticklabels") is False:
+            continue
+        mine = axis.get("tickvals") is None  # the figure did not set its ticks
+        labels = cats.get(key) if mine else axis.get("ticktext")
+        if not labels or axis.get("type") not in (None, "category", "linear"):
+            continue
+        size = _font_size(d, {"font": axis.get("tickfont")})
+        # Plotly spaces rows evenly: each needs the lines of the tallest label.
+        row = max(str(t).count("<br>") + 1 for t in labels) * size * ROW_EM
+        lo, hi = axis.get("domain") or (0.0, 1.0)
+        xaxis = layout.get("xaxis") or {}
+        bottom = margin.get("b", 80) + (size * 2.5 if (xaxis.get("title") or {}).get("text") else size * 1.5)
+        fixed = margin.get("t", 100) + bottom
+        need = (len(labels) * row) / max(hi - lo, 0.05) + fixed  # the figure's height
+        if mine:
+            at_cap = max(((cap - fixed) * (hi - lo)), 1.0)
+            step = math.ceil(len(labels) * row / at_cap) if need > cap else 1
+            if step > 1:
+                axis["tickmode"] = "array"
+                axis["tickvals"] = labels[::step]
+            else:  # Plotly would label every n-th row itself
+                axis["dtick"] = 1
+        grow = max(grow, min(need, cap) - height_px)
+    return height_px + math.ceil(max(grow, 0.0))
+
+
 def _thin_category_ticks(d: dict, width_px: int, height_px: int) -> None:
-    """Label every n-th category of a crowded category axis, so that no two tick labels
-    overlap at the paper size (an axis whose ticks the figure sets itself is left alone)."""
+    """Label every n-th category of a crowded category axis along the bottom, so that no
+    two tick labels overlap at the paper size (an axis whose ticks the figure sets itself
+    is left alone; the rows of an axis up the side get room instead, `_room_for_rows`)."""
     layout = d.setdefault("layout", {})
     font = max(MIN_FONT_PX, (layout.get("font") or {}).get("size") or MIN_FONT_PX)
     for key, values in _categories(d).items():
+        if not key.startswith("x"):
+            continue
         axis = layout.setdefault(key, {})
         if axis.get("tickvals") is not None or axis.get("type") not in (None, "category"):
             continue
@@ -200,7 +253,7 @@ def _make_room_above(d: dict, width_px: int, height_px: int) -> int:
     domains = [
         v.get("domain") or [0, 1] for k, v in layout.items() if k.startswith("xaxis") and isinstance(v, dict)
     ]
-    titles_h = 0.0
+    titles_h = titles_room = 0.0
     for a in layout.get("annotations") or []:
         # make_subplots's titles: centred on a subplot, anchored on its top edge.
         if a.get("yanchor") != "bottom" or a.get("xref") != "paper" or (a.get("y") or 0) < 0.99:
@@ -211,15 +264,17 @@ def _make_room_above(d: dict, width_px: int, height_px: int) -> int:
         lines = _wrap(a.get("text", ""), size, (dom[1] - dom[0]) * plot_w * 1.2)
         a["text"] = "<br>".join(lines)
         titles_h = max(titles_h, len(lines) * size * 1.25 + 4)
+        # Plotly draws each line 1.3 type sizes apart, in a box padded a few px.
+        titles_room = max(titles_room, len(lines) * size * 1.3 + 8)
     legend = layout.get("legend") or {}
     shown = layout.get("showlegend", True) is not False
     above = (
         legend.get("orientation") == "h" and (legend.get("y") or 0) >= 1 and legend.get("yref") != "container"
     )
     if not (above and shown):
-        if titles_h + 6 > top:
-            layout["margin"] = {**margin, "t": round(titles_h + 6)}
-            return height_px + round(titles_h + 6 - top)
+        if titles_room + 6 > top:
+            layout["margin"] = {**margin, "t": round(titles_room + 6)}
+            return height_px + round(titles_room + 6 - top)
         return height_px
     size = _font_size(d, legend)
     names = []
@@ -339,7 +394,7 @@ def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -
     # The template is walked too: it holds the base font every other size defaults to.
     _raise_fonts(d.get("layout", {}), MIN_FONT_PX)
     w = round(width_in * DPI)
-    h = round(w * (aspect or DEFAULT_ASPECT))
+    h = _room_for_rows(d, w, round(w * (aspect or DEFAULT_ASPECT)))
     _thin_category_ticks(d, w, h)
     _fit_texts(d, w)
     h = _make_room_above(d, w, h)

@@ -12,10 +12,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .checkpoints import short_names
 from .clusters import MAX_LEGEND, PALETTE, is_categorical
-from .theme import umap_axis
+from .theme import break_name, data_range, range_title, umap_axis
 
 METRICS = {"triplet_accuracy": "triplet accuracy", "rsa": "RSA (Spearman)"}
+SCALES = {"triplet_accuracy": (0.0, 1.0), "rsa": (-1.0, 1.0)}
 DISTANCE_NAMES = {"l1": "L1", "l2": "L2", "cosine": "cosine"}
 CHANCE = {"triplet_accuracy": 0.5, "rsa": 0.0}
 FONT = dict(size=12)
@@ -163,12 +165,10 @@ def embedding_map(
     return fig
 
 
-def _names(ids: pd.Series, width: int = 24) -> list[str]:
-    """Ids cut in the middle when long: their start and their end (e.g. the epoch) stay."""
-    out = []
-    for i in map(str, ids):
-        out.append(i if len(i) <= width else i[: width // 2 - 1] + "…" + i[-(width - width // 2) :])
-    return out
+def _names(ids: pd.Series, width: int = 18) -> list[str]:
+    """Ids without the prefix they all share, a long one broken onto lines after a '-'
+    or '_' (never cut: the whole name is the label)."""
+    return [break_name(i, width) for i in short_names(list(map(str, ids)))]
 
 
 def agreement_bars(
@@ -197,7 +197,7 @@ def agreement_bars(
         fig.add_trace(
             go.Bar(
                 x=v,
-                y=_names(pd.Series(order)),
+                y=_names(pd.Series(order), 26),
                 orientation="h",
                 name=METRICS[m],
                 showlegend=False,
@@ -234,11 +234,12 @@ def agreement_bars(
                 row=1,
                 col=c,
             )
-        lo = min(CHANCE[m], float(np.nanmin(d["lo"].astype(float).fillna(v)))) if len(d) else 0
-        hi = max(reference or 0, float(np.nanmax(d["hi"].astype(float).fillna(v)))) if len(d) else 1
-        pad = 0.05 * (hi - lo or 1)
+        # Chance, the reference and every interval in view; an axis not from 0 says so.
+        extra = [CHANCE[m]] + ([reference] if m == "triplet_accuracy" and reference is not None else [])
+        rng = data_range(np.concatenate([v, d["lo"].astype(float), d["hi"].astype(float)]), SCALES[m], extra)
         fig.update_xaxes(
-            range=[lo - pad if m == "rsa" else max(0, lo - pad), hi + pad],
+            range=rng,
+            title=dict(text=range_title("", rng).strip(), font=TICK_FONT),
             nticks=5,
             tickfont=TICK_FONT,
             row=1,
@@ -271,7 +272,7 @@ def label_heatmap(by_label: pd.DataFrame, metric: str, distance: str, title: str
     fig.add_trace(
         go.Heatmap(
             z=z.to_numpy(),
-            x=_names(pd.Series(z.columns), 22),
+            x=_names(pd.Series(z.columns), 40),
             y=list(z.index),
             colorscale="RdBu",
             zmid=mid,

@@ -10,6 +10,8 @@ font family or a palette of its own.
 from __future__ import annotations
 
 import functools
+import math
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -47,7 +49,6 @@ TOL_MUTED = (
     "#882255",
     "#AA4499",
 )
-PALETTE = OKABE_ITO + TOL_MUTED
 # Sequential and diverging scales that are perceptually uniform and colour-blind safe.
 SEQUENTIAL = "Viridis"
 DIVERGING = "RdBu_r"
@@ -66,6 +67,18 @@ def _hex_rgb(colours) -> np.ndarray:
     return np.array([[int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)] for c in colours])
 
 
+def lightness(colour: str) -> float:
+    """CIELAB L* (0 black .. 100 white) of a `#RRGGBB` colour."""
+    return float(_lab(_hex_rgb([colour]))[0, 0])
+
+
+# No category is drawn darker than this (CIELAB L*): the selection ring is black, and a
+# near-black cluster (Okabe-Ito's black, Tol's indigo, a dark teal at 48 colours) looked
+# like a ringed one. Added colours lighter than MAX_LIGHTNESS would be hard to see on white.
+MIN_LIGHTNESS, MAX_LIGHTNESS = 30, 88
+PALETTE = tuple(c for c in OKABE_ITO + TOL_MUTED if lightness(c) >= MIN_LIGHTNESS)
+
+
 @functools.lru_cache(maxsize=8)
 def _extended(n: int) -> tuple[str, ...]:
     # Greedy farthest-point choice in CIELAB over an sRGB grid: each added colour is the
@@ -75,7 +88,7 @@ def _extended(n: int) -> tuple[str, ...]:
     levels = np.linspace(0, 1, 14)
     grid = np.array(np.meshgrid(levels, levels, levels, indexing="ij")).reshape(3, -1).T
     lab = _lab(grid)
-    keep = (lab[:, 0] < 88) & (lab[:, 0] > 20)
+    keep = (lab[:, 0] < MAX_LIGHTNESS) & (lab[:, 0] > MIN_LIGHTNESS)
     grid, lab = grid[keep], lab[keep]
     out = list(PALETTE)
     nearest = np.min(np.linalg.norm(lab[:, None, :] - _lab(_hex_rgb(out))[None, :, :], axis=2), axis=1)
@@ -95,6 +108,73 @@ def categorical(n: int) -> list[str]:
     if n <= len(PALETTE):
         return list(PALETTE[:n])
     return list(_extended(n))
+
+
+# An axis spans at least this share of its metric's scale (of [0, 1] for a share), so a
+# change of 0.002 in an accuracy does not fill the axis; and the data are padded by PAD.
+MIN_SPAN_SHARE = 0.1
+PAD_SHARE = 0.06
+
+
+def _nice_step(span: float) -> float:
+    raw = span / 10
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw)
+
+
+def data_range(
+    values, scale: tuple[float, float] | None = None, include=(), min_share: float = MIN_SPAN_SHARE
+) -> list[float]:
+    """An axis range that shows the data honestly: every finite value of `values` (and of
+    `include`, e.g. chance) with padding, at least `min_share` of the metric's `scale`
+    wide (of the data's magnitude when the metric has no bounded scale), inside the scale
+    but for the padding. The ends are rounded out to a tenth of the span. Where the data
+    reach near the scale's lower end the axis starts there."""
+    v = np.asarray([*np.ravel(np.asarray(values, dtype=float)), *include], dtype=float)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return list(scale) if scale else [0.0, 1.0]
+    lo, hi = float(v.min()), float(v.max())
+    width = (scale[1] - scale[0]) if scale else max(abs(lo), abs(hi)) or 1.0
+    need = min_share * width
+    if hi - lo < need:
+        mid = (lo + hi) / 2
+        lo, hi = mid - need / 2, mid + need / 2
+        if scale:  # slid inside the scale, keeping the width
+            shift = max(0.0, scale[0] - lo) - max(0.0, hi - scale[1])
+            lo, hi = lo + shift, hi + shift
+    step = _nice_step(hi - lo)
+    pad = PAD_SHARE * (hi - lo)
+    if scale and lo - scale[0] <= 2 * step:  # the data almost reach the scale's start
+        lo = scale[0]
+    lo = math.floor((lo - pad) / step) * step if not (scale and lo == scale[0]) else lo - pad
+    hi = math.ceil((hi + pad) / step) * step
+    if scale and hi > scale[1] + pad:
+        hi = scale[1] + pad
+    return [round(lo, 10), round(hi, 10)]
+
+
+def range_title(title: str, rng, zero: float = 0.0) -> str:
+    """`title`, saying so where the axis does not start at `zero` (the scale's start)."""
+    lo = rng[0]
+    if lo <= zero + 1e-9 or (rng[1] - lo) and (lo - zero) / (rng[1] - lo) < 0.08:
+        return title
+    return f"{title} (axis from {lo:.3g})"
+
+
+def break_name(name: str, limit: int = 18) -> str:
+    """A long name broken onto lines of at most `limit` characters after '-', '_' or a
+    space (never inside a word), so a tick label keeps every character."""
+    name = str(name)
+    if len(name) <= limit:
+        return name
+    parts = re.findall(r"[^-_ ]+[-_ ]?|[-_ ]", name)
+    lines = [""]
+    for p in parts:
+        if lines[-1] and len(lines[-1]) + len(p.rstrip()) > limit:
+            lines.append("")
+        lines[-1] += p
+    return "<br>".join(line.rstrip(" ") for line in lines)
 
 
 def umap_axis(n: int, **extra) -> dict:

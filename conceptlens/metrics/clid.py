@@ -105,6 +105,9 @@ def kendall_bootstrap_interval(
     return float(lo), float(hi)
 
 
+MIN_CORRELATED = 3  # checkpoints with both values a correlation needs
+
+
 def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, random_state: int = 0) -> dict:
     """Pearson and Kendall (tau-b) correlation of a predictor with the target.
 
@@ -130,8 +133,8 @@ def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, ran
         "kendall_hi": math.nan,
         "n_checkpoints": n,
     }
-    # Fewer than 3 points or a constant series carry no correlation.
-    if n < 3 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
+    # Fewer than MIN_CORRELATED points or a constant series carry no correlation.
+    if n < MIN_CORRELATED or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
         return out
     x, y = x[ok], y[ok]
     r = pearsonr(x, y)

@@ -18,6 +18,9 @@ from scipy.stats import rankdata
 HIDDEN = 32
 BETAS = tuple(round(0.05 * i, 2) for i in range(20))  # 0, 0.05, ..., 0.95 (the public code's grid)
 PAPER_BETA = 0.2
+# Multiclass purity AUC: "ovo" macro one-vs-one over the classes present (the default),
+# "ovr" macro one-vs-rest (what the public code's one-hot `roc_auc_score` computes).
+MULTICLASS = ("ovo", "ovr")
 
 
 # ---- AUC ---------------------------------------------------------------------------------
@@ -63,6 +66,33 @@ def ovo_auc(y_true, proba, classes=None) -> float:
     return float(np.mean(scores))
 
 
+def ovr_auc(y_true, proba, classes=None) -> float:
+    """Macro one-vs-rest AUC over the classes present in `y_true` (the public code's
+    `roc_auc_score(one_hot(y), proba)`, sklearn's `multi_class="ovr"`): the mean of each
+    class's binary AUC of its column. Two classes: the binary AUC of the second column."""
+    y = np.asarray(y_true)
+    P = np.asarray(proba, np.float64)
+    classes = np.arange(P.shape[1]) if classes is None else np.asarray(classes)
+    if P.ndim != 2 or len(P) != len(y) or len(classes) != P.shape[1]:
+        raise ValueError(f"proba must be (n={len(y)}, {len(classes)} classes), got {P.shape}")
+    unknown = set(np.unique(y).tolist()) - set(classes.tolist())
+    if unknown:
+        raise ValueError(f"y_true has values {sorted(unknown)} that proba has no column for")
+    present = [i for i, c in enumerate(classes.tolist()) if (y == c).any()]
+    if len(present) < 2:
+        raise ValueError("y_true has a single class: AUC is undefined")
+    if len(classes) == 2:
+        return binary_auc(y == classes[1], P[:, 1])
+    return float(np.mean([binary_auc(y == classes[i], P[:, i]) for i in present]))
+
+
+def multiclass_auc(y_true, proba, classes=None, multiclass: str = "ovo") -> float:
+    """ovo_auc or ovr_auc by name (see MULTICLASS); equal for two classes."""
+    if multiclass not in MULTICLASS:
+        raise ValueError(f"multiclass must be one of {', '.join(MULTICLASS)}, got {multiclass!r}")
+    return (ovo_auc if multiclass == "ovo" else ovr_auc)(y_true, proba, classes)
+
+
 # ---- the batched one-hidden-layer classifiers --------------------------------------------
 def _stack(reps: list[np.ndarray], n: int) -> np.ndarray:
     """(k, n, D) float32, each representation zero-padded to the widest D."""
@@ -86,9 +116,11 @@ def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def pairwise_mlp_auc(*args, **kwargs) -> np.ndarray:
     """AUC[i, j] on rows `test` of a fresh one-hidden-layer ReLU classifier (softmax output,
     cross-entropy, L2 `alpha`, Adam) trained on rows `train` to predict `targets[:, j]` from
-    `reps[i]` (standardised on `train`). Multiclass targets: one-vs-one AUC.
+    `reps[i]` (standardised on `train`). Multiclass targets: macro one-vs-one AUC, or
+    one-vs-rest with multiclass="ovr" (multiclass_auc).
 
-    Arguments: reps, targets, train, test, hidden, steps, batch_size, lr, alpha, random_state."""
+    Arguments: reps, targets, train, test, hidden, steps, batch_size, lr, alpha, random_state,
+    multiclass."""
     from threadpoolctl import threadpool_limits
 
     # The products are small: BLAS threads only wait on each other (40x slower on a busy machine).
@@ -107,7 +139,10 @@ def _pairwise_mlp_auc(
     lr: float = 0.02,
     alpha: float = 1e-4,
     random_state: int = 0,
+    multiclass: str = "ovo",
 ) -> np.ndarray:
+    if multiclass not in MULTICLASS:
+        raise ValueError(f"multiclass must be one of {', '.join(MULTICLASS)}, got {multiclass!r}")
     Y = np.asarray(targets)
     if Y.ndim != 2:
         raise ValueError(f"targets must be (n, k_true), got shape {Y.shape}")
@@ -190,7 +225,7 @@ def _pairwise_mlp_auc(
     for j in range(kt):
         yj = Y[test, j]
         for i in range(kl):
-            out[i, j] = ovo_auc(yj, proba[i, :, j, : max(int(m[j]), 2)])
+            out[i, j] = multiclass_auc(yj, proba[i, :, j, : max(int(m[j]), 2)], multiclass=multiclass)
     return out
 
 
@@ -217,7 +252,8 @@ def concept_inputs(C: np.ndarray) -> list[np.ndarray]:
 
 def purity_matrix(reps, C, random_state: int = 0, test_share: float = 0.2, **mlp) -> np.ndarray:
     """pi(reps, C): (k_learnt, k_true) AUC of predicting true concept j from learnt concept i,
-    on a random `test_share` of the rows after training on the rest (Definition 1)."""
+    on a random `test_share` of the rows after training on the rest (Definition 1).
+    `multiclass` (in **mlp): "ovo" (default) or "ovr", see multiclass_auc."""
     C = np.asarray(C)
     train, test = split_rows(len(C), test_share, random_state)
     return pairwise_mlp_auc(list(reps), C, train, test, random_state=random_state, **mlp)
@@ -383,6 +419,36 @@ def niche_scores(
                 }
             )
     return rows
+
+
+def niche_impurity_code(
+    f, X: np.ndarray, y: np.ndarray, columns: list[np.ndarray], corr: np.ndarray, betas=BETAS
+) -> dict[float, float]:
+    """beta -> niche impurity as the public code computes it (`niching.niche_impurity`) for a
+    task of three or more labels: each label's probability column with its niche zeroed,
+    stacked, a softmax ACROSS labels, then the mean over labels present of the one-vs-rest
+    AUC of each column. (niche_scores scores each raw column instead: Definitions 5-6.)
+    Binary tasks: the code scores the raw column, so this is niche_scores' `nis`."""
+    labels = list(f.classes_)
+    if corr.shape != (len(columns), len(labels)):
+        raise ValueError(f"corr must be (k={len(columns)}, labels={len(labels)}), got {corr.shape}")
+    y = np.asarray(y)
+    out = {}
+    for beta in betas:
+        inside = niches(corr, beta)
+        cols = []
+        for j in range(len(labels)):
+            Xz = X.copy()
+            for i in np.flatnonzero(inside[:, j]):
+                Xz[:, columns[i]] = 0
+            cols.append(f.predict_proba(Xz)[:, j])
+        P = np.stack(cols, axis=1).astype(np.float64)
+        if len(labels) > 2:
+            P = np.exp(P - P.max(axis=1, keepdims=True))
+            P /= P.sum(axis=1, keepdims=True)
+        vals = [_label_auc(P, y, j, lab) for j, lab in enumerate(labels)]
+        out[float(beta)] = float(np.nanmean(vals))
+    return out
 
 
 def task_auc(f, X: np.ndarray, y: np.ndarray) -> float:

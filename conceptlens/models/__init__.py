@@ -7,6 +7,10 @@ Families (one module each):
 - `timm:NAME` (pretrained), `timm:NAME@random`, `timm:NAME` + `--weights FILE`
 - `torchvision:NAME[@WEIGHTS_ENUM|@random]`, `torchvision:NAME` + `--weights FILE`
 - `torch:package.module:ClassName` (+ `--weights FILE`, see `plain.py`)
+
+A `--weights` state dict in another naming loads when its tensors match the model's by order
+and shape (`base.load_into`); `packages.package_weights(PACKAGE)` finds the weights file an
+installed package ships (e.g. ImageNet-1k checkpoints: `packages.IMAGENET_PACKAGES`).
 """
 
 from __future__ import annotations

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import os
 from pathlib import Path
 
 from ..errors import ConceptLensError
+
+log = logging.getLogger("conceptlens.models")
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -125,27 +128,47 @@ class Adapter:
     `model` is the whole `nn.Module` (its `named_modules()` are the valid `--layer`
     names), `preprocess` turns one RGB PIL image into a CHW float tensor, and
     `embed(batch)` returns the default (pooled) embedding, shape (B, D).
+
+    `head` is the classifier taken off a classification model (timm, torchvision) when its
+    weights are known (pretrained, random init, or in the weights file), else None:
+    `classify(batch)` = `head(embed(batch))`, the model's own logits.
     """
 
     family: str = ""
 
-    def __init__(self, model, preprocess, preprocessing: dict, name: str, method: str = "pretrained"):
+    def __init__(
+        self, model, preprocess, preprocessing: dict, name: str, method: str = "pretrained", head=None
+    ):
         self.model = model
         self.preprocess = preprocess
         self._preprocessing = dict(preprocessing)
         self.name = name  # goes to checkpoints.model
         self.method = method  # default checkpoints.method
+        self.head = head
         self.model.eval()
+        if head is not None:
+            head.eval()
 
     def embed(self, batch):
         out = self.model(batch)
         return pool(out)
+
+    def classify(self, batch):
+        """Logits of the model's own classifier, shape (B, classes)."""
+        if self.head is None:
+            raise ModelLoadError(
+                f"{self.name}: no classifier weights (the weights file has none of its own, or the "
+                "model has no classifier), so it cannot classify"
+            )
+        return self.head(self.embed(batch))
 
     def describe_preprocessing(self) -> dict:
         return dict(self._preprocessing)
 
     def to(self, device):
         self.model.to(device)
+        if self.head is not None:
+            self.head.to(device)
         return self
 
 
@@ -257,8 +280,72 @@ def unwrap_state_dict(obj: dict) -> dict:
     return obj
 
 
-def load_into(model, state: dict, path, ignore_missing=()) -> None:
-    """Load `state` strictly, except for keys starting with one of `ignore_missing`."""
+def _shape(v) -> list[int] | None:
+    return list(v.shape) if hasattr(v, "shape") else None
+
+
+def _by_order(model, target: dict, state: dict, path, head: str | None) -> dict:
+    """`state` renamed to the model's names when its tensors match the model's state dict
+    `target` one to one in order and shape (the classifier `head` may be absent from the
+    file, or for other classes: then it is left out); else ModelLoadError naming the first
+    tensor that does not match."""
+    ours = list(target.items())
+    if head:
+        body = [(k, v) for k, v in ours if not _under(k, head)]
+        if len(state) == len(body) < len(ours):
+            ours = body
+    theirs = list(state.items())
+    absent = [k for k, _ in ours if k not in state]
+    what = (
+        f"--weights {str(path)!r} does not fit {type(model).__name__}: by name, {len(absent)} of the "
+        f"model's {len(ours)} tensors are not in the file (e.g. {absent[0]!r}); by order"
+    )
+    other_head = False  # the file's classifier is for other classes: left out, as by name
+    for i, ((k, v), (mk, mv)) in enumerate(zip(theirs, ours)):
+        if _shape(v) != _shape(mv):
+            if _under(mk, head) and len(theirs) == len(ours):
+                other_head = True
+                continue
+            raise ModelLoadError(
+                f"{what}, tensor #{i} is {k!r} {_shape(v)} in the file but {mk!r} {_shape(mv)} in the model"
+            )
+    if len(theirs) != len(ours):
+        extra = ("model", ours[len(theirs)]) if len(theirs) < len(ours) else ("file", theirs[len(ours)])
+        raise ModelLoadError(
+            f"{what}, the file has {len(theirs)} tensors and the model {len(ours)}: all "
+            f"{min(len(theirs), len(ours))} in common match in shape, then the {extra[0]} has "
+            f"{extra[1][0]!r} {_shape(extra[1][1])}"
+        )
+    matched = {mk: v for (_, v), (mk, _) in zip(theirs, ours) if not (other_head and _under(mk, head))}
+    log.info(
+        "weights: %s names its tensors differently; matched all %d by order and shape%s",
+        Path(path).name,
+        len(matched),
+        " (its classifier, for other classes, left out)" if other_head else "",
+    )
+    return matched
+
+
+def _under(key: str, prefix: str | None) -> bool:
+    return bool(prefix) and (key == prefix or key.startswith(prefix + "."))
+
+
+def load_into(model, state: dict, path, head: str | None = None) -> bool:
+    """Load the state dict `state` (from the file `path`) into `model`, strictly.
+
+    `head` names the model's classifier module: its tensors may be absent from the file, or
+    of another shape (another number of classes); they are then left as they are. A file
+    that names its tensors differently is accepted when its tensors match the model's one
+    to one in order and shape (one log line says so), refused naming the first that does
+    not. Returns whether the head's weights came from the file."""
+    target = model.state_dict()
+    required = [k for k in target if not _under(k, head)]
+    if any(k not in state for k in required):
+        state = _by_order(model, target, state, path, head)
+    else:  # named like the model: a head of another shape (other classes) is left out
+        state = {
+            k: v for k, v in state.items() if not (_under(k, head) and _shape(v) != _shape(target.get(k)))
+        }
     try:
         res = model.load_state_dict(state, strict=False)
     except RuntimeError as e:  # shape mismatches
@@ -266,7 +353,7 @@ def load_into(model, state: dict, path, ignore_missing=()) -> None:
             f"--weights {str(path)!r} does not fit {type(model).__name__}: "
             f"{str(e).strip().splitlines()[-1].strip()}"
         ) from None
-    missing = [k for k in res.missing_keys if not k.startswith(tuple(ignore_missing))]
+    missing = [k for k in res.missing_keys if not _under(k, head)]
     if missing or res.unexpected_keys:
         parts = []
         if missing:
@@ -276,6 +363,11 @@ def load_into(model, state: dict, path, ignore_missing=()) -> None:
         raise ModelLoadError(
             f"--weights {str(path)!r} does not fit {type(model).__name__}: " + "; ".join(parts)
         )
+    return (
+        bool(head)
+        and any(_under(k, head) for k in target)
+        and all(k in state for k in target if _under(k, head))
+    )
 
 
 def resize_transform(size: int, mean=IMAGENET_MEAN, std=IMAGENET_STD):

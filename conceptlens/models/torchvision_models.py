@@ -3,9 +3,12 @@
 `--weights FILE` (a state dict of the same architecture).
 
 The last `nn.Linear` of the model (the classifier: `fc`, `heads.head`, `classifier.N`) is
-replaced by `nn.Identity`, so the forward output is the penultimate feature; its keys in a
-weights file are ignored. Preprocessing: the weights' own `transforms()` when pretrained,
-else a 224 px square resize + ImageNet mean/std.
+replaced by `nn.Identity`, so the forward output is the penultimate feature; the Linear is
+kept as the adapter's `head` when its weights are known (a weights file may lack it, or
+hold one for other classes). A weights file whose tensors are named differently loads when
+they match the model's by order and shape (`base.load_into`). Preprocessing: the weights'
+own `transforms()`; for random init or a weights file, those of the architecture's DEFAULT
+weights (e.g. resize 232, centre crop 224, ImageNet mean/std for mobilenet_v2).
 """
 
 from __future__ import annotations
@@ -26,19 +29,26 @@ from .base import (
 )
 
 
-def _drop_classifier(model) -> str | None:
+def _classifier(model) -> str | None:
+    """The name of the model's last `nn.Linear` (its classifier), or None."""
     import torch.nn as nn
 
     last = None
     for n, m in model.named_modules():
         if isinstance(m, nn.Linear):
             last = n
-    if last is None:
-        return None
-    parent_name, _, child = last.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    setattr(parent, child, nn.Identity())
     return last
+
+
+def _drop(model, name: str):
+    """Replace submodule `name` by `nn.Identity`; return the module taken off."""
+    import torch.nn as nn
+
+    parent_name, _, child = name.rpartition(".")
+    parent = model.get_submodule(parent_name) if parent_name else model
+    taken = getattr(parent, child)
+    setattr(parent, child, nn.Identity())
+    return taken
 
 
 def load(name: str, weights=None, root=None) -> Adapter:
@@ -85,22 +95,25 @@ def load(name: str, weights=None, root=None) -> Adapter:
             e,
             "pass a state dict with --weights PATH, or use @random",
         ) from None
-    clf = _drop_classifier(model)
+    clf = _classifier(model)
+    head_known = weights is None  # the enum's weights, or random init
     if weights is not None:
         state = unwrap_state_dict(load_state_dict_file(weights))
-        if clf:
-            state = {k: v for k, v in state.items() if not k.startswith(f"{clf}.")}
-        load_into(model, state, weights)
-    if wenum is not None:
-        preprocess = wenum.transforms()
+        head_known = load_into(model, state, weights, head=clf)
+    head = _drop(model, clf) if clf else None
+    # The transform of the weights, else of the architecture's DEFAULT weights (random init,
+    # a weights file): the ImageNet recipe it was made for. Building it downloads nothing.
+    tf_weights = wenum if wenum is not None else models.get_model_weights(arch).__members__.get("DEFAULT")
+    if tf_weights is not None:
+        preprocess = tf_weights.transforms()
         desc = {
             k: getattr(preprocess, k)
             for k in ("resize_size", "crop_size", "mean", "std")
             if hasattr(preprocess, k)
         }
         desc["interpolation"] = str(getattr(preprocess, "interpolation", "")).rsplit(".", 1)[-1].lower()
-        desc["source"] = f"torchvision {wenum}"
+        desc["source"] = f"torchvision {tf_weights}"
     else:
         preprocess, desc = resize_transform(224), resize_description(224)
     method = "custom" if weights is not None else ("pretrained" if wenum is not None else "random")
-    return Adapter(model, preprocess, desc, arch, method)
+    return Adapter(model, preprocess, desc, arch, method, head=head if head_known else None)

@@ -74,7 +74,7 @@ def _created(store, d, study_id: str, token: str | None, args) -> None:
 
 
 def _next_round(args) -> int:
-    from ..analysis.registry import all_options
+    from ..analysis.runner import all_options
     from ..workspace import Workspace
     from .rounds import next_round
     from .store import open_store
@@ -243,7 +243,8 @@ def register(sub, parents) -> None:
     add_workspace(e, help="the workspace the study was designed on")
     e.set_defaults(func=_export)
 
-    from ..analysis.registry import _add_options, _registered
+    from ..analysis import by_name
+    from ..analysis.cli import add_options
 
     nr = ssub.add_parser(
         "next-round",
@@ -261,7 +262,7 @@ def register(sub, parents) -> None:
         help="active: by expected information gain under the new embedding (roads2021 §4.3)",
     )
     add_quiet(nr)
-    _add_options(nr, _registered()["BY_NAME"]["similarity"].options)
+    add_options(nr, by_name()["similarity"].options)
     nr.set_defaults(func=_next_round)
 
     for status, what in (("close", "stop taking answers"), ("open", "take answers again")):

@@ -1,7 +1,7 @@
 """A similarity study in rounds (roads2021 section 4.3): select, collect, infer again.
 
 `next_round` closes the loop once: the study's answers go into the workspace (`export`), the
-psychological embedding is inferred again by the registry's `similarity` analysis (the very
+psychological embedding is inferred again by the `similarity` analysis (the very
 run `conceptlens analyze similarity` makes), and the next round is designed on it: the same
 spec with round + 1, `after` the study, and its trials chosen actively from the new ensemble.
 """
@@ -41,7 +41,7 @@ def next_round(
 ) -> NextRound:
     """Export `study_id`, infer the embedding again, create the next round; `step(message)`
     hears each stage (the page's progress). `options` are `analyze similarity`'s."""
-    from ..analysis import registry
+    from ..analysis import runner
 
     say = step or (lambda message: None)
     study = store.study(study_id)
@@ -51,7 +51,7 @@ def next_round(
     say(f"Exporting the answers of {study_id} into the workspace")
     exported = export(store, study_id, ws, max_catch_failure)
     say(f"Inferring the psychological embedding of {spec.dataset!r} again (analyze similarity)")
-    ctx = registry.run(ws.root, "similarity", options, progress_bars=progress_bars, dataset=spec.dataset)
+    ctx = runner.run(ws.root, "similarity", options, progress_bars=progress_bars, dataset=spec.dataset)
     nxt = replace(
         spec,
         round=spec.round + 1,

@@ -11,16 +11,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..metrics import compare
+from ..metrics import compare, events
 from . import clusters
 
 # The tables of `conceptlens analyze comparisons` the page reads.
 COMPARISON_TABLES = ("clid_scores", "predictor_correlations", "clustering_similarity")
-# Which link kinds (see `compare.classify_links`) each choice of the page draws.
+# Which links (by their concept event, `events.label_links`) each choice of the page draws;
+# the first is the default.
 FLOWS = {
-    "significant flows": ("one-to-one", "split", "merge", "split+merge", "partial"),
     "splits and merges only": ("split", "merge", "split+merge"),
-    "all flows": compare.LINK_KINDS,
+    "significant flows": ("split", "merge", "split+merge", "continuation"),
+    "all flows": events.LINK_EVENTS,
 }
 
 
@@ -289,20 +290,37 @@ def cluster_links(
     flows: str = "all flows",
     largest: int | None = None,
 ) -> pd.DataFrame:
-    """Links from A's clusters to B's, classified (`compare.classify_links`), restricted to
-    the kinds of `flows` (a key of FLOWS) and, with `largest`, to the links of A's
-    `largest` clusters (by shared images, whatever `flows`; ties: the lower cluster id)."""
+    """Links from A's clusters to B's, classified (`compare.classify_links`: `kind`) and
+    labelled with their concept event (`events.label_links` at `min_share` and the
+    module's other defaults: `significant`, `p_value`, `event`), restricted to the events
+    of `flows` (a key of FLOWS) and, with `largest`, to the links of A's `largest` clusters
+    (by shared images, whatever `flows`; ties: the lower cluster id)."""
+    if flows not in FLOWS:
+        raise ValueError(f"flows must be one of {', '.join(FLOWS)}, got {flows!r}")
     links = compare.classify_links(_pair_links(db, k, a, b), min_share)
+    links = events.label_links(links, min_share)
     if largest is not None:
         sizes = links.drop_duplicates("a").sort_values(["size_a", "a"], ascending=[False, True])
         links = links[links["a"].isin(sizes["a"].head(int(largest)))]
-    return links[links["kind"].isin(FLOWS[flows])].reset_index(drop=True)
+    return links[links["event"].isin(FLOWS[flows])].reset_index(drop=True)
 
 
 def cluster_changes(db, dataset: str, k: int, a: str, b: str, min_share: float = 0.2) -> pd.DataFrame:
-    """One row: A clusters that split, B clusters that are merges, one-to-one links and the
-    stored aNMI of A and B (NaN when not computed)."""
-    changes = compare.cluster_changes(cluster_links(db, dataset, k, a, b, min_share))
+    """One row: the concept events from A to B (`events.events_from_links` at `min_share`,
+    the Sankey's rule): A clusters that split (`splits`), B clusters that are merges
+    (`merges`), continuations (`one_to_one`), `births`, `deaths`; and the stored aNMI of A
+    and B (NaN when not computed)."""
+    counts = events.events_from_links(_pair_links(db, k, a, b), min_share)["kind"].value_counts()
+    changes = {
+        name: int(counts.get(kind, 0))
+        for name, kind in (
+            ("splits", "split"),
+            ("merges", "merge"),
+            ("one_to_one", "continuation"),
+            ("births", "birth"),
+            ("deaths", "death"),
+        )
+    }
     lo, hi = sorted((a, b))
     anmi = db.query(
         """

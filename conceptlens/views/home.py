@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import schema
-from ..analyses import ANALYSES, command_for
+from ..analyses import by_name, command_for, needs, steps
 
 CORE_IMAGE_COLUMNS = tuple(c.name for c in schema.TABLES_BY_NAME["images"].columns)
 
@@ -57,27 +57,127 @@ def sample_images(db, dataset: str, n: int = 40, seed: str = "home") -> pd.DataF
 
 
 def analyses(db, workspace: str, dataset: str = "DATASET", broken: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Every analysis of `conceptlens.analyses` with its `status`: `present`, `missing` or
-    `broken` (one of its tables is in `broken`: the caller validated them), the `command`
-    that computes it and the dashboard `page` that shows it."""
-    rows = []
-    for a in ANALYSES:
-        if set(a.tables) & set(broken):
-            status = "broken"
-        elif not all(db.has(t) for t in a.tables):
-            status = "missing"
-        elif a.present_sql and not bool(db.query(a.present_sql)["present"].iloc[0]):
-            status = "missing"
+    """Every step of `conceptlens.analyses` (the pipeline's inputs, then the analyses) with
+    its `status` and what to run:
+
+    - `present`; `broken` (one of its tables is in `broken`: the caller validated them);
+    - `missing`: `command` computes it;
+    - `waiting`: an analysis with nothing to compute until the analyses it runs after
+      (`after`) are computed: `command` (one per line) runs them, then it;
+    - `no_input`: an analysis with nothing to compute in this workspace, even after those
+      it runs after: it `needs` these inputs, which `command` adds (`doc` says how where no
+      command does);
+    - `needed`: an input missing that a `no_input` analysis `needs` (said there);
+    - `skipped`: an analysis some of whose units were skipped for a missing input (a model
+      that cannot be loaded, captions absent) and are not done: `skipped` counts them,
+      `reason` is the latest one's reason, and `command` tries them again (present or not,
+      it is not ticked as done).
+
+    Whether an analysis has anything to compute is the registry's answer (its units on this
+    workspace), asked only for analyses not present and only of a local workspace."""
+    status = {}
+    for s in steps():
+        if set(s.reads) & set(broken):
+            status[s.name] = "broken"
+        elif not all(db.has(t) for t in s.tables):
+            status[s.name] = "missing"
+        elif s.present_sql and not bool(db.query(s.present_sql)["present"].iloc[0]):
+            status[s.name] = "missing"
         else:
-            status = "present"
+            status[s.name] = "present"
+    pending = _pending(db, [s.name for s in steps() if s.analysis and status[s.name] == "missing"])
+    skips = _skipped(db)
+    step = by_name()
+
+    def cmd(name: str) -> str | None:
+        return command_for(step[name], workspace, dataset)
+
+    def first(name: str) -> list[str]:
+        """The analyses to compute before `name`, dependencies first: those with units to
+        compute, and those missing that will have some once theirs are computed."""
+        out: list[str] = []
+        for d in step[name].depends:
+            before = first(d)
+            todo = pending.get(d) or (before and status[d] != "present")
+            for n in before + ([d] if todo else []):
+                if n not in out:
+                    out.append(n)
+        return out
+
+    rows = []
+    for s in steps():
+        state, commands, after, inputs, doc = status[s.name], [cmd(s.name)], [], [], s.doc
+        reasons = skips.get(s.name, {})
+        if reasons and state != "broken":
+            state = "skipped"
+        elif state == "missing" and s.name in pending and not pending[s.name]:
+            after = first(s.name)
+            if after:
+                state, commands = "waiting", [cmd(n) for n in after] + commands
+            else:
+                declared = needs(s.name)
+                inputs = [i for i in declared if status[i.name] != "present"] or list(declared)
+                state = "no_input"
+                commands = [cmd(i.name) for i in inputs if i.command]
+                doc = ", ".join(dict.fromkeys(i.doc for i in inputs if i.doc))
         rows.append(
             {
-                "name": a.name,
-                "title": a.title,
-                "page": a.page,
-                "status": status,
-                "tables": list(a.tables),
-                "command": command_for(a, workspace, dataset),
+                "name": s.name,
+                "title": s.title,
+                "status": state,
+                "tables": list(s.reads),
+                "command": "\n".join(c for c in commands if c),
+                "after": [step[n].title for n in after],
+                "needs": [i.title for i in inputs],
+                "doc": doc,
+                "skipped": len(reasons),
+                "reason": next(reversed(reasons.values()), ""),
             }
         )
-    return pd.DataFrame(rows, columns=["name", "title", "page", "status", "tables", "command"])
+    needed = {t for r in rows for t in r["needs"]}
+    for r in rows:
+        if r["status"] == "missing" and r["title"] in needed:
+            r["status"] = "needed"
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "name",
+            "title",
+            "status",
+            "tables",
+            "command",
+            "after",
+            "needs",
+            "doc",
+            "skipped",
+            "reason",
+        ],
+    )
+
+
+def _pending(db, names: list[str]) -> dict[str, list[str]]:
+    """Units not computed yet of the analyses `names` and those they run after (the
+    registry's `missing`); empty for a remote workspace, or when it cannot tell."""
+    if not names or db.remote:
+        return {}
+    from ..analysis import runner
+    from ..errors import ConceptLensError
+
+    try:
+        return runner.missing(db.root, names)
+    except (ConceptLensError, OSError, ValueError):
+        return {}
+
+
+def _skipped(db) -> dict[str, dict[str, str]]:
+    """analysis -> unit -> reason of the units skipped and not done since (the runner's
+    `skipped`, from the `analysis_runs` log); empty for a remote workspace or without a log."""
+    if db.remote or not db.has("analysis_runs"):
+        return {}
+    from ..analysis import runner
+    from ..errors import ConceptLensError
+
+    try:
+        return runner.skipped(db.root)
+    except (ConceptLensError, OSError, ValueError):
+        return {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...errors import ConceptLensError
 from ..catalog import Figure, Param, Unavailable, add, usable, view
+from ..checkpoints import SANKEY_ASPECT
 from .common import DS_CLUSTERED, K_OF_DS, C, K, needs, order
 
 
@@ -63,13 +64,16 @@ def _sankey(db, p):
 
     if p["a"] == p["b"]:
         raise ConceptLensError("parameters a and b: choose two different checkpoints")
+    if p["top"] < 0:
+        raise ConceptLensError(f"parameter top: {p['top']} is negative (0 draws all of A's clusters)")
     pair = dict(dataset=p["ds"], k=p["k"], a=p["a"], b=p["b"], min_share=p["share"])
     links = view(db, K.cluster_links, **pair, flows=p["flows"], largest=p["top"] or None)
     # Captions only add to the hover text: broken or missing, the Sankey goes without.
     captions = usable(db, "cluster_captions")
     meta_a = view(db, C.cluster_table, dataset=p["ds"], checkpoint=p["a"], k=p["k"], captions=captions)
     meta_b = view(db, C.cluster_table, dataset=p["ds"], checkpoint=p["b"], k=p["k"], captions=captions)
-    return cluster_sankey(links, meta_a, meta_b, name_a="A", name_b="B")
+    headers = (f"A: {p['a']}", f"B: {p['b']}")
+    return cluster_sankey(links, meta_a, meta_b, name_a="A", name_b="B", headers=headers)
 
 
 CHECKPOINTS = (DS_CLUSTERED, K_OF_DS)
@@ -157,7 +161,7 @@ add(
             TOP,
         ),
         _sankey,
-        aspect=1.0,
+        aspect=SANKEY_ASPECT,
         tables=("clusters",),
     )
 )

@@ -1,0 +1,206 @@
+"""What an analysis is: its options, its units of work and how it says a unit was skipped.
+
+An analysis module declares one `ANALYSIS = Analysis(...)` and imports only this module,
+`common` and `conceptlens.metrics` (never another analysis, never the runner); it is
+listed by module name in `conceptlens.analysis.MODULES`. Options that several analyses
+share are declared here once (`SEED`, `N_INIT`, `KMEANS`, `BETA`, `MAX_EPOCHS`): one name
+means one thing everywhere.
+
+A unit is done when the last table it writes exists, was computed from its inputs as they
+are now (`inputs`, a fingerprint stored in the file's metadata) and with the options that
+change its result that were asked for (`Analysis.done_metadata`, stored there too). An
+analysis whose inputs are missing for a unit raises `Skipped(reason)` before writing it:
+the runner logs the reason and the next run tries again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..metrics.kmeans import ENGINES as KMEANS_ENGINES
+from ..workspace import files_signature
+from .common import Context, partition_label
+
+
+class Skipped(Exception):  # noqa: N818  (a unit skipped is not an error)
+    """Raised by `Analysis.run` when a unit's inputs are missing (no caption for its images,
+    a model that cannot be loaded...): nothing is written, the unit is not done, and the
+    next `conceptlens analyze` tries it again."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # Python name; the command line flag is --name-with-dashes
+    type: type
+    default: Any
+    help: str
+    multiple: bool = False  # a list of values (nargs="+")
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple | None = None
+    # False for an option that only chooses which units run (e.g. --k) or how: a unit done
+    # with another value of it is still done.
+    changes_result: bool = True
+
+    @property
+    def flag(self) -> str:
+        if self.type is bool and self.default is True:
+            return "--no-" + self.name.replace("_", "-")
+        return "--" + self.name.replace("_", "-")
+
+    def problem(self, v) -> str | None:
+        """What is wrong with one value, or None."""
+        if self.choices is not None and v not in self.choices:
+            return f"must be one of {', '.join(map(str, self.choices))}, got {v!r}"
+        if self.minimum is not None and v < self.minimum:
+            return f"must be at least {self.minimum:g}, got {v}"
+        if self.maximum is not None and v > self.maximum:
+            return f"must be at most {self.maximum:g}, got {v}"
+        return None
+
+    def check(self, value):
+        """`value` if every element is allowed, else ValueError naming the flag (library calls)."""
+        if value is None or self.type is bool:
+            return value
+        for v in value if self.multiple else [value]:
+            why = self.problem(v)
+            if why:
+                raise ValueError(f"{self.flag} {why}")
+        return value
+
+    def parse(self, text: str):
+        """argparse `type`: the value of one command line word, checked when arguments are
+        parsed (argparse names the flag in its error)."""
+        try:
+            v = self.type(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a valid {self.type.__name__}: {text!r}") from None
+        why = self.problem(v)
+        if why:
+            raise argparse.ArgumentTypeError(why)
+        return v
+
+
+SEED = Option("seed", int, 0, "random seed of every random choice (random_state)")
+# k-means: the clustering analysis, and cluster_metrics' held-out CL re-runs it on the train split.
+N_INIT = Option(
+    "n_init",
+    int,
+    3,
+    "k-means restarts (with scikit-learn each costs about 5 N x N x d products at k = sqrt(N))",
+    minimum=1,
+)
+KMEANS = Option(
+    "kmeans",
+    str,
+    "auto",
+    "k-means implementation: `sklearn`, `faiss` (k-means++ starts compared after 5 Lloyd "
+    "iterations, the best run to 15, every point used; needs faiss-cpu) or `auto` (faiss "
+    "from 20,000 images if installed)",
+    choices=KMEANS_ENGINES,
+)
+# The psychological embedding: the similarity analysis and its convergence.
+BETA = Option("beta", float, 10.0, "beta of the similarity exp(-beta * distance)", minimum=0.0)
+MAX_EPOCHS = Option("max_epochs", int, 300, "most epochs of a fit (it stops earlier at a plateau)", minimum=1)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of work: the partition it writes (e.g. checkpoint_id and k)."""
+
+    partition: dict
+    checkpoint_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        return partition_label(self.partition)
+
+
+# ---- units shared by several analyses ----------------------------------------------------
+def checkpoints_with_features(ctx: Context, opts: dict) -> list[str]:
+    """Checkpoints of checkpoints.parquet with a features partition (or the one asked for).
+
+    Without `--checkpoint`, checkpoints that declare `concept_names` are left out: their
+    features are k learnt concepts side by side, which the `concepts` analysis measures;
+    k-means over them is not a question any of the papers asks. Name one to cluster it."""
+    wanted = opts.get("_checkpoint")
+    ck = ctx.checkpoints
+    if wanted is None and "concept_names" in ck.columns:
+        ck = ck[ck["concept_names"].isna()]
+    cids = [c for c in ck["checkpoint_id"] if wanted is None or c == wanted]
+    return [c for c in cids if ctx.ws.has("features", checkpoint_id=c)]
+
+
+def clustering_units(ctx: Context, opts: dict) -> list[Unit]:
+    """One unit per `clusters` partition present (of the checkpoint asked for, if any)."""
+    wanted = opts.get("_checkpoint")
+    return [
+        Unit(p, p["checkpoint_id"])
+        for p in ctx.ws.partitions("clusters")
+        if wanted is None or p["checkpoint_id"] == wanted
+    ]
+
+
+def clustering_fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
+    """The fingerprint of the clustering a unit of `clustering_units` reads."""
+    p = unit.partition
+    return files_signature(ctx.ws.partition_files("clusters", checkpoint_id=p["checkpoint_id"], k=p["k"]))
+
+
+def no_inputs(ctx: Context, unit: Unit, opts: dict) -> None:
+    """A unit whose output being there is enough (besides its options)."""
+    return None
+
+
+def plain(value):
+    """A value as JSON stores it (tuples become lists): what is compared with a stored one."""
+    return json.loads(json.dumps(value, default=str))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    title: str
+    writes: tuple[str, ...]  # tables; the last one is written last, with `done_metadata`
+    units: Callable[[Context, dict], list[Unit]]  # every unit, given the inputs present
+    # Computes one unit; returns its inputs' fingerprint; raises Skipped when they are missing.
+    run: Callable[[Context, Unit, dict], str | None]
+    options: tuple[Option, ...] = ()
+    depends: tuple[str, ...] = ()
+    # Fingerprint of a unit's inputs now (given the options), or None when being present is enough.
+    inputs: Callable[[Context, Unit, dict], str | None] = field(default=no_inputs)
+    doc: str = ""
+    # Tables this analysis adds to the workspace format (schema.TABLES picks them up).
+    tables: tuple = ()
+
+    @property
+    def all_options(self) -> tuple[Option, ...]:
+        return (SEED, *self.options)
+
+    def option_defaults(self) -> dict:
+        return {o.name: o.default for o in self.all_options}
+
+    def result_options(self, opts: dict) -> dict:
+        """The options of `opts` that change a unit's result, as stored with it."""
+        return {o.name: plain(opts[o.name]) for o in self.all_options if o.changes_result}
+
+    def done_metadata(self, opts: dict, inputs: str | None) -> dict:
+        """The metadata of the last table a unit writes: what makes it done (a file written
+        before 2.2 has no `analysis_options`: it was computed with the defaults)."""
+        md: dict = {"analysis_options": self.result_options(opts)}
+        if inputs is not None:
+            md["inputs"] = inputs
+        return md
+
+    def partition_of(self, table: str, unit: Unit) -> dict:
+        from .. import schema
+
+        return {c: unit.partition[c] for c in schema.tables_by_name()[table].partition}

@@ -1,0 +1,130 @@
+"""`conceptlens analyze NAME|all`, with each analysis' options from its declaration.
+
+Option values are checked when the arguments are parsed (a value out of range or not
+among an option's choices is an error naming its flag, before anything runs).
+"""
+
+from __future__ import annotations
+
+from . import registered
+from .base import SEED, Option
+
+
+def add_options(p, options) -> None:
+    """One flag per option (default None: not given, so the analysis' default or what a
+    done unit was computed with applies)."""
+    for o in options:
+        if o.type is bool:
+            p.add_argument(
+                o.flag,
+                dest=o.name,
+                action="store_false" if o.default else "store_true",
+                default=None,
+                help=o.help,
+            )
+        else:
+            p.add_argument(
+                o.flag,
+                dest=o.name,
+                type=o.parse,
+                nargs="+" if o.multiple else None,
+                default=None,
+                metavar=_metavar(o),
+                help=f"{o.help} (default: {_default(o)})",
+            )
+
+
+def _metavar(o: Option) -> str:
+    if o.choices is not None:
+        return "{" + ",".join(map(str, o.choices)) + "}"
+    return o.name.upper()
+
+
+def _default(o: Option) -> str:
+    if isinstance(o.default, (tuple, list)):
+        return " ".join(map(str, o.default))
+    return str(o.default)
+
+
+def add_engine(p) -> None:
+    """--engine, --workers and --threads: how the units of an analysis run."""
+    p.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="local: one unit after the other here; ray: the units as Ray tasks (one per checkpoint "
+        "or dataset) on the cluster of $RAY_ADDRESS, else on this machine",
+    )
+    p.add_argument(
+        "--workers",
+        type=_at_least_one,
+        help="Ray tasks at once with --engine ray (default: CPUs/threads)",
+    )
+    p.add_argument(
+        "--threads",
+        type=_at_least_one,
+        help="BLAS / OpenMP threads of one unit (default: all with local, 1 per Ray task); scikit-learn's "
+        "k-means depends on it, so a Ray run equals a local run with the same --threads",
+    )
+
+
+def _at_least_one(text: str) -> int:
+    return Option("n", int, None, "", minimum=1).parse(text)
+
+
+def _handler(name: str):
+    def handle(args) -> int:
+        from .runner import all_options, run
+
+        opts = {o: getattr(args, o, None) for o in all_options()}
+        ctx = run(
+            args.workspace,
+            name,
+            opts,
+            checkpoint=args.checkpoint,
+            dataset=args.dataset,
+            force=args.force,
+            progress_bars=not args.quiet,
+            with_dependencies=name == "all",
+            engine=args.engine,
+            workers=args.workers,
+            threads=args.threads,
+        )
+        print(
+            f"{name}: analyses written to {args.workspace}"
+            + (f" ({len(ctx.notes)} note(s) above)" if ctx.notes else "")
+        )
+        return 0
+
+    return handle
+
+
+def _subcommand(asub, name: str, parents, options, **kw):
+    ap = asub.add_parser(name, parents=parents, **kw)
+    ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
+    ap.add_argument("--dataset", help="only this dataset's units (default: all)")
+    ap.add_argument("--force", action="store_true", help="recompute units already done")
+    add_engine(ap)
+    add_options(ap, options)
+    ap.set_defaults(func=_handler(name))
+
+
+def register(sub, parents) -> None:
+    """`conceptlens analyze NAME|all`."""
+    from .runner import all_options
+
+    p = sub.add_parser(
+        "analyze",
+        help="compute analyses into a workspace",
+        description="Compute analyses; `all` runs every analysis not done yet, in dependency order.",
+    )
+    asub = p.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
+    for a in registered():
+        _subcommand(asub, a.name, parents, (SEED, *a.options), help=a.title, description=a.doc or a.title)
+    _subcommand(
+        asub,
+        "all",
+        parents,
+        all_options().values(),
+        help="every analysis not done yet, in dependency order",
+    )
