@@ -13,7 +13,7 @@ from urllib.parse import urlencode, urlsplit
 import streamlit as st
 
 from components.text import plain_figure
-from conceptlens.figures.catalog import aspect_of
+from conceptlens.figures.catalog import FIGURES, aspect_of, stem
 from conceptlens.figures.export import FORMATS, SIZES, figure_bytes
 from conceptlens.figures.export import provenance as _provenance
 
@@ -48,7 +48,7 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "figure"
 
 
-def export_button(fig, name: str, provenance: dict, key: str) -> None:
+def export_button(fig, name: str, provenance: dict, key: str, title: str | None = None) -> None:
     prov = {**view_provenance(), **provenance}
     with st.popover("Export figure", icon=":material/download:"):
         fmt = st.selectbox("Format", list(FORMATS), key=f"{key}-fmt")
@@ -58,7 +58,12 @@ def export_button(fig, name: str, provenance: dict, key: str) -> None:
             f"Download {fmt.upper()}",
             key=f"{key}-dl",
             data=lambda: figure_bytes(
-                fig, fmt, SIZES[size], prov, aspect=aspect_of(prov.get("figure"), SIZES[size]), title=name
+                fig,
+                fmt,
+                SIZES[size],
+                prov,
+                aspect=aspect_of(prov.get("figure"), SIZES[size]),
+                title=title or name,
             ),
             file_name=f"{slug(name)}.{fmt}",
             mime=FORMATS[fmt],
@@ -66,10 +71,28 @@ def export_button(fig, name: str, provenance: dict, key: str) -> None:
         )
 
 
-def show_figure(fig, name: str, provenance: dict, key: str, **kwargs):
+def show_figure(fig, name: str, provenance: dict, key: str, title: str | None = None, **kwargs):
     """Plot a figure with its export control; returns the chart's selection state if any.
     Workspace text in it shows as text (`plain_figure`), here and in its exports."""
     fig = plain_figure(fig)
     event = st.plotly_chart(fig, key=key, **kwargs)
-    export_button(fig, name, provenance, key)
+    export_button(fig, name, provenance, key, title=title)
     return event
+
+
+def catalog_figure(ws, name: str, params: dict):
+    """The catalogue figure `name` (conceptlens/figures/specs/) drawn by its own `build` with
+    the parameters the page's URL chose: what `conceptlens figures` exports is what the page draws."""
+    return FIGURES[name].build(ws, params)
+
+
+def show_catalog_figure(ws, name: str, params: dict, provenance: dict, key: str, **kwargs):
+    """Draw the catalogue figure `name` with `params` and its export control (file named and
+    titled as `conceptlens figures` names it); returns the chart's selection state if any.
+    `params` may carry more than the figure's parameters (interactive state such as a
+    highlighted cluster is a parameter of its build too)."""
+    spec = FIGURES[name]
+    fig = spec.build(ws, params)
+    shown = {p.name: params[p.name] for p in spec.params if params.get(p.name) is not None}
+    prov = {**provenance, **shown, "figure": name}
+    return show_figure(fig, stem(spec, shown), prov, key, title=spec.title, **kwargs)

@@ -2,8 +2,8 @@
 
 The file needs no server and no network: plotly.js is inlined once, every figure is a
 Plotly chart (zoom, hover, legend toggles; WebGL traces drawn as SVG so any browser shows
-them), thumbnails are data: URIs. Its figures are the catalog's defaults
-(conceptlens/figures/catalog.py), drawn by the same views and functions as the pages.
+them), thumbnails are data: URIs. Its figures are the catalogue's defaults
+(conceptlens/figures/specs/), drawn by the same builds the pages call.
 """
 
 from __future__ import annotations

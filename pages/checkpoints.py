@@ -13,19 +13,13 @@ from components import url_state as U
 from components.analysis_gate import available, command, require
 from components.checkpoint_tables import checkpoint_formats, column_name, correlation_table
 from components.cluster_tables import DASH
-from components.export_button import show_figure
+from components.export_button import show_catalog_figure, show_figure
 from components.metric_table import metric_table
 from components.text import literal
 from conceptlens import views
 from conceptlens.figures.checkpoints import (
     METRIC_TITLES,
-    anmi_heatmap,
-    cl_id_scatter,
-    cluster_sankey,
-    correlation_forest,
-    default_labels,
     highlight_images,
-    metrics_vs_epoch,
     short_names,
 )
 from conceptlens.figures.clusters import projection_scatter
@@ -94,17 +88,10 @@ st.header("Learnability vs expressiveness")
 compared = available(ws, "comparisons", ds, tables=V.COMPARISON_TABLES)
 summary = ws.view(V.summary, dataset=ds, k=k, clid=compared)
 short = dict(zip(summary["checkpoint_id"], short_names(summary["checkpoint_id"])))
-labels = {c: f"{role}: {short[c]}" for role, c in (("A", a), ("B", b)) if c in short}
-labels |= {c: short[c] for c in default_labels(summary) if c not in labels}
 left, right = st.columns([1, 1], gap="large")
 with left:
     st.markdown("**CL against ID** (lu2022 Fig. 1)")
-    show_figure(
-        cl_id_scatter(summary, labels=labels),
-        f"cl-id-{ds}-k{k}",
-        {**provenance, "figure": "cl_id", "a": a, "b": b},
-        key="ckpts_clid_fig",
-    )
+    show_catalog_figure(ws, "cl_id", {"ds": ds, "k": k, "a": a, "b": b}, provenance, key="ckpts_clid_fig")
     st.caption(
         "Ringed and named: checkpoints A and B and the highest and lowest kNN accuracy; "
         "hover a point for any other's name."
@@ -123,11 +110,8 @@ if compared and n_corr < MIN_CORRELATED:
 elif compared:
     with right:
         st.markdown("**Correlation with kNN accuracy** (lu2022 Table 1), with 95% intervals")
-        show_figure(
-            correlation_forest(corr),
-            f"correlations-{ds}-k{k}",
-            {**provenance, "figure": "predictor_correlations"},
-            key="ckpts_corr_fig",
+        show_catalog_figure(
+            ws, "predictor_correlations", {"ds": ds, "k": k}, provenance, key="ckpts_corr_fig"
         )
     table, formats = correlation_table(corr)
     metric_table(table, key="ckpts_corr", formats=formats, placeholder=DASH)
@@ -199,10 +183,11 @@ else:
     tl, tr = st.columns([1, 1], gap="large")
     with tl:
         st.markdown(f"**Correlation with transfer accuracy to {literal(target)}**, with 95% intervals")
-        show_figure(
-            correlation_forest(tcorr, target=f"transfer acc. ({target})"),
-            f"transfer-{ds}-to-{target}-k{k}",
-            {**provenance, "figure": "transfer_correlations", "target": target},
+        show_catalog_figure(
+            ws,
+            "transfer_correlations",
+            {"ds": ds, "k": k, "target": target},
+            provenance,
             key="ckpts_transfer_fig",
         )
     with tr:
@@ -237,11 +222,8 @@ else:
         container=st.columns([1, 2])[0],
         omit_default=True,
     )
-    show_figure(
-        metrics_vs_epoch(curves, metric),
-        f"{metric}-vs-epoch-{ds}-k{k}",
-        {**provenance, "figure": "metrics_vs_epoch", "metric": metric},
-        key="ckpts_epoch_fig",
+    show_catalog_figure(
+        ws, "metrics_vs_epoch", {"ds": ds, "k": k, "metric": metric}, provenance, key="ckpts_epoch_fig"
     )
 
 # ---- aNMI between clusterings ---------------------------------------------------------------------
@@ -259,12 +241,7 @@ else:
         f"k = {k} clusterings, on the images both assign: 1 = the same partition, "
         "0 = no more alike than chance. Hover a cell for both names."
     )
-    show_figure(
-        anmi_heatmap(ws.view(V.anmi_matrix, dataset=ds, k=k)),
-        f"anmi-{ds}-k{k}",
-        {**provenance, "figure": "anmi_matrix"},
-        key="ckpts_anmi_fig",
-    )
+    show_catalog_figure(ws, "anmi_matrix", {"ds": ds, "k": k}, provenance, key="ckpts_anmi_fig")
 
 # ---- A and B ------------------------------------------------------------------------------------
 st.header("A and B")
@@ -424,29 +401,21 @@ m2.metric("B clusters that merge", int(changes["merges"]))
 m3.metric("one-to-one matches", int(changes["one_to_one"]))
 m4.metric("births / deaths", f"{int(changes['births'])} / {int(changes['deaths'])}")
 m5.metric("aNMI(A, B)", DASH if changes["anmi"] != changes["anmi"] else f"{changes['anmi']:.3f}")
-shown = ws.view(V.cluster_links, **pair, min_share=min_share, flows=flows, largest=top or None)
-# Captions only add to the hover text: a workspace without them needs no message here.
-captions = ws.has("cluster_captions") and available(ws, "cluster_captions", ds)
-meta_a = ws.view(C.cluster_table, dataset=ds, checkpoint=a, k=k, captions=captions)
-meta_b = ws.view(C.cluster_table, dataset=ds, checkpoint=b, k=k, captions=captions)
+# Captions only add to the Sankey's hover text (its build leaves out a broken table): a
+# workspace without them needs no message here, a broken one is named.
+if ws.has("cluster_captions"):
+    available(ws, "cluster_captions", ds)
 st.caption(
     "Left: clusters of A, right: clusters of B; band width = shared images, band colour = "
     "the concept event it belongs to (legend in the figure; docs/analysis.md gives the rule "
     "of a significant link). Nodes too small for a label at a single column's width carry "
     "none; hover any node for its name, size, purity, coherence and caption."
 )
-show_figure(
-    cluster_sankey(shown, meta_a, meta_b, name_a="A", name_b="B", headers=(f"A: {a}", f"B: {b}")),
-    f"sankey-{a}-{b}-k{k}",
-    {
-        **provenance,
-        "figure": "cluster_sankey",
-        "a": a,
-        "b": b,
-        "min_share": min_share,
-        "flows": flows,
-        "largest": top or "all",
-    },
+show_catalog_figure(
+    ws,
+    "cluster_sankey",
+    {"ds": ds, "k": k, "a": a, "b": b, "share": min_share, "flows": flows, "top": top},
+    provenance,
     key="ckpts_sankey_fig",
 )
 links = ws.view(V.cluster_links, **pair, min_share=min_share)

@@ -27,16 +27,15 @@ from components.cluster_tables import (
     selection_csv,
     value_text,
 )
-from components.export_button import show_figure
+from components.export_button import show_catalog_figure
 from components.image_grid import image_grid, image_picker
 from components.text import literal
 from conceptlens import views
 from conceptlens.errors import ConceptLensError
-from conceptlens.figures.clusters import label_histogram, projection_scatter, purity_coherence
-from conceptlens.figures.projection import DENSITY, projection_window_figure
+from conceptlens.figures.projection import DENSITY
+from conceptlens.figures.specs.clusters import max_points
 from conceptlens.views import projection_window as W
 
-MAX_POINTS = W.MAX_POINTS  # UMAP points drawn; above this a binned overview ($CONCEPTLENS_MAX_POINTS)
 GRID_IMAGES = 24  # images per cluster panel
 PAGE_IMAGES = 48  # images per page of a selection
 NEIGHBOURS = 8
@@ -94,6 +93,7 @@ if len(info):
     )
 provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "checkpoint": ckpt, "k": k}
 where = {"dataset": ds, "checkpoint": ckpt, "k": k}
+where_url = {"ds": ds, "ckpt": ckpt, "k": k}
 header = st.container()  # the checkpoint's metrics, once the cluster table is known
 
 
@@ -166,12 +166,13 @@ def _viewport(raw: str):
 
 
 def _max_points() -> int:
+    """The figures' limit (conceptlens/figures/specs/clusters.py), saying when the variable is ignored."""
     raw = os.environ.get("CONCEPTLENS_MAX_POINTS")
     try:
-        return max(1, int(raw)) if raw else MAX_POINTS
+        int(raw or 0)
     except ValueError:
         st.warning(f"CONCEPTLENS_MAX_POINTS={literal(raw, limit=40)} is not a whole number: ignored.")
-        return MAX_POINTS
+    return max_points()
 
 
 def _inspect(image_id: str) -> None:
@@ -378,10 +379,15 @@ st.caption(
     "hard negatives; bars: 95% Clopper-Pearson intervals (laina2020 Fig. 2). Click a point "
     "to choose its cluster; the chosen one is ringed."
 )
-show_figure(
-    purity_coherence(shown, selected=cluster),
-    f"purity-coherence-{ckpt}-k{k}",
-    {**provenance, "figure": "purity_coherence"},
+# The figures' parameters: the page's URL keys (conceptlens/figures/specs/clusters.py).
+fig_params = dict(
+    where_url, min_size=int(min_size), purity=tuple(pur), q=text, cluster=cluster, region=region
+)
+show_catalog_figure(
+    ws,
+    "purity_coherence",
+    fig_params,
+    provenance,
     key="clusters_purity_fig",
     on_select=_on_purity_click,
     selection_mode=("points",),
@@ -447,18 +453,11 @@ def _projection_window(n: int, colour: str, limit: int) -> None:
             "in the sidebar; pick Box or Lasso Select in the chart's toolbar to select images "
             "(shown below); the chosen cluster is ringed. *Show all* returns to the overview."
         )
-    what = {"figure": "umap_density", "density": density} if binned else {"figure": "umap", "color": colour}
-    show_figure(
-        projection_window_figure(
-            win,
-            color=colour,
-            value=density,
-            highlight=cluster,
-            region=V.parse_region(region) if region else None,
-            zoomed=view is not None,
-        ),
-        f"umap-{ckpt}-k{k}-{density if binned else colour}",
-        {**provenance, **what, "region": region, "view": W.viewport_text(view) if view else None},
+    show_catalog_figure(
+        ws,
+        "umap_density",
+        dict(fig_params, color=colour, density=density, max_points=limit, view=view),
+        provenance,
         key="clusters_umap_bins" if binned else "clusters_umap",
         on_select=_on_bins_select if binned else _on_umap_select,
         selection_mode=("points", "box", "lasso"),
@@ -486,22 +485,16 @@ if available(ws, "projections", ds):
         if large_umap:
             _projection_window(n, colour, limit)
         else:
-            pts = ws.view(V.projection, checkpoint=ckpt, k=k, method="umap", limit=limit)
             st.caption(
                 "Click a point to see its image, captions and nearest neighbours in the sidebar; "
                 "pick Box or Lasso Select in the chart's toolbar to select images (shown below); "
                 "the chosen cluster is ringed."
             )
-            show_figure(
-                projection_scatter(
-                    pts,
-                    color=colour,
-                    highlight=cluster,
-                    region=V.parse_region(region) if region else None,
-                    dragmode="zoom",  # a click then selects one point: the image in the sidebar
-                ),
-                f"umap-{ckpt}-k{k}-{colour}",
-                {**provenance, "figure": "umap", "color": colour, "region": region},
+            show_catalog_figure(
+                ws,
+                "umap",
+                dict(fig_params, color=colour),
+                provenance,
                 key="clusters_umap",
                 on_select=_on_umap_select,
                 selection_mode=("points", "box", "lasso"),
@@ -520,7 +513,7 @@ if sel == "region" and large_umap:
     # A region of a UMAP too large to draw may hold most images: DuckDB counts them and
     # hands one page.
     counted = ws.view(W.region_labels, checkpoint=ckpt, k=k, region=region)
-    labels, n_selected = V.top_labels(counted), int(counted["images"].sum())
+    n_selected = int(counted["images"].sum())
 
     def _page_of(page: int):
         at = (page - 1) * PAGE_IMAGES
@@ -530,7 +523,6 @@ if sel == "region" and large_umap:
         return W.region_images(ws.db(), checkpoint=ckpt, k=k, region=region)
 elif sel == "region":
     images = ws.view(V.region_images, checkpoint=ckpt, k=k, region=region)
-    labels = V.label_counts(images)
     n_selected = len(images)
 
     def _page_of(page: int):
@@ -542,7 +534,7 @@ else:
     # A selection of clusters may be every image: DuckDB counts it and hands one page.
     chosen = (cluster,) if sel == "cluster" else tuple(ids)
     counted = ws.view(V.selection_labels, checkpoint=ckpt, k=k, clusters=chosen)
-    labels, n_selected = V.top_labels(counted), int(counted["images"].sum())
+    n_selected = int(counted["images"].sum())
 
     def _page_of(page: int):
         at = (page - 1) * PAGE_IMAGES
@@ -568,12 +560,7 @@ with h_right:
         on_click="ignore",
     )
 with h_left:
-    show_figure(
-        label_histogram(labels),
-        f"labels-{ckpt}-k{k}-{sel}",
-        {**provenance, "figure": "selection_labels", "selection": sel, "region": region},
-        key="clusters_labels",
-    )
+    show_catalog_figure(ws, "selection_labels", dict(fig_params, sel=sel), provenance, key="clusters_labels")
 # Another selection starts at its first page (Back still restores the page from the URL).
 signature = (ckpt, k, sel, cluster if sel == "cluster" else None, region if sel == "region" else None)
 if sel == "filter":

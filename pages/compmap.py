@@ -8,13 +8,12 @@ import streamlit as st
 
 from components import data, url_state
 from components.analysis_gate import available
-from components.export_button import show_figure
+from components.export_button import show_catalog_figure
 from components.formats import WEIGHT_ACCURACY_COLUMNS, WEIGHT_ACCURACY_FORMATS
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
 from components.url_state import url_selectbox
-from conceptlens.figures.compmap import accuracy_by_setting, delta_by_model, top_weights_bar, weights_heatmap
 from conceptlens.views import compmap as V
 
 ws = data.open_page("compmap")
@@ -64,20 +63,10 @@ prov = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "vl_model": 
 st.header("Accuracy and interventions")
 left, right = st.columns([3, 2], gap="large")
 with left:
-    show_figure(
-        accuracy_by_setting(ws.view(V.scores, vl_model=vl, metric="accuracy")),
-        f"compmap-accuracy-{vl}",
-        {**prov, "figure": "accuracy_by_setting"},
-        key="cm_acc",
-    )
+    show_catalog_figure(ws, "accuracy_by_setting", {"ds": ds, "vl": vl}, prov, key="cm_acc")
     st.caption("Mean accuracy with 95% intervals (episodes: mean ± 1.96 SE; full shot: Wilson).")
 with right:
-    show_figure(
-        delta_by_model(ws.view(V.delta, dataset=ds, setting=setting), label_of[setting]),
-        f"compmap-delta-{ds}-{setting}",
-        {**prov, "setting": setting, "figure": "delta"},
-        key="cm_delta",
-    )
+    show_catalog_figure(ws, "delta", {"ds": ds, "vl": vl, "setting": setting}, prov, key="cm_delta")
     st.caption(
         "Δ per VL model of this dataset: how much worse the learned composition is than the "
         "ground-truth one when both read the true primitives (lower = more interpretable)."
@@ -106,12 +95,8 @@ model = url_selectbox(
 sort = url_selectbox(
     "Sort classes by", list(V.SORTS), key="cm_sort", param="sort", format_func=V.SORTS.get, container=c_s
 )
-weights = ws.view(V.weights, dataset=ds, vl_model=vl, model=model, sort=sort)
-show_figure(
-    weights_heatmap(weights, f"{V.LEARNED[model]} weights (full shot)"),
-    f"compmap-weights-{vl}-{model}",
-    {**prov, "model": model, "sort": sort, "figure": "weights_heatmap"},
-    key="cm_heatmap",
+show_catalog_figure(
+    ws, "weights_heatmap", {"ds": ds, "vl": vl, "model": model, "sort": sort}, prov, key="cm_heatmap"
 )
 
 # ---- one class ----------------------------------------------------------------------------------------
@@ -125,11 +110,8 @@ cw = ws.view(V.class_weights, dataset=ds, vl_model=vl, model=model, label=label)
 gt = cw[cw["gt"]]
 left, right = st.columns([3, 2], gap="large")
 with left:
-    show_figure(
-        top_weights_bar(cw, n=max(15, 2 * len(gt)), title=f"{name_of[label]}: top weights"),
-        f"compmap-class-{vl}-{model}-{label}",
-        {**prov, "model": model, "class": int(label), "figure": "top_weights"},
-        key="cm_bar",
+    show_catalog_figure(
+        ws, "top_weights", {"ds": ds, "vl": vl, "model": model, "cls": int(label)}, prov, key="cm_bar"
     )
     ranks = ", ".join(f"{r.value} ({r.group}) #{r.rank}" for r in gt.itertuples())
     st.caption(

@@ -11,11 +11,10 @@ import streamlit as st
 from components import data, url_state
 from components.analysis_gate import available, command
 from components.cluster_tables import DASH
-from components.export_button import show_figure
+from components.export_button import show_catalog_figure
 from components.metric_table import metric_table
 from components.text import literal
 from components.url_state import url_selectbox, url_slider
-from conceptlens.figures.concepts import impurity_sweep, niche_curves, niche_heatmap, purity_heatmaps
 from conceptlens.views import concepts as V
 
 ws = data.open_page("concepts")
@@ -106,12 +105,8 @@ m1, m2, m3 = st.columns(3)
 m1.metric("OIS", interval("ois"), help="Oracle impurity score, mean and 95% interval over the seeds.")
 m2.metric("Non-oracle impurity", interval("non_oracle_impurity"), help="Against independent concepts.")
 m3.metric("Task AUC", interval("task_auc"), help="The label predictor (MLP 20-20) on every concept.")
-show_figure(
-    purity_heatmaps(ws.view(V.heatmaps, checkpoint=cid, dataset=ds)),
-    f"concepts-purity-{cid}",
-    {**prov, "figure": "purity_heatmaps"},
-    key="cq_purity",
-)
+picked = {"family": family, "level": level, "method": method, "seed": seed}
+show_catalog_figure(ws, "purity_heatmaps", picked, prov, key="cq_purity")
 st.caption(
     f"Means over {int(scores.loc['ois', 'n'])} seeds (each its own 80/20 split of the test images "
     "and fresh classifiers). Rows follow the true concepts: row i is the learnt concept aligned "
@@ -121,12 +116,7 @@ st.caption(
 
 # ---- the sweep ----------------------------------------------------------------------------------
 st.header("Impurity against dependency")
-show_figure(
-    impurity_sweep(ws.view(V.sweep, family=family), dependency),
-    f"concepts-sweep-{family}",
-    {"family": family, "figure": "impurity_sweep"},
-    key="cq_sweep",
-)
+show_catalog_figure(ws, "impurity_sweep", picked, {}, key="cq_sweep")
 st.caption(
     "Every method's mean with its 95% interval: over its checkpoints (training seeds) where it "
     "has several at a level, else over the analysis seeds (hover a point for n). The paper: the "
@@ -156,18 +146,8 @@ else:
         container=b1,
     )
     beta = min(betas, key=lambda b: abs(b - chosen))
-    show_figure(
-        niche_heatmap(ws.view(V.niche_matrix, checkpoint=cid, dataset=ds, beta=beta), beta),
-        f"concepts-niches-{cid}-beta{beta:g}",
-        {**prov, "beta": beta, "figure": "niche_heatmap"},
-        key="cq_niche",
-    )
-    show_figure(
-        niche_curves(ws.view(V.niche_curves, dataset=ds), beta),
-        f"concepts-niche-curves-{ds}",
-        {"dataset": ds, "beta": beta, "figure": "niche_curves"},
-        key="cq_curves",
-    )
+    show_catalog_figure(ws, "niche_heatmap", {**picked, "beta": beta}, prov, key="cq_niche")
+    show_catalog_figure(ws, "niche_curves", {**picked, "beta": beta}, {"dataset": ds}, key="cq_curves")
     st.caption(
         "Above: |Pearson correlation| of each learnt concept with each label on the train split; "
         "outlined, the label's niche at β. Below: per method, means over labels of niche purity "

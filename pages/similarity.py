@@ -10,7 +10,7 @@ import streamlit as st
 
 from components import data, url_state
 from components.analysis_gate import available, command
-from components.export_button import show_figure
+from components.export_button import show_catalog_figure
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
@@ -18,19 +18,9 @@ from components.url_state import set_param, url_selectbox
 from conceptlens.figures.similarity import (
     DISTANCE_NAMES,
     METRICS,
-    agreement_bars,
-    convergence_curves,
-    embedding_map,
-    fit_diagnostics,
-    label_heatmap,
-    thumbnail_sample,
-    thumbnail_uris,
 )
+from conceptlens.figures.specs.similarity import NEIGHBOURS, THUMBS
 from conceptlens.views import similarity as V
-
-MAX_POINTS = 20_000  # map points drawn (a fixed sample above this)
-NEIGHBOURS = 8
-THUMBS = {"none": 0, "some": 8, "many": 14}  # grid cells per side that get a thumbnail
 
 ws = data.open_page("similarity")
 
@@ -131,7 +121,6 @@ if computed:
     thumbs = url_selectbox(
         "Thumbnails", list(THUMBS), key="sim_thumbs", param="thumbs", container=m2, default_index=1
     )
-    points = ws.view(V.embedding_points, dataset=ds, limit=MAX_POINTS)
     images = ws.view(V.embedded_images, dataset=ds)
     ids = list(images["image_id"])
     label_of = dict(zip(images["image_id"], images["label_name"]))
@@ -147,21 +136,11 @@ if computed:
         st.session_state["_sim_clicked"] = clicked[0]
         st.session_state["sim_img"] = clicked[0]
     selected = st.session_state.get("sim_img") or st.query_params.get("img")
-    near = (
-        ws.view(V.neighbours, dataset=ds, image_id=selected, checkpoint=ckpt, k=NEIGHBOURS)
-        if selected in ids
-        else None
-    )
-    people_near = list(near.loc[near["who"] == "people", "image_id"]) if near is not None else []
-    shown = thumbnail_sample(points, THUMBS[thumbs])
-    uris = thumbnail_uris(
-        {i: str(ws.path(t)) for i, t in zip(points["image_id"], points["thumbnail"]) if i in set(shown)}
-    )
-    fig = embedding_map(points, colour, uris, selected if selected in ids else None, people_near)
-    show_figure(
-        fig,
-        f"similarity-map-{ds}",
-        {**prov, "figure": "psych_umap", "color": colour},
+    show_catalog_figure(
+        ws,
+        "psych_umap",
+        {"ds": ds, "color": colour, "thumbs": thumbs, "img": selected if selected in ids else None},
+        prov,
         key="sim_map",
         on_select="rerun",
         selection_mode=("points",),
@@ -210,12 +189,7 @@ if computed:
         )
         ref = ws.view(V.people_reference, dataset=ds)
         reference = float(ref["value"].iloc[0]) if len(ref) and ref["value"].notna().all() else None
-        show_figure(
-            agreement_bars(alignment, dist, reference),
-            f"similarity-agreement-{ds}-{dist}",
-            {**prov, "figure": "agreement", "distance": dist},
-            key="sim_bars",
-        )
+        show_catalog_figure(ws, "agreement", {"ds": ds, "dist": dist}, prov, key="sim_bars")
         st.caption(
             "Bars: 95% percentile bootstrap intervals (resampling trials for triplet accuracy, "
             "images for RSA). Dotted: chance (0.5; 0). Dashed: the psychological embedding's own "
@@ -248,12 +222,7 @@ if computed:
             "Which concepts a checkpoint sees as people do: its score on the trials whose query "
             "has the label (triplet accuracy), or on the pairs with an image of the label (RSA)."
         )
-        show_figure(
-            label_heatmap(per_label, metric, dist),
-            f"similarity-labels-{ds}-{metric}-{dist}",
-            {**prov, "figure": "by_label", "metric": metric, "distance": dist},
-            key="sim_heat",
-        )
+        show_catalog_figure(ws, "by_label", {"ds": ds, "metric": metric, "dist": dist}, prov, key="sim_heat")
         if ckpt is not None:
             mine = per_label[per_label["checkpoint_id"] == ckpt].sort_values("value", ascending=False)
             st.markdown(f"**{literal(ckpt)}**, best agreeing labels first")
@@ -333,7 +302,7 @@ if computed:
         "(shaded). Accuracy: the chosen pair, in order, is the embedding's most probable outcome. "
         "Agreement: Spearman correlation of a member's similarities with the other members'."
     )
-    show_figure(fit_diagnostics(fit), f"similarity-fit-{ds}", {**prov, "figure": "fit"}, key="sim_fit")
+    show_catalog_figure(ws, "fit", {"ds": ds}, prov, key="sim_fit")
     fours = (
         "heldout_loglik",
         "heldout_accuracy",
@@ -365,12 +334,7 @@ if computed:
             "members' agreement and the agreement with the previous share (roads2021 section 5). "
             "Flat curves: more judgments no longer change the embedding."
         )
-        show_figure(
-            convergence_curves(conv),
-            f"similarity-convergence-{ds}",
-            {**prov, "figure": "convergence"},
-            key="sim_conv",
-        )
+        show_catalog_figure(ws, "convergence", {"ds": ds}, prov, key="sim_conv")
 elif analysed:
     st.info(
         f"No psychological embedding of {literal(ds)} yet: the map, the agreement scores and the "

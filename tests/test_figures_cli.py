@@ -140,7 +140,7 @@ width = "single"
 figure = "cluster_sankey"
 a = "ck2"
 b = "ck0"
-min_share = 0.3
+share = 0.3
 """
     )
     out = tmp_path / "out"
@@ -152,8 +152,8 @@ min_share = 0.3
     assert set(by_name) == {
         "fig3-umap.pdf",
         "fig3-umap.png",
-        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-splits-and-merges-only-10.pdf",
-        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-splits-and-merges-only-10.png",
+        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-splits-and-merges-only-0.pdf",
+        "checkpoints-cluster_sankey-toy-4-ck2-ck0-0.3-splits-and-merges-only-0.png",
     }
     umap = by_name["fig3-umap.png"]
     assert umap["params"] == {"ds": "toy", "ckpt": "ck1", "k": 4, "color": "label_name"}

@@ -1,4 +1,5 @@
-"""`conceptlens figures`: the catalog's figures written for a paper (conceptlens/figures/catalog.py).
+"""`conceptlens figures`: the catalog's figures written for a paper (conceptlens/figures/catalog.py;
+each page's figures in conceptlens/figures/specs/, the --spec file read by spec_file.py).
 
 Imports are inside the handler so that `conceptlens --help` stays light.
 """
@@ -32,8 +33,9 @@ def _list(db) -> str:
 def _figures(args) -> int:
     from ..db import WorkspaceDB
     from ..remote import workspace_at
-    from .catalog import FIGURES, PAPER_FORMATS, Job, jobs_from_spec, load_spec, parse_formats, render_jobs
+    from .catalog import FIGURES, PAPER_FORMATS, Job, render_jobs
     from .export import parse_width
+    from .spec_file import jobs_from_spec, load_spec, parse_formats
 
     db = WorkspaceDB(args.workspace)
     if args.list:

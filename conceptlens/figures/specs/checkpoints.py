@@ -1,0 +1,167 @@
+"""The Checkpoints page's figures (pages/checkpoints.py)."""
+
+from __future__ import annotations
+
+from ...errors import ConceptLensError
+from ..catalog import Figure, Param, Unavailable, add, usable, view
+from ..checkpoints import SANKEY_ASPECT
+from .common import DS_CLUSTERED, K_OF_DS, C, K, needs, order
+
+
+def _compared(db) -> bool:
+    return all(db.has(t) for t in K.COMPARISON_TABLES)
+
+
+def _cl_id(db, p):
+    from ..checkpoints import cl_id_scatter, default_labels, short_names
+
+    summary = view(db, K.summary, dataset=p["ds"], k=p["k"], clid=_compared(db))
+    needs(summary, "no checkpoint metrics")
+    short = dict(zip(summary["checkpoint_id"], short_names(summary["checkpoint_id"])))
+    # Checkpoints A and B (the page's choice) are named by their role, then the extremes.
+    labels = {c: f"{role}: {short[c]}" for role, c in (("A", p["a"]), ("B", p["b"])) if c in short}
+    labels |= {c: short[c] for c in default_labels(summary) if c not in labels}
+    return cl_id_scatter(summary, labels=labels)
+
+
+def _correlations(db, p):
+    from ..checkpoints import correlation_forest
+
+    return correlation_forest(
+        needs(view(db, K.predictor_correlations, dataset=p["ds"], k=p["k"]), "no correlations")
+    )
+
+
+def _transfer(db, p):
+    from ..checkpoints import correlation_forest
+
+    corr = view(db, K.transfer_correlations, dataset=p["ds"], k=p["k"], target=p["target"])
+    needs(corr, "no transfer correlations")
+    return correlation_forest(corr, target=f"transfer acc. ({p['target']})")
+
+
+def _metric_options(db, p) -> list:
+    curves = view(db, K.training, dataset=p["ds"], k=p["k"], clid=_compared(db))
+    return [str(m) for m in dict.fromkeys(curves["metric"].astype(str))] if len(curves) else []
+
+
+def _epochs(db, p):
+    from ..checkpoints import metrics_vs_epoch
+
+    return metrics_vs_epoch(view(db, K.training, dataset=p["ds"], k=p["k"], clid=_compared(db)), p["metric"])
+
+
+def _anmi(db, p):
+    from ..checkpoints import anmi_heatmap
+
+    if len(order(db, p)) < 2:
+        raise Unavailable("fewer than two clustered checkpoints")
+    return anmi_heatmap(view(db, K.anmi_matrix, dataset=p["ds"], k=p["k"]))
+
+
+def _sankey(db, p):
+    from ..checkpoints import cluster_sankey
+
+    if p["a"] == p["b"]:
+        raise ConceptLensError("parameters a and b: choose two different checkpoints")
+    if p["top"] < 0:
+        raise ConceptLensError(f"parameter top: {p['top']} is negative (0 draws all of A's clusters)")
+    pair = dict(dataset=p["ds"], k=p["k"], a=p["a"], b=p["b"], min_share=p["share"])
+    links = view(db, K.cluster_links, **pair, flows=p["flows"], largest=p["top"] or None)
+    # Captions only add to the hover text: broken or missing, the Sankey goes without.
+    captions = usable(db, "cluster_captions")
+    meta_a = view(db, C.cluster_table, dataset=p["ds"], checkpoint=p["a"], k=p["k"], captions=captions)
+    meta_b = view(db, C.cluster_table, dataset=p["ds"], checkpoint=p["b"], k=p["k"], captions=captions)
+    headers = (f"A: {p['a']}", f"B: {p['b']}")
+    return cluster_sankey(links, meta_a, meta_b, name_a="A", name_b="B", headers=headers)
+
+
+CHECKPOINTS = (DS_CLUSTERED, K_OF_DS)
+PAIR = (Param("a", order, help="checkpoint A"), Param("b", order, default_index=1, help="checkpoint B"))
+
+
+def _tops(db, p) -> list[int]:
+    """How many of A's largest clusters the Sankey draws (0: all)."""
+    return [n for n in (5, 10, 20, 40) if n < p["k"]] + [0]
+
+
+TOP = Param(
+    "top", _tops, default=lambda db, p: 10 if 10 in _tops(db, p) else 0, kind=int, help="A's clusters drawn"
+)
+add(
+    Figure(
+        "checkpoints",
+        "cl_id",
+        "CL vs ID (lu2022 Fig. 1)",
+        CHECKPOINTS + PAIR,
+        _cl_id,
+        aspect=0.75,
+        tables=("checkpoint_metrics",),
+    )
+)
+add(
+    Figure(
+        "checkpoints",
+        "predictor_correlations",
+        "Correlation with kNN accuracy (lu2022 Table 1)",
+        CHECKPOINTS,
+        _correlations,
+        aspect=0.6,
+        tables=("predictor_correlations",),
+    )
+)
+add(
+    Figure(
+        "checkpoints",
+        "transfer_correlations",
+        "Correlation with transfer accuracy (lu2022 section 3.5)",
+        CHECKPOINTS
+        + (
+            Param(
+                "target", lambda db, p: view(db, K.transfer_targets, dataset=p["ds"]), help="target dataset"
+            ),
+        ),
+        _transfer,
+        aspect=0.6,
+        tables=("transfer_correlations",),
+    )
+)
+add(
+    Figure(
+        "checkpoints",
+        "metrics_vs_epoch",
+        "A metric over training",
+        CHECKPOINTS + (Param("metric", _metric_options, help="metric"),),
+        _epochs,
+        aspect=0.62,
+        tables=("checkpoint_metrics",),
+    )
+)
+add(
+    Figure(
+        "checkpoints",
+        "anmi_matrix",
+        "aNMI between clusterings",
+        CHECKPOINTS,
+        _anmi,
+        aspect=0.9,
+        tables=("clustering_similarity",),
+    )
+)
+add(
+    Figure(
+        "checkpoints",
+        "cluster_sankey",
+        "Cluster matching A -> B",
+        CHECKPOINTS
+        + PAIR
+        + (
+            Param("share", default=0.2, kind=float, help="significant share"),
+            Param("flows", lambda db, p: list(K.FLOWS), help="which flows"),
+            TOP,
+        ),
+        _sankey,
+        aspect=SANKEY_ASPECT,
+        tables=("clusters",),
+    )
+)
