@@ -231,3 +231,19 @@ def pytest_sessionfinish(session, exitstatus):
     except Exception:
         pass
     gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def conceptlens_plotly_template():
+    """The ConceptLens template is plotly's default once `figures.theme` is imported (the
+    library's figures name none). Importing Streamlit makes its own the default, once: in
+    the app Streamlit comes first, but in a test process it may come after the theme, and
+    figures built by later tests in that process would lose their fonts and sizes."""
+    import sys
+
+    theme = sys.modules.get("conceptlens.figures.theme")
+    if theme is not None:
+        import plotly.io as pio
+
+        pio.templates.default = theme.TEMPLATE
+    yield

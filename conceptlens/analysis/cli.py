@@ -47,14 +47,11 @@ def _default(o: Option) -> str:
 
 
 def add_engine(p) -> None:
-    """--engine, --workers and --threads: how the units of an analysis run."""
-    p.add_argument(
-        "--engine",
-        choices=("local", "ray"),
-        default="local",
-        help="local: one unit after the other here; ray: the units as Ray tasks (one per checkpoint "
-        "or dataset) on the cluster of $RAY_ADDRESS, else on this machine",
-    )
+    """--engine (the one of every command, `cliargs.add_engine`), --workers and --threads:
+    how the units of an analysis run."""
+    from ..cliargs import add_engine as add_engine_flag
+
+    add_engine_flag(p)
     p.add_argument(
         "--workers",
         type=_at_least_one,
