@@ -86,13 +86,18 @@ def catalog_figure(ws, name: str, params: dict):
     return FIGURES[name].build(ws, params)
 
 
-def show_catalog_figure(ws, name: str, params: dict, provenance: dict, key: str, **kwargs):
+def show_catalog_figure(
+    ws, name: str, params: dict, provenance: dict, key: str, on_page: dict | None = None, **kwargs
+):
     """Draw the catalogue figure `name` with `params` and its export control (file named and
     titled as `conceptlens figures` names it); returns the chart's selection state if any.
     `params` may carry more than the figure's parameters (interactive state such as a
-    highlighted cluster is a parameter of its build too)."""
+    highlighted cluster is a parameter of its build too). `on_page`: layout of the page's
+    chart only (its height, the drag mode), none of it data."""
     spec = FIGURES[name]
     fig = spec.build(ws, params)
+    if on_page:
+        fig.update_layout(**on_page)
     shown = {p.name: params[p.name] for p in spec.params if params.get(p.name) is not None}
-    prov = {**provenance, **shown, "figure": name}
+    prov = {**provenance, **shown, "figure": name, **({"on_page": on_page} if on_page else {})}
     return show_figure(fig, stem(spec, shown), prov, key, title=spec.title, **kwargs)

@@ -13,22 +13,20 @@ from components import url_state as U
 from components.analysis_gate import available, command, require
 from components.checkpoint_tables import checkpoint_formats, column_name, correlation_table
 from components.cluster_tables import DASH
-from components.export_button import show_catalog_figure, show_figure
+from components.export_button import show_catalog_figure
 from components.metric_table import metric_table
 from components.text import literal
 from conceptlens import views
 from conceptlens.figures.checkpoints import (
     METRIC_TITLES,
-    highlight_images,
     short_names,
 )
-from conceptlens.figures.clusters import projection_scatter
+from conceptlens.figures.specs.checkpoints import UMAP_POINTS
 from conceptlens.metrics.clid import MIN_CORRELATED
 from conceptlens.metrics.events import MIN_IMAGES
 
 V = views.checkpoints
 C = views.clusters
-UMAP_POINTS = 10_000  # points per UMAP (a fixed sample above this, the same for A and B)
 
 ws = data.open_page("checkpoints")
 
@@ -311,30 +309,16 @@ elif projected:
             else ""
         )
     )
-    figs = {}
-    for side, ckpt in (("A", a), ("B", b)):
-        pts = ws.view(V.linked_projection, **pair, side=side.lower(), colour=colour, limit=UMAP_POINTS)
-        fig = projection_scatter(
-            pts,
-            color=colour,
-            title=f"{side}: {short.get(ckpt, ckpt)}",
-            categorical=True if colour in ("cluster in A", "cluster in B") else None,
-            region=C.parse_region(region) if region and side == "A" else None,
-        )
-        figs[side] = highlight_images(fig, ids)
-    # One legend setting for both, so the two plots keep the same size: past a dozen
-    # categories (71 clusters) the hover label names a point's category instead.
-    legend = len(figs["A"].data) <= 12
-    for (side, ckpt), column in zip((("A", a), ("B", b)), st.columns(2)):
+    for side, column in zip(("a", "b"), st.columns(2)):
         with column:
-            show_figure(
-                figs[side].update_layout(
-                    height=460, showlegend=legend, dragmode="select" if side == "A" else "zoom"
-                ),
-                f"umap-{ckpt}-k{k}-{colour}",
-                {**provenance, "figure": "umap", "checkpoint": ckpt, "color": colour, "region_in_a": region},
-                key=f"ckpts_umap_{side.lower()}",
-                **({"on_select": _on_select, "selection_mode": ("box", "lasso")} if side == "A" else {}),
+            show_catalog_figure(
+                ws,
+                "linked_umap",
+                {"ds": ds, "k": k, "a": a, "b": b, "side": side, "color": colour, "region": region},
+                provenance,
+                key=f"ckpts_umap_{side}",
+                on_page={"height": 460, "dragmode": "select" if side == "a" else "zoom"},
+                **({"on_select": _on_select, "selection_mode": ("box", "lasso")} if side == "a" else {}),
             )
     if ids:
         where = ws.view(V.selection_in_b, **pair, ids=ids)

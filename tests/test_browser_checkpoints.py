@@ -96,7 +96,7 @@ def test_back_returns_to_each_earlier_view(browser, app_url):
     page.go_back()
     page.wait_for_function("() => !new URL(location.href).searchParams.has('flows')", timeout=60_000)
     wait_for_script(page)
-    assert page.get_by_role("radio", name="significant flows").is_checked()
+    assert page.get_by_role("radio", name="splits and merges only").is_checked()  # the default
     page.go_forward()
     wait_for_query(page, "flows", "all flows")
     assert page.get_by_role("radio", name="all flows").is_checked()

@@ -82,6 +82,8 @@ def test_page_draws_the_catalogue_build(monkeypatch, demo_ws, page, query):
                 assert catalog.as_text(params[key]) == value, (name, key)
         # The page shows workspace text as text (components/text.py plain_figure).
         rebuilt = plain_figure(spec.build(db, params))
+        rebuilt.update_layout(**prov.get("on_page", {}))  # the page's chart size and drag mode only
+        assert set(prov.get("on_page", {})) <= {"height", "dragmode"}, "on_page carries no data"
         assert rebuilt.to_json() == fig_json, f"{name}: the page draws another figure"
         shown[name] = params
     expected = set()

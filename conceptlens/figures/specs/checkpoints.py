@@ -5,7 +5,10 @@ from __future__ import annotations
 from ...errors import ConceptLensError
 from ..catalog import Figure, Param, Unavailable, add, usable, view
 from ..checkpoints import SANKEY_ASPECT
+from .clusters import REGION
 from .common import DS_CLUSTERED, K_OF_DS, C, K, needs, order
+
+UMAP_POINTS = 10_000  # points per linked UMAP (a fixed sample above this, the same for A and B)
 
 
 def _compared(db) -> bool:
@@ -163,5 +166,58 @@ add(
         _sankey,
         aspect=SANKEY_ASPECT,
         tables=("clusters",),
+    )
+)
+
+
+def _linked_colours(db, p) -> list:
+    return list(view(db, K.linked_colours, dataset=p["ds"])["column"])
+
+
+def _linked_umap(db, p):
+    """A's or B's UMAP (`side`), coloured alike; the images of a region drawn on A are
+    highlighted in both (the page's linked selection)."""
+    from ..checkpoints import highlight_images, short_names
+    from ..clusters import projection_scatter
+
+    side, ckpt = p["side"], p[p["side"]]
+    pair = dict(dataset=p["ds"], k=p["k"], a=p["a"], b=p["b"])
+    pts = view(db, K.linked_projection, **pair, side=side, colour=p["color"], limit=UMAP_POINTS)
+    needs(pts, f"no UMAP of {ckpt}")
+    ids = order(db, p)
+    short = dict(zip(ids, short_names(ids)))
+    region = p.get("region")
+    fig = projection_scatter(
+        pts,
+        color=p["color"],
+        title=f"{side.upper()}: {short.get(ckpt, ckpt)}",
+        categorical=True if p["color"] in ("cluster in A", "cluster in B") else None,
+        region=C.parse_region(region) if region and side == "a" else None,
+    )
+    picked = view(db, C.region_images, checkpoint=p["a"], k=p["k"], region=region) if region else None
+    fig = highlight_images(fig, [] if picked is None else list(picked["image_id"]))
+    # Past a dozen categories (71 clusters) the hover names a point's category instead.
+    return fig.update_layout(showlegend=len(fig.data) <= 12)
+
+
+add(
+    Figure(
+        "checkpoints",
+        "linked_umap",
+        "A's images in B's UMAP",
+        CHECKPOINTS
+        + PAIR
+        + (
+            Param("side", lambda db, p: ["a", "b"], help="which UMAP: a or b"),
+            Param(
+                "color",
+                lambda db, p: list(view(db, K.linked_colours, dataset=p["ds"])["column"]),
+                help="colour both by",
+            ),
+            REGION,
+        ),
+        _linked_umap,
+        aspect=0.85,
+        tables=("projections", "clusters"),
     )
 )
