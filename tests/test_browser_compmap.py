@@ -71,6 +71,6 @@ def test_figure_export_downloads_a_png(browser, app_url, tmp_path):
         popover.get_by_role("button", name="Download PNG").click()
     path = tmp_path / dl.value.suggested_filename
     dl.value.save_as(path)
-    assert path.name == "compmap-accuracy-vl-shapes.png"
+    assert path.name == "compmap-accuracy_by_setting-shapes-vl-shapes.png"  # `conceptlens figures`' name
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
     page.close()

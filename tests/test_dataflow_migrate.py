@@ -38,7 +38,7 @@ def test_migration_rekeys_what_was_up_to_date_and_leaves_stale_units_due(tmp_pat
     ids = ws.read("features", columns=["image_id"], checkpoint_id="ck2")["image_id"].to_pylist()
     write_features(ws, "ck2", ids, np.random.default_rng(3).normal(size=(len(ids), 8)))
     stale = {
-        "clustering": [],
+        "clustering": ["checkpoint_id=ck2/k=4"],  # its features changed: clustering fingerprints them
         "cluster_metrics": ["checkpoint_id=ck1/k=4"],
         "baselines": ["checkpoint_id=ck1", "checkpoint_id=ck2"],  # they read clusters and features
         "comparisons": ["dataset=toy"],

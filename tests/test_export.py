@@ -391,7 +391,9 @@ def test_copy_link_on_every_page(browser, factory_copy):
                 # Defaults are left out of the URL: the provenance names the view's data itself.
                 assert {"dataset", "checkpoint", "k"} <= prov.keys()
                 assert prov["fingerprint"] == Workspace(factory_copy).fingerprint()
-                assert PdfReader(io.BytesIO(pdf)).metadata["/Title"].startswith("purity-coherence-")
+                # Titled as `conceptlens figures` titles it (the catalogue's title).
+                title = PdfReader(io.BytesIO(pdf)).metadata["/Title"]
+                assert title == "Purity vs coherence (laina2020 Fig. 2)"
             screenshot(page, f"copy-link-{spec.name}")
             page.close()
         ctx.close()

@@ -180,6 +180,9 @@ class Analysis:
     doc: str = ""
     # Tables this analysis adds to the workspace format (schema.TABLES picks them up).
     tables: tuple = ()
+    # Before 2.2 this analysis stored no `inputs`: its files written then (no
+    # `analysis_options` either) count as done rather than as stale (clustering).
+    inputs_since_2_2: bool = False
 
     @property
     def all_options(self) -> tuple[Option, ...]:

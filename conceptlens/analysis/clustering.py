@@ -92,6 +92,7 @@ ANALYSIS = Analysis(
     units=_units,
     run=_run,
     inputs=features_signature,
+    inputs_since_2_2=True,
     options=(
         Option(
             "k",

@@ -81,8 +81,8 @@ def due(ctx: Context, a: Analysis, unit: Unit, given: dict | None = None) -> str
     want = a.inputs(ctx, unit, opts)
     if want is None or md.get("inputs") == want:
         return None
-    if "inputs" not in md and "analysis_options" not in md:
-        return None  # written before 2.2 by an analysis that stored no inputs then (clustering)
+    if a.inputs_since_2_2 and "inputs" not in md and "analysis_options" not in md:
+        return None  # written before 2.2, when this analysis stored no inputs
     with legacy_signatures():  # analysed before 2.1, in this same folder
         if md.get("inputs") is not None and md.get("inputs") == a.inputs(ctx, unit, opts):
             return None
