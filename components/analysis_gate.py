@@ -9,6 +9,7 @@ import streamlit as st
 from components import url_state
 from components.data import show_problems
 from conceptlens.analyses import by_name, command_for
+from conceptlens.views.home import skipped_units
 
 BY_NAME = by_name()
 
@@ -24,6 +25,17 @@ def available(ws, name: str, dataset: str = "DATASET", tables: tuple[str, ...] |
         show_problems(ws, problems, f"{a.title}: its tables have problems")
         return False
     missing = [t for t in needed if not ws.has(t)]
+    skips = ws.view(skipped_units, analysis=name) if missing and a.analysis else None
+    if skips is not None and len(skips):
+        st.warning(
+            f"**{a.title}** was skipped ({len(skips)} unit(s)): an input it needs is missing. "
+            "The latest reason:",
+            icon=":material/error:",
+        )
+        st.text(skips["reason"].iloc[-1])  # from the workspace's log: shown as text
+        st.caption("Once that input is there, the same command computes it:")
+        st.code(command(ws, name, dataset), language="bash")
+        return False
     if missing:
         st.info(
             f"**{a.title}** not computed yet (missing table "

@@ -264,6 +264,23 @@ def test_home_shows_skipped_units_as_skipped_with_their_reason_not_done(monkeypa
     assert f"conceptlens analyze cluster_captions --workspace {factory_copy}" in [c.value for c in at.code]
 
 
+def test_a_page_section_says_its_analysis_was_skipped_and_why(monkeypatch, factory_copy):
+    """Clusters' captions section after a skip: not "not computed yet, compute it with" (the
+    command would skip again) but skipped, with the reason as text."""
+    from conceptlens.analysis import runner
+
+    ws = Workspace(factory_copy)
+    ws.write("captions", ws.read("captions").slice(0, 0))
+    for part in ws.partitions("cluster_captions"):
+        ws.remove_partition("cluster_captions", **part)
+    runner.run(factory_copy, "cluster_captions", {"describability": False}, progress_bars=False)
+    at = open_app(monkeypatch, factory_copy, "pages/clusters.py")
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("was skipped" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any("has no caption" in t.value for t in at.text)
+    assert not any("not computed yet" in i.value and "captions" in i.value for i in at.info)
+
+
 def test_home_runs_what_an_analysis_waits_for_first(monkeypatch, factory_copy):
     """No clusters: cluster metrics and comparisons have nothing to compute until clustering
     has run; their commands run what they wait for first, in order."""

@@ -169,6 +169,12 @@ def _pending(db, names: list[str]) -> dict[str, list[str]]:
         return {}
 
 
+def skipped_units(db, analysis: str) -> pd.DataFrame:
+    """The units of `analysis` skipped for a missing input and not done since: `unit`, `reason`."""
+    rows = _skipped(db).get(analysis, {})
+    return pd.DataFrame({"unit": list(rows), "reason": list(rows.values())}, columns=["unit", "reason"])
+
+
 def _skipped(db) -> dict[str, dict[str, str]]:
     """analysis -> unit -> reason of the units skipped and not done since (the runner's
     `skipped`, from the `analysis_runs` log); empty for a remote workspace or without a log."""
