@@ -35,6 +35,44 @@ def test_spec_modules_are_found_without_a_list():
         assert f.page in PAGES, f"figure {f.name}: no page {f.page!r}"
 
 
+def test_a_figure_declares_what_its_page_shows_and_reads_nothing_else(factory_template):
+    """A figure names steps of its page's spec (so the page validates the tables the figure
+    reads), and building it on the factory workspace reads only the tables derived from those steps: a
+    figure reading a table it does not declare would be drawn from an unchecked table, and
+    `conceptlens figures` would not say what to compute when it is missing."""
+    from conceptlens import analyses
+    from conceptlens import db as dbmod
+
+    db = WorkspaceDB(factory_template)  # every analysis, small
+    built = 0
+    for f in FIGURES.values():
+        page = nav.BY_NAME[f.page]
+        assert set(f.steps + f.optional) <= set(page.steps), f"{f.name}: steps its page does not show"
+        assert set(f.reads) <= set(page.reads), f"{f.name}: reads its page does not declare"
+        assert set(f.steps + f.optional) <= set(analyses.by_name()), f.name
+        try:
+            params = f.resolve(db)
+        except Unavailable:
+            continue
+        with dbmod.read_log() as reads:
+            f.build(db, params)
+        extra = reads - set(f.may_read) - set(nav.BASE_TABLES)
+        assert not extra, f"figure {f.name} reads {sorted(extra)}: declare the step that writes it"
+        built += 1
+    assert built >= 16
+
+
+def test_a_missing_table_names_the_command_that_computes_it(tmp_path):
+    from tests.factory import make_workspace
+
+    db = WorkspaceDB(make_workspace(tmp_path / "ws").root)  # features only, no analysis run
+    why = FIGURES["cl_id"].missing(db)
+    assert "checkpoint_metrics" in why and "analyze cluster_metrics" in why, why
+    with pytest.raises(Unavailable, match="analyze cluster_metrics"):
+        FIGURES["cl_id"].resolve(db)
+    assert "analyze projections" in FIGURES["umap"].missing(db)
+
+
 def _drawn(monkeypatch, demo_ws, page: str, query=None) -> list[tuple[str, dict]]:
     """(figure JSON, provenance) of every figure the page drew with an export control."""
     seen = []

@@ -370,6 +370,17 @@ def test_export_writes_valid_tables_and_appends_only_new_answers(ws, store):
         clusters["description"].notna().all() and clusters["proxy"].isna().all()
     )  # the factory has no 2AFC proxy
     assert validate(ws.root) == []
+    # The catalogue draws the exported study with the page's function: the same figure as the
+    # page draws from the store (components/export_button provenance `figure: human_vs_proxy`).
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.figures.catalog import FIGURES
+    from conceptlens.figures.studies import human_vs_proxy
+
+    db = WorkspaceDB(ws.root)
+    spec = FIGURES["human_vs_proxy"]
+    assert spec.resolve(db) == {"study": sid}
+    live = R.results(store, sid, ws).clusters
+    assert spec.build(db, {"study": sid}).to_json() == human_vs_proxy(live, "describability").to_json()
 
 
 def test_similarity_answers_become_similarity_trials(ws, store):

@@ -104,8 +104,47 @@ class Figure:
     aspect: float = DEFAULT_ASPECT  # height / width on paper
     # ... at one column (at most NARROW_IN wide), for a figure whose panels sit side by side
     narrow_aspect: float | None = None
-    tables: tuple[str, ...] = ()  # without them the figure is unavailable
+    # What it draws, declared as its page's spec is (components/nav.py): the steps it shows
+    # (conceptlens/analyses.py) and the tables it reads that no step writes. Its tables are
+    # derived from them; without them the figure is unavailable, and the reason names the
+    # command that computes them.
+    steps: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()  # steps whose tables it reads when present (captions, CLID)
     default: bool = True  # among the page's default figures
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        from .. import analyses
+
+        steps = analyses.by_name()
+        out = [t for s in self.steps for t in steps[s].tables] + list(self.reads)
+        return tuple(dict.fromkeys(out))
+
+    @property
+    def may_read(self) -> tuple[str, ...]:
+        """Its tables and those it reads when present (optional steps', steps' optional parts)."""
+        from .. import analyses
+
+        steps = analyses.by_name()
+        out = list(self.tables) + [t for s in self.steps + self.optional for t in steps[s].reads]
+        return tuple(dict.fromkeys(out))
+
+    def missing(self, db) -> str | None:
+        """Why the workspace cannot draw it (a table and the command that writes it), or None."""
+        from .. import analyses
+
+        steps = analyses.by_name()
+        why = []
+        for s in self.steps:
+            gone = [t for t in steps[s].tables if not db.has(t)]
+            if gone:
+                cmd = analyses.command_for(steps[s], getattr(db, "root", "W"))
+                why.append(f"table {', '.join(gone)} missing" + (f" ({cmd})" if cmd else ""))
+        gone = [t for t in self.reads if not db.has(t)]
+        if gone:
+            why.append(f"table {', '.join(gone)} missing")
+        return "; ".join(why) or None
 
     def aspect_at(self, width_in: float) -> float:
         return self.narrow_aspect if self.narrow_aspect and width_in <= NARROW_IN else self.aspect
@@ -118,9 +157,9 @@ class Figure:
                 f"figure {self.name}: unknown parameter(s) {', '.join(sorted(unknown))}; "
                 f"it takes {', '.join(p.name for p in self.params) or 'none'}"
             )
-        missing = [t for t in self.tables if not db.has(t)]
-        if missing:
-            raise Unavailable(f"table {', '.join(missing)} missing")
+        why = self.missing(db)
+        if why:
+            raise Unavailable(why)
         out: dict = {}
         for p in self.params:
             value = p.resolve(db, out, given)

@@ -81,5 +81,20 @@ def exported_studies(db) -> pd.DataFrame:
     )
 
 
+def exported_2afc(db) -> pd.DataFrame:
+    """The exported 2AFC studies with per-cluster results (study_id, measure), newest first."""
+    if not (db.has("study_summary") and db.has("study_clusters")):
+        return pd.DataFrame(columns=["study_id", "measure"])
+    return db.query(
+        "SELECT study_id, measure FROM study_summary WHERE study_id IN "
+        "(SELECT DISTINCT study_id FROM study_clusters) ORDER BY created DESC, study_id"
+    )
+
+
+def exported_clusters(db, study: str) -> pd.DataFrame:
+    """One exported study's `study_clusters` rows (people's accuracy per cluster, the proxy's)."""
+    return db.query("SELECT * FROM study_clusters WHERE study_id = $s ORDER BY cluster", {"s": study})
+
+
 def picture(root, pic: Picture, side: int) -> bytes:
     return picture_bytes(str(root), pic, side)

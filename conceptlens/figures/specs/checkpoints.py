@@ -99,7 +99,8 @@ add(
         CHECKPOINTS + PAIR,
         _cl_id,
         aspect=0.75,
-        tables=("checkpoint_metrics",),
+        steps=("cluster_metrics",),
+        optional=("comparisons",),
     )
 )
 add(
@@ -110,7 +111,7 @@ add(
         CHECKPOINTS,
         _correlations,
         aspect=0.6,
-        tables=("predictor_correlations",),
+        steps=("comparisons",),
     )
 )
 add(
@@ -126,7 +127,7 @@ add(
         ),
         _transfer,
         aspect=0.6,
-        tables=("transfer_correlations",),
+        steps=("comparisons",),
     )
 )
 add(
@@ -137,7 +138,8 @@ add(
         CHECKPOINTS + (Param("metric", _metric_options, help="metric"),),
         _epochs,
         aspect=0.62,
-        tables=("checkpoint_metrics",),
+        steps=("cluster_metrics",),
+        optional=("comparisons",),
     )
 )
 add(
@@ -148,7 +150,7 @@ add(
         CHECKPOINTS,
         _anmi,
         aspect=0.9,
-        tables=("clustering_similarity",),
+        steps=("cluster_metrics", "comparisons"),
     )
 )
 add(
@@ -165,7 +167,8 @@ add(
         ),
         _sankey,
         aspect=SANKEY_ASPECT,
-        tables=("clusters",),
+        steps=("clustering", "cluster_metrics"),
+        optional=("cluster_captions",),
     )
 )
 
@@ -218,6 +221,6 @@ add(
         ),
         _linked_umap,
         aspect=0.85,
-        tables=("projections", "clusters"),
+        steps=("projections", "clustering", "cluster_metrics"),
     )
 )

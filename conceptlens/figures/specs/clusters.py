@@ -145,7 +145,8 @@ add(
         CLUSTERS + FILTERS + (RINGED,),
         _purity_coherence,
         aspect=0.75,
-        tables=("cluster_metrics",),
+        steps=("cluster_metrics",),
+        optional=("cluster_captions",),
     )
 )
 add(
@@ -156,7 +157,7 @@ add(
         CLUSTERS + (COLOUR, RINGED, REGION),
         _umap,
         aspect=0.85,
-        tables=("cluster_metrics", "projections"),
+        steps=("clustering", "cluster_metrics", "projections"),
     )
 )
 # The page's view of a UMAP too large to draw point by point: the binned overview, and
@@ -178,7 +179,7 @@ add(
         ),
         _umap_window,
         aspect=0.85,
-        tables=("cluster_metrics", "projections"),
+        steps=("clustering", "cluster_metrics", "projections"),
         default=False,
     )
 )
@@ -205,7 +206,7 @@ add(
         ),
         _selection_labels,
         aspect=0.75,
-        tables=("cluster_metrics", "clusters"),
+        steps=("clustering", "cluster_metrics"),
     )
 )
 

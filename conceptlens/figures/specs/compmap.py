@@ -48,7 +48,7 @@ def _cm_class(db, p):
     return top_weights_bar(cw, n=max(15, 2 * int(cw["gt"].sum())), title=f"{names[p['cls']]}: top weights")
 
 
-CM = ("compmap_scores", "vl_models")
+CM = ("primitives", "compmap")
 add(
     Figure(
         "compmap",
@@ -57,7 +57,7 @@ add(
         (CM_DS, CM_VL),
         _cm_accuracy,
         aspect=0.62,
-        tables=CM,
+        steps=CM,
     )
 )
 add(
@@ -68,7 +68,7 @@ add(
         (CM_DS, CM_VL, CM_SETTING),
         _cm_delta,
         aspect=0.62,
-        tables=CM,
+        steps=CM,
     )
 )
 add(
@@ -79,7 +79,7 @@ add(
         (CM_DS, CM_VL, CM_MODEL, CM_SORT),
         _cm_weights,
         aspect=0.9,
-        tables=CM + ("compmap_weights",),
+        steps=CM,
     )
 )
 add(
@@ -90,6 +90,6 @@ add(
         (CM_DS, CM_VL, CM_MODEL, CM_CLASS),
         _cm_class,
         aspect=0.75,
-        tables=CM + ("compmap_weights",),
+        steps=CM,
     )
 )

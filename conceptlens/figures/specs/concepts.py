@@ -101,7 +101,7 @@ add(
         _purity,
         aspect=0.45,
         narrow_aspect=0.8,
-        tables=("purity_matrices", "oracle_purity"),
+        steps=("concept_labels", "concepts"),
     )
 )
 add(
@@ -112,7 +112,7 @@ add(
         (FAMILY,),
         _sweep,
         aspect=0.5,
-        tables=("concept_scores",),
+        steps=("concept_labels", "concepts"),
     )
 )
 add(
@@ -124,7 +124,7 @@ add(
         _niches,
         aspect=0.8,
         narrow_aspect=1.2,
-        tables=("concept_niches",),
+        steps=("concept_labels", "concepts"),
     )
 )
 add(
@@ -135,6 +135,6 @@ add(
         (FAMILY, LEVEL, BETA),
         _niche_curves,
         aspect=0.5,
-        tables=("niche_scores",),
+        steps=("concept_labels", "concepts"),
     )
 )

@@ -76,7 +76,7 @@ def _metric_names():
 
 
 SIM_DIST = Param("dist", lambda db, p: _dist_names(), default="cosine", help="l1, l2 or cosine")
-SIM = ("psych_embedding",)
+SIM = ("similarity",)
 add(
     Figure(
         "similarity",
@@ -99,7 +99,7 @@ add(
         ),
         _sim_map,
         aspect=0.85,
-        tables=SIM + ("projections",),
+        steps=SIM,
     )
 )
 add(
@@ -110,7 +110,7 @@ add(
         (SIM_DS, SIM_DIST),
         _sim_agreement,
         aspect=0.62,
-        tables=SIM + ("human_alignment",),
+        steps=SIM,
     )
 )
 add(
@@ -121,7 +121,7 @@ add(
         (SIM_DS, Param("metric", lambda db, p: _metric_names(), help="triplet_accuracy or rsa"), SIM_DIST),
         _sim_labels,
         aspect=0.9,
-        tables=SIM + ("human_alignment",),
+        steps=SIM,
     )
 )
 add(
@@ -132,7 +132,7 @@ add(
         (SIM_DS,),
         _sim_fit,
         aspect=0.62,
-        tables=SIM + ("similarity_fit",),
+        steps=("similarity_trials",) + SIM,
     )
 )
 add(
@@ -143,6 +143,6 @@ add(
         (SIM_DS,),
         _sim_convergence,
         aspect=0.62,
-        tables=("similarity_convergence",),
+        steps=("convergence",),
     )
 )
