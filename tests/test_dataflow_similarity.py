@@ -168,3 +168,27 @@ def test_catch_trials_leave_the_convergence_curves_unchanged(ws):
     add_trials(ws, other_choice)
     more = converge(ws)
     assert more["n_trials"].iloc[-1] == before["n_trials"].iloc[-1] + 8
+
+
+def test_a_clone_keeps_units_done_and_a_legacy_mtime_fingerprint_counts_as_done(fitted, tmp_path):
+    """The fingerprint is the files' footprint, not their modification times: a copy whose
+    files all have new mtimes (what a git clone gives) has nothing due; and a unit written
+    before 2.3, fingerprinted by mtimes that no copy keeps, is not reported stale for ever."""
+    import os
+    import shutil
+
+    root = shutil.copytree(fitted, tmp_path / "clone", copy_function=shutil.copyfile)  # new mtimes
+    for p in (root / "features").rglob("*.parquet"):
+        os.utime(p, ns=(1, 1))
+    assert runner.missing(root, ["similarity"])["similarity"] == []
+    w = Workspace(root)
+    t = w.read("human_alignment", dataset="toy")
+    md = w.read_metadata("human_alignment", dataset="toy")
+    legacy = {k: v for k, v in md.items() if k != "inputs_scheme"} | {"inputs": "an mtime-era hash"}
+    w.write("human_alignment", t.drop_columns(["dataset"]), metadata=legacy, dataset="toy")
+    assert runner.missing(root, ["similarity"])["similarity"] == []
+    # The same legacy hash with the scheme marked is a fingerprint of today: stale.
+    w.write(
+        "human_alignment", t.drop_columns(["dataset"]), metadata={**legacy, "inputs_scheme": 2}, dataset="toy"
+    )
+    assert runner.missing(root, ["similarity"])["similarity"] == ["dataset=toy"]

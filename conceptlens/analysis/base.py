@@ -155,6 +155,10 @@ def clustering_fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -
     return files_signature(ctx.ws.partition_files("clusters", checkpoint_id=p["checkpoint_id"], k=p["k"]))
 
 
+# 2: copy-stable fingerprints (common.files_footprint); before: some analyses used mtimes.
+INPUTS_SCHEME = 2
+
+
 def no_inputs(ctx: Context, unit: Unit, opts: dict) -> None:
     """A unit whose output being there is enough (besides its options)."""
     return None
@@ -183,6 +187,10 @@ class Analysis:
     # Before 2.2 this analysis stored no `inputs`: its files written then (no
     # `analysis_options` either) count as done rather than as stale (clustering).
     inputs_since_2_2: bool = False
+    # Before 2.3 this analysis fingerprinted its inputs by modification times, which a copy
+    # or a clone changes: such a fingerprint cannot be checked, and its unit counts as done
+    # (`--force` recomputes it); units written since store `inputs_scheme`.
+    mtime_inputs_before_2_3: bool = False
 
     @property
     def all_options(self) -> tuple[Option, ...]:
@@ -201,6 +209,7 @@ class Analysis:
         md: dict = {"analysis_options": self.result_options(opts)}
         if inputs is not None:
             md["inputs"] = inputs
+            md["inputs_scheme"] = INPUTS_SCHEME
         return md
 
     def partition_of(self, table: str, unit: Unit) -> dict:

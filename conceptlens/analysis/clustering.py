@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from .. import schema
 from .base import KMEANS, N_INIT, Analysis, Option, Unit, checkpoints_with_features
-from .common import Context, default_k
+from .common import Context, default_k, files_footprint
 
 
 def kmeans(
@@ -46,23 +46,8 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
 
 
 def features_signature(ctx: Context, unit: Unit, opts: dict) -> str:
-    """The features the unit clusters, known by each file's name, size and Parquet footer
-    (its row groups' offsets, sizes and min/max statistics): cheap at any size, the same in
-    a copied or cloned workspace, and different when the features are extracted again."""
-    import hashlib
-
-    h = hashlib.sha1()
-    for p in sorted(ctx.ws.partition_files("features", checkpoint_id=unit.checkpoint_id)):
-        md = pq.ParquetFile(p).metadata
-        h.update(f"{p.name}:{p.stat().st_size}:{md.num_rows}:{md.num_row_groups};".encode())
-        for g in range(md.num_row_groups):
-            rg = md.row_group(g)
-            for c in range(rg.num_columns):
-                col = rg.column(c)
-                st = col.statistics
-                stats = (st.min, st.max, st.null_count) if st is not None and st.has_min_max else None
-                h.update(f"{g}:{c}:{col.file_offset}:{col.total_compressed_size}:{stats};".encode())
-    return h.hexdigest()
+    """The features the unit clusters (common.files_footprint: the same in a clone)."""
+    return files_footprint(ctx.ws.partition_files("features", checkpoint_id=unit.checkpoint_id))
 
 
 def _run(ctx: Context, unit: Unit, opts: dict) -> None:

@@ -31,6 +31,29 @@ def progress(iterable, desc: str, enabled: bool = True, total: int | None = None
     return tqdm(iterable, desc=desc, total=total)
 
 
+def files_footprint(paths) -> str:
+    """Parquet files known by each file's name, size and footer (its row groups' offsets,
+    sizes and min/max statistics): cheap at any size (features are large), the same in a
+    copied or cloned workspace (a modification time is not: a clone would make every unit
+    due), and different when the file is written again with other values."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    h = hashlib.sha1()
+    for p in sorted(paths):
+        md = pq.ParquetFile(p).metadata
+        h.update(f"{p.name}:{p.stat().st_size}:{md.num_rows}:{md.num_row_groups};".encode())
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            for c in range(rg.num_columns):
+                col = rg.column(c)
+                st = col.statistics
+                stats = (st.min, st.max, st.null_count) if st is not None and st.has_min_max else None
+                h.update(f"{g}:{c}:{col.file_offset}:{col.total_compressed_size}:{stats};".encode())
+    return h.hexdigest()
+
+
 def default_k(n_images: int) -> int:
     """laina2020 / lu2022 use k on the order of sqrt(N) when no k is given."""
     return max(2, int(round(math.sqrt(n_images))))

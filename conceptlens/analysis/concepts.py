@@ -28,7 +28,7 @@ from .. import schema
 from ..metrics import concepts as CQ
 from ..workspace import WorkspaceError
 from .base import SEED, Analysis, Option, Unit
-from .common import Context
+from .common import Context, files_footprint
 
 OPTIONS = (
     Option(
@@ -80,16 +80,6 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
     return out
 
 
-def _stat_signature(root, paths) -> str:
-    """Inputs known by path (relative to the workspace), size and modification time: features
-    are large, and a copied workspace keeps all three."""
-    h = hashlib.sha1()
-    for p in sorted(paths):
-        st = p.stat()
-        h.update(f"{p.relative_to(root)}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return h.hexdigest()
-
-
 def _declared(row: pd.Series) -> tuple[list[str] | None, int | None]:
     names = row.get("concept_names")
     if names is None or (not isinstance(names, (list, np.ndarray)) and pd.isna(names)):
@@ -102,8 +92,8 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict) -> str:
     cid = unit.partition["checkpoint_id"]
     names, dim = _declared(ctx.checkpoint_row(cid))
     payload = {
-        "features": _stat_signature(ctx.ws.root, ctx.ws.partition_files("features", checkpoint_id=cid)),
-        "inputs": _stat_signature(ctx.ws.root, ctx.ws.files("concept_labels") + ctx.ws.files("images")),
+        "features": files_footprint(ctx.ws.partition_files("features", checkpoint_id=cid)),
+        "inputs": files_footprint(ctx.ws.files("concept_labels") + ctx.ws.files("images")),
         "concepts": [names, dim],
         # In the hash since before options were stored with every unit: kept, so the units
         # analysed then stay done.
@@ -360,6 +350,7 @@ ANALYSIS = Analysis(
     run=_run,
     options=OPTIONS,
     inputs=_fingerprint,
+    mtime_inputs_before_2_3=True,
     doc="Purity matrices of every checkpoint's concepts (its own, or probe concepts), the "
     "oracle impurity score, and niche purity / impurity (the concept-quality paper).",
 )

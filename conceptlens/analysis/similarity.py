@@ -26,7 +26,7 @@ from ..embedding.psych import psych_id, read_embedding
 from ..metrics import similarity as S
 from ..workspace import WorkspaceError, files_signature
 from .base import BETA, MAX_EPOCHS, Analysis, Option, Unit
-from .common import Context, encode, read_trials
+from .common import Context, encode, files_footprint, read_trials
 
 FIT_OPTIONS = ("seed", "dims", "members", "screen_members", "holdout", "beta", "max_epochs", "batch_trials")
 SCORE_OPTIONS = ("seed", "n_boot", "rsa_max", "beta")
@@ -45,17 +45,6 @@ def _units(ctx: Context, opts: dict) -> list[Unit]:
     return [Unit({"dataset": d}) for d in _datasets(ctx, opts)]
 
 
-def _stat_signature(paths) -> str:
-    """Features are large: their files are known by path, size and modification time."""
-    import hashlib
-
-    h = hashlib.sha1()
-    for p in sorted(paths):
-        st = p.stat()
-        h.update(f"{'/'.join(p.parts[-3:])}:{st.st_size}:{st.st_mtime_ns};".encode())
-    return h.hexdigest()
-
-
 def _checkpoints_of(ctx: Context, dataset: str) -> list[str]:
     ck = ctx.checkpoints
     return sorted(
@@ -69,7 +58,7 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
     ds = unit.partition["dataset"]
     trials = files_signature(ctx.ws.partition_files("similarity_trials", dataset=ds))
     feats = {
-        c: _stat_signature(ctx.ws.partition_files("features", checkpoint_id=c))
+        c: files_footprint(ctx.ws.partition_files("features", checkpoint_id=c))
         for c in _checkpoints_of(ctx, ds)
     }
     return _hash(json.dumps({"trials": trials, "features": feats}, sort_keys=True))
@@ -358,7 +347,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     scorer = None
     rows, sigs = [], {}
     for cid in _checkpoints_of(ctx, ds):
-        sigs[cid] = _stat_signature(ctx.ws.partition_files("features", checkpoint_id=cid))
+        sigs[cid] = files_footprint(ctx.ws.partition_files("features", checkpoint_id=cid))
         if old is not None and old_md.get("features", {}).get(cid) == sigs[cid]:
             rows += old[old["checkpoint_id"] == cid].drop(columns="dataset").to_dict("records")
             continue
@@ -383,6 +372,7 @@ ANALYSIS = Analysis(
     units=_units,
     run=_run,
     inputs=_fingerprint,
+    mtime_inputs_before_2_3=True,
     options=(
         Option(
             "dims",
