@@ -30,11 +30,16 @@ lint: $(VENV)/.dev-deps
 test-fast: $(VENV)/.dev-deps lint
 	$(PY) -m pytest -q -m "not browser and not slow" -p no:cacheprovider
 
-# Mutation testing of the metrics, analyses and storage, one module at a time (tools/mutate.py).
-# Hours on 2 cores, so not part of `make test`; kill rates land in build/mutate/summary.json.
+# Mutation testing of the metrics, analyses and storage, one module at a time: mutmut's
+# operator mutants (tools/mutate.py), then data-flow mutants (tools/dataflow_mutants.py:
+# dropped filters, the first item reused, swapped arguments, skipped invalidations, reversed
+# sorts). Hours on 2 cores, so not part of `make test`; both kill rates per module land in
+# build/mutate/summary.json and are printed at the end.
 mutate: $(VENV)/.dev-deps
 	$(PY) -m pip install -q -e '.[mutate]'
 	$(PY) tools/mutate.py
+	$(PY) tools/dataflow_mutants.py
+	$(PY) tools/mutate.py --report
 
 demo: $(VENV)/.dev-deps
 	$(PY) -m conceptlens.cli demo build --workspace $(WORKSPACE)

@@ -97,6 +97,17 @@ MODULES = {
     "conceptlens/studies/rounds.py": ["tests/test_study_rounds.py"],
     "conceptlens/views/projection_window.py": ["tests/test_projection_window.py"],
     "conceptlens/analysis/engines.py": ["tests/test_analysis_ray.py"],
+    # The rest of issue 29's list: validation, migration, importers, the embedding, studies.
+    "conceptlens/validate.py": ["tests/test_validate.py", "tests/test_transparency.py"],
+    "conceptlens/migrate.py": ["tests/test_migrate.py", "tests/test_dataflow_migrate.py"],
+    "conceptlens/embedding/psych.py": ["tests/test_similarity.py", "tests/test_dataflow_similarity.py"],
+    "conceptlens/studies/results.py": ["tests/test_studies.py", "tests/test_dataflow_similarity.py"],
+    "conceptlens/studies/service.py": ["tests/test_studies_server.py", "tests/test_studies.py"],
+    "conceptlens/studies/plan.py": ["tests/test_study_plan.py"],
+    **{
+        f"conceptlens/importers/{m}.py": ["tests/test_importers.py"]
+        for m in ("images", "manifest", "imagefolder", "features", "captions", "hsj")
+    },
 }
 
 
@@ -227,6 +238,34 @@ def run_group(
     return out
 
 
+def _rate(r: dict | None) -> str:
+    if not r:
+        return f"{'-':>22}"
+    if "error" in r:
+        return f"{'error':>22}"
+    tag = "s" if r.get("sampled") else " "
+    return f"{r['killed']:>5}/{r['mutants']:<5} {r['kill_rate']:>6.0%}{tag}    "
+
+
+def report(summary: dict) -> None:
+    """Both kill rates per module: mutmut's operator mutants and the data-flow mutants
+    (tools/dataflow_mutants.py); `s`: a sample."""
+    print(f"\n{'module':45} {'operators (mutmut)':>22} {'data flow':>22}")
+    totals = {"op": [0, 0], "df": [0, 0]}
+    for m, r in sorted(summary.items()):
+        op = r if "kill_rate" in r or "error" in r else None
+        df = r.get("dataflow")
+        print(f"{m:45} {_rate(op)} {_rate(df)}")
+        for key, x in (("op", op), ("df", df)):
+            if x and "error" not in x:
+                totals[key][0] += x["killed"]
+                totals[key][1] += x["mutants"]
+    for key, name in (("op", "operators"), ("df", "data flow")):
+        k, n = totals[key]
+        if n:
+            print(f"{'all modules, ' + name:45} {k}/{n} killed ({k / n:.0%})")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("modules", nargs="*", help="modules to mutate (default: all of MODULES)")
@@ -237,7 +276,12 @@ def main(argv=None) -> int:
     )
     p.add_argument("--sample", type=int, default=0, help="test only this many random mutants per module")
     p.add_argument("--seed", type=int, default=0, help="random_state of --sample")
+    p.add_argument("--report", action="store_true", help="print both kill rates of summary.json, run nothing")
     args = p.parse_args(argv)
+    if args.report:
+        path = args.work / "summary.json"
+        report(json.loads(path.read_text()) if path.exists() else {})
+        return 0
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         p.error(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(MODULES)}")
@@ -248,18 +292,15 @@ def main(argv=None) -> int:
     for group, tests in groups:
         print(f"mutating {', '.join(group)} ...", flush=True)
         for m, r in run_group(group, tests, args.work, args.children, args.sample, args.seed).items():
-            summary[m] = r
+            summary[m] = {
+                **r,
+                **({"dataflow": summary[m]["dataflow"]} if "dataflow" in summary.get(m, {}) else {}),
+            }
             args.work.mkdir(parents=True, exist_ok=True)
             summary_path.write_text(json.dumps(summary, indent=2) + "\n")
             done = r.get("error") or f"{r['killed']}/{r['mutants']} killed ({r['kill_rate']:.0%})"
             print(f"   {m}: {done}", flush=True)
-    print(f"\n{'module':45} {'mutants':>8} {'killed':>7} {'rate':>6} {'time':>7}")
-    for m, r in summary.items():
-        if "error" in r:
-            print(f"{m:45} {r['error']}")
-        else:
-            tag = " (sample)" if r.get("sampled") else ""
-            print(f"{m:45} {r['mutants']:8} {r['killed']:7} {r['kill_rate']:6.0%} {r['seconds']:6}s{tag}")
+    report(summary)
     return 0 if all("error" not in r for r in summary.values()) else 1
 
 

@@ -1,0 +1,346 @@
+"""Data-flow mutation testing: `make mutate` (after mutmut's operator mutants, tools/mutate.py).
+
+mutmut changes operators and constants (a `<` for a `<=`); the bugs a developer really makes
+in this code are more often in what a correct function is *given*: a filter that was not
+applied, the first element used where the current one was meant, two arguments swapped, a
+cache not invalidated, a sort in the wrong direction. Each operator below makes exactly one
+such change to a module's syntax tree, the module's tests (tools/mutate.py MODULES) run
+against it, and a mutant is killed when they fail (or time out):
+
+- `drop_mask`    `x[cond]` -> `x`, `x.loc[cond, cols]` -> `x.loc[:, cols]`, and a comprehension's
+                 `if` dropped: rows that should be filtered out are kept;
+- `first_item`   `for v in xs:` iterates over `xs[0]` as many times: the first element reused
+                 instead of the current one;
+- `swap_args`    the first two positional arguments of a call, when both are plain names or
+                 attributes, swapped;
+- `skip_reset`   a statement that clears, invalidates, removes or deletes (`.clear()`,
+                 `.cache_clear()`, `.pop(...)`, `.unlink()`, `del ...`) becomes `pass`;
+- `reverse_sort` `sorted(x)` -> `sorted(x, reverse=True)`, `.sort_values(...)` ->
+                 `ascending=False`, `np.argsort(x)` -> `np.argsort(x)[::-1]`.
+
+Every module is copied with the sources and tests into a scratch folder (`--work`), each
+mutant written there in turn (the module is unparsed from its tree: comments are gone, the
+code is the same), and the tests run with `-x` in a subprocess. The kill rate per module is
+added to `<work>/summary.json` under `dataflow` (tools/mutate.py prints both rates), and
+each survivor, with the line it changed, to `<work>/dataflow/<module>.survivors.txt`.
+
+    python tools/dataflow_mutants.py                           # every module of tools/mutate.py
+    python tools/dataflow_mutants.py conceptlens/metrics/scores.py --sample 10
+    python tools/dataflow_mutants.py --list conceptlens/analysis/similarity.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OPERATORS = ("drop_mask", "first_item", "swap_args", "skip_reset", "reverse_sort")
+RESETS = {"clear", "cache_clear", "invalidate", "pop", "popitem", "discard", "unlink", "rmtree", "remove"}
+HELPER = "_dataflow_first"
+HELPER_SRC = f"""
+def {HELPER}(xs):
+    xs = list(xs)
+    return [xs[0]] * len(xs) if xs else xs
+"""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    operator: str
+    index: int  # the index-th candidate of this operator in the module's walk order
+    line: int
+    before: str
+    after: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.operator}#{self.index}@{self.line}"
+
+
+def _is_mask(node: ast.AST) -> bool:
+    """A subscript's index that selects rows by a condition."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return not isinstance(node.ops[0], (ast.Is, ast.IsNot))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr)):
+        return _is_mask(node.left) or _is_mask(node.right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+        return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in {"isin", "notna", "isna", "notnull", "isnull", "between", "duplicated"}
+    if isinstance(node, ast.Name):
+        n = node.id.lower()
+        return any(w in n for w in ("mask", "keep", "kept", "valid", "sel", "include", "train", "test", "ok"))
+    return False
+
+
+# Names of handles (a context, a workspace, options) that no call takes in another place:
+# swapping one with a value fails at once, a trivially killed mutant that says nothing.
+HANDLES = {"ctx", "self", "cls", "db", "ws", "root", "store", "con", "unit", "opts", "options", "p", "params"}
+
+
+MODULE_ALIASES = {"np", "pd", "pa", "pq", "torch", "math", "json", "os", "re", "time", "sys"}
+
+
+def _swappable(node: ast.AST) -> bool:
+    """An argument that may be confused with another of the same kind: a plain name or an
+    attribute that is not a handle."""
+    if isinstance(node, ast.Name):
+        return node.id not in HANDLES
+    if isinstance(node, ast.Attribute):
+        module = isinstance(node.value, ast.Name) and (node.value.id in MODULE_ALIASES or node.attr.isupper())
+        return node.attr not in HANDLES and not module
+    return False
+
+
+def _candidates(tree: ast.AST, op: str) -> Iterator[ast.AST]:
+    """The nodes `op` can change, in a fixed walk order."""
+    for node in ast.walk(tree):
+        if op == "drop_mask":
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                s = node.slice
+                if isinstance(s, ast.Tuple) and s.elts and _is_mask(s.elts[0]):
+                    yield node
+                elif _is_mask(s):
+                    yield node
+            elif isinstance(node, ast.comprehension) and node.ifs:
+                yield node
+        elif op == "first_item":
+            if isinstance(node, ast.For) and isinstance(node.target, (ast.Name, ast.Tuple)):
+                yield node
+        elif op == "swap_args":
+            if isinstance(node, ast.Call) and len(node.args) >= 2:
+                a, b = node.args[:2]
+                if _swappable(a) and _swappable(b) and ast.dump(a) != ast.dump(b):
+                    yield node
+        elif op == "skip_reset":
+            if isinstance(node, ast.Delete):
+                yield node
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                f = node.value.func
+                if isinstance(f, ast.Attribute) and f.attr in RESETS:
+                    yield node
+        elif op == "reverse_sort":
+            if isinstance(node, ast.Call):
+                f = node.func
+                kws = {k.arg for k in node.keywords}
+                if isinstance(f, ast.Name) and f.id == "sorted" and "reverse" not in kws:
+                    yield node
+                elif isinstance(f, ast.Attribute) and f.attr == "sort_values" and "ascending" not in kws:
+                    yield node
+                elif isinstance(f, ast.Attribute) and f.attr == "argsort" and not node.keywords:
+                    yield node
+
+
+class _Apply(ast.NodeTransformer):
+    """Changes the one target node (found by identity in the copied tree)."""
+
+    def __init__(self, op: str, target: ast.AST):
+        self.op, self.target = op, target
+        self.result: ast.AST | None = None
+
+    def visit(self, node):
+        if node is not self.target:
+            return self.generic_visit(node)
+        self.result = self._change(node)
+        return self.result
+
+    def _change(self, node):
+        op = self.op
+        if op == "drop_mask":
+            if isinstance(node, ast.comprehension):
+                node.ifs = []
+                return node
+            s = node.slice
+            if isinstance(s, ast.Tuple):  # .loc[cond, cols] -> .loc[:, cols]
+                node.slice = ast.Tuple([ast.Slice(), *s.elts[1:]], ast.Load())
+                return node
+            v = node.value
+            if isinstance(v, ast.Attribute) and v.attr in ("loc", "iloc"):  # df.loc[cond] -> df
+                return v.value
+            return v
+        if op == "first_item":
+            node.iter = ast.Call(ast.Name(HELPER, ast.Load()), [node.iter], [])
+            return node
+        if op == "swap_args":
+            node.args[0], node.args[1] = node.args[1], node.args[0]
+            return node
+        if op == "skip_reset":
+            return ast.Pass()
+        if op == "reverse_sort":
+            f = node.func
+            if isinstance(f, ast.Name):
+                node.keywords.append(ast.keyword("reverse", ast.Constant(True)))
+                return node
+            if f.attr == "sort_values":
+                node.keywords.append(ast.keyword("ascending", ast.Constant(False)))
+                return node
+            return ast.Subscript(node, ast.Slice(None, None, ast.Constant(-1)), ast.Load())
+        raise ValueError(op)
+
+
+def _with_helper(tree: ast.Module) -> None:
+    """The `first_item` helper, after the module's docstring and `from __future__` imports."""
+    at = 0
+    for i, stmt in enumerate(tree.body):
+        doc = i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+        future = isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
+        if doc or future:
+            at = i + 1
+    tree.body[at:at] = ast.parse(HELPER_SRC).body
+
+
+def _short(node) -> str:
+    text = node if isinstance(node, str) else ast.unparse(node).splitlines()[0]
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def mutants(source: str, operators=OPERATORS) -> list[tuple[Mutant, str]]:
+    """Every data-flow mutant of `source`: (Mutant, the mutated module's source)."""
+    tree = ast.parse(source)
+    out = []
+    for op in operators:
+        for i, node in enumerate(list(_candidates(tree, op))):
+            t = copy.deepcopy(tree)
+            target = list(_candidates(t, op))[i]
+            before = _short(target)
+            apply = _Apply(op, target)
+            t = apply.visit(t)
+            if op == "first_item":
+                _with_helper(t)
+            ast.fix_missing_locations(t)
+            line = getattr(node, "lineno", None) or getattr(getattr(node, "target", None), "lineno", 0)
+            out.append((Mutant(op, i, line, before, _short(apply.result)), ast.unparse(t)))
+    return out
+
+
+def scratch(work: Path) -> Path:
+    """A copy of what the tests import (sources, tests, pages, components, app) and the demo, linked."""
+    d = work / "tree"
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "artifacts", ".*")
+    for name in ("conceptlens", "tests", "components", "pages", "participant", "tools"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, d / name, ignore=ignore)
+    for name in ("app.py", "pyproject.toml", "Makefile", "requirements.txt", "README.md"):
+        if (ROOT / name).exists():
+            shutil.copy2(ROOT / name, d / name)
+    for name in ("data", "docs", ".streamlit", "bench"):
+        if (ROOT / name).exists():
+            (d / name).symlink_to(ROOT / name, target_is_directory=True)
+    return d
+
+
+def run_tests(tree: Path, tests: list[str], timeout: float, marker: str) -> tuple[str, float]:
+    threads = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    env = {
+        **os.environ,
+        **threads,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PYTHONPATH": str(tree),
+    }
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", marker, *tests]
+    t0 = time.time()
+    try:
+        r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.time() - t0
+    status = {0: "survived", 5: "no tests"}.get(r.returncode, "killed")
+    return status, time.time() - t0
+
+
+def run_module(module: str, tests: list[str], work: Path, sample: int, seed: int, marker: str) -> dict:
+    source = (ROOT / module).read_text()
+    made = mutants(source)
+    if sample and sample < len(made):
+        rng = random.Random(seed)
+        made = [made[i] for i in sorted(rng.sample(range(len(made)), sample))]
+    tree = scratch(work)
+    target = tree / module
+    baseline, seconds = run_tests(tree, tests, timeout=3600, marker=marker)
+    if baseline != "survived":
+        return {"module": module, "error": f"the tests fail ({baseline}) on the unmutated module"}
+    results = []
+    try:
+        for m, code in made:
+            target.write_text(code)
+            status, took = run_tests(tree, tests, timeout=3 * seconds + 30, marker=marker)
+            results.append((m, status))
+            print(f"   {m.name}: {status} ({took:.0f}s)", flush=True)
+    finally:
+        target.write_text(source)
+    by_op: dict[str, dict] = {}
+    for m, status in results:
+        c = by_op.setdefault(m.operator, {"mutants": 0, "killed": 0})
+        c["mutants"] += 1
+        c["killed"] += status in ("killed", "timeout")
+    survivors = [(m, s) for m, s in results if s in ("survived", "no tests")]
+    out_dir = work / "dataflow"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / (module.replace("/", "__") + ".survivors.txt")).write_text(
+        "".join(f"## {m.name} ({s})\n- {m.before}\n+ {m.after}\n\n" for m, s in survivors)
+    )
+    killed = sum(c["killed"] for c in by_op.values())
+    return {
+        "module": module,
+        "mutants": len(results),
+        "sampled": bool(sample),
+        "killed": killed,
+        "kill_rate": round(killed / len(results), 4) if results else None,
+        "by_operator": by_op,
+        "survivors": [f"{m.name}: {m.before}" for m, _ in survivors],
+        "tests": tests,
+    }
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, str(ROOT / "tools"))
+    from mutate import MARKERS, MODULES
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("modules", nargs="*", help="modules to mutate (default: all of tools/mutate.py MODULES)")
+    p.add_argument("--work", type=Path, default=ROOT / "build" / "mutate", help="scratch folder")
+    p.add_argument("--sample", type=int, default=0, help="test only this many random mutants per module")
+    p.add_argument("--seed", type=int, default=0, help="random_state of --sample")
+    p.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    args = p.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        p.error(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(MODULES)}")
+    modules = args.modules or list(MODULES)
+    if args.list:
+        for m in modules:
+            for mut, _ in mutants((ROOT / m).read_text()):
+                print(f"{m}:{mut.line} {mut.operator}#{mut.index}: {mut.before}  ->  {mut.after}")
+        return 0
+    summary_path = args.work / "summary.json"
+    for m in modules:
+        print(f"data-flow mutants of {m} ...", flush=True)
+        r = run_module(
+            m, MODULES[m], args.work, args.sample, args.seed, MARKERS.get(m, "not browser and not slow")
+        )
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        summary.setdefault(m, {"module": m})["dataflow"] = r
+        args.work.mkdir(parents=True, exist_ok=True)
+        summary_path.write_text(json.dumps(summary, indent=2) + "\n")
+        done = r.get("error") or f"{r['killed']}/{r['mutants']} killed ({r['kill_rate']:.0%})"
+        print(f"   {m}: {done}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
