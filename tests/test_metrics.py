@@ -349,6 +349,21 @@ def test_2afc_validation_and_proxy_annotator():
     assert 0.35 < acc < 0.65
 
 
+def test_proxy_annotator_compares_with_the_mean_of_every_reference():
+    """Each answer against a direct computation: the query's and the negative's cosine with
+    the mean of all M normalised references (a data-flow mutant that added the second
+    reference M - 1 times survived the tests above, whose annotators are one-hot)."""
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(60, 8))
+    labels = np.repeat(np.arange(3), 20)
+    tr = M.make_trials(labels, n_trials=30, n_refs=5, random_state=1)
+    U = A / np.linalg.norm(A, axis=1, keepdims=True)
+    mean_ref = U[tr.refs].mean(axis=1)
+    want = np.einsum("ij,ij->i", U[tr.query], mean_ref) > np.einsum("ij,ij->i", U[tr.negative], mean_ref)
+    got = M.annotate(tr, A)
+    assert (got == want).all() and 0.2 < want.mean() < 0.8  # both answers occur
+
+
 # ---- CLID -----------------------------------------------------------------------
 def test_clid_and_wclid():
     cl = np.array([0.5, 0.6, 0.7, 0.8])

@@ -104,6 +104,15 @@ def _swappable(node: ast.AST) -> bool:
     return False
 
 
+def _uses_target(loop: ast.For) -> bool:
+    """The loop's body reads its variable (`for _ in range(n)` repeats: reusing the first
+    item there changes nothing, an equivalent mutant)."""
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)} - {"_"}
+    body = ast.Module(loop.body + loop.orelse, [])
+    reads = (n for n in ast.walk(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    return any(n.id in names for n in reads)
+
+
 def _candidates(tree: ast.AST, op: str) -> Iterator[ast.AST]:
     """The nodes `op` can change, in a fixed walk order."""
     for node in ast.walk(tree):
@@ -117,7 +126,8 @@ def _candidates(tree: ast.AST, op: str) -> Iterator[ast.AST]:
             elif isinstance(node, ast.comprehension) and node.ifs:
                 yield node
         elif op == "first_item":
-            if isinstance(node, ast.For) and isinstance(node.target, (ast.Name, ast.Tuple)):
+            loop = isinstance(node, ast.For) and isinstance(node.target, (ast.Name, ast.Tuple))
+            if loop and _uses_target(node):
                 yield node
         elif op == "swap_args":
             if isinstance(node, ast.Call) and len(node.args) >= 2:
