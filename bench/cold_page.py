@@ -133,10 +133,11 @@ def main() -> None:
             runs.append({"cold": cold, "again": again, "server_cpu_s": cpu, "load": load})
             mb = {k: round(v / 1e6, 3) for k, v in cold["bytes"].items()}
             gz = {k: round(v / 1e6, 3) for k, v in cold["gzip"].items()}
+            mb2 = {k: round(v / 1e6, 3) for k, v in again["bytes"].items()}
             print(
                 f"run {i + 1}: cold {cold['drawn_s']:.1f} s (server CPU {cpu:.1f} s, load {load:.1f}); "
                 f"MB {mb}; gzipped {gz}; again {again['drawn_s']:.1f} s, "
-                f"MB {({k: round(v / 1e6, 3) for k, v in again['bytes'].items()})}",
+                f"MB {mb2}",
                 flush=True,
             )
         browser.close()
