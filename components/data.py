@@ -12,6 +12,7 @@ import argparse
 import os
 import shlex
 import sys
+import threading
 from pathlib import Path
 
 import duckdb
@@ -82,11 +83,50 @@ def _db(root: str, fp: str) -> WorkspaceDB:
     return WorkspaceDB(root)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+class _Checks:
+    """The workspace check of each table, done once per workspace fingerprint per server
+    process and shared by every session: a page checks only the tables no page has checked
+    yet. The fingerprint changes with any file of the workspace, so a changed workspace is
+    checked again. (Cached per page's table set in each process before, the check of a
+    cold load was 23 % of the server's time in issue 25's profile, and every page re-read
+    the tables another page had already checked.)"""
+
+    KEEP = 8  # fingerprints remembered (oldest forgotten first)
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        # (root, fp) -> {table: its problems; "": those of the workspace itself}
+        self.done: dict[tuple[str, str], dict[str, list[Problem]]] = {}
+
+    def problems(self, root: str, fp: str, tables: tuple[str, ...]) -> list[Problem]:
+        # One check at a time: two sessions opening the same page wait for one check.
+        with self.lock:
+            done = self.done.pop((root, fp), {})
+            self.done[(root, fp)] = done  # most recently used last
+            while len(self.done) > self.KEEP:
+                del self.done[next(iter(self.done))]
+            todo = [t for t in tables if t not in done]
+            if todo or "" not in done:
+                found = (
+                    validate_remote(root, set(todo), _db(root, fp))
+                    if is_url(root)
+                    else validate(root, deep=False, tables=set(todo))
+                )
+                for t in todo:
+                    done[t] = [p for p in found if p.table == t]
+                # What validate reports of no table asked for: workspace.json's problems.
+                done.setdefault("", [p for p in found if p.table not in todo])
+            return done[""] + [p for t in tables for p in done[t]]
+
+
+@st.cache_resource(show_spinner=False)
+def _checks() -> _Checks:
+    """The process's one _Checks (st.cache_resource: shared by sessions; cleared with it)."""
+    return _Checks()
+
+
 def _problems(root: str, fp: str, tables: tuple[str, ...]) -> list[Problem]:
-    if is_url(root):
-        return validate_remote(root, set(tables), _db(root, fp))
-    return validate(root, deep=False, tables=set(tables))
+    return _checks().problems(root, fp, tables)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)

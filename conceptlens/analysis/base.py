@@ -104,7 +104,7 @@ KMEANS = Option(
     "auto",
     "k-means implementation: `sklearn`, `faiss` (k-means++ starts compared after 5 Lloyd "
     "iterations, the best run to 15, every point used; needs faiss-cpu) or `auto` (faiss "
-    "from 20,000 images if installed)",
+    "at every size if installed, else scikit-learn)",
     choices=KMEANS_ENGINES,
 )
 # The psychological embedding: the similarity analysis and its convergence.

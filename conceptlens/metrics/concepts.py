@@ -13,7 +13,6 @@ numpy. sklearn's MLPClassifier would fit them one at a time, orders of magnitude
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 HIDDEN = 32
 BETAS = tuple(round(0.05 * i, 2) for i in range(20))  # 0, 0.05, ..., 0.95 (the public code's grid)
@@ -34,6 +33,10 @@ def binary_auc(y_true, score) -> float:
     n_neg = len(y) - n_pos
     if n_pos == 0 or n_neg == 0:
         raise ValueError("y_true has a single class: AUC is undefined")
+    # scipy.stats here, not at import: the dashboard's page registry imports this module, and
+    # scipy.stats was a third of the app's first import (issue 25; docs/scale.md).
+    from scipy.stats import rankdata
+
     r = rankdata(s)
     return float((r[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 

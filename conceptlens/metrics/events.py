@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import hypergeom
 
 from .compare import contingency
 
@@ -93,6 +92,8 @@ def significant_links(
     )
     if alpha is not None and len(out):
         # P(X >= count), X ~ Hypergeom(population n, size_a successes, size_b draws).
+        from scipy.stats import hypergeom  # here: a slow import the dashboard defers
+
         p = hypergeom.sf(count - 1, n, size_a, size_b)
         out["p_value"] = p
         sig &= p < alpha / len(out)

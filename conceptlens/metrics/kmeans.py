@@ -1,4 +1,4 @@
-"""k-means with fixed restarts: scikit-learn's, or faiss's for large data.
+"""k-means with fixed restarts: faiss's at every size (scikit-learn's when faiss is absent).
 
 faiss runs the same Lloyd iterations as scikit-learn, ~15x faster at 50,000 x 2,048,
 from a k-means++ start (scikit-learn's, on a sample); it stops after a fixed number of
@@ -16,9 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 
 ENGINES = ("auto", "faiss", "sklearn")
-# `auto` uses faiss from this many points on (when installed); below it scikit-learn, whose
-# results every stored clustering of the demo and the tests was made with.
-FAISS_FROM = 20_000
+# `auto` is faiss at every number of points (when installed), scikit-learn only without it.
+# Until 2026-11 `auto` took scikit-learn below 20,000 points: three k-means++ restarts, each
+# iterated to convergence, so that held-out CL's k-means on the 16,000-row train split of a
+# 20,000-image checkpoint cost 8.99x the floor by wall time against 1.39x at 50,000 (issue
+# 25). One path now: the cost is FAISS_SCREEN iterations per restart plus the rest of
+# FAISS_ITER for the best, at any size. Where scikit-learn's answer is the best of its
+# restarts and the starts are told apart after FAISS_SCREEN iterations (separated
+# clusters), both give the same partition (tests/test_kmeans_one_path.py). The demo's
+# stored clusterings were made by scikit-learn under `auto`: still valid k-means answers of
+# the same options, they are not made due (docs/analysis.md, "k-means").
 # scikit-learn sums each cluster's points in chunks, one per OpenMP thread: another thread
 # count can move a near-tied point (9 of the demo's 36 clusterings differ between 1 and 2
 # threads). A fixed count makes a clustering the same on every machine and engine; the
@@ -60,7 +67,8 @@ def pick_engine(engine: str, n: int) -> str:
     if engine not in ENGINES:
         raise ValueError(f"k-means engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if engine == "auto":
-        return "faiss" if n >= FAISS_FROM and faiss_available() else "sklearn"
+        # The same at every n: no row count where the cost or the method changes.
+        return "faiss" if faiss_available() else "sklearn"
     if engine == "faiss" and not faiss_available():
         raise ValueError("k-means engine `faiss` needs faiss-cpu: pip install 'conceptlens[pipeline]'")
     return engine
@@ -99,6 +107,7 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
         return KMeansFit(km.labels_.astype(np.int64), km.cluster_centers_.astype(np.float32), km)
     faiss = _faiss()
     from sklearn.cluster import kmeans_plusplus
+    from threadpoolctl import threadpool_limits
 
     # A k-means++ start for each restart (faiss's own is uniformly random, which leaves
     # clusters split and merged): scikit-learn's seeding of a sample of INIT_PER_CLUSTER
@@ -132,7 +141,12 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
         low = sample
         if X.shape[1] > INIT_DIM:
             low = sample @ (rng.normal(size=(X.shape[1], INIT_DIM)) / np.sqrt(INIT_DIM)).astype(np.float32)
-        _, picked = kmeans_plusplus(low, k, random_state=rng)
+        # One BLAS thread: the seeding's k small products (2 + log k candidates against
+        # INIT_PER_CLUSTER * k points each) gain nothing from threads, and on a loaded
+        # machine each waits for a descheduled one: 20 s of wall for 5 s of CPU at 4,000 x
+        # 2,048 (k = 71) on 2 busy cores, 0.7 s on one thread.
+        with threadpool_limits(1):
+            _, picked = kmeans_plusplus(low, k, random_state=rng)
         seed = int(rng.randint(2**31 - 1))
         km = lloyd(sample[picked], seed, screen)
         # The objective of the last assignment ranks the starts (the first of equals wins).

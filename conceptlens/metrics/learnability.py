@@ -119,7 +119,7 @@ def heldout_clusters(
     """k-means fitted on the train rows only; test rows get their nearest centroid.
 
     Returns (train cluster labels, test cluster labels). Test rows never move a centroid.
-    `engine`: see metrics.kmeans (scikit-learn below 20,000 train rows by default).
+    `engine`: see metrics.kmeans (faiss at every size by default, as the clustering).
     """
     train_X = np.asarray(train_X, dtype=np.float32)
     if not 2 <= k <= len(train_X):

@@ -1,0 +1,152 @@
+"""A cold page in headless Chromium: seconds from navigation to the first chart drawn, and
+the bytes that reach the browser, by kind.
+
+Each repeat starts a fresh Streamlit server (tests/browser.py `serve`: a new process, so
+every cache and first import is cold) on a copy of the workspace and opens `--page` in a
+new browser profile. Bytes are the Chrome DevTools Protocol's encoded (on the wire) sizes:
+HTTP responses by kind (Streamlit's /static/ bundles, /media/ files such as thumbnails,
+the rest) and the websocket's frames (the page's elements). `gzip` is what the same
+/static/ and /media/ responses would weigh gzipped (level 6), which Streamlit's server does
+not do for /static/ (deliberately; a proxy in front can: docs/deploy.md). Then the same
+page is opened again in the same profile: what the browser's cache saves (/static/ is
+`Cache-Control: immutable`). The machine may be shared: wall seconds, the server's CPU
+seconds and the load average are printed.
+
+    nice -n 10 .venv/bin/python bench/cold_page.py [--workspace data/demo] [--page clusters] \\
+        [--repeat 2] [--out cold.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
+
+CHART = '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stMain"] canvas'
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    """The workspace hard-linked into `dst` (never written: the server only reads)."""
+
+    def link(a, b):
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, dst, copy_function=link)
+    return dst
+
+
+def _server_cpu(port: int) -> float:
+    """CPU seconds of the streamlit process listening on `port` (and its threads)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"streamlit" in b" ".join(cmd) and str(port).encode() in cmd:
+                f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return float("nan")
+
+
+def visit(context, url: str) -> dict:
+    page = context.new_page()
+    cdp = context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    resp, done, ws = {}, {}, [0]
+    cdp.on("Network.responseReceived", lambda e: resp.__setitem__(e["requestId"], e["response"]))
+    cdp.on("Network.loadingFinished", lambda e: done.__setitem__(e["requestId"], e["encodedDataLength"]))
+    # Binary frames come base64-encoded: 3 bytes per 4 characters.
+    cdp.on(
+        "Network.webSocketFrameReceived",
+        lambda e: ws.__setitem__(0, ws[0] + len(e["response"]["payloadData"]) * 3 // 4),
+    )
+    t = time.perf_counter()
+    page.goto(url)
+    page.locator(CHART).first.wait_for(timeout=300_000)
+    drawn = time.perf_counter() - t
+    page.wait_for_timeout(1500)  # late thumbnails and frames
+    kinds = {"static": 0, "media": 0, "other": 0}
+    gz = {"static": 0, "media": 0}
+    cached = 0
+    for rid, n in done.items():
+        r = resp.get(rid)
+        if r is None:
+            continue
+        path = r["url"].split("?", 1)[0]
+        kind = "static" if "/static/" in path else "media" if "/media/" in path else "other"
+        kinds[kind] += n
+        if r.get("fromDiskCache") or r.get("fromMemoryCache"):
+            cached += 1
+        if kind in gz and n > 0:
+            with urllib.request.urlopen(r["url"]) as f:
+                gz[kind] += len(gzip.compress(f.read(), 6))
+    page.close()
+    return {
+        "drawn_s": drawn,
+        "bytes": {**kinds, "websocket": ws[0]},
+        "gzip": gz,
+        "responses": len(done),
+        "from_cache": cached,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workspace", default=str(ROOT / "data" / "demo"))
+    ap.add_argument("--page", default="clusters")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        ws = _copy(Path(args.workspace), Path(tmp) / "ws")
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        for i in range(args.repeat):
+            load = os.getloadavg()[0]
+            with serve(ws) as url:
+                port = int(url.rsplit(":", 1)[1])
+                cpu0 = _server_cpu(port)
+                context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                cold = visit(context, f"{url}/{args.page}")
+                cpu = _server_cpu(port) - cpu0
+                again = visit(context, f"{url}/{args.page}")
+                context.close()
+            runs.append({"cold": cold, "again": again, "server_cpu_s": cpu, "load": load})
+            mb = {k: round(v / 1e6, 3) for k, v in cold["bytes"].items()}
+            gz = {k: round(v / 1e6, 3) for k, v in cold["gzip"].items()}
+            mb2 = {k: round(v / 1e6, 3) for k, v in again["bytes"].items()}
+            print(
+                f"run {i + 1}: cold {cold['drawn_s']:.1f} s (server CPU {cpu:.1f} s, load {load:.1f}); "
+                f"MB {mb}; gzipped {gz}; again {again['drawn_s']:.1f} s, "
+                f"MB {mb2}",
+                flush=True,
+            )
+        browser.close()
+    med = statistics.median(r["cold"]["drawn_s"] for r in runs)
+    total = statistics.median(sum(r["cold"]["bytes"].values()) for r in runs)
+    print(f"median cold navigate -> first chart: {med:.1f} s; cold bytes {total / 1e6:.2f} MB")
+    if args.out:
+        Path(args.out).write_text(json.dumps(runs, indent=1))
+
+
+if __name__ == "__main__":
+    main()
