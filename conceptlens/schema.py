@@ -187,7 +187,9 @@ BOOTSTRAP_DOC = "percentile bootstrap over images, `--bootstrap` seeded resample
 MIN_STABLE_CHECKPOINTS = 10
 
 
-def _interval_columns(of: str, bounds=None, positive: bool = False, what: str = BOOTSTRAP_DOC) -> tuple[Column, ...]:
+def _interval_columns(
+    of: str, bounds=None, positive: bool = False, what: str = BOOTSTRAP_DOC
+) -> tuple[Column, ...]:
     """`of`_lo and `of`_hi: the 95% interval of column `of` (optional columns, null when not computed)."""
     return (
         Column(
@@ -535,7 +537,9 @@ CORE_TABLES: tuple[Table, ...] = (
                 bounds=UNIT,
                 at_most=("purity_hi",),
             ),
-            *_interval_columns("purity", bounds=UNIT, what="the cluster's images resampled, `--bootstrap` seeded resamples"),
+            *_interval_columns(
+                "purity", bounds=UNIT, what="the cluster's images resampled, `--bootstrap` seeded resamples"
+            ),
             Column("top_label", INT, "Most frequent label.", nullable=True, bounds=NON_NEGATIVE),
             Column(
                 "top_label_share", FLOAT, "Share of the cluster with `top_label`.", nullable=True, bounds=UNIT
@@ -714,7 +718,11 @@ CORE_TABLES: tuple[Table, ...] = (
                 bounds=UNIT,
                 at_most=("knn_acc_hi",),
             ),
-            *_interval_columns("knn_acc", bounds=UNIT, what="the test images' correct flags resampled, `--bootstrap` seeded resamples"),
+            *_interval_columns(
+                "knn_acc",
+                bounds=UNIT,
+                what="the test images' correct flags resampled, `--bootstrap` seeded resamples",
+            ),
             Column(
                 "knn1_acc",
                 FLOAT,

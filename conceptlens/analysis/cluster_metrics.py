@@ -124,7 +124,9 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
             cols["purity"][c] = None if math.isnan(p) else p
             cols["top_label"][c], cols["top_label_share"][c] = int(top), share
             if n_boot and not math.isnan(p):
-                cols["purity_lo"][c], cols["purity_hi"][c] = M.purity_interval(yc, n_classes, p, n_boot, purity_rng)
+                cols["purity_lo"][c], cols["purity_hi"][c] = M.purity_interval(
+                    yc, n_classes, p, n_boot, purity_rng
+                )
 
     # 2AFC coherence with a proxy annotator outside the checkpoint's own space.
     A, who = ctx.cached(

@@ -3,17 +3,17 @@
 See docs/analysis.md for definitions and the choices made.
 """
 
+from .bootstrap import mean_interval, purity_interval, ratio_interval, rng_for
 from .captions import class_captions, class_captions_rouge, describability, eq4_scores, pick_per_cluster
 from .clid import clid, correlations, fisher_interval, kendall_bootstrap_interval, wclid, zscore
 from .coherence import Trials, annotate, coherence, hard_negative_clusters, make_trials
-from .bootstrap import mean_interval, purity_interval, ratio_interval, rng_for
 from .intrinsic import drop_duplicates, twonn, twonn_fit, twonn_interval, twonn_ratios_shared, twonn_shared
 from .kmeans import KMeansFit, kmeans
 from .learnability import (
     cluster_learnability,
+    cluster_learnability_counts,
     cluster_learnability_heldout,
     cluster_learnability_heldout_shared,
-    cluster_learnability_counts,
     cluster_learnability_shared,
     heldout_clusters,
     knn_accuracy,

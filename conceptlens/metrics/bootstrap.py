@@ -30,7 +30,9 @@ def rng_for(seed: int, what: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(what.encode())])
 
 
-def resamples(n: int, n_boot: int, rng: np.random.Generator, max_cells: int = MAX_CELLS) -> Iterator[np.ndarray]:
+def resamples(
+    n: int, n_boot: int, rng: np.random.Generator, max_cells: int = MAX_CELLS
+) -> Iterator[np.ndarray]:
     """Blocks of resampled row indices, shape (rows, n), `n_boot` rows in all, in order."""
     if n < 1:
         raise ValueError(f"cannot resample {n} images")
@@ -101,7 +103,12 @@ def purity_stats(labels_in_cluster, n_classes: int, n_boot: int, rng: np.random.
 
 
 def purity_interval(
-    labels_in_cluster, n_classes: int, estimate: float, n_boot: int, rng: np.random.Generator, alpha: float = ALPHA
+    labels_in_cluster,
+    n_classes: int,
+    estimate: float,
+    n_boot: int,
+    rng: np.random.Generator,
+    alpha: float = ALPHA,
 ) -> tuple[float, float]:
     """Interval of a cluster's purity (`metrics.scores.purity`), its images resampled."""
     if n_classes < 2 or len(labels_in_cluster) == 0:

@@ -155,7 +155,9 @@ def knn_accuracy_shared(nb: SelfNeighbours, train, y, test, k: int = 20, tempera
     return float(np.mean(knn_correct_shared(nb, train, y, test, k, temperature)))
 
 
-def knn_correct_shared(nb: SelfNeighbours, train, y, test, k: int = 20, temperature: float = 0.07) -> np.ndarray:
+def knn_correct_shared(
+    nb: SelfNeighbours, train, y, test, k: int = 20, temperature: float = 0.07
+) -> np.ndarray:
     """Per test row (in row order), whether the kNN classifier of `knn_accuracy_shared` gets
     its label right: the accuracy is their mean, its bootstrap resamples them."""
     y = _check(nb.X, y, "y")
