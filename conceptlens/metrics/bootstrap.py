@@ -116,17 +116,30 @@ def purity_interval(
     return percentile_interval(purity_stats(labels_in_cluster, n_classes, n_boot, rng), estimate, alpha)
 
 
-def twonn_stats(mu, n_boot: int, rng: np.random.Generator, fit) -> np.ndarray:
-    """`fit(sorted resampled mu)` per resample: TwoNN refitted on resampled images, each
-    keeping its ratio mu = r2 / r1 among all images. The resample's sorted ratios are the
-    sorted ratios repeated by their draw counts (no sort per resample)."""
+def twonn_stats(
+    mu, n_boot: int, rng: np.random.Generator, discard_fraction: float = 0.1, cdf_offset: int = 1
+) -> np.ndarray:
+    """The TwoNN fit (`intrinsic.twonn_fit`) of each of `n_boot` resamples of the images,
+    each keeping its ratio mu = r2 / r1 among all images. Indices are drawn into the sorted
+    ratios (resampling is exchangeable with sorting first), so a resample's sorted ratios
+    are the sorted ratios repeated by their draw counts; the fit's two sums over its
+    `n_keep` smallest are then sums over each ratio's run of positions (cumulative sums),
+    with no sort and no loop per resample."""
     _check(n_boot)
-    mu = np.sort(np.asarray(mu, dtype=np.float64))
-    n = len(mu)
+    logmu = np.log(np.sort(np.asarray(mu, dtype=np.float64)))
+    n = len(logmu)
+    n_keep = min(int(n * (1 - discard_fraction)), n - cdf_offset)
+    if n_keep < 2:
+        raise ValueError("fewer than 2 points left after discarding; lower discard_fraction")
+    yv = -np.log(1 - (np.arange(n_keep) + cdf_offset) / n)
+    ycum = np.concatenate([[0.0], np.cumsum(yv)])
     out = []
     for idx in resamples(n, n_boot, rng):
         b = len(idx)
-        # idx indexes the sorted ratios (resampling is exchangeable with sorting first).
         counts = np.bincount((np.arange(b)[:, None] * n + idx).ravel(), minlength=b * n).reshape(b, n)
-        out.extend(fit(np.repeat(mu, c)) for c in counts)
-    return np.asarray(out, dtype=np.float64)
+        cum = np.cumsum(counts, axis=1)
+        end, start = np.minimum(cum, n_keep), np.minimum(cum - counts, n_keep)  # each ratio's run
+        xy = (logmu * (ycum[end] - ycum[start])).sum(axis=1)
+        xx = (logmu**2 * (end - start)).sum(axis=1)
+        out.append(xy / xx)
+    return np.concatenate(out)

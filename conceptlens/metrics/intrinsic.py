@@ -77,7 +77,7 @@ def twonn_interval(
     from .bootstrap import percentile_interval, twonn_stats
 
     _check_options(discard_fraction, cdf_offset)
-    stats = twonn_stats(mu, n_boot, rng, lambda m: _fit(m, discard_fraction, cdf_offset))
+    stats = twonn_stats(mu, n_boot, rng, discard_fraction, cdf_offset)
     return percentile_interval(stats, estimate)
 
 
