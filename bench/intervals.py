@@ -111,7 +111,8 @@ def main(argv=None) -> dict:
     )
     print("coherence and the file writes come on top of both)", flush=True)
     print(
-        f"kNN acc {flags.mean():.3f} {res['knn_acc_ci']}, CL {cl:.3f} {res['cl_ci']}, ID {id_:.2f} {res['id_ci']}"
+        f"kNN acc {flags.mean():.3f} {res['knn_acc_ci']}, CL {cl:.3f} {res['cl_ci']}, "
+        f"ID {id_:.2f} {res['id_ci']}"
     )
     if args.out:
         args.out.write_text(json.dumps(res, indent=2))
