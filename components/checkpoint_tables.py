@@ -8,13 +8,20 @@ import pandas as pd
 
 from components.cluster_tables import interval_text
 from components.formats import CHECKPOINT_FORMATS
+from conceptlens.schema import MIN_STABLE_CHECKPOINTS
 
 COLUMN_NAMES = {
     "checkpoint_id": "checkpoint",
     "knn_acc": "kNN acc.",
+    "knn_acc_lo": "kNN acc. (95% low)",
+    "knn_acc_hi": "kNN acc. (95% high)",
     "cl": "CL",
+    "cl_lo": "CL (95% low)",
+    "cl_hi": "CL (95% high)",
     "cl_heldout": "CL held-out",
     "id": "ID",
+    "id_lo": "ID (95% low)",
+    "id_hi": "ID (95% high)",
     "clid": "CLID",
     "wclid": "W-CLID",
     "wclid_loo": "W-CLID LOO",
@@ -35,20 +42,50 @@ def checkpoint_formats(table: pd.DataFrame) -> dict[str, str]:
     return {c: fmt for c, fmt in CHECKPOINT_FORMATS.items() if c in table.columns}
 
 
+def _unstable(corr: pd.DataFrame) -> pd.Series:
+    """True where a correlation rests on fewer than MIN_STABLE_CHECKPOINTS checkpoints (the
+    stored flag, or n for a workspace older than 2.3)."""
+    if "unstable" in corr.columns:
+        return corr["unstable"].fillna(False).astype(bool)
+    return corr["n_checkpoints"].fillna(0) < MIN_STABLE_CHECKPOINTS
+
+
 def correlation_table(corr: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     """`views.checkpoints.predictor_correlations` as a table: each coefficient with its 95%
     interval as text (Fisher z for r, a bootstrap over checkpoints for τ), its two-sided
-    p-value and n; every missing value an em dash. Returns it and its number formats."""
+    p-value and permutation p-value, n, and `stable`: "no" under 10 checkpoints (its interval
+    is unstable: not a finding); every missing value an em dash. Returns it and its number
+    formats."""
+    nan = pd.Series(float("nan"), index=corr.index)
     t = pd.DataFrame(
         {
             "predictor": corr["name"],
             "Pearson r": corr["pearson"].astype(float),
             "r 95% CI": interval_text(corr["pearson_lo"], corr["pearson_hi"]),
             "r p": corr["pearson_p"].astype(float),
+            "r perm. p": corr.get("pearson_perm_p", nan).astype(float),
             "Kendall τ": corr["kendall"].astype(float),
             "τ 95% CI": interval_text(corr["kendall_lo"], corr["kendall_hi"]),
             "τ p": corr["kendall_p"].astype(float),
+            "τ perm. p": corr.get("kendall_perm_p", nan).astype(float),
             "n": corr["n_checkpoints"],
+            "stable": _unstable(corr).map({True: f"no (n < {MIN_STABLE_CHECKPOINTS})", False: "yes"}),
         }
     )
-    return t, {"Pearson r": "%.2f", "r p": "%.3g", "Kendall τ": "%.2f", "τ p": "%.3g", "n": "%d"}
+    formats = {"Pearson r": "%.2f", "r p": "%.3g", "r perm. p": "%.3g", "Kendall τ": "%.2f"}
+    return t, formats | {"τ p": "%.3g", "τ perm. p": "%.3g", "n": "%d"}
+
+
+def unstable_warning(corr: pd.DataFrame) -> str | None:
+    """The warning the page shows above correlations over fewer than 10 checkpoints, or None."""
+    bad = corr[_unstable(corr) & corr["pearson"].notna()]
+    if bad.empty:
+        return None
+    n = sorted({int(v) for v in bad["n_checkpoints"].dropna()})
+    over = " or ".join(str(v) for v in n)
+    return (
+        f"**{len(bad)} of these correlations rest on {over} checkpoints, fewer than "
+        f"{MIN_STABLE_CHECKPOINTS}:** their intervals are unstable and the values are not a "
+        "finding. Read them as a description of these checkpoints; add checkpoints (or epochs of "
+        "a run) to test a predictor. The permutation p-value is exact up to 7 checkpoints."
+    )

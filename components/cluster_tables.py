@@ -39,6 +39,8 @@ def interval_text(lo: pd.Series, hi: pd.Series) -> pd.Series:
 
 # Display name -> (source column, column config). The order is the table's.
 _HELP = {
+    "purity CI": "95% percentile bootstrap interval of purity: the cluster's images resampled "
+    "(cluster_metrics --bootstrap, seeded)",
     "coh. (R)": "2AFC coherence with random negatives (laina2020 Eq. 3)",
     "CI (R)": "Clopper-Pearson 95% interval, random negatives",
     "coh. (H)": "2AFC coherence with hard negatives (the nearest cluster's images)",
@@ -56,6 +58,7 @@ DEFAULT_COLUMNS = (
     "cluster",
     "size",
     "purity",
+    "purity CI",
     "coh. (R)",
     "CI (R)",
     "coh. (H)",
@@ -78,6 +81,8 @@ def cluster_table(metrics: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
             "purity": m["purity"].astype(float),
         }
     )
+    if "purity_lo" in m.columns and m["purity_lo"].notna().any():
+        t["purity CI"] = interval_text(m["purity_lo"], m["purity_hi"])
     for kind, name in (("coherence_random", "R"), ("coherence_hard", "H")):
         if kind in m.columns:
             t[f"coh. ({name})"] = m[kind].astype(float)

@@ -13,7 +13,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.2"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+SCHEMA_VERSION = "2.3"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+# 2.3 (intervals): bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
+# cl_lo/hi, id_lo/hi; permutation p-values pearson_perm_p, kendall_perm_p and the `unstable` flag
+# of predictor_correlations and transfer_correlations (all optional columns).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -179,6 +182,38 @@ class Table:
         return f"{self.path}/{parts}/part-*.parquet"
 
 
+BOOTSTRAP_DOC = "percentile bootstrap over images, `--bootstrap` seeded resamples"
+# Below this many checkpoints a correlation's interval is unstable (issue 26): shown with a warning.
+MIN_STABLE_CHECKPOINTS = 10
+
+
+def _interval_columns(
+    of: str, bounds=None, positive: bool = False, what: str = BOOTSTRAP_DOC
+) -> tuple[Column, ...]:
+    """`of`_lo and `of`_hi: the 95% interval of column `of` (optional columns, null when not computed)."""
+    return (
+        Column(
+            f"{of}_lo",
+            FLOAT,
+            f"95% interval of `{of}`, low end ({what}).",
+            nullable=True,
+            required=False,
+            bounds=bounds,
+            positive=positive,
+            at_most=(of,),
+        ),
+        Column(
+            f"{of}_hi",
+            FLOAT,
+            f"95% interval of `{of}`, high end.",
+            nullable=True,
+            required=False,
+            bounds=bounds,
+            positive=positive,
+        ),
+    )
+
+
 def _correlation_columns(against: str) -> tuple[Column, ...]:
     """Pearson and Kendall correlations with `against`, their p-values and 95% intervals."""
     return (
@@ -218,6 +253,32 @@ def _correlation_columns(against: str) -> tuple[Column, ...]:
             nullable=True,
             required=False,
             bounds=SIGNED_UNIT,
+        ),
+        Column(
+            "pearson_perm_p",
+            FLOAT,
+            f"Two-sided permutation p-value of r: the share of permutations of {against} across "
+            "the checkpoints with |r| at least the observed one (all n! of them up to 7 "
+            "checkpoints, else 10,000 seeded ones, counted with the observed order).",
+            nullable=True,
+            required=False,
+            bounds=UNIT,
+        ),
+        Column(
+            "kendall_perm_p",
+            FLOAT,
+            "The same permutation p-value for tau.",
+            nullable=True,
+            required=False,
+            bounds=UNIT,
+        ),
+        Column(
+            "unstable",
+            BOOL,
+            f"Fewer than {MIN_STABLE_CHECKPOINTS} checkpoints: the interval is unstable, the value "
+            "is not a finding.",
+            nullable=True,
+            required=False,
         ),
     )
 
@@ -474,6 +535,10 @@ CORE_TABLES: tuple[Table, ...] = (
                 "1 - H(labels in cluster) / log K; null when K < 2.",
                 nullable=True,
                 bounds=UNIT,
+                at_most=("purity_hi",),
+            ),
+            *_interval_columns(
+                "purity", bounds=UNIT, what="the cluster's images resampled, `--bootstrap` seeded resamples"
             ),
             Column("top_label", INT, "Most frequent label.", nullable=True, bounds=NON_NEGATIVE),
             Column(
@@ -651,6 +716,12 @@ CORE_TABLES: tuple[Table, ...] = (
                 "weights exp(s / 0.07)), train -> test split.",
                 nullable=True,
                 bounds=UNIT,
+                at_most=("knn_acc_hi",),
+            ),
+            *_interval_columns(
+                "knn_acc",
+                bounds=UNIT,
+                what="the test images' correct flags resampled, `--bootstrap` seeded resamples",
             ),
             Column(
                 "knn1_acc",
@@ -660,8 +731,26 @@ CORE_TABLES: tuple[Table, ...] = (
                 required=False,
                 bounds=UNIT,
             ),
-            Column("cl", FLOAT, "Cluster learnability (prequential 1-NN on k-means labels).", bounds=UNIT),
-            Column("id", FLOAT, "TwoNN intrinsic dimension.", positive=True, finite=True),
+            Column(
+                "cl",
+                FLOAT,
+                "Cluster learnability (prequential 1-NN on k-means labels).",
+                bounds=UNIT,
+                at_most=("cl_hi",),
+            ),
+            *_interval_columns(
+                "cl",
+                bounds=UNIT,
+                what="images resampled with their prequential correct and predicted counts, "
+                "`--bootstrap` seeded resamples",
+            ),
+            Column("id", FLOAT, "TwoNN intrinsic dimension.", positive=True, finite=True, at_most=("id_hi",)),
+            *_interval_columns(
+                "id",
+                positive=True,
+                what="images resampled, each with its ratio r2 / r1 among all images, the line "
+                "refitted; `--bootstrap` seeded resamples",
+            ),
             Column(
                 "cl_heldout",
                 FLOAT,

@@ -11,7 +11,7 @@ import streamlit as st
 from components import data
 from components import url_state as U
 from components.analysis_gate import available, command, require
-from components.checkpoint_tables import checkpoint_formats, column_name, correlation_table
+from components.checkpoint_tables import checkpoint_formats, column_name, correlation_table, unstable_warning
 from components.cluster_tables import DASH
 from components.export_button import show_catalog_figure
 from components.metric_table import metric_table
@@ -111,11 +111,15 @@ elif compared:
         show_catalog_figure(
             ws, "predictor_correlations", {"ds": ds, "k": k}, provenance, key="ckpts_corr_fig"
         )
+    if warning := unstable_warning(corr):
+        st.warning(warning, icon=":material/warning:")
     table, formats = correlation_table(corr)
     metric_table(table, key="ckpts_corr", formats=formats, placeholder=DASH)
     st.caption(
         "95% intervals: Fisher z for Pearson r, a percentile bootstrap over checkpoints "
-        "(2,000 seeded resamples) for Kendall τ. W-CLID is fitted to kNN accuracy itself; "
+        "(2,000 seeded resamples) for Kendall τ. Permutation p: the share of the orderings of "
+        "kNN accuracy across the checkpoints (all of them up to 7, else 10,000 seeded) that "
+        "correlate as strongly. W-CLID is fitted to kNN accuracy itself; "
         "its leave-one-out version predicts each checkpoint from a fit without it."
     )
     members = ws.view(V.clid_membership, dataset=ds, k=k)
@@ -197,6 +201,8 @@ else:
             formats={c: "%.3f" for c in scores.columns if c not in ("checkpoint_id", "n_train", "n_test")},
             placeholder=DASH,
         )
+    if warning := unstable_warning(tcorr):
+        st.warning(warning, icon=":material/warning:")
     table, formats = correlation_table(tcorr)
     metric_table(table, key="ckpts_transfer_corr", formats=formats, placeholder=DASH)
     st.caption(

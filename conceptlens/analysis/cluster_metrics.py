@@ -51,8 +51,9 @@ def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
     raise ValueError(f"--annotator must be 'factors' or 'checkpoint:ID', got {spec!r}")
 
 
-def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
-    """One exact neighbour pass, kNN accuracies and ID: per checkpoint, shared by its k's."""
+def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
+    """One exact neighbour pass, kNN accuracies and ID with their bootstrap intervals: per
+    checkpoint, shared by its k's."""
     from .. import metrics as M
 
     split = meta["split"].astype(str).to_numpy()
@@ -60,16 +61,24 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
     has_y = ~meta["label"].isna().to_numpy()
     y = meta["label"].to_numpy()
     nb = M.SelfNeighbours(Xn, NEIGHBOURS)
+    n_boot, seed = opts["bootstrap"], opts["seed"]
     knn = knn1 = None
+    knn_ci = id_ci = (None, None)
     if (train & has_y).any() and (test & has_y).any():
         a, b = train & has_y, test & has_y
         yi = np.where(has_y, y, -1).astype(np.int64)
-        knn = M.knn_accuracy_shared(nb, a, yi, b)  # weighted 20-NN (lu2022)
+        correct = M.knn_correct_shared(nb, a, yi, b)  # weighted 20-NN (lu2022)
+        knn = float(np.mean(correct))
+        if n_boot:
+            knn_ci = M.mean_interval(correct, n_boot, M.rng_for(seed, "knn_acc"))
         knn1 = M.knn_accuracy_shared(nb, a, yi, b, k=1)
     else:
         ctx.note(f"{cid}: knn_acc skipped (needs labelled `train` and `test` images)")
     # ID on the L2-normalised features, like every other metric here.
-    id_, n_dup = M.twonn_shared(nb)
+    mu, n_dup = M.twonn_ratios_shared(nb)
+    id_ = M.twonn_fit(mu)
+    if n_boot:
+        id_ci = M.twonn_interval(mu, id_, n_boot, M.rng_for(seed, "id"))
     if n_dup:
         ctx.note(f"{cid}: {n_dup} duplicate feature row(s) dropped before TwoNN")
     return {
@@ -78,7 +87,9 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta) -> dict:
         "neighbours": nb,
         "knn_acc": knn,
         "knn1_acc": knn1,
+        "knn_ci": knn_ci,
         "id": id_,
+        "id_ci": id_ci,
         "n_duplicates": n_dup,
     }
 
@@ -91,7 +102,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     meta = ctx.cached(cid, "meta", lambda: ctx.image_meta(ids))
     labels, _ = ctx.clusters(cid, k)
     inputs = clustering_fingerprint(ctx, unit)
-    shared = ctx.cached(cid, "shared", lambda: _per_checkpoint(ctx, cid, ids, Xn, meta))
+    shared = ctx.cached(cid, "shared", lambda: _per_checkpoint(ctx, cid, ids, Xn, meta, opts))
     n = len(ids)
 
     # Purity's K: the labels of the whole dataset, not only those among these images.
@@ -103,12 +114,19 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     cols: dict = {f.name: [None] * k for f in schema.arrow_schema("cluster_metrics", partition=False)}
     cols["cluster"] = list(range(k))
     cols["size"] = np.bincount(labels, minlength=k).tolist()
+    n_boot = opts["bootstrap"]
+    purity_rng = M.rng_for(opts["seed"], "purity")  # clusters in order, one stream
     for c in range(k):
         m = (labels == c) & has_y
         if n_classes and m.any():
-            p, top, share = M.purity(y[m].astype(np.int64), n_classes)
+            yc = y[m].astype(np.int64)
+            p, top, share = M.purity(yc, n_classes)
             cols["purity"][c] = None if math.isnan(p) else p
             cols["top_label"][c], cols["top_label_share"][c] = int(top), share
+            if n_boot and not math.isnan(p):
+                cols["purity_lo"][c], cols["purity_hi"][c] = M.purity_interval(
+                    yc, n_classes, p, n_boot, purity_rng
+                )
 
     # 2AFC coherence with a proxy annotator outside the checkpoint's own space.
     A, who = ctx.cached(
@@ -144,7 +162,12 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
 
     anmi = M.anmi(y[has_y].astype(np.int64), labels[has_y]) if has_y.sum() > 1 else None
     nb = shared["neighbours"]
-    cl = M.cluster_learnability_shared(nb, labels, min(opts["cl_chunks"], n), opts["cl_orders"], opts["seed"])
+    cl, cl_correct, cl_pred = M.cluster_learnability_counts(
+        nb, labels, min(opts["cl_chunks"], n), opts["cl_orders"], opts["seed"]
+    )
+    cl_ci = (None, None)
+    if n_boot:
+        cl_ci = M.ratio_interval(cl_correct, cl_pred, n_boot, M.rng_for(opts["seed"], "cl"), estimate=cl)
     # Held-out CL: clusters cut on the train split alone, so test images cannot shape them.
     tr, te = shared["train"], shared["test"]
     cl_held = None
@@ -157,9 +180,15 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     row = {
         "anmi": [anmi],
         "knn_acc": [shared["knn_acc"]],
+        "knn_acc_lo": [shared["knn_ci"][0]],
+        "knn_acc_hi": [shared["knn_ci"][1]],
         "knn1_acc": [shared["knn1_acc"]],
         "cl": [cl],
+        "cl_lo": [cl_ci[0]],
+        "cl_hi": [cl_ci[1]],
         "id": [shared["id"]],
+        "id_lo": [shared["id_ci"][0]],
+        "id_hi": [shared["id_ci"][1]],
         "cl_heldout": [cl_held],
         "n_images": [n],
         "n_duplicates": [shared["n_duplicates"]],
@@ -196,6 +225,15 @@ ANALYSIS = Analysis(
         Option("cl_orders", int, 3, "random orders CL is averaged over", minimum=1),
         N_INIT,
         KMEANS,
+        Option(
+            "bootstrap",
+            int,
+            1000,
+            "bootstrap resamples over images of the 95% intervals of purity, kNN accuracy, "
+            "CL and ID (percentile, seeded by --seed); 0 stores no intervals",
+            minimum=0,
+            maximum=100_000,
+        ),
     ),
     doc=__doc__.splitlines()[0],
 )

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..schema import MIN_STABLE_CHECKPOINTS
 from .theme import (
     BASE_FONT_PX,
     MIN_FONT_PX,
@@ -311,8 +312,17 @@ def cl_id_scatter(
 def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str = "kNN acc.") -> go.Figure:
     """Each predictor's Pearson r and Kendall τ with kNN accuracy, with their 95%
     intervals as bars (`views.checkpoints.predictor_correlations`); a missing interval draws no
-    bar, a missing coefficient no point."""
+    bar, a missing coefficient no point. A correlation over fewer than 10 checkpoints
+    (`unstable`) is drawn hollow and the axis says its interval is unstable."""
     preds = list(corr["predictor"])
+    if "unstable" in corr.columns:
+        unstable = corr["unstable"].fillna(False).astype(bool).to_numpy()
+    else:
+        unstable = (corr["n_checkpoints"].fillna(0) < MIN_STABLE_CHECKPOINTS).to_numpy()
+    perm = {
+        c: corr[c].astype(float) if c in corr.columns else pd.Series(np.nan, index=corr.index)
+        for c in ("pearson_perm_p", "kendall_perm_p")
+    }
     names = [PREDICTOR_LABELS.get(p, p) for p in preds]
     pos = np.arange(len(preds), dtype=float)
     n = corr["n_checkpoints"].dropna()
@@ -328,7 +338,9 @@ def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str
                 y=pos + (0.17 if j == 0 else -0.17),
                 mode="markers",
                 name=name,
-                marker=dict(size=8, symbol=symbol, color=colour),
+                marker=dict(
+                    size=8, symbol=[f"{symbol}-open" if u else symbol for u in unstable], color=colour
+                ),
                 error_x=dict(
                     type="data",
                     symmetric=False,
@@ -340,12 +352,18 @@ def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str
                 ),
                 customdata=[
                     f"{nm}: {name} {_num(c)}<br>95% CI [{_num(a)}, {_num(b)}]<br>p {_num(p, '{:.3g}')}"
-                    for nm, c, a, b, p in zip(names, v, lo, hi, corr[f"{col}_p"].astype(float))
+                    f", permutation p {_num(q, '{:.3g}')}"
+                    + ("<br>fewer than 10 checkpoints: interval unstable, not a finding" if u else "")
+                    for nm, c, a, b, p, q, u in zip(
+                        names, v, lo, hi, corr[f"{col}_p"].astype(float), perm[f"{col}_perm_p"], unstable
+                    )
                 ],
                 hovertemplate="%{customdata}<extra></extra>",
             )
         )
     n_text = f" (n = {int(n.iloc[0])})" if len(n) and n.nunique() == 1 else ""
+    if unstable.any():
+        n_text += f"<br>hollow: fewer than {MIN_STABLE_CHECKPOINTS} checkpoints, interval unstable"
     fig.add_vline(x=0, line=dict(color=GREY, width=1, dash="dot"))
     fig.update_layout(
         title=title,

@@ -3,19 +3,22 @@
 See docs/analysis.md for definitions and the choices made.
 """
 
+from .bootstrap import mean_interval, purity_interval, ratio_interval, rng_for
 from .captions import class_captions, class_captions_rouge, describability, eq4_scores, pick_per_cluster
 from .clid import clid, correlations, fisher_interval, kendall_bootstrap_interval, wclid, zscore
 from .coherence import Trials, annotate, coherence, hard_negative_clusters, make_trials
-from .intrinsic import drop_duplicates, twonn, twonn_shared
+from .intrinsic import drop_duplicates, twonn, twonn_fit, twonn_interval, twonn_ratios_shared, twonn_shared
 from .kmeans import KMeansFit, kmeans
 from .learnability import (
     cluster_learnability,
+    cluster_learnability_counts,
     cluster_learnability_heldout,
     cluster_learnability_heldout_shared,
     cluster_learnability_shared,
     heldout_clusters,
     knn_accuracy,
     knn_accuracy_shared,
+    knn_correct_shared,
     one_nn_predict,
     weighted_knn_predict,
 )
@@ -32,6 +35,7 @@ __all__ = [
     "cluster_learnability",
     "cluster_learnability_heldout",
     "cluster_learnability_heldout_shared",
+    "cluster_learnability_counts",
     "cluster_learnability_shared",
     "coherence",
     "correlations",
@@ -45,6 +49,11 @@ __all__ = [
     "kmeans",
     "knn_accuracy",
     "knn_accuracy_shared",
+    "knn_correct_shared",
+    "mean_interval",
+    "purity_interval",
+    "ratio_interval",
+    "rng_for",
     "l2_normalize",
     "make_trials",
     "nearest_cosine",
@@ -54,6 +63,9 @@ __all__ = [
     "purity",
     "top_self",
     "twonn",
+    "twonn_fit",
+    "twonn_interval",
+    "twonn_ratios_shared",
     "twonn_shared",
     "wclid",
     "weighted_knn_predict",

@@ -106,6 +106,50 @@ def kendall_bootstrap_interval(
 
 
 MIN_CORRELATED = 3  # checkpoints with both values a correlation needs
+MIN_STABLE = 10  # below this many checkpoints an interval is unstable: shown with a warning
+N_PERMUTATIONS = 10_000
+
+
+def _pearson_rows(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Pearson r of x with every row of Y."""
+    xc = x - x.mean()
+    Yc = Y - Y.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (Yc @ xc) / np.sqrt((Yc * Yc).sum(axis=1) * (xc @ xc))
+
+
+def permutation_p(x, y, n_perm: int = N_PERMUTATIONS, random_state: int = 0) -> tuple[float, float]:
+    """Two-sided permutation p-values of Pearson's r and Kendall's tau-b of (x, y): y is
+    permuted across the points, p is the share of permutations whose |statistic| is at least
+    the observed one (up to 1e-12). Every one of the n! permutations when n! <= n_perm
+    (exact; the observed order is one of them), else `n_perm` seeded ones counted with the
+    observed order, (1 + hits) / (1 + n_perm)."""
+    import itertools
+
+    x, y = _vec(x, "x"), _vec(y, "y")
+    if x.shape != y.shape:
+        raise ValueError("x and y need one value per point each")
+    n = len(x)
+    if int(n_perm) != n_perm or n_perm < 1:
+        raise ValueError(f"n_perm must be a positive integer, got {n_perm!r}")
+    exact = math.factorial(n) <= n_perm
+    if exact:
+        perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
+    else:
+        rng = np.random.default_rng(random_state)
+        perms = rng.permuted(np.tile(np.arange(n), (n_perm, 1)), axis=1)
+    r0 = abs(_pearson_rows(x, y[None, :])[0])
+    t0 = abs(_tau_b(x[None, :], y[None, :])[0])
+    step = max(1, 2_000_000 // n**2)
+    hits_r = hits_t = 0
+    for s in range(0, len(perms), step):
+        Y = y[perms[s : s + step]]
+        hits_r += int((np.abs(_pearson_rows(x, Y)) >= r0 - 1e-12).sum())
+        X = np.broadcast_to(x, Y.shape)
+        hits_t += int((np.abs(_tau_b(X, Y)) >= t0 - 1e-12).sum())
+    if exact:
+        return hits_r / len(perms), hits_t / len(perms)
+    return (1 + hits_r) / (1 + n_perm), (1 + hits_t) / (1 + n_perm)
 
 
 def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, random_state: int = 0) -> dict:
@@ -113,7 +157,8 @@ def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, ran
 
     With two-sided p-values and 1 - alpha intervals: Fisher's z for Pearson (scipy's
     `pearsonr(...).confidence_interval()`), a seeded percentile bootstrap over the
-    checkpoints (`n_boot` resamples) for Kendall.
+    checkpoints (`n_boot` resamples) for Kendall; both permutation p-values
+    (`permutation_p`), and `unstable` when fewer than MIN_STABLE checkpoints carry it.
     """
     from scipy.stats import kendalltau, pearsonr
 
@@ -131,6 +176,9 @@ def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, ran
         "kendall_p": math.nan,
         "kendall_lo": math.nan,
         "kendall_hi": math.nan,
+        "pearson_perm_p": math.nan,
+        "kendall_perm_p": math.nan,
+        "unstable": n < MIN_STABLE,
         "n_checkpoints": n,
     }
     # Fewer than MIN_CORRELATED points or a constant series carry no correlation.
@@ -141,6 +189,7 @@ def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, ran
     t = kendalltau(x, y)
     lo, hi = fisher_interval(float(r[0]), n, alpha)
     klo, khi = kendall_bootstrap_interval(x, y, n_boot, alpha, random_state)
+    pp, kp = permutation_p(x, y, random_state=random_state)
     out.update(
         pearson=float(r[0]),
         pearson_p=float(r[1]),
@@ -150,5 +199,7 @@ def correlations(predictor, target, alpha: float = 0.05, n_boot: int = 2000, ran
         kendall_p=float(t[1]),
         kendall_lo=klo,
         kendall_hi=khi,
+        pearson_perm_p=pp,
+        kendall_perm_p=kp,
     )
     return out

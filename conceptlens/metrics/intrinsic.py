@@ -55,11 +55,36 @@ def twonn_shared(nb: SelfNeighbours, discard_fraction: float = 0.1, cdf_offset: 
     the nearest in cosine are the nearest in Euclidean distance up to rounding, which the
     exact re-measurement of every candidate within the error bound takes care of."""
     _check_options(discard_fraction, cdf_offset)
+    mu, n_dup = twonn_ratios_shared(nb)
+    return _fit(mu, discard_fraction, cdf_offset), n_dup
+
+
+def twonn_ratios_shared(nb: SelfNeighbours) -> tuple[np.ndarray, int]:
+    """mu = r2 / r1 of every distinct row of nb.X (what TwoNN fits; `twonn_interval`
+    resamples them) and the number of duplicate rows dropped first."""
     keep = first_occurrences(nb.X)
     if keep.sum() < 3:
         raise ValueError(f"TwoNN needs at least 3 distinct points, got {int(keep.sum())}")
     _, d, _ = nb.euclidean(keep, k=2)
-    return _fit(d[:, 1] / d[:, 0], discard_fraction, cdf_offset), int(len(keep) - keep.sum())
+    return d[:, 1] / d[:, 0], int(len(keep) - keep.sum())
+
+
+def twonn_interval(
+    mu, estimate: float, n_boot: int, rng, discard_fraction: float = 0.1, cdf_offset: int = 1
+) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the TwoNN dimension: the images resampled
+    (`n_boot` times, `rng`), each with its ratio mu among all images, and the line refitted."""
+    from .bootstrap import percentile_interval, twonn_stats
+
+    _check_options(discard_fraction, cdf_offset)
+    stats = twonn_stats(mu, n_boot, rng, discard_fraction, cdf_offset)
+    return percentile_interval(stats, estimate)
+
+
+def twonn_fit(mu, discard_fraction: float = 0.1, cdf_offset: int = 1) -> float:
+    """The TwoNN dimension fitted to the ratios mu = r2 / r1 (`twonn_ratios_shared`)."""
+    _check_options(discard_fraction, cdf_offset)
+    return _fit(np.asarray(mu, dtype=np.float64), discard_fraction, cdf_offset)
 
 
 def _check_options(discard_fraction: float, cdf_offset: int) -> None:

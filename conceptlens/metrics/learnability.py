@@ -152,6 +152,14 @@ def cluster_learnability_heldout(
 def knn_accuracy_shared(nb: SelfNeighbours, train, y, test, k: int = 20, temperature: float = 0.07) -> float:
     """knn_accuracy(X[train], y[train], X[test], y[test], k, temperature); train and test
     are boolean masks over the rows of nb.X."""
+    return float(np.mean(knn_correct_shared(nb, train, y, test, k, temperature)))
+
+
+def knn_correct_shared(
+    nb: SelfNeighbours, train, y, test, k: int = 20, temperature: float = 0.07
+) -> np.ndarray:
+    """Per test row (in row order), whether the kNN classifier of `knn_accuracy_shared` gets
+    its label right: the accuracy is their mean, its bootstrap resamples them."""
     y = _check(nb.X, y, "y")
     train, test = np.asarray(train, bool), np.asarray(test, bool)
     if not train.any() or not test.any():
@@ -159,7 +167,7 @@ def knn_accuracy_shared(nb: SelfNeighbours, train, y, test, k: int = 20, tempera
     k = min(int(k), int(train.sum()))
     sims, idx = nb.cosine(np.flatnonzero(test), train, k)
     pred = y[idx[:, 0]] if k == 1 else _vote(sims, y[idx], temperature)
-    return float(np.mean(pred == y[test]))
+    return pred == y[test]
 
 
 def cluster_learnability_shared(
@@ -168,6 +176,16 @@ def cluster_learnability_shared(
     """cluster_learnability(nb.X, cluster_labels, n_chunks, n_orders, random_state): the same
     random orders; each point's nearest among the earlier chunks read from its list (ties:
     the earliest in the order, as a search over the seen rows in order finds it)."""
+    return cluster_learnability_counts(nb, cluster_labels, n_chunks, n_orders, random_state)[0]
+
+
+def cluster_learnability_counts(
+    nb: SelfNeighbours, cluster_labels, n_chunks: int = 10, n_orders: int = 3, random_state: int = 0
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """(CL, correct, predicted) of `cluster_learnability_shared`: per image, how many of the
+    orders predicted it (every order but those that put it in the first chunk) and how
+    many of those predictions were right. sum(correct) / sum(predicted) is CL up to the
+    chunks' sizes differing by one image; a bootstrap over images resamples these pairs."""
     y = _check(nb.X, cluster_labels, "cluster_labels")
     n = len(y)
     if n_chunks < 2 or n_chunks > n:
@@ -177,6 +195,7 @@ def cluster_learnability_shared(
     rng = np.random.default_rng(random_state)
     S, J = nb.sims, nb.idx
     scores = []
+    n_correct, n_pred = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for _ in range(n_orders):
         order = rng.permutation(n)
         bounds = np.linspace(0, n, n_chunks + 1).astype(int)
@@ -197,9 +216,11 @@ def cluster_learnability_shared(
             nn[bad] = seen[i[:, 0]]
             nb.fallback_rows += len(bad)
         correct = y[nn] == y[q]
+        n_correct[q] += correct
+        n_pred[q] += 1
         accs = [correct[chunk[q] == j].mean() for j in range(1, n_chunks)]
         scores.append(np.mean(accs))
-    return float(np.mean(scores))
+    return float(np.mean(scores)), n_correct, n_pred
 
 
 def cluster_learnability_heldout_shared(

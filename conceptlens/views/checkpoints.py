@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import compare, events
+from ..schema import MIN_STABLE_CHECKPOINTS
 from . import clusters
 
 # The tables of `conceptlens analyze comparisons` the page reads.
@@ -73,9 +74,15 @@ TABLE_COLUMNS = (
     "run",
     "epoch",
     "knn_acc",
+    "knn_acc_lo",  # 95% bootstrap intervals (schema 2.3; absent in older workspaces)
+    "knn_acc_hi",
     "cl",
+    "cl_lo",
+    "cl_hi",
     "cl_heldout",
     "id",
+    "id_lo",
+    "id_hi",
     "clid",
     "wclid",
     "wclid_loo",
@@ -145,6 +152,9 @@ _CORR_COLUMNS = (
     "kendall_lo",
     "kendall_hi",
     "kendall_p",
+    "pearson_perm_p",  # schema 2.3: NULL in older workspaces
+    "kendall_perm_p",
+    "unstable",
     "n_checkpoints",
 )
 
@@ -152,15 +162,28 @@ _CORR_COLUMNS = (
 def predictor_correlations(db, dataset: str, k: int) -> pd.DataFrame:
     """The stored correlations of each predictor with kNN accuracy at k, in the order of
     `PREDICTOR_NAMES`, with `name`; interval columns an older workspace lacks are NaN."""
-    have = set(db.columns("predictor_correlations"))
-    cols = ", ".join(c if c in have else f"NULL::DOUBLE AS {c}" for c in _CORR_COLUMNS)
     out = db.query(
         f"""
-        SELECT predictor, {cols}
+        SELECT predictor, {_corr_columns(db, "predictor_correlations")}
         FROM predictor_correlations WHERE dataset = $ds AND k = $k""",
         {"ds": dataset, "k": int(k)},
     )
     return _named(out)
+
+
+def _corr_columns(db, table: str) -> str:
+    """The SELECT list of _CORR_COLUMNS; a column an older workspace lacks is NULL (the
+    flag `unstable` is then derived from n_checkpoints, as the analysis sets it)."""
+    have = set(db.columns(table))
+
+    def one(c):
+        if c in have:
+            return c
+        if c == "unstable":
+            return f"(n_checkpoints < {MIN_STABLE_CHECKPOINTS}) AS unstable"
+        return f"NULL::DOUBLE AS {c}"
+
+    return ", ".join(one(c) for c in _CORR_COLUMNS)
 
 
 def _named(out: pd.DataFrame) -> pd.DataFrame:
@@ -188,10 +211,9 @@ def transfer_targets(db, dataset: str) -> list[str]:
 def transfer_correlations(db, dataset: str, k: int, target: str) -> pd.DataFrame:
     """Each predictor's correlation with the transfer accuracy to `target`, like
     `predictor_correlations`."""
-    cols = ", ".join(_CORR_COLUMNS)
     out = db.query(
         f"""
-        SELECT predictor, {cols} FROM transfer_correlations
+        SELECT predictor, {_corr_columns(db, "transfer_correlations")} FROM transfer_correlations
         WHERE dataset = $ds AND k = $k AND target_dataset = $t""",
         {"ds": dataset, "k": int(k), "t": target},
     )
