@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.2"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+SCHEMA_VERSION = "2.3"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason;
+# 2.3: concept_events and learning_curves (new tables of the analyses of the same names)
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
