@@ -241,10 +241,13 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     seq, k = _sequence(ctx, unit, opts)
     if len(seq) < 2:
         n_all = len(run_checkpoints(ctx, unit))
-        at = f" at k = {k}" if k is not None else ""
+        if n_all < 2:
+            why = f"it has {n_all} checkpoint(s) with features and an epoch"
+        else:
+            why = f"{len(seq)} of its {n_all} checkpoints are clustered" + (f" at k = {k}" if k else "")
         raise Skipped(
-            f"run {r!r} of dataset {d!r}: {len(seq)} of its {n_all} checkpoint(s) with an epoch "
-            f"clustered{at}; events need two (conceptlens analyze clustering, or a second checkpoint)"
+            f"run {r!r} of dataset {d!r}: {why}; concept events need two clustered checkpoints "
+            "of the run (conceptlens analyze clustering)"
         )
     fingerprint = _fingerprint(ctx, unit, opts)
     images = ctx.images[ctx.images["dataset"] == d]
