@@ -158,7 +158,9 @@ def test_metrics_agree_with_references():
     # The largest share is the weighted kNN's prediction.
     assert (classes[shares.argmax(axis=1)] == weighted_knn_predict(X[tr], y[tr], X[te])).all()
     for j, c in enumerate(classes):
-        assert L.auc_rows(y[te] == c, shares[:, j])[0] == pytest.approx(roc_auc_score(y[te] == c, shares[:, j]))
+        assert L.auc_rows(y[te] == c, shares[:, j])[0] == pytest.approx(
+            roc_auc_score(y[te] == c, shares[:, j])
+        )
     res = L.bootstrap_indices(40, 300, 1)
     b = L.bootstrap_auc(y[te], shares, classes, res)
     assert (b["lo"] <= b["auc"]).all() and (b["auc"] <= b["hi"]).all()

@@ -99,7 +99,12 @@ def event_timeline(
         ys = np.column_stack([y, y, np.full(len(shown), np.nan)]).ravel()
         fig.add_trace(
             go.Scatter(
-                x=xs, y=ys, mode="lines", line=dict(color="#CCCCCC", width=1), hoverinfo="skip", showlegend=False
+                x=xs,
+                y=ys,
+                mode="lines",
+                line=dict(color="#CCCCCC", width=1),
+                hoverinfo="skip",
+                showlegend=False,
             )
         )
         size = 7 + 9 * np.sqrt(shown["images"].to_numpy(float) / max(1.0, float(shown["images"].max())))
@@ -123,9 +128,7 @@ def event_timeline(
                     hovertemplate="%{text}<extra></extra>",
                 )
             )
-    labels = [
-        event_label(e.kind, e.main, e.name, e.before, e.after) for e in shown.itertuples(index=False)
-    ]
+    labels = [event_label(e.kind, e.main, e.name, e.before, e.after) for e in shown.itertuples(index=False)]
     n_ck = len(epochs)
     note = f"the {len(shown)} largest of {n_all}:" if len(shown) < n_all else f"{n_all} events:"
     fig.update_layout(

@@ -9,7 +9,13 @@ import pandas as pd
 # The events the timeline and table show by default (continuations are the rest).
 CHANGE_KINDS = ("split", "merge", "birth", "death")
 # The cluster that names an event: the one side it has a single cluster on.
-MAIN_SIDE = {"split": "before", "death": "before", "continuation": "before", "merge": "after", "birth": "after"}
+MAIN_SIDE = {
+    "split": "before",
+    "death": "before",
+    "continuation": "before",
+    "merge": "after",
+    "birth": "after",
+}
 
 
 def runs(db, dataset: str) -> list[str]:
@@ -18,7 +24,8 @@ def runs(db, dataset: str) -> list[str]:
     score: dict[str, tuple] = {}
     if db.has("learning_curves"):
         q = db.query(
-            "SELECT run, count(DISTINCT checkpoint_id) AS n FROM learning_curves WHERE dataset = $ds GROUP BY run",
+            """SELECT run, count(DISTINCT checkpoint_id) AS n FROM learning_curves
+               WHERE dataset = $ds GROUP BY run""",
             {"ds": dataset},
         )
         score |= {str(r): (int(n), 0) for r, n in zip(q["run"], q["n"])}
@@ -50,7 +57,8 @@ def event_rows(db, dataset: str, run: str) -> pd.DataFrame:
     if not db.has("concept_events"):
         return pd.DataFrame()
     return db.query(
-        "SELECT * FROM concept_events WHERE dataset = $ds AND run = $run ORDER BY step, event, side DESC, cluster",
+        """SELECT * FROM concept_events WHERE dataset = $ds AND run = $run
+           ORDER BY step, event, side DESC, cluster""",
         {"ds": dataset, "run": run},
     )
 
@@ -68,7 +76,7 @@ def _mean(g: pd.DataFrame, side: str, col: str) -> float:
 
 
 def events(db, dataset: str, run: str, kinds: tuple[str, ...] = CHANGE_KINDS) -> pd.DataFrame:
-    """One row per event of the run whose kind is in `kinds`: step, epoch_from, epoch_to,
+    """One row per event of the run whose kind is in `kinds`: step, event, epoch_from, epoch_to,
     checkpoint_from, checkpoint_to, kind, before and after (cluster ids), size_before and
     size_after (their images), images (on the event's significant links), main (the
     cluster naming the event: a split's or death's before cluster, a merge's or birth's
@@ -78,15 +86,15 @@ def events(db, dataset: str, run: str, kinds: tuple[str, ...] = CHANGE_KINDS) ->
     Ordered by step, then kind, then images (largest first)."""
     rows = event_rows(db, dataset, run)
     cols = [
-        "step", "epoch_from", "epoch_to", "checkpoint_from", "checkpoint_to", "kind", "before", "after",
-        "size_before", "size_after", "images", "main", "name", "purity_before", "purity_after", "p_value",
-        "captions_before", "captions_after",
+        "step", "event", "epoch_from", "epoch_to", "checkpoint_from", "checkpoint_to", "kind", "before",
+        "after", "size_before", "size_after", "images", "main", "name", "purity_before", "purity_after",
+        "p_value", "captions_before", "captions_after",
     ]  # fmt: skip
     if rows.empty:
         return pd.DataFrame(columns=cols)
     rows = rows[rows["kind"].isin(kinds)]
     out = []
-    for (_step, _event), g in rows.groupby(["step", "event"], sort=True):
+    for (step, event), g in rows.groupby(["step", "event"], sort=True):
         first = g.iloc[0]
         kind = str(first["kind"])
         main_rows = g[g["side"] == MAIN_SIDE[kind]]
@@ -96,7 +104,8 @@ def events(db, dataset: str, run: str, kinds: tuple[str, ...] = CHANGE_KINDS) ->
             name = m["top_label"]
         out.append(
             {
-                "step": int(first["step"]),
+                "step": int(step),
+                "event": int(event),
                 "epoch_from": int(first["epoch_from"]),
                 "epoch_to": int(first["epoch_to"]),
                 "checkpoint_from": first["checkpoint_from"],
@@ -132,11 +141,11 @@ def event_counts(db, dataset: str, run: str) -> pd.DataFrame:
     return g.rename("events").reset_index()
 
 
-def event_images(db, dataset: str, run: str, step: int, event: int, limit: int = 60) -> pd.DataFrame:
+def event_images(db, dataset: str, run: str, step: int, event: int, limit: int = 26) -> pd.DataFrame:
     """The images of one event: those of its before clusters (checkpoint_from) that its
     after clusters hold (checkpoint_to); a birth's: its after cluster's, a death's: its
     before cluster's. Columns image_id, thumbnail, label_name, cluster_before,
-    cluster_after (null on a side the event has no cluster), first `limit` by image id."""
+    cluster_after (null on a side the event has no cluster), the first `limit` by image id."""
     return db.query(
         """
         WITH ev AS (SELECT * FROM concept_events
