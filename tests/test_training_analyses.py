@@ -222,3 +222,53 @@ def test_learning_curve_auc_equals_sklearn_on_the_same_split(curves_ws):
     ref = roc_auc_score(meta["color"].to_numpy()[test] == classes[0], shares[:, 0])
     assert row["auc"].iloc[0] == pytest.approx(ref)
     assert [p for p in validate(curves_ws.root) if "learning_curves" in str(p)] == []
+
+
+# ---- views and figures -------------------------------------------------------------------------
+def test_views_events_images_and_timeline(events_ws):
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.figures.training import event_timeline
+    from conceptlens.views import training as T
+
+    db = WorkspaceDB(events_ws.root)
+    assert T.runs(db, "toy") == ["toy-run"]
+    ev = T.events(db, "toy", "toy-run")
+    assert sorted(zip(ev["kind"], map(tuple, ev["before"]), map(tuple, ev["after"]))) == [
+        ("birth", (), (2,)),
+        ("death", (3,), ()),
+        ("merge", (1, 2), (1,)),
+        ("split", (0,), (0, 3)),
+    ]
+    assert dict(zip(ev["kind"], ev["main"])) == {"split": 0, "merge": 1, "birth": 2, "death": 3}
+    assert len(T.events(db, "toy", "toy-run", kinds=("continuation",))) == 6 + K
+    before, after = _hand_built()
+    ids = np.array(sorted(events_ws.read("images")["image_id"].to_pylist()))
+    for kind, expected in (
+        ("split", ids[before == 0]),  # all of 0 goes to 0 or 3
+        ("merge", ids[np.isin(before, (1, 2))]),
+        ("birth", ids[after == 2]),
+        ("death", ids[before == 3]),
+    ):
+        e = ev[ev["kind"] == kind].iloc[0]
+        got = T.event_images(db, "toy", "toy-run", e["step"], e["event"], limit=1000)
+        assert sorted(got["image_id"]) == sorted(expected), kind
+    fig = event_timeline(ev, T.epochs(db, "toy", "toy-run"), cap=2)
+    assert len(fig.layout.yaxis.ticktext) == 2 and fig.layout.legend.title.text == "the 2 largest of 4:"
+    # The largest by images: the merge (80) and the split (40) rather than birth (0) or death (0).
+    assert {t.name for t in fig.data if t.name} == {"merge", "split"}
+    assert list(fig.layout.xaxis.ticktext) == ["1", "2", "3"]
+
+
+def test_learned_view(curves_ws):
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.views import training as T
+
+    db = WorkspaceDB(curves_ws.root)
+    assert T.factors(db, "toy", "toy-run") == ["label", "color", "shape"]
+    learned = T.learned(db, "toy", "toy-run")
+    shape = learned[(learned["factor"] == "shape") & learned["value"].isna()].iloc[0]
+    assert shape["learned_at"] == 0 and shape["epoch"] == 0
+    t = curves_ws.read("learning_curves", dataset="toy", run="toy-run").to_pandas()
+    row = t[(t["factor"] == "shape") & t["value"].isna() & (t["epoch"] == 0)].iloc[0]
+    assert shape["auc"] == pytest.approx(row["auc"]) and shape["auc_lo"] == pytest.approx(row["auc_lo"])
+    assert learned["factor"].iloc[0] == "label" and pd.isna(learned["value"].iloc[0])

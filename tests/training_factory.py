@@ -26,7 +26,7 @@ def write_training(ws: Workspace, ids, assign: dict, cids, ks) -> None:
         a, b = seq["checkpoint_id"][step - 1], seq["checkpoint_id"][step]
         before = pd.DataFrame({"image_id": list(ids), "cluster": assign[a, k]})
         after = pd.DataFrame({"image_id": list(ids), "cluster": assign[b, k]})
-        caps = ({c: f"a cluster {c} of {a}" for c in range(k)}, {c: f"a cluster {c} of {b}" for c in range(k)})
+        caps = tuple({c: f"a cluster {c} of {x}" for c in range(k)} for x in (a, b))
         head = {
             "step": step,
             "checkpoint_from": a,
