@@ -78,7 +78,7 @@ def event_timeline(
     caption (else the top label, else the id) of the cluster it is about, its mark between
     the two checkpoints it happened between (x: the run's checkpoints, named by epoch),
     colour and symbol by kind, size by its images. At most `cap` events, the largest (by
-    images); a note under the plot counts the others.
+    images); a note above the plot counts the others.
 
     `events`: `views.training.events`; `epochs`: `views.training.epochs` (checkpoint_id,
     epoch, in order)."""
@@ -130,10 +130,14 @@ def event_timeline(
             )
     labels = [event_label(e.kind, e.main, e.name, e.before, e.after) for e in shown.itertuples(index=False)]
     n_ck = len(epochs)
-    note = f"the {len(shown)} largest of {n_all}:" if len(shown) < n_all else f"{n_all} events:"
+    more = n_all - len(shown)
+    note = f"The {len(shown)} largest of {n_all} events ({more} more in the table)" if more else ""
+    heading = "<br>".join(t for t in (title, note) if t)
     fig.update_layout(
-        title=title,
-        height=110 + 17 * max(len(shown), 3),
+        title=dict(
+            text=heading or None, x=0.01, xanchor="left", xref="container", font=dict(size=MIN_FONT_PX + 1)
+        ),
+        height=120 + 17 * max(len(shown), 3),
         xaxis=dict(
             title=dict(text="epoch"),
             tickvals=list(range(n_ck)),
@@ -156,11 +160,10 @@ def event_timeline(
             y=1.0,
             xanchor="right",
             x=1,
-            title=dict(text=note, side="left"),
             font=dict(size=MIN_FONT_PX),
             itemsizing="constant",
         ),
-        margin=dict(l=10, r=10, t=40 if title else 30, b=44),
+        margin=dict(l=10, r=10, t=30 + 16 * heading.count("<br>") + (18 if heading else 0), b=44),
     )
     return fig
 
