@@ -160,7 +160,8 @@ def training_section(ws, ds: str, provenance: dict) -> None:
             picked = U.url_selectbox(
                 "Images of an event", keys, key="ckpts_event", param="event", format_func=label.get
             )
-            if picked:
+            # An event's images come from the clusterings: a broken `clusters` is named here.
+            if picked and available(ws, "clustering", ds, tables=("clusters",)):
                 step, event = (int(v) for v in picked.split("-"))
                 rows = ws.view(T.event_images, dataset=ds, run=run, step=step, event=event)
                 st.caption(
