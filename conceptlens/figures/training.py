@@ -139,7 +139,7 @@ def event_timeline(
         ),
         height=120 + 17 * max(len(shown), 3),
         xaxis=dict(
-            title=dict(text="epoch"),
+            title=dict(text="checkpoint epoch"),
             tickvals=list(range(n_ck)),
             ticktext=[str(e) for e in epochs["epoch"]],
             range=[-0.3, n_ck - 0.7],
@@ -228,7 +228,7 @@ def learning_curves(curves: pd.DataFrame, by: str = "factor", title: str | None 
     fig.update_layout(
         title=title,
         height=380,
-        xaxis_title="epoch",
+        xaxis_title="checkpoint epoch",
         yaxis_title="held-out kNN AUC (one vs rest)",
         legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, font=dict(size=MIN_FONT_PX)),
         margin=dict(l=56, r=14, t=40 if title else 30, b=44),
