@@ -74,7 +74,16 @@ PAGES = (
         "pages/checkpoints.py",
         "Checkpoints",
         ":material/compare_arrows:",
-        ("clustering", "cluster_metrics", "cluster_captions", "projections", "comparisons", "baselines"),
+        (
+            "clustering",
+            "cluster_metrics",
+            "cluster_captions",
+            "projections",
+            "comparisons",
+            "baselines",
+            "concept_events",
+            "learning_curves",
+        ),
     ),
     PageSpec(
         "compmap",

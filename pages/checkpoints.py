@@ -3,7 +3,8 @@ and two checkpoints A and B compared: their UMAPs with a linked selection, the c
 
 URL: ?ds=DATASET&k=K&a=CHECKPOINT&b=CHECKPOINT, the table's &sort=COLUMN&desc=1, the
 training curve's &metric=M, the UMAPs' &color=COLUMN and the region drawn on A's
-(&region=box:...|lasso:...), the matching's &share=S&flows=F&top=N.
+(&region=box:...|lasso:...), the matching's &share=S&flows=F&top=N; along training
+(components/training_section.py) &run=RUN&kinds=K&cap=N&event=STEP-EVENT&factor=F.
 """
 
 import streamlit as st
@@ -16,6 +17,7 @@ from components.cluster_tables import DASH
 from components.export_button import show_catalog_figure
 from components.metric_table import metric_table
 from components.text import literal
+from components.training_section import training_section
 from conceptlens import views
 from conceptlens.figures.checkpoints import (
     METRIC_TITLES,
@@ -246,6 +248,9 @@ else:
         "0 = no more alike than chance. Hover a cell for both names."
     )
     show_catalog_figure(ws, "anmi_matrix", {"ds": ds, "k": k}, provenance, key="ckpts_anmi_fig")
+
+# ---- along training (issue 27): a separate component, so this page's other sections merge cleanly
+training_section(ws, ds, provenance)
 
 # ---- A and B ------------------------------------------------------------------------------------
 st.header("A and B")

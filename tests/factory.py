@@ -334,6 +334,9 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
     write_compmap(ws, seed)
     write_similarity(ws, seed)
     write_concepts(ws, seed)
+    from tests.training_factory import write_training
+
+    write_training(ws, ids, assign, cids, ks)
 
 
 def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: int = 0) -> Workspace:

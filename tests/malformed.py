@@ -49,6 +49,8 @@ PCORR = "predictor_correlations/dataset=toy/part-0.parquet"
 SIM = "clustering_similarity/dataset=toy/part-0.parquet"
 LINKS = "cluster_links/dataset=toy/part-0.parquet"
 RUNS = "analysis_runs/analysis=comparisons/part-0.parquet"
+EVENTS = "concept_events/dataset=toy/run=toy-run/part-0.parquet"
+CURVES = "learning_curves/dataset=toy/run=toy-run/part-0.parquet"
 
 
 # ---- low-level edits (replace, never write through a possibly shared inode) -----------
@@ -1446,6 +1448,23 @@ MALFORMATIONS: dict[str, Malformation] = {
             "study_summary/study_id=s1/part-broken.parquet",
             "outside [-1, 1]",
             _study("study_summary", {**_STUDY_SUMMARY, "alpha": 1.5}),
+        ),
+        # the training analyses' tables (tests/training_factory.py)
+        _M(
+            "concept_event_kind_unknown",
+            "concept_events",
+            "kind",
+            EVENTS,
+            "not one of",
+            _set(EVENTS, "kind", 0, "explosion"),
+        ),
+        _M(
+            "learning_curve_auc_above_one",
+            "learning_curves",
+            "auc",
+            CURVES,
+            "outside [0, 1]",
+            _set(CURVES, "auc", 1, 1.5),
         ),
     ]
 }

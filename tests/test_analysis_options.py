@@ -38,6 +38,8 @@ CASES = {
     "similarity": (FAST, {"n_boot": 60}),
     "concepts": ({"concept_seeds": 1, "purity_steps": 5}, {"purity_steps": 6}),
     "convergence": ({"rounds": 2, "convergence_members": 2, "max_epochs": 20}, {"rounds": 3}),
+    "concept_events": ({}, {"event_share": 0.3}),
+    "learning_curves": ({"curve_boot": 20}, {"learned_auc": 0.8}),
 }
 
 

@@ -82,6 +82,10 @@ MODULES = {
     ],
     "conceptlens/analysis/convergence.py": ["tests/test_active.py", "tests/test_mutants_convergence.py"],
     "conceptlens/analysis/concepts.py": ["tests/test_concepts.py"],
+    "conceptlens/analysis/concept_events.py": ["tests/test_training_analyses.py", "tests/test_events.py"],
+    "conceptlens/analysis/learning_curves.py": ["tests/test_training_analyses.py"],
+    "conceptlens/metrics/learning.py": ["tests/test_training_analyses.py"],
+    "conceptlens/views/training.py": ["tests/test_training_analyses.py"],
     "conceptlens/studies/store.py": [
         "tests/test_studies_store.py",
         "tests/test_studies.py",

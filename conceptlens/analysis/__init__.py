@@ -24,6 +24,8 @@ MODULES: tuple[str, ...] = (
     "similarity",
     "concepts",
     "convergence",
+    "concept_events",
+    "learning_curves",
 )
 
 

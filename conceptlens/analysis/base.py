@@ -21,6 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from ..metrics.kmeans import ENGINES as KMEANS_ENGINES
 from ..workspace import files_signature
 from .common import Context, partition_label
@@ -157,6 +160,58 @@ def clustering_fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -
 
 # 2: copy-stable fingerprints (common.files_footprint); before: some analyses used mtimes.
 INPUTS_SCHEME = 2
+
+
+# ---- training runs: the checkpoints of one run ordered by epoch (concept_events, learning_curves)
+SEQUENCE_K = Option(
+    "sequence_k",
+    int,
+    None,
+    "k of the clusterings compared along a run (default: the k most of the run's checkpoints "
+    "are clustered at; ties: the smallest)",
+    minimum=2,
+)
+
+
+def run_units(ctx: Context, opts: dict) -> list[Unit]:
+    """One unit per training run of a dataset (`checkpoints.run`) with a checkpoint whose
+    features are there (of the checkpoint asked for, if any). Checkpoints without a run,
+    or that declare `concept_names`, belong to no sequence."""
+    ck = ctx.checkpoints
+    if "run" not in ck.columns:
+        return []
+    keep = set(checkpoints_with_features(ctx, opts))
+    ck = ck[ck["checkpoint_id"].isin(keep) & ck["run"].notna()]
+    pairs = sorted(set(zip(ck["dataset"].astype(str), ck["run"].astype(str))))
+    return [Unit({"dataset": d, "run": r}) for d, r in pairs]
+
+
+def run_checkpoints(ctx: Context, unit: Unit) -> pd.DataFrame:
+    """The checkpoints of a unit of `run_units` with features and an epoch, by epoch (ties:
+    by checkpoint id): columns checkpoint_id, epoch."""
+    ck = ctx.checkpoints
+    d, r = unit.partition["dataset"], unit.partition["run"]
+    ck = ck[(ck["dataset"] == d) & (ck["run"] == r) & ck["epoch"].notna()]
+    if "concept_names" in ck.columns:
+        ck = ck[ck["concept_names"].isna()]
+    ck = ck[np.array([ctx.ws.has("features", checkpoint_id=c) for c in ck["checkpoint_id"]], bool)]
+    out = ck[["checkpoint_id", "epoch"]].assign(epoch=ck["epoch"].astype("int64"))
+    return out.sort_values(["epoch", "checkpoint_id"], kind="stable").reset_index(drop=True)
+
+
+def sequence_k(ctx: Context, cids, opts: dict) -> int | None:
+    """`--sequence-k`, else the k most of `cids` are clustered at (ties: the smallest);
+    None when none is clustered."""
+    if opts.get("sequence_k"):
+        return int(opts["sequence_k"])
+    counts: dict[int, int] = {}
+    wanted = set(cids)
+    for p in ctx.ws.partitions("clusters"):
+        if p["checkpoint_id"] in wanted:
+            counts[int(p["k"])] = counts.get(int(p["k"]), 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda k: (-counts[k], k))
 
 
 def no_inputs(ctx: Context, unit: Unit, opts: dict) -> None:
