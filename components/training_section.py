@@ -17,7 +17,7 @@ from components.export_button import show_catalog_figure
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
-from conceptlens.figures.specs.training import CAPS, KINDS
+from conceptlens.figures.specs.checkpoints import CAPS, KINDS
 from conceptlens.figures.training import short_text
 from conceptlens.views import training as T
 

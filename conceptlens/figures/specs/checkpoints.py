@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...errors import ConceptLensError
+from ...views import training as T
 from ..catalog import Figure, Param, Unavailable, add, usable, view
 from ..checkpoints import SANKEY_ASPECT
 from .clusters import REGION
@@ -222,5 +223,80 @@ add(
         _linked_umap,
         aspect=0.85,
         steps=("projections", "clustering", "cluster_metrics"),
+    )
+)
+
+
+# ---- a training run (issue 27): the timeline of concept events and the learning curves,
+# drawn on the page by components/training_section.py
+KINDS = {"changes": T.CHANGE_KINDS, "all": (*T.CHANGE_KINDS, "continuation")}
+CAPS = (30, 15, 60, 0)  # events drawn at most (0: all); the first is the default
+
+
+def _run_datasets(db, p) -> list[str]:
+    out: set[str] = set()
+    for table in ("concept_events", "learning_curves"):
+        if db.has(table):
+            out |= set(db.query(f"SELECT DISTINCT dataset FROM {table}")["dataset"].astype(str))
+    return sorted(out)
+
+
+RUN_DS = Param("ds", _run_datasets, help="dataset")
+RUN = Param("run", lambda db, p: view(db, T.runs, dataset=p["ds"]), help="training run")
+
+
+def _timeline(db, p):
+    from ..training import event_timeline
+
+    events = view(db, T.events, dataset=p["ds"], run=p["run"], kinds=KINDS[p["kinds"]])
+    needs(events, f"no {p['kinds']} events in run {p['run']}")
+    epochs = view(db, T.epochs, dataset=p["ds"], run=p["run"])
+    return event_timeline(events, epochs, cap=p["cap"])
+
+
+def _curves(db, p):
+    from ..training import learning_curves
+
+    if p["factor"] == "all":
+        curves = view(db, T.curves, dataset=p["ds"], run=p["run"], factor=None)
+        return learning_curves(needs(curves, f"no learning curves of run {p['run']}"), by="factor")
+    curves = view(db, T.curves, dataset=p["ds"], run=p["run"], factor=p["factor"])
+    curves = needs(curves[curves["value"].notna()], f"no learning curves of {p['factor']}")
+    return learning_curves(curves, by="value")
+
+
+add(
+    Figure(
+        "checkpoints",
+        "event_timeline",
+        "Concept events along training",
+        (
+            RUN_DS,
+            RUN,
+            Param("kinds", lambda db, p: list(KINDS), help="changes: splits, merges, births, deaths"),
+            Param("cap", lambda db, p: list(CAPS), kind=int, help="events drawn at most (0: all)"),
+        ),
+        _timeline,
+        aspect=1.2,
+        steps=("concept_events",),
+    )
+)
+add(
+    Figure(
+        "checkpoints",
+        "learning_curves",
+        "Learning curves along training",
+        (
+            RUN_DS,
+            RUN,
+            Param(
+                "factor",
+                lambda db, p: ["all", *view(db, T.factors, dataset=p["ds"], run=p["run"])],
+                help="all: one line per factor; else one per value",
+            ),
+        ),
+        _curves,
+        aspect=0.75,
+        steps=("learning_curves",),
     )
 )
