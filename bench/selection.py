@@ -35,7 +35,8 @@ def main() -> None:
     dt = time.perf_counter() - t
     for r in out["scores"]:
         print(
-            f"{r['score']:>22} {r['value']:.3f}  pct random {r['pct_random']:.0f}  same labels {r['pct_same_labels']:.0f}"
+            f"{r['score']:>22} {r['value']:.3f}  pct random {r['pct_random']:.0f}  "
+            f"same labels {r['pct_same_labels']:.0f}"
         )
     print(f"selection of {a.size} of {a.n} x {a.dim}, {a.null} null draws x 2: {dt:.2f} s")
 

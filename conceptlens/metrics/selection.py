@@ -14,8 +14,10 @@ A *selection* is a set of rows of one checkpoint's features. Its scores:
 - purity against labels and against every factor (1 - H / log K, K the values in the
   whole population: metrics.scores.purity) and their histograms;
 - 2AFC coherence with a proxy annotator (metrics.coherence): M references and a query from
-  the set, the negative a random non-member ("random") or one of the nearest non-members
-  of the set's evaluated members by the checkpoint's features ("hard"); Clopper-Pearson;
+  the set, the negative a random non-member ("random") or one of the HARD_POOL non-members
+  nearest to the set's mean feature by the checkpoint's features ("hard"; among the probe
+  rows and the evaluated members' 20 nearest neighbours);
+  Clopper-Pearson interval;
 - TwoNN intrinsic dimension of the set (at most `id_points` of its members, seeded) and
   its size.
 
@@ -43,6 +45,7 @@ K_NN = 20
 TEMPERATURE = 0.07
 SCORES = ("learnability", "coherence_random", "coherence_hard", "intrinsic_dim")
 NULLS = ("random", "same_labels")
+HARD_POOL = 50  # hard negatives are drawn from this many nearest non-members
 
 
 @dataclass
@@ -146,10 +149,17 @@ class Scorer:
         if kind == "random":
             pool = None
         else:
-            cand = self.nn[self.pos[evaluated]].ravel()
-            pool = np.unique(cand[~member[cand]])
-            if len(pool) == 0:
+            # The non-members nearest (cosine) to the set's mean feature: laina2020's Eq. 2
+            # (the nearest other cluster by centroid) for a set with no neighbour cluster.
+            # Candidates: the probe rows and the evaluated members' neighbours (searched
+            # already), not all n rows, so that every null draw stays cheap.
+            cand = np.union1d(self.probe, self.nn[self.pos[evaluated]].ravel())
+            cand = cand[~member[cand]]
+            if len(cand) == 0:
                 return None
+            sim = self.pop.X[cand] @ self.pop.X[members].mean(axis=0)
+            size = min(HARD_POOL, len(cand))
+            pool = cand[np.argpartition(-sim, size - 1)[:size]]
         refs, query, neg = [], [], []
         n = len(member)
         for _ in range(self.trials):
