@@ -15,7 +15,8 @@ A *selection* is a set of rows of one checkpoint's features. Its scores:
   whole population: metrics.scores.purity) and their histograms;
 - 2AFC coherence with a proxy annotator (metrics.coherence): M references and a query from
   the set, the negative a random non-member ("random") or one of the HARD_POOL non-members
-  nearest to the set's mean feature by the checkpoint's features ("hard"; among the probe
+  nearest to the mean feature of the set's evaluated members by the checkpoint's features
+  ("hard"; among the probe
   rows and the evaluated members' 20 nearest neighbours);
   Clopper-Pearson interval;
 - TwoNN intrinsic dimension of the set (at most `id_points` of its members, seeded) and
@@ -157,15 +158,16 @@ class Scorer:
             cand = cand[~member[cand]]
             if len(cand) == 0:
                 return None
-            sim = self.pop.X[cand] @ self.pop.X[members].mean(axis=0)
+            sim = self.pop.X[cand] @ self.pop.X[evaluated].mean(axis=0)
             size = min(HARD_POOL, len(cand))
             pool = cand[np.argpartition(-sim, size - 1)[:size]]
-        refs, query, neg = [], [], []
+        # refs + 1 distinct members per trial: the smallest of a random key per member (one
+        # vectorised draw; a choice without replacement per trial permutes all members).
+        keys = rng.random((self.trials, len(members)))
+        pick = members[np.argpartition(keys, self.refs, axis=1)[:, : self.refs + 1]]
+        refs, query, neg = list(pick[:, : self.refs]), list(pick[:, self.refs]), []
         n = len(member)
         for _ in range(self.trials):
-            pick = rng.choice(members, self.refs + 1, replace=False)
-            refs.append(pick[: self.refs])
-            query.append(pick[self.refs])
             if pool is None:
                 while True:  # a random non-member (the set leaves at least 2 out)
                     j = int(rng.integers(n))
@@ -320,10 +322,10 @@ def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
     """P(a member's score > a non-member's), ties half (the ROC AUC); nan if a side is empty."""
     if len(pos) == 0 or len(neg) == 0:
         return math.nan
-    from scipy.stats import rankdata
-
-    r = rankdata(np.concatenate([pos, neg]))
-    return float((r[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    neg = np.sort(neg)
+    below = np.searchsorted(neg, pos, side="left")
+    tied = np.searchsorted(neg, pos, side="right") - below
+    return float((below.sum() + 0.5 * tied.sum()) / (len(pos) * len(neg)))
 
 
 def _histogram(codes: np.ndarray, names: dict) -> list[tuple]:
