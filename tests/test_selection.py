@@ -84,15 +84,17 @@ def test_a_set_equal_to_one_label_is_pure_learnable_coherent_and_far_above_rando
 def test_a_random_set_sits_near_the_middle_of_its_null():
     pcts = {"learnability": [], "purity_label": [], "coherence_random": []}
     for seed in range(16):
-        pop = _population(n=400, seed=100 + seed)
-        sel = np.random.default_rng([seed, 7]).choice(400, 80, replace=False)
-        out = S.score_selection(pop, sel, n_null=60, n_null_id=0, seed=seed, bootstrap=50)
+        pop = _population(n=600, seed=100 + seed)
+        sel = np.random.default_rng([seed, 7]).choice(600, 80, replace=False)
+        # Probe and evaluated members far fewer than the images, as on a real dataset.
+        out = S.score_selection(
+            pop, sel, probe=200, eval_members=40, n_null=60, n_null_id=0, seed=seed, bootstrap=50
+        )
         for k in pcts:
             pcts[k].append(_row(out, k)["pct_random"])
     for k, v in pcts.items():
         # Uniform percentiles: the mean of 16 has sd ~7; a label set scores > 97 (above).
         assert 30 < np.mean(v) < 70, (k, v)
-        assert max(v) < 100 or min(v) > 0, (k, v)
 
 
 def test_nulls_keep_the_size_and_the_label_histogram():
@@ -102,8 +104,10 @@ def test_nulls_keep_the_size_and_the_label_histogram():
     rng = np.random.default_rng(0)
     for within in (False, True):
         members, ev = sc.draw(rng, within)
-        assert len(np.unique(members)) == len(sel) and len(ev) == sc.m
-        assert np.isin(ev, sc.probe).all() and np.isin(ev, members).all()
+        assert len(np.unique(members)) == len(sel)
+        # Within labels the reserve may hold fewer of a label than its share: never more.
+        assert len(ev) == sc.m if not within else 0 < len(ev) <= sc.m
+        assert np.isin(ev, sc.reserve).all() and np.isin(ev, members).all()
         if within:
             got = np.bincount(pop.labels[members], minlength=6)
             assert (got == np.bincount(pop.labels[sel], minlength=6)).all()

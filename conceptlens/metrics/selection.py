@@ -25,9 +25,10 @@ A *selection* is a set of rows of one checkpoint's features. Its scores:
 The null of every score: the same score for `n_null` random sets of the same size and for
 sets of the same size drawn within the same labels (the selection's label histogram):
 the selection's percentile among them. A null set is built like the selection: as many
-evaluated members, drawn from the probe rows (whose neighbours are known), the rest from
-outside them; so one neighbour search (the probe rows and the evaluated members against
-everything) serves the selection and every draw.
+evaluated members, drawn from a reserve of 2 x that many random rows (independent of the
+probe, whose neighbours are known), the rest from outside it; so one neighbour search (the
+probe, the reserve and the selection's evaluated members against everything) serves the
+selection and every draw.
 """
 
 from __future__ import annotations
@@ -124,8 +125,11 @@ class Scorer:
         self.probe = np.sort(rng.choice(n, min(probe, n), replace=False))
         self.m = min(eval_members, len(sel))
         self.sel_eval = np.sort(rng.choice(sel, self.m, replace=False))
-        # One search: the probe rows and the selection's evaluated rows against everything.
-        self.rows = np.union1d(self.probe, self.sel_eval)
+        # The rows null draws take their evaluated members from: a random sample independent
+        # of the probe (as the selection's evaluated members are), twice their number.
+        self.reserve = np.sort(rng.choice(n, min(2 * self.m, n), replace=False))
+        # One search: probe, reserve and the selection's evaluated rows against everything.
+        self.rows = np.union1d(np.union1d(self.probe, self.sel_eval), self.reserve)
         k = min(K_NN, n - 1)
         self.sims, self.nn = nearest_cosine(pop.X[self.rows], pop.X, k=k, exclude=self.rows, normalized=True)
         self.w = np.exp((self.sims.astype(np.float64) - 1) / TEMPERATURE)  # weights of the votes
@@ -224,10 +228,13 @@ class Scorer:
     # ---- null sets ------------------------------------------------------------------------
     def draw(self, rng, within_labels: bool) -> tuple[np.ndarray, np.ndarray]:
         """(members, evaluated members) of one null set: as many members and evaluated
-        members as the selection, the evaluated ones from the probe rows."""
+        members as the selection, the evaluated ones from the reserve rows (a random sample
+        independent of the probe, as the selection's are), the rest from outside it.
+        Within labels, a label the reserve holds fewer of than its share gets fewer
+        evaluated members (and more of the rest)."""
         size, m = len(self.sel), self.m
         if not within_labels:
-            ev = rng.choice(self.probe, m, replace=False)
+            ev = rng.choice(self.reserve, m, replace=False)
             extra = rng.choice(self.rest, min(size - m, len(self.rest)), replace=False)
             return np.concatenate([ev, extra]), ev
         members, ev = [], []
@@ -241,8 +248,8 @@ class Scorer:
 
     def _prepare_draws(self) -> None:
         n, size, m = len(self.pop.X), len(self.sel), self.m
-        in_probe = np.zeros(n, bool)
-        in_probe[self.probe] = True
+        in_probe = np.zeros(n, bool)  # in the reserve (the draws' evaluated members come from it)
+        in_probe[self.reserve] = True
         self.rest = np.flatnonzero(~in_probe)
         y = self.pop.labels
         self.sel_codes, self.sel_counts = np.unique(y[self.sel], return_counts=True)
