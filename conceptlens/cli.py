@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conceptlens.figures.cli",
     "conceptlens.report",
     "conceptlens.studies.cli",
+    "conceptlens.selections",
 )
 
 
