@@ -68,6 +68,8 @@ PAGES = (
         ":material/bubble_chart:",
         # Features: an image's nearest neighbours; image captions: an image's captions.
         ("features", "image_captions", "clustering", "cluster_metrics", "cluster_captions", "projections"),
+        # Saved selections (Score this selection; conceptlens/selections.py).
+        reads=("selections",),
     ),
     PageSpec(
         "checkpoints",

@@ -312,3 +312,70 @@ def register(sub, parents) -> None:
     sh.add_argument("--name", required=True, help="selection name")
     sh.add_argument("--ids", action="store_true", help="print its image ids as CSV instead")
     sh.set_defaults(func=_show_cmd)
+
+
+# ---- where a selection comes from (views) -----------------------------------------------------
+def dataset_images(db, dataset: str) -> pd.DataFrame:
+    """The dataset's images.parquet rows (image_id, label, label_name, factor columns)."""
+    return db.query("SELECT * FROM images WHERE dataset = $d ORDER BY image_id", {"d": dataset})
+
+
+def choices(db, dataset: str) -> pd.DataFrame:
+    """What a selection by value may pick: `column` (`label` or a factor column of the
+    dataset, as conceptlens.views.selection scores them), `value` (as text), `name` (the
+    label's name, else the value) and `images` (how many), by column then value."""
+    from .views.selection import factor_columns
+
+    meta = dataset_images(db, dataset)
+    out = []
+    cols = (["label"] if "label" in meta and meta["label"].notna().any() else []) + factor_columns(meta)
+    for col in cols:
+        values = meta[col].astype("string")
+        counts = values.value_counts(dropna=True)
+        names = {}
+        if col == "label" and "label_name" in meta:
+            names = dict(zip(values, meta["label_name"].astype("string")))
+        for v, n in counts.items():
+            name = names.get(v)
+            out.append(
+                {
+                    "column": col,
+                    "value": str(v),
+                    "name": str(name) if isinstance(name, str) else str(v),
+                    "images": int(n),
+                }
+            )
+    t = pd.DataFrame(out, columns=["column", "value", "name", "images"])
+    if t.empty:
+        return t
+    numeric = pd.to_numeric(t["value"], errors="coerce")
+    return (
+        t.assign(_n=numeric)
+        .sort_values(["column", "_n", "value"], key=None, na_position="last")
+        .drop(columns="_n")
+        .reset_index(drop=True)
+    )
+
+
+def ids_where(db, dataset: str, column: str, value: str) -> list[str]:
+    """The ids of the dataset's images whose `column` (label or a factor) is `value` (as text)."""
+    meta = dataset_images(db, dataset)
+    allowed = set(choices(db, dataset)["column"])
+    if column not in allowed:
+        raise SelectionError(
+            f"column {column!r}: not a label or factor column of dataset {dataset!r} "
+            f"(columns: {', '.join(sorted(allowed)) or 'none'})"
+        )
+    hit = meta[column].astype("string").to_numpy() == str(value)
+    return meta.loc[hit, "image_id"].astype(str).tolist()
+
+
+def dataset_checkpoints(db, dataset: str) -> pd.DataFrame:
+    """Every checkpoint of a dataset (checkpoint_id, method, run, epoch), by method, run and epoch."""
+    cols = set(db.columns("checkpoints"))
+    run = "run" if "run" in cols else "NULL"
+    return db.query(
+        f"""SELECT checkpoint_id, method, {run} AS run, epoch FROM checkpoints
+        WHERE dataset = $d ORDER BY method, run NULLS FIRST, epoch NULLS FIRST, checkpoint_id""",
+        {"d": dataset},
+    )
