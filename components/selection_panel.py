@@ -179,6 +179,8 @@ def summary_lines(out: dict) -> list[str]:
 
 
 def score_table(out: dict) -> pd.DataFrame:
+    """Each score: value, 95% interval, percentiles among the two nulls, the nulls' medians and
+    how many sets each null drew."""
     t = pd.DataFrame(out["scores"])
     show = pd.DataFrame(
         {
@@ -190,11 +192,17 @@ def score_table(out: dict) -> pd.DataFrame:
             ],
         }
     )
-    for w, name in (("random", "random sets"), ("same_labels", "same-label sets")):
-        if f"pct_{w}" in t:
-            show[f"percentile among {name}"] = t[f"pct_{w}"]
-            show[f"median of {name}"] = t.get(f"null_{w}_median")
-            show[f"{name} drawn"] = t.get(f"null_{w}_n")
+    nulls = [
+        (w, name)
+        for w, name in (("random", "random sets"), ("same_labels", "same-label sets"))
+        if f"pct_{w}" in t
+    ]
+    for w, name in nulls:
+        show[f"pct. among {name}"] = t[f"pct_{w}"]
+    for w, name in nulls:
+        show[f"median of {name}"] = t.get(f"null_{w}_median")
+    if nulls:
+        show["sets per null"] = t.get(f"null_{nulls[0][0]}_n")
     return show
 
 
@@ -252,8 +260,23 @@ def _on_upload() -> None:
     st.session_state["selp_ids_origin"] = f"csv upload ({f.name})"
 
 
+# The URL parameters of each source: those of the sources not chosen are removed.
+PARAMS = {
+    "page": (),
+    "label": ("slabel",),
+    "factor": ("sfactor", "sfvalue"),
+    "cluster": ("sfck", "sfk", "sfc"),
+    "list": ("ids",),
+    "saved": ("saved",),
+}
+
+
 def _choose(ws, dataset, checkpoint, k, src, page_ids, page_origin_text):
     """(ids, origin) of the chosen source, or (None, why) when nothing is chosen yet."""
+    for other, params in PARAMS.items():
+        if other != src:
+            for p in params:
+                U.set_param(p, None)
     if src == "page":
         return list(page_ids()), page_origin_text
     if src in ("label", "factor"):
@@ -335,6 +358,8 @@ def _choose(ws, dataset, checkpoint, k, src, page_ids, page_origin_text):
         key="selp_saved",
         param="saved",
         format_func=lambda n: f"{n} ({info[n].n_images} images)",
+        # Always in the link: the first (newest) name changes with every save.
+        omit_default=False,
     )
     row = ws.view(SEL.load, dataset=dataset, name=name)
     if row is None:
@@ -440,8 +465,8 @@ def selection_panel(
         placeholder=DASH,
         column_config={
             "value": st.column_config.NumberColumn(format="%.3f"),
-            "percentile among random sets": st.column_config.NumberColumn(format="%.0f"),
-            "percentile among same-label sets": st.column_config.NumberColumn(format="%.0f"),
+            "pct. among random sets": st.column_config.NumberColumn(format="%.0f"),
+            "pct. among same-label sets": st.column_config.NumberColumn(format="%.0f"),
             "median of random sets": st.column_config.NumberColumn(format="%.3f"),
             "median of same-label sets": st.column_config.NumberColumn(format="%.3f"),
         },
