@@ -3,32 +3,34 @@
 A *selection* is a set of rows of one checkpoint's features. Its scores:
 
 - learnability: how well a held-out kNN separates the set from the rest (laina2020's
-  learnability, the held-out kNN variant of lu2022): every evaluated image is classified
-  "in the set" or "not" by the weighted 20-NN vote (Caron et al. 2021, T = 0.07, as
-  learnability.weighted_knn_predict) of its cosine-nearest OTHER images (leave-one-out, so
-  no image votes for itself); the score is the AUC of the vote share of "in the set"
-  between the set's members and the rest (0.5 = chance whatever the set's size; a majority
-  vote would call everything "rest" for a small set). The evaluated images
-  are at most `eval_members` members of the set and the `probe` rows (a seeded random
-  sample of the population) not in it; interval: bootstrap over the evaluated images;
+  learnability, the held-out kNN variant of lu2022): every image of the *evaluation sample*
+  is classified "in the set" or "not" by the weighted 20-NN vote (Caron et al. 2021,
+  T = 0.07, as learnability.weighted_knn_predict) of its cosine-nearest OTHER images among
+  all of them (leave-one-out, so no image votes for itself); the score is the AUC of the
+  vote share of "in the set" between the sample's members and its non-members (0.5 =
+  chance whatever the set's size; a majority vote would call everything "rest" for a small
+  set). The evaluation sample is the first L rows of a seeded random order of all images,
+  L = eval_members x n / size (so that about `eval_members` members are in it), at least
+  `eval_min`, at most `eval_max`, at most n. It does not depend on which images the set
+  holds, only on its size: its neighbours are searched once per population and kept
+  (Population.neighbours), and the selection and every null set are scored on the same
+  sample by the same code. Interval: bootstrap over the evaluated images;
 - purity against labels and against every factor (1 - H / log K, K the values in the
-  whole population: metrics.scores.purity) and their histograms;
+  whole population: metrics.scores.purity) and their histograms; interval: bootstrap over
+  the set's images;
 - 2AFC coherence with a proxy annotator (metrics.coherence): M references and a query from
   the set, the negative a random non-member ("random") or one of the HARD_POOL non-members
-  nearest to the mean feature of the set's evaluated members by the checkpoint's features
-  ("hard"; among the probe
-  rows and the evaluated members' 20 nearest neighbours);
+  of the evaluation sample nearest to the mean feature of the set's members in it ("hard");
   Clopper-Pearson interval;
 - TwoNN intrinsic dimension of the set (at most `id_points` of its members, seeded) and
   its size.
 
-The null of every score: the same score for `n_null` random sets of the same size and for
-sets of the same size drawn within the same labels (the selection's label histogram):
-the selection's percentile among them. A null set is built like the selection: as many
-evaluated members, drawn from a reserve of 2 x that many random rows (independent of the
-probe, whose neighbours are known), the rest from outside it; so one neighbour search (the
-probe, the reserve and the selection's evaluated members against everything) serves the
-selection and every draw.
+The null of every score: the same score for `n_null` uniformly random sets of the same size
+and for sets of the same size drawn within the same labels (the selection's label
+histogram): the selection's percentile among them. Every set, the selection and the null
+draws, goes through one function (Scorer.score_sets) with the same evaluation sample, so a
+random selection is exchangeable with the draws of the random null and its percentile is
+uniform.
 """
 
 from __future__ import annotations
@@ -38,16 +40,60 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .coherence import Trials, annotate
-from .intrinsic import twonn
+from .coherence import Trials
+from .intrinsic import _fit, first_occurrences
 from .neighbors import as_matrix, nearest_cosine, unit_rows
-from .scores import clopper_pearson, purity
+from .scores import clopper_pearson
 
 K_NN = 20
 TEMPERATURE = 0.07
 SCORES = ("learnability", "coherence_random", "coherence_hard", "intrinsic_dim")
 NULLS = ("random", "same_labels")
 HARD_POOL = 50  # hard negatives are drawn from this many nearest non-members
+# Sets scored at once: their membership matrix (sets x n booleans) and vote arrays stay small.
+BATCH_CELLS = 20_000_000
+
+
+class Neighbours:
+    """The part of the scores that does not depend on the set: a seeded random order of the
+    rows and the K_NN cosine-nearest other rows of the first L of them (the evaluation
+    sample), extended on demand and kept (one exact search per row, faiss's flat inner
+    product when installed, else neighbors.nearest_cosine)."""
+
+    def __init__(self, X: np.ndarray, seed: int = 0):
+        self.X = X
+        n = len(X)
+        self.order = np.random.default_rng([seed, 1]).permutation(n)
+        self.k = min(K_NN, n - 1)
+        self.sims = np.zeros((0, self.k), np.float32)
+        self.nn = np.zeros((0, self.k), np.int64)
+
+    def prefix(self, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, similarities, neighbours) of the first L rows of the order."""
+        have = len(self.nn)
+        if L > have:
+            s, i = _search(self.X, self.order[have:L], self.k)
+            self.sims, self.nn = np.concatenate([self.sims, s]), np.concatenate([self.nn, i])
+        return self.order[:L], self.sims[:L], self.nn[:L]
+
+
+def _search(X: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k most cosine-similar other rows of X[rows] (X unit rows), best first."""
+    try:
+        import faiss
+    except ImportError:  # pragma: no cover - faiss-cpu is a dependency
+        return nearest_cosine(X[rows], X, k=k, exclude=rows, normalized=True)
+    index = faiss.IndexFlatIP(X.shape[1])
+    index.add(np.ascontiguousarray(X, np.float32))
+    # k + 1: the row itself is (nearly always) among them; dropped by index, not by rank, as
+    # an exact duplicate may come first. Where it is missing (more than k duplicates tie
+    # with it) the last is dropped.
+    D, I = index.search(np.ascontiguousarray(X[rows], np.float32), k + 1)
+    own = I == rows[:, None]
+    own[~own.any(axis=1), -1] = True
+    own[np.cumsum(own, axis=1) > 1] = False  # only the first match
+    keep = ~own
+    return D[keep].reshape(len(rows), k), I[keep].reshape(len(rows), k).astype(np.int64)
 
 
 @dataclass
@@ -73,8 +119,24 @@ class Population:
         for name, v in self.factors.items():
             if np.shape(v) != (n,):
                 raise ValueError(f"factor {name!r} must have one entry per feature row ({n})")
-        if self.annotator is not None and len(self.annotator) != n:
-            raise ValueError(f"annotator features must have one row per feature row ({n})")
+        self.factors = {k: np.asarray(v, np.int64) for k, v in self.factors.items()}
+        if self.annotator is not None:
+            if len(self.annotator) != n:
+                raise ValueError(f"annotator features must have one row per feature row ({n})")
+            self.annotator = unit_rows(as_matrix(self.annotator, "annotator features")).astype(np.float64)
+        self._neighbours: dict = {}
+
+    def neighbours(self, seed: int) -> Neighbours:
+        """The evaluation order and its neighbours for this seed, kept for the next set."""
+        if seed not in self._neighbours:
+            self._neighbours[seed] = Neighbours(self.X, seed)
+        return self._neighbours[seed]
+
+    def codes(self) -> dict:
+        """Name -> (codes, K): the labels ("label") and every factor."""
+        out = {"label": self.labels}
+        out.update(self.factors)
+        return {k: (v, int(len(np.unique(v[v >= 0])))) for k, v in out.items()}
 
 
 def percentile(value: float, null: np.ndarray) -> float:
@@ -86,28 +148,104 @@ def percentile(value: float, null: np.ndarray) -> float:
     return float(100 * (np.sum(null < value) + 0.5 * np.sum(null == value)) / len(null))
 
 
-def _purity(codes: np.ndarray, K: int) -> float:
-    codes = codes[codes >= 0]
-    if K < 2 or len(codes) == 0:
+def purities(codes: np.ndarray, K: int) -> np.ndarray:
+    """1 - H / log K of every row of `codes` (sets x members, -1 unknown and not counted),
+    as metrics.scores.purity; nan for K < 2 or a row without a known code."""
+    b = len(codes)
+    if K < 2:
+        return np.full(b, math.nan)
+    c = np.where(codes >= 0, codes, K)
+    counts = np.bincount((c + (K + 1) * np.arange(b)[:, None]).ravel(), minlength=b * (K + 1))
+    return purity_of_counts(counts.reshape(b, K + 1)[:, :K], K)
+
+
+def purity_of_counts(counts: np.ndarray, K: int) -> np.ndarray:
+    """1 - H / log K of every row of a sets x K histogram (nan for an empty row)."""
+    counts = counts.astype(np.float64)
+    tot = counts.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = counts / tot
+        h = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0).sum(axis=1)
+    out = np.maximum(0.0, 1.0 - h / math.log(K))
+    out[tot[:, 0] == 0] = math.nan
+    return out
+
+
+def twonn_small(X: np.ndarray, discard_fraction: float = 0.1) -> float:
+    """intrinsic.twonn(X)[0] for a few hundred rows (Euclidean, duplicates dropped, lu2022's
+    F_i = i / N) from one Gram matrix, the 4 nearest candidates re-measured exactly from
+    differences (Gram distances lose the nearest neighbours of near-duplicates); nan with
+    fewer than 3 distinct rows."""
+    X = np.asarray(X, np.float64)
+    d = _two_nearest(X)
+    if d is None or (d[:, 0] == 0).any():  # duplicates: dropped first, as twonn does
+        X = X[first_occurrences(X)]
+        d = _two_nearest(X)
+    if d is None:
         return math.nan
-    return float(purity(codes, K)[0])
+    try:
+        return _fit(d[:, 1] / d[:, 0], discard_fraction, 1)
+    except ValueError:
+        return math.nan
+
+
+def _two_nearest(X: np.ndarray) -> np.ndarray | None:
+    """Exact distances of every row to its 2 nearest other rows (None under 3 rows)."""
+    if len(X) < 3:
+        return None
+    X32 = X.astype(np.float32)
+    sq = (X32 * X32).sum(axis=1)
+    D = sq[:, None] + sq[None, :] - 2 * X32 @ X32.T
+    np.fill_diagonal(D, np.inf)
+    c = min(6, len(X) - 1)
+    cand = np.argpartition(D, c - 1, axis=1)[:, :c]
+    diff = X[:, None, :] - X[cand]
+    return np.sort(np.sqrt(np.einsum("ijk,ijk->ij", diff, diff)), axis=1)[:, :2]
+
+
+def answers(trials: Trials, A: np.ndarray, coins: np.ndarray) -> np.ndarray:
+    """coherence.annotate's proxy answers on unit annotator rows A (float64), the exact ties
+    decided by the given coins (one per trial, drawn with the trial's set, so that a set's
+    answers do not depend on the sets scored with it)."""
+    mean_ref = A[trials.refs].mean(axis=1)
+    sq = np.einsum("ij,ij->i", A[trials.query], mean_ref)
+    sn = np.einsum("ij,ij->i", A[trials.negative], mean_ref)
+    tie = np.isclose(sq, sn, rtol=0, atol=1e-9)
+    return np.where(tie, coins, sq > sn)
+
+
+def auc_rows(shares: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """ROC AUC of every row: P(a positive's share > a negative's), ties half; nan where a
+    side is empty (the Mann-Whitney U over average ranks)."""
+    from scipy.stats import rankdata
+
+    pos = np.broadcast_to(pos, shares.shape)
+    ranks = rankdata(shares, axis=1)
+    npos = pos.sum(axis=1).astype(np.float64)
+    nneg = pos.shape[1] - npos
+    u = (ranks * pos).sum(axis=1) - npos * (npos + 1) / 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((npos > 0) & (nneg > 0), u / (npos * nneg), math.nan)
 
 
 class Scorer:
-    """Scores of selections of one Population, sharing one neighbour search."""
+    """Scores of one selection of a Population and of its null sets (see the module doc)."""
 
     def __init__(
         self,
         pop: Population,
         selection,
-        probe: int = 1000,
         eval_members: int = 300,
+        eval_min: int = 1000,
+        eval_max: int = 10_000,
         n_null: int = 200,
         n_null_id: int = 20,
         id_points: int = 500,
         trials: int = 20,
         refs: int = 10,
+        nulls: tuple = NULLS,
         seed: int = 0,
+        eval_seed: int | None = None,
     ):
         self.pop, self.seed = pop, seed
         n = len(pop.X)
@@ -118,203 +256,184 @@ class Scorer:
             raise ValueError(f"selection rows must be in [0, {n})")
         if len(sel) > n - 2:
             raise ValueError(f"the selection ({len(sel)} images) leaves fewer than 2 of {n} outside it")
-        self.sel = sel
+        unknown = set(nulls) - set(NULLS)
+        if unknown:
+            raise ValueError(f"nulls must be among {NULLS}, got {sorted(unknown)}")
+        self.sel, self.nulls = sel, tuple(w for w in NULLS if w in nulls)
         self.n_null, self.n_null_id, self.id_points = n_null, n_null_id, id_points
         self.trials, self.refs = trials, refs
-        rng = np.random.default_rng(seed)
-        self.probe = np.sort(rng.choice(n, min(probe, n), replace=False))
-        self.m = min(eval_members, len(sel))
-        self.sel_eval = np.sort(rng.choice(sel, self.m, replace=False))
-        # The rows null draws take their evaluated members from: a random sample independent
-        # of the probe (as the selection's evaluated members are), twice their number.
-        self.reserve = np.sort(rng.choice(n, min(2 * self.m, n), replace=False))
-        # One search: probe, reserve and the selection's evaluated rows against everything.
-        self.rows = np.union1d(np.union1d(self.probe, self.sel_eval), self.reserve)
-        k = min(K_NN, n - 1)
-        self.sims, self.nn = nearest_cosine(pop.X[self.rows], pop.X, k=k, exclude=self.rows, normalized=True)
+        L = int(math.ceil(eval_members * n / len(sel)))
+        L = min(n, max(L, eval_min), max(eval_max, eval_min))
+        # The evaluation sample's order: `eval_seed` (default: seed); the null draws, trials
+        # and subsamples: `seed`.
+        order = pop.neighbours(seed if eval_seed is None else eval_seed)
+        self.eval, self.sims, self.nn = order.prefix(L)
         self.w = np.exp((self.sims.astype(np.float64) - 1) / TEMPERATURE)  # weights of the votes
-        self.pos = np.full(n, -1, np.int64)  # row -> its place in self.rows (-1: not searched)
-        self.pos[self.rows] = np.arange(len(self.rows))
-        self.label_K = int(len(np.unique(pop.labels[pop.labels >= 0])))
-        self.factor_K = {f: int(len(np.unique(v[v >= 0]))) for f, v in pop.factors.items()}
-        self._prepare_draws()
+        self.wsum = self.w.sum(axis=1)
+        self.codes = pop.codes()
+        self.XE = pop.X[self.eval]
 
-    # ---- one set --------------------------------------------------------------------------
-    def _learn_parts(self, member: np.ndarray, evaluated: np.ndarray):
-        """(vote shares of "in" of the evaluated members, of the probe non-members)."""
-        share = (self.w * member[self.nn]).sum(axis=1) / self.w.sum(axis=1)
-        return share[self.pos[evaluated]], share[self.pos[self.probe[~member[self.probe]]]]
+    # ---- every set through one function ------------------------------------------------------
+    def shares(self, member: np.ndarray) -> np.ndarray:
+        """Vote shares of "in the set" of the evaluation sample (sets x L) for membership
+        rows (sets x n booleans)."""
+        v = member[:, self.nn]  # sets x L x k
+        return np.einsum("blk,lk->bl", v, self.w) / self.wsum
 
-    def learnability(self, member, evaluated) -> float:
-        return _auc(*self._learn_parts(member, evaluated))
+    def learnability(self, member: np.ndarray) -> np.ndarray:
+        return auc_rows(self.shares(member), member[:, self.eval])
 
-    def _trials(self, members: np.ndarray, member: np.ndarray, evaluated: np.ndarray, kind: str, rng):
-        if len(members) < self.refs + 1:
-            return None
-        if kind == "random":
-            pool = None
-        else:
-            # The non-members nearest (cosine) to the set's mean feature: laina2020's Eq. 2
-            # (the nearest other cluster by centroid) for a set with no neighbour cluster.
-            # Candidates: the probe rows and the evaluated members' neighbours (searched
-            # already), not all n rows, so that every null draw stays cheap.
-            cand = np.union1d(self.probe, self.nn[self.pos[evaluated]].ravel())
-            cand = cand[~member[cand]]
-            if len(cand) == 0:
-                return None
-            sim = self.pop.X[cand] @ self.pop.X[evaluated].mean(axis=0)
-            size = min(HARD_POOL, len(cand))
-            pool = cand[np.argpartition(-sim, size - 1)[:size]]
-        # refs + 1 distinct members per trial: the smallest of a random key per member (one
-        # vectorised draw; a choice without replacement per trial permutes all members).
-        keys = rng.random((self.trials, len(members)))
-        pick = members[np.argpartition(keys, self.refs, axis=1)[:, : self.refs + 1]]
-        refs, query, neg = list(pick[:, : self.refs]), list(pick[:, self.refs]), []
-        n = len(member)
-        for _ in range(self.trials):
-            if pool is None:
-                while True:  # a random non-member (the set leaves at least 2 out)
-                    j = int(rng.integers(n))
-                    if not member[j]:
-                        break
-                neg.append(j)
+    def score_sets(self, sets: np.ndarray, tags: list, with_id: np.ndarray) -> dict:
+        """Scores of equally large sets (rows of `sets`, member rows): name -> (sets,) array.
+        tags[i] seeds set i's trials and subsamples; with_id[i]: fit its TwoNN."""
+        b, n = len(sets), len(self.pop.X)
+        out: dict = {k: np.full(b, math.nan) for k in SCORES}
+        step = max(1, BATCH_CELLS // max(n, len(self.eval) * self.nn.shape[1]))
+        for s in range(0, b, step):
+            part = sets[s : s + step]
+            member = np.zeros((len(part), n), bool)
+            member[np.arange(len(part))[:, None], part] = True
+            out["learnability"][s : s + step] = self.learnability(member)
+            if self.pop.annotator is not None:
+                for kind in ("random", "hard"):
+                    out[f"coherence_{kind}"][s : s + step] = self._coherence(
+                        part, member, tags[s : s + step], kind
+                    )[0]
+        for name, (codes, K) in self.codes.items():
+            out[f"purity_{name}"] = purities(codes[sets], K)
+        for i in np.flatnonzero(with_id):
+            out["intrinsic_dim"][i] = self.intrinsic_dim(sets[i], np.random.default_rng([*tags[i], 9]))
+        return out
+
+    def _coherence(self, sets, member, tags, kind: str):
+        """(accuracy, correct, trials) of every set: arrays."""
+        b, size = sets.shape
+        acc = np.full(b, math.nan)
+        ok_n, tr_n = np.zeros(b, np.int64), np.zeros(b, np.int64)
+        if size < self.refs + 1:
+            return acc, ok_n, tr_n
+        pools = None
+        if kind == "hard":
+            # The non-members of the evaluation sample nearest (cosine) to the mean feature of
+            # the set's members in it: laina2020's Eq. 2 (the nearest other cluster by
+            # centroid) for a set with no neighbour cluster.
+            inE = member[:, self.eval]
+            mean = inE.astype(np.float32) @ self.XE
+            sim = mean @ self.XE.T
+            sim[inE] = -np.inf
+            size_pool = min(HARD_POOL, len(self.eval) - 1)
+            pools = np.argpartition(-sim, size_pool - 1, axis=1)[:, :size_pool]
+            pools = [
+                self.eval[p[np.isfinite(sim[i, p])]] if inE[i].any() else np.zeros(0, np.int64)
+                for i, p in enumerate(pools)
+            ]
+        refs, query, neg, which, coins = [], [], [], [], []
+        n = member.shape[1]
+        for i in range(b):
+            rng = np.random.default_rng([*tags[i], 5 if kind == "random" else 6])
+            if pools is not None and len(pools[i]) == 0:
+                continue
+            pick = self._picks(sets[i], rng)
+            if pools is None:  # random non-members: more candidates than needed, then the first
+                cand = rng.integers(n, size=4 * self.trials + 16)
+                cand = cand[~member[i, cand]]
+                while len(cand) < self.trials:
+                    more = rng.integers(n, size=4 * self.trials + 16)
+                    cand = np.concatenate([cand, more[~member[i, more]]])
+                negs = cand[: self.trials]
             else:
-                neg.append(int(rng.choice(pool)))
-        t = len(query)
-        return Trials(np.zeros(t, np.int64), np.array(refs), np.array(query), np.array(neg), [])
+                negs = rng.choice(pools[i], self.trials)
+            refs.append(pick[:, : self.refs])
+            query.append(pick[:, self.refs])
+            neg.append(negs)
+            which.append(np.full(self.trials, i))
+            coins.append(rng.random(self.trials) < 0.5)
+        if not which:
+            return acc, ok_n, tr_n
+        which = np.concatenate(which)
+        tr = Trials(which, np.concatenate(refs), np.concatenate(query), np.concatenate(neg), [])
+        ok = answers(tr, self.pop.annotator, np.concatenate(coins))
+        ok_n = np.bincount(which, weights=ok, minlength=b).astype(np.int64)
+        tr_n = np.bincount(which, minlength=b)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            acc = np.where(tr_n > 0, ok_n / np.maximum(tr_n, 1), math.nan)
+        return acc, ok_n, tr_n
 
-    def coherence(self, members, member, evaluated, kind, rng) -> tuple[float, int, int]:
-        """(accuracy, correct, trials) or (nan, 0, 0)."""
-        if self.pop.annotator is None:
-            return math.nan, 0, 0
-        tr = self._trials(members, member, evaluated, kind, rng)
-        if tr is None:
-            return math.nan, 0, 0
-        # Only the rows the trials show (checking all of the annotator's rows on every call
-        # would cost more than the trials).
-        used, inv = np.unique(np.concatenate([tr.refs.ravel(), tr.query, tr.negative]), return_inverse=True)
-        nr, nq = tr.refs.size, len(tr.query)
-        local = Trials(tr.cluster, inv[:nr].reshape(tr.refs.shape), inv[nr : nr + nq], inv[nr + nq :], [])
-        ok = annotate(local, self.pop.annotator[used], int(rng.integers(2**31)))
-        return float(ok.mean()), int(ok.sum()), len(ok)
+    def _picks(self, members: np.ndarray, rng) -> np.ndarray:
+        """trials x (refs + 1) members, distinct within a trial: consecutive chunks of one
+        permutation when the set is large enough, else one draw per trial."""
+        need = self.refs + 1
+        if len(members) >= need * self.trials:
+            return rng.permutation(members)[: need * self.trials].reshape(self.trials, need)
+        return np.stack([rng.choice(members, need, replace=False) for _ in range(self.trials)])
 
     def intrinsic_dim(self, members, rng) -> float:
         pts = (
             members if len(members) <= self.id_points else rng.choice(members, self.id_points, replace=False)
         )
-        try:
-            return twonn(self.pop.X[pts])[0]
-        except ValueError:
-            return math.nan
-
-    def _purities(self, members) -> dict:
-        out = {"label": _purity(self.pop.labels[members], self.label_K)}
-        for f, v in self.pop.factors.items():
-            out[f] = _purity(v[members], self.factor_K[f])
-        return out
-
-    def _scores(self, members, evaluated, rng, with_id: bool, coherence: bool = True) -> dict:
-        member = np.zeros(len(self.pop.X), bool)
-        member[members] = True
-        s = {"learnability": self.learnability(member, evaluated)}
-        for kind in ("random", "hard"):
-            s[f"coherence_{kind}"] = (
-                self.coherence(members, member, evaluated, kind, rng)[0] if coherence else math.nan
-            )
-        s["intrinsic_dim"] = self.intrinsic_dim(members, rng) if with_id else math.nan
-        s.update({f"purity_{k}": v for k, v in self._purities(members).items()})
-        return s
+        return twonn_small(self.pop.X[pts])
 
     # ---- null sets ------------------------------------------------------------------------
-    def draw(self, rng, within_labels: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(members, evaluated members) of one null set: as many members and evaluated
-        members as the selection, the evaluated ones from the reserve rows (a random sample
-        independent of the probe, as the selection's are), the rest from outside it.
-        Within labels, a label the reserve holds fewer of than its share gets fewer
-        evaluated members (and more of the rest)."""
-        size, m = len(self.sel), self.m
-        if not within_labels:
-            ev = rng.choice(self.reserve, m, replace=False)
-            extra = rng.choice(self.rest, min(size - m, len(self.rest)), replace=False)
-            return np.concatenate([ev, extra]), ev
-        members, ev = [], []
-        for c, cnt, e in zip(self.sel_codes, self.sel_counts, self.ev_counts):
-            p, others = self.by_label[c]
-            pick = rng.choice(p, min(e, len(p)), replace=False)
-            extra = rng.choice(others, min(cnt - len(pick), len(others)), replace=False)
-            ev.append(pick)
-            members += [pick, extra]
-        return np.concatenate(members), np.concatenate(ev)
-
-    def _prepare_draws(self) -> None:
-        n, size, m = len(self.pop.X), len(self.sel), self.m
-        in_probe = np.zeros(n, bool)  # in the reserve (the draws' evaluated members come from it)
-        in_probe[self.reserve] = True
-        self.rest = np.flatnonzero(~in_probe)
+    def draws(self, which: str, rng) -> np.ndarray:
+        """n_null sets (rows) of the selection's size: uniformly random, or within the same
+        labels (the selection's label histogram; unknown labels form one more group)."""
+        n, size = len(self.pop.X), len(self.sel)
+        if which == "random":
+            return np.stack([np.sort(rng.choice(n, size, replace=False)) for _ in range(self.n_null)])
         y = self.pop.labels
-        self.sel_codes, self.sel_counts = np.unique(y[self.sel], return_counts=True)
-        # Evaluated members per label: the selection's histogram scaled to m (largest remainders).
-        want = self.sel_counts * m / size
-        ev = np.floor(want).astype(int)
-        ev[np.argsort(-(want - ev), kind="stable")[: m - ev.sum()]] += 1
-        self.ev_counts = ev
-        order = np.argsort(y, kind="stable")
-        starts = np.searchsorted(y[order], self.sel_codes)
-        ends = np.searchsorted(y[order], self.sel_codes, side="right")
-        self.by_label = {}
-        for c, a, b in zip(self.sel_codes, starts, ends):
-            rows = order[a:b]
-            self.by_label[c] = (rows[in_probe[rows]], rows[~in_probe[rows]])
+        parts = []
+        for c, cnt in zip(*np.unique(y[self.sel], return_counts=True)):
+            rows = np.flatnonzero(y == c)
+            if cnt == len(rows):
+                parts.append(np.broadcast_to(rows, (self.n_null, cnt)))
+            else:
+                keys = rng.random((self.n_null, len(rows)))
+                parts.append(rows[np.argpartition(keys, cnt - 1, axis=1)[:, :cnt]])
+        return np.sort(np.concatenate(parts, axis=1), axis=1)
 
     # ---- everything -----------------------------------------------------------------------
     def run(self, bootstrap: int = 1000, alpha: float = 0.05) -> dict:
-        rng = np.random.default_rng(self.seed + 1)
-        sel = self._scores(self.sel, self.sel_eval, rng, with_id=True)
-        member = np.zeros(len(self.pop.X), bool)
-        member[self.sel] = True
-        a, b = self._learn_parts(member, self.sel_eval)
-        boot = []
-        if len(a) and len(b):
-            boot = [
-                _auc(a[rng.integers(len(a), size=len(a))], b[rng.integers(len(b), size=len(b))])
-                for _ in range(bootstrap)
-            ]
-        intervals = {
-            "learnability": tuple(np.quantile(boot, [alpha / 2, 1 - alpha / 2]))
-            if len(boot)
-            else (math.nan,) * 2
-        }
-        trials = {}
-        for kind in ("random", "hard"):
-            acc, k, t = self.coherence(
-                self.sel, member, self.sel_eval, kind, np.random.default_rng(self.seed + 2)
-            )
-            sel[f"coherence_{kind}"] = acc
-            intervals[f"coherence_{kind}"] = clopper_pearson(k, t, alpha) if t else (math.nan,) * 2
-            trials[kind] = t
+        sets = [self.sel[None, :]]
+        tags = [(self.seed, 0, 0)]
+        for w in self.nulls:
+            i = NULLS.index(w) + 1
+            sets.append(self.draws(w, np.random.default_rng([self.seed, i, 2])))
+            tags += [(self.seed, i, 1 + j) for j in range(self.n_null)]
+        sets = np.concatenate(sets)
+        with_id = np.zeros(len(sets), bool)
+        with_id[0] = True
+        for w in self.nulls:
+            a = 1 + self.nulls.index(w) * self.n_null
+            with_id[a : a + min(self.n_null_id, self.n_null)] = True
+        vals = self.score_sets(sets, tags, with_id)
+        sel = {k: float(v[0]) for k, v in vals.items()}
         nulls = {}
-        for which in NULLS:
-            r = np.random.default_rng([self.seed, NULLS.index(which) + 3])
-            draws = [
-                self._scores(*self.draw(r, which == "same_labels"), r, with_id=i < self.n_null_id)
-                for i in range(self.n_null)
-            ]
-            nulls[which] = {k: np.array([d[k] for d in draws], np.float64) for k in sel}
+        for w in self.nulls:
+            a = 1 + self.nulls.index(w) * self.n_null
+            nulls[w] = {k: v[a : a + self.n_null] for k, v in vals.items()}
+        intervals, trials = self._intervals(bootstrap, alpha)
         rows = []
         for name, value in sel.items():
             lo, hi = intervals.get(name, (math.nan, math.nan))
             row = {"score": name, "value": value, "lo": lo, "hi": hi}
-            for which in NULLS:
-                v = nulls[which][name]
+            for w in NULLS:
+                v = nulls[w][name] if w in nulls else np.zeros(0)
                 v = v[np.isfinite(v)]
-                row[f"pct_{which}"] = percentile(value, v)
-                row[f"null_{which}_median"] = float(np.median(v)) if len(v) else math.nan
-                row[f"null_{which}_n"] = len(v)
+                row[f"pct_{w}"] = percentile(value, v)
+                row[f"null_{w}_median"] = float(np.median(v)) if len(v) else math.nan
+                row[f"null_{w}_lo"], row[f"null_{w}_hi"] = (
+                    tuple(float(q) for q in np.quantile(v, [alpha / 2, 1 - alpha / 2]))
+                    if len(v)
+                    else (math.nan, math.nan)
+                )
+                row[f"null_{w}_n"] = len(v)
             rows.append(row)
+        member = np.isin(self.eval, self.sel)
         return {
             "size": len(self.sel),
-            "evaluated_members": self.m,
-            "probe": len(self.probe),
+            "evaluated_members": int(member.sum()),
+            "evaluation_sample": len(self.eval),
+            "probe": int((~member).sum()),
             "coherence_trials": trials,
             "scores": rows,
             "label_histogram": _histogram(self.pop.labels[self.sel], self.pop.label_names),
@@ -324,15 +443,59 @@ class Scorer:
             },
         }
 
+    def _intervals(self, bootstrap: int, alpha: float) -> tuple[dict, dict]:
+        """Intervals of the selection's scores: bootstrap for learnability (over the evaluated
+        images) and purities (over the set's images), Clopper-Pearson for coherence."""
+        rng = np.random.default_rng([self.seed, 0, 3])
+        q = [alpha / 2, 1 - alpha / 2]
+        member = np.zeros((1, len(self.pop.X)), bool)
+        member[0, self.sel] = True
+        share, pos = self.shares(member)[0], member[0, self.eval]
+        a, b = share[pos], share[~pos]
+        out: dict = {}
+        if len(a) and len(b) and bootstrap:
+            wa, wb = _draw_counts(rng, len(a), bootstrap), _draw_counts(rng, len(b), bootstrap)
+            boot = weighted_aucs(a, b, wa, wb)
+            out["learnability"] = tuple(float(x) for x in np.quantile(boot, q))
+        if bootstrap:
+            # A resample of the set's images draws its histogram from the multinomial.
+            for name, (codes, K) in self.codes.items():
+                c = codes[self.sel]
+                c = c[c >= 0]
+                if K < 2 or len(c) == 0:
+                    continue
+                counts = rng.multinomial(len(c), np.bincount(c, minlength=K) / len(c), size=bootstrap)
+                v = purity_of_counts(counts, K)
+                out[f"purity_{name}"] = tuple(float(x) for x in np.quantile(v, q))
+        trials = {}
+        if self.pop.annotator is not None:
+            for kind in ("random", "hard"):
+                _, k, t = self._coherence(self.sel[None, :], member, [(self.seed, 0, 0)], kind)
+                trials[kind] = int(t[0])
+                if t[0]:
+                    out[f"coherence_{kind}"] = clopper_pearson(int(k[0]), int(t[0]), alpha)
+        return out, trials
 
-def _auc(pos: np.ndarray, neg: np.ndarray) -> float:
-    """P(a member's score > a non-member's), ties half (the ROC AUC); nan if a side is empty."""
-    if len(pos) == 0 or len(neg) == 0:
-        return math.nan
-    neg = np.sort(neg)
-    below = np.searchsorted(neg, pos, side="left")
-    tied = np.searchsorted(neg, pos, side="right") - below
-    return float((below.sum() + 0.5 * tied.sum()) / (len(pos) * len(neg)))
+
+def weighted_aucs(a: np.ndarray, b: np.ndarray, wa: np.ndarray, wb: np.ndarray) -> np.ndarray:
+    """AUC of positives `a` against negatives `b` weighted by each row of wa (r x len(a)) and
+    wb (r x len(b)): a bootstrap resample's AUC when the weights count the draws of each
+    image. Sums, over the positives, their weight times the weight of the negatives below
+    them (ties half), read from cumulative weights in the negatives' fixed order: no sort
+    per resample."""
+    order = np.argsort(b, kind="stable")
+    below = np.searchsorted(b[order], a, side="left")
+    upto = np.searchsorted(b[order], a, side="right")
+    cw = np.zeros((len(wb), len(b) + 1))
+    np.cumsum(wb[:, order], axis=1, out=cw[:, 1:])
+    wins = 0.5 * (cw[:, below] + cw[:, upto])
+    return np.einsum("rj,rj->r", wa, wins) / (wa.sum(axis=1) * wb.sum(axis=1))
+
+
+def _draw_counts(rng, n: int, times: int) -> np.ndarray:
+    """times x n: how often each of n items is drawn in each of `times` resamples of n."""
+    idx = rng.integers(n, size=(times, n)) + n * np.arange(times)[:, None]
+    return np.bincount(idx.ravel(), minlength=times * n).reshape(times, n)
 
 
 def _histogram(codes: np.ndarray, names: dict) -> list[tuple]:

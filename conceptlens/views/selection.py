@@ -144,7 +144,8 @@ def format_scores(out: dict) -> str:
     """Plain text: one line per score with its interval and percentiles."""
     lines = [
         f"checkpoint {out['checkpoint']}: {out['size']} images "
-        f"(learnability on {out['evaluated_members']} of them against {out['probe']} probe images)"
+        f"(learnability on the {out['evaluated_members']} of them and the {out['probe']} other images "
+        f"of an evaluation sample of {out['evaluation_sample']})"
     ]
     for r in out["scores"]:
         ci = "" if not np.isfinite(r["lo"]) else f" [{r['lo']:.3f}, {r['hi']:.3f}]"
