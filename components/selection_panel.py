@@ -454,8 +454,9 @@ def selection_panel(
         return
     st.markdown(
         f"**{out['size']:,} images** from {literal(origin)}, scored on checkpoint **{literal(checkpoint)}** "
-        f"(learnability on {out['evaluated_members']:,} of them against {out['probe']:,} probe images; "
-        f"seed {SEED})"
+        f"(learnability on {out['evaluated_members']:,} of them and {out['probe']:,} other images"
+        + (f" of an evaluation sample of {out['evaluation_sample']:,}" if "evaluation_sample" in out else "")
+        + f"; seed {SEED})"
     )
     st.markdown("\n".join(f"- {literal(line)}" for line in summary_lines(out)))
     st.dataframe(
