@@ -1,4 +1,4 @@
-"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.2).
+"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.3).
 
 1.0 kept every derived table in one file (`clusters.parquet`, ...) and features as
 `features/ID.parquet`; 2.0 partitions them (docs/workspace.md). The migration:
