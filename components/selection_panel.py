@@ -9,7 +9,8 @@ a factor value (`&sfactor=COLUMN&sfvalue=VALUE`), a cluster of any checkpoint of
 (`&sfck=CHECKPOINT&sfk=K&sfc=CLUSTER`), a CSV of image ids (kept in the link as `&ids=`,
 compressed, when it holds at most 200 ids: conceptlens.selections.encode_ids; a larger one
 is saved by name to be linked) or a saved selection (`&saved=NAME`, the latest save of that
-name). `&nnull=N`: random sets per null; `&across=1`: the scores on every checkpoint.
+name). `&nnull=N`: random sets per null; `&across=1`: the scores on every checkpoint. The panel
+scores nothing until it is turned on (`&score=1`).
 
 Scores are cached by (the files the scores read, checkpoint, a hash of the ids, options), so
 saving a selection (which changes the workspace's fingerprint) does not score it again.
@@ -413,6 +414,17 @@ def selection_panel(
         "intrinsic dimension, each with its 95% interval and its percentile among random sets "
         "of the same size and among sets drawn within the same labels (docs/analysis.md)."
     )
+    # Off until asked for (then on for the session and in the link): scoring costs seconds, and
+    # most visits of the page do not need it.
+    if not U.url_toggle("Score a selection", key="selp_on", param="score"):
+        for params in PARAMS.values():
+            for p in params + ("ssrc", "nnull", "across"):
+                U.set_param(p, None)
+        st.caption(
+            "Turn on to score the selection above, a label, a factor value, a cluster, a CSV of ids "
+            "or a saved selection."
+        )
+        return
     src = U.url_radio(
         "Selection", list(SOURCES), key="selp_src", param="ssrc", format_func=SOURCES.get, horizontal=True
     )
@@ -448,8 +460,10 @@ def selection_panel(
                 tuple(ids),
             )
     except (ConceptLensError, ValueError) as e:
-        st.error(
-            f"This selection cannot be scored on {literal(checkpoint)}: {literal(e)}", icon=":material/error:"
+        # A selection the scores cannot take (nearly every image, images without features) is
+        # no failure of the page: said as information.
+        st.info(
+            f"This selection cannot be scored on {literal(checkpoint)}: {literal(e)}", icon=":material/info:"
         )
         return
     st.markdown(

@@ -60,7 +60,9 @@ def test_a_region_drawn_on_the_umap_is_scored_as_the_library_scores_it(monkeypat
     cut = float(np.median(proj["x"]))
     region = f"box:{proj['x'].min() - 1:.4f},{cut:.4f},-1000,1000"
     at = open_clusters(
-        monkeypatch, factory_template, {"ckpt": "ck0", "region": region, "sel": "region", "nnull": "20"}
+        monkeypatch,
+        factory_template,
+        {"ckpt": "ck0", "region": region, "sel": "region", "nnull": "20", "score": "1"},
     )
     assert_clean(at)
     db = WorkspaceDB(factory_template)
@@ -76,18 +78,22 @@ def test_a_region_drawn_on_the_umap_is_scored_as_the_library_scores_it(monkeypat
 def test_ids_from_a_link_are_scored_and_a_broken_link_warns(monkeypatch, factory_template):
     ids = [f"toy-{i:04d}" for i in (0, 3, 6, 9, 12, 15, 1)]
     at = open_clusters(
-        monkeypatch, factory_template, {"ssrc": "list", "ids": S.encode_ids(ids), "nnull": "20"}
+        monkeypatch, factory_template, {"ssrc": "list", "ids": S.encode_ids(ids), "nnull": "20", "score": "1"}
     )
     assert_clean(at)
     assert_scores_match(at, WorkspaceDB(factory_template), "ck0", ids)
-    at = open_clusters(monkeypatch, factory_template, {"ssrc": "list", "ids": "z**not ids**", "nnull": "20"})
+    at = open_clusters(
+        monkeypatch, factory_template, {"ssrc": "list", "ids": "z**not ids**", "nnull": "20", "score": "1"}
+    )
     assert_clean(at)
     assert any("Image ids" in w.value and "not available" in w.value for w in at.warning)
     assert "Nothing to score" in plain(at.info) and "ids" not in at.query_params
 
 
 def test_the_owner_saves_and_the_link_reopens_it_on_every_checkpoint(monkeypatch, factory_copy):
-    at = open_clusters(monkeypatch, factory_copy, {"ssrc": "label", "slabel": "1", "nnull": "20"})
+    at = open_clusters(
+        monkeypatch, factory_copy, {"ssrc": "label", "slabel": "1", "nnull": "20", "score": "1"}
+    )
     assert_clean(at)
     at.text_input(key="selp_name").input("greens")
     next(b for b in at.button if b.label == "Save selection").click().run()
@@ -100,7 +106,9 @@ def test_the_owner_saves_and_the_link_reopens_it_on_every_checkpoint(monkeypatch
 
     # The link in a new session, with the scores on every checkpoint of the dataset.
     at = open_clusters(
-        monkeypatch, factory_copy, {"ssrc": "saved", "saved": "greens", "nnull": "20", "across": "1"}
+        monkeypatch,
+        factory_copy,
+        {"ssrc": "saved", "saved": "greens", "nnull": "20", "across": "1", "score": "1"},
     )
     assert_clean(at)
     assert at.selectbox(key="selp_saved").value == "greens"
@@ -121,7 +129,7 @@ def test_a_visitor_scores_but_cannot_save(monkeypatch, factory_template):
     at = open_clusters(
         monkeypatch,
         factory_template,
-        {"ssrc": "factor", "sfactor": "shape", "sfvalue": "square", "nnull": "20"},
+        {"ssrc": "factor", "sfactor": "shape", "sfvalue": "square", "nnull": "20", "score": "1"},
         given="wrong",
     )
     assert_clean(at)
@@ -129,3 +137,16 @@ def test_a_visitor_scores_but_cannot_save(monkeypatch, factory_template):
     assert "factor shape=square" in plain(at.markdown)
     assert not [b for b in at.button if b.label == "Save selection"]
     assert "Saving selections is the owner's" in plain(at.caption)
+
+
+def test_the_panel_scores_nothing_until_asked_and_says_why_a_group_cannot_be_scored(
+    monkeypatch, factory_template
+):
+    at = open_clusters(monkeypatch, factory_template, {"ckpt": "ck0"})
+    assert_clean(at)
+    assert not [d for d in at.dataframe if "pct. among random sets" in d.value.columns]
+    assert "Turn on to score" in plain(at.caption) and "ssrc" not in at.query_params
+    # Every image of the dataset (the clusters the filters keep): no image left to compare with.
+    at = open_clusters(monkeypatch, factory_template, {"ckpt": "ck0", "sel": "filter", "score": "1"})
+    assert_clean(at)
+    assert "This selection cannot be scored on ck0" in plain(at.info)

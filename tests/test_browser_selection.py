@@ -24,7 +24,7 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
     started = time.time()
     with serve(selection_ws) as url:  # a loopback server: its visitor is the owner
         print(f"server up: {time.time() - started:.1f} s")
-        page = open_page(browser, f"{url}/clusters?ckpt=ck0&nnull=20", "selection-start", VIEW)
+        page = open_page(browser, f"{url}/clusters?ckpt=ck0&nnull=20&score=1", "selection-start", VIEW)
         print(f"page open: {time.time() - started:.1f} s")
         umap = (
             page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".xtitle", has_text="UMAP 1")).first
