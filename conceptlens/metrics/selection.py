@@ -49,6 +49,7 @@ K_NN = 20
 TEMPERATURE = 0.07
 SCORES = ("learnability", "coherence_random", "coherence_hard", "intrinsic_dim", "describability_top1")
 NULLS = ("random", "same_labels")
+NEAR = 1e-4  # squared distance below which TwoNN re-measures from differences
 HARD_POOL = 50  # hard negatives are drawn from this many nearest non-members
 # Sets scored at once: their membership matrix (sets x n booleans) and vote arrays stay small.
 BATCH_CELLS = 20_000_000
@@ -265,17 +266,23 @@ def twonn_small(X: np.ndarray, discard_fraction: float = 0.1) -> float:
 
 
 def _two_nearest(X: np.ndarray) -> np.ndarray | None:
-    """Exact distances of every row to its 2 nearest other rows (None under 3 rows)."""
+    """Distances of every row to its 2 nearest other rows (None under 3 rows): squared
+    distances from the float64 Gram matrix (absolute error ~1e-15), re-measured from
+    differences for the rows whose nearest is closer than NEAR (there the Gram's error
+    would matter) among their 4 nearest candidates."""
     if len(X) < 3:
         return None
-    X32 = X.astype(np.float32)
-    sq = (X32 * X32).sum(axis=1)
-    D = sq[:, None] + sq[None, :] - 2 * X32 @ X32.T
+    sq = (X * X).sum(axis=1)
+    D = sq[:, None] + sq[None, :] - 2 * X @ X.T
     np.fill_diagonal(D, np.inf)
-    c = min(6, len(X) - 1)
+    c = min(4, len(X) - 1)
     cand = np.argpartition(D, c - 1, axis=1)[:, :c]
-    diff = X[:, None, :] - X[cand]
-    return np.sort(np.sqrt(np.einsum("ijk,ijk->ij", diff, diff)), axis=1)[:, :2]
+    d2 = np.sort(np.take_along_axis(D, cand, axis=1), axis=1)
+    near = np.flatnonzero(d2[:, 0] < NEAR)
+    if len(near):
+        diff = X[near, None, :] - X[cand[near]]
+        d2[near] = np.sort(np.einsum("ijk,ijk->ij", diff, diff), axis=1)
+    return np.sqrt(np.maximum(d2[:, :2], 0))
 
 
 def answers(trials: Trials, A: np.ndarray, coins: np.ndarray) -> np.ndarray:
