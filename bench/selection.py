@@ -45,7 +45,7 @@ def main() -> None:
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for i in range(1 + a.repeat):
         sel = rng.choice(a.n, a.size, replace=False)
-        out, wall, cpu = _timed(lambda: score_selection(pop, sel, n_null=a.null, seed=a.seed))
+        out, wall, cpu = _timed(lambda sel=sel: score_selection(pop, sel, n_null=a.null, seed=a.seed))
         if i == 0:
             for r in out["scores"]:
                 print(

@@ -130,12 +130,44 @@ def _score(args) -> int:
     )
     db = WorkspaceDB(args.workspace)
     try:
-        out = selection.score(
-            db, args.checkpoint, annotator=args.annotator, n_null=args.null, seed=args.seed, **sel
-        )
+        if args.across is not None:
+            table = selection.across(
+                db, args.across, annotator=args.annotator, n_null=args.null, seed=args.seed, **sel
+            )
+        else:
+            out = selection.score(
+                db,
+                args.checkpoint,
+                annotator=args.annotator,
+                describe=args.describe,
+                k=args.k,
+                n_null=args.null,
+                seed=args.seed,
+                **sel,
+            )
     finally:
         db.close()
-    print(selection.format_scores(out))
+    if args.across is None:
+        print(selection.format_scores(out))
+        return 0
+    print(selection.format_across(table))
+    if args.csv:
+        from pathlib import Path
+
+        from .workspace import atomic_write_bytes
+
+        atomic_write_bytes(Path(args.csv), table.to_csv(index=False).encode(), fsync=False)
+        print(f"wrote {args.csv}")
+    if args.figure:
+        from pathlib import Path
+
+        from .figures.selection import across_figure
+        from .workspace import atomic_write_bytes
+
+        atomic_write_bytes(
+            Path(args.figure), across_figure(table).to_html(include_plotlyjs="cdn").encode(), fsync=False
+        )
+        print(f"wrote {args.figure}")
     return 0
 
 
@@ -144,7 +176,13 @@ def register(sub) -> None:
         "score", help="concept scores of a selection of images on one checkpoint, with their nulls"
     )
     add_workspace(p)
-    p.add_argument("--checkpoint", required=True, help="checkpoint whose features are scored")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--checkpoint", help="checkpoint whose features are scored")
+    where.add_argument(
+        "--across",
+        metavar="DATASET",
+        help="score the selection on every checkpoint of this dataset (one line per checkpoint and score)",
+    )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument(
         "--ids", metavar="FILE.csv", help="CSV of image ids (an `image_id` column, or the first)"
@@ -157,7 +195,17 @@ def register(sub) -> None:
     p.add_argument(
         "--annotator", choices=("factors", "none"), default="factors", help="proxy annotator of the coherence"
     )
-    add_seed(p, "the probe images, the trials and the null sets")
+    p.add_argument(
+        "--describe",
+        action="store_true",
+        help="also the class-level caption and describability (loads the sentence model; one checkpoint)",
+    )
+    p.add_argument(
+        "--k", type=int, help="clusters whose captions the caption competes with (default: smallest k)"
+    )
+    p.add_argument("--csv", metavar="FILE.csv", help="with --across: write the table here")
+    p.add_argument("--figure", metavar="FILE.html", help="with --across: write the figure here")
+    add_seed(p, "the evaluation sample, the trials and the null sets")
     p.set_defaults(func=_score)
 
     p = sub.add_parser("validate", help="check a workspace; exit 1 if it has problems")

@@ -47,8 +47,9 @@ from .scores import clopper_pearson
 
 K_NN = 20
 TEMPERATURE = 0.07
-SCORES = ("learnability", "coherence_random", "coherence_hard", "intrinsic_dim")
+SCORES = ("learnability", "coherence_random", "coherence_hard", "intrinsic_dim", "describability_top1")
 NULLS = ("random", "same_labels")
+NEAR = 1e-4  # squared distance below which TwoNN re-measures from differences
 HARD_POOL = 50  # hard negatives are drawn from this many nearest non-members
 # Sets scored at once: their membership matrix (sets x n booleans) and vote arrays stay small.
 BATCH_CELLS = 20_000_000
@@ -88,12 +89,86 @@ def _search(X: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     # k + 1: the row itself is (nearly always) among them; dropped by index, not by rank, as
     # an exact duplicate may come first. Where it is missing (more than k duplicates tie
     # with it) the last is dropped.
-    D, I = index.search(np.ascontiguousarray(X[rows], np.float32), k + 1)
-    own = I == rows[:, None]
+    D, nn = index.search(np.ascontiguousarray(X[rows], np.float32), k + 1)
+    own = nn == rows[:, None]
     own[~own.any(axis=1), -1] = True
     own[np.cumsum(own, axis=1) > 1] = False  # only the first match
     keep = ~own
-    return D[keep].reshape(len(rows), k), I[keep].reshape(len(rows), k).astype(np.int64)
+    return D[keep].reshape(len(rows), k), nn[keep].reshape(len(rows), k).astype(np.int64)
+
+
+@dataclass
+class Captions:
+    """Per-image captions of a population and the class-level captions a set's caption
+    competes with (the current clusters' captions, cluster_captions).
+
+    emb: (n, e) sentence embeddings of the images' captions (rows without a caption: any
+    value, masked by `has`); text: (n,) object array; cands: (c, e) embeddings of the
+    competing captions, cand_text their texts; source: the captioner; unavailable: the
+    reason there is no describability (then everything else may be empty)."""
+
+    emb: np.ndarray | None = None
+    has: np.ndarray | None = None
+    text: np.ndarray | None = None
+    cands: np.ndarray | None = None
+    cand_text: list = field(default_factory=list)
+    source: str | None = None
+    unavailable: str | None = None
+
+    def __post_init__(self):
+        if self.unavailable is None:
+            self.emb = unit_rows(as_matrix(self.emb, "caption embeddings")).astype(np.float64)
+            self.has = np.asarray(self.has, bool)
+            self.cands = unit_rows(as_matrix(self.cands, "cluster caption embeddings")).astype(np.float64)
+            if self.cands.shape[1] != self.emb.shape[1]:
+                raise ValueError("cluster captions and image captions need the same embedding size")
+
+
+def class_caption(cap: Captions, member: np.ndarray) -> tuple[int, float] | None:
+    """laina2020 Eq. 4 for one set against the rest: (row of the set's caption, its score),
+    among the captions of the set's images; None when none of them has a caption. d is the
+    cosine distance; the score is the mean distance to the set's captions (the sum divided
+    by their number, as the paper and metrics.captions.eq4_scores) minus the mean distance
+    to the other images' captions."""
+    inside = cap.has & member
+    if not inside.any():
+        return None
+    E = cap.emb
+    s_in = E[inside].sum(axis=0)
+    out = cap.has & ~member
+    n_in, n_out = int(inside.sum()), int(out.sum())
+    rows = np.flatnonzero(inside)
+    own = E[rows] @ s_in
+    intra = ((n_in - 1) - (own - 1.0)) / n_in
+    if n_out:
+        inter = (n_out - E[rows] @ E[out].sum(axis=0)) / n_out
+        intra = intra - inter
+    j = int(np.argmin(intra))
+    return int(rows[j]), float(intra[j])
+
+
+def describability(cap: Captions, member: np.ndarray) -> dict:
+    """The set's class-level caption (class_caption) and its Top-1 retrieval among the
+    competing captions: the share of the set's captioned images whose caption is nearer
+    (cosine, sentence embeddings) to the set's caption than to every competing one (ties
+    split evenly among the tied). {"row", "eq4", "top1", "correct", "n"} or None."""
+    pick = class_caption(cap, member)
+    if pick is None:
+        return None
+    row, eq4 = pick
+    rows = np.flatnonzero(cap.has & member)
+    own = cap.emb[rows] @ cap.emb[row]
+    other = cap.emb[rows] @ cap.cands.T if len(cap.cands) else np.zeros((len(rows), 0))
+    best_other = other.max(axis=1) if other.shape[1] else np.full(len(rows), -np.inf)
+    tied = 1 + np.isclose(other, own[:, None], rtol=0, atol=1e-9).sum(axis=1)
+    credit = np.where(np.isclose(own, best_other, rtol=0, atol=1e-9), 1 / tied, (own > best_other) * 1.0)
+    return {
+        "row": row,
+        "eq4": eq4,
+        "top1": float(credit.mean()),
+        "correct": float(credit.sum()),
+        "n": len(rows),
+    }
 
 
 @dataclass
@@ -109,6 +184,7 @@ class Population:
     annotator: np.ndarray | None = None
     label_names: dict = field(default_factory=dict)  # code -> shown name
     factor_names: dict = field(default_factory=dict)  # factor -> {code: value}
+    captions: Captions | None = None
 
     def __post_init__(self):
         self.X = unit_rows(as_matrix(self.X, "features"))
@@ -190,17 +266,23 @@ def twonn_small(X: np.ndarray, discard_fraction: float = 0.1) -> float:
 
 
 def _two_nearest(X: np.ndarray) -> np.ndarray | None:
-    """Exact distances of every row to its 2 nearest other rows (None under 3 rows)."""
+    """Distances of every row to its 2 nearest other rows (None under 3 rows): squared
+    distances from the float64 Gram matrix (absolute error ~1e-15), re-measured from
+    differences for the rows whose nearest is closer than NEAR (there the Gram's error
+    would matter) among their 4 nearest candidates."""
     if len(X) < 3:
         return None
-    X32 = X.astype(np.float32)
-    sq = (X32 * X32).sum(axis=1)
-    D = sq[:, None] + sq[None, :] - 2 * X32 @ X32.T
+    sq = (X * X).sum(axis=1)
+    D = sq[:, None] + sq[None, :] - 2 * X @ X.T
     np.fill_diagonal(D, np.inf)
-    c = min(6, len(X) - 1)
+    c = min(4, len(X) - 1)
     cand = np.argpartition(D, c - 1, axis=1)[:, :c]
-    diff = X[:, None, :] - X[cand]
-    return np.sort(np.sqrt(np.einsum("ijk,ijk->ij", diff, diff)), axis=1)[:, :2]
+    d2 = np.sort(np.take_along_axis(D, cand, axis=1), axis=1)
+    near = np.flatnonzero(d2[:, 0] < NEAR)
+    if len(near):
+        diff = X[near, None, :] - X[cand[near]]
+        d2[near] = np.sort(np.einsum("ijk,ijk->ij", diff, diff), axis=1)
+    return np.sqrt(np.maximum(d2[:, :2], 0))
 
 
 def answers(trials: Trials, A: np.ndarray, coins: np.ndarray) -> np.ndarray:
@@ -301,8 +383,14 @@ class Scorer:
                     )[0]
         for name, (codes, K) in self.codes.items():
             out[f"purity_{name}"] = purities(codes[sets], K)
+        cap = self.pop.captions
         for i in np.flatnonzero(with_id):
             out["intrinsic_dim"][i] = self.intrinsic_dim(sets[i], np.random.default_rng([*tags[i], 9]))
+            if cap is not None and cap.unavailable is None:
+                member = np.zeros(n, bool)
+                member[sets[i]] = True
+                d = describability(cap, member)
+                out["describability_top1"][i] = d["top1"] if d else math.nan
         return out
 
     def _coherence(self, sets, member, tags, kind: str):
@@ -412,6 +500,7 @@ class Scorer:
             a = 1 + self.nulls.index(w) * self.n_null
             nulls[w] = {k: v[a : a + self.n_null] for k, v in vals.items()}
         intervals, trials = self._intervals(bootstrap, alpha)
+        described = self._describe(intervals, alpha)
         rows = []
         for name, value in sel.items():
             lo, hi = intervals.get(name, (math.nan, math.nan))
@@ -429,7 +518,10 @@ class Scorer:
                 row[f"null_{w}_n"] = len(v)
             rows.append(row)
         member = np.isin(self.eval, self.sel)
+        if self.pop.captions is None or self.pop.captions.unavailable is not None:
+            rows = [r for r in rows if r["score"] != "describability_top1"]
         return {
+            "describability": described,
             "size": len(self.sel),
             "evaluated_members": int(member.sum()),
             "evaluation_sample": len(self.eval),
@@ -441,6 +533,30 @@ class Scorer:
                 f: _histogram(v[self.sel], self.pop.factor_names.get(f, {}))
                 for f, v in self.pop.factors.items()
             },
+        }
+
+    def _describe(self, intervals: dict, alpha: float) -> dict:
+        """The selection's class-level caption and describability (or why there is none)."""
+        cap = self.pop.captions
+        if cap is None:
+            return {"available": False, "reason": "no captions were given"}
+        if cap.unavailable is not None:
+            return {"available": False, "reason": cap.unavailable}
+        member = np.zeros(len(self.pop.X), bool)
+        member[self.sel] = True
+        d = describability(cap, member)
+        if d is None:
+            return {"available": False, "reason": "no image of the selection has a caption"}
+        k = int(round(d["correct"]))
+        intervals["describability_top1"] = clopper_pearson(k, d["n"], alpha)
+        return {
+            "available": True,
+            "caption": str(cap.text[d["row"]]),
+            "eq4_score": d["eq4"],
+            "top1": d["top1"],
+            "captioned_images": d["n"],
+            "competing_captions": len(cap.cands),
+            "captioner": cap.source,
         }
 
     def _intervals(self, bootstrap: int, alpha: float) -> tuple[dict, dict]:
