@@ -29,9 +29,11 @@ import streamlit as st
 
 from components import url_state as U
 from components.cluster_tables import DASH, missing
+from components.export_button import show_figure, view_provenance
 from components.text import literal
 from conceptlens import selections as SEL
 from conceptlens.errors import ConceptLensError
+from conceptlens.figures.selection import across_figure
 from conceptlens.views import clusters as VC
 from conceptlens.views import selection as VS
 from conceptlens.workspace import Workspace, read_only
@@ -48,13 +50,21 @@ NULL_SIZES = (20, 50, 100, 200)  # random sets per null the panel offers (bounde
 DEFAULT_NULL = 50
 SEED = 0
 # The scores the plain-text summary names, in its order.
-SUMMARY = ("learnability", "coherence_random", "coherence_hard", "purity_label", "intrinsic_dim")
+SUMMARY = (
+    "learnability",
+    "coherence_random",
+    "coherence_hard",
+    "describability_top1",
+    "purity_label",
+    "intrinsic_dim",
+)
 SCORE_NAMES = {
     "learnability": "learnability",
     "coherence_random": "coherence (random negatives)",
     "coherence_hard": "coherence (hard negatives)",
     "intrinsic_dim": "intrinsic dimension (TwoNN)",
     "purity_label": "purity (labels)",
+    "describability_top1": "describability (Top-1)",
 }
 
 
@@ -110,49 +120,20 @@ def inputs_fingerprint(ws, checkpoint: str) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _scored(root: str, fp: str, checkpoint: str, key: str, n_null: int, seed: int, _db, _ids) -> dict:
-    return VS.score(_db, checkpoint, image_ids=list(_ids), n_null=n_null, seed=seed)
-
-
-def _local_across(db, dataset: str, image_ids, n_null: int, seed: int) -> pd.DataFrame:
-    """The selection's scores on every checkpoint of the dataset, one row per (checkpoint,
-    score): until conceptlens.views.selection.across is there, a loop over `score`."""
-    rows = []
-    for c in SEL.dataset_checkpoints(db, dataset).itertuples():
-        try:
-            out = VS.score(db, c.checkpoint_id, image_ids=list(image_ids), n_null=n_null, seed=seed)
-        except (ConceptLensError, ValueError) as e:
-            rows.append(
-                {
-                    "checkpoint_id": c.checkpoint_id,
-                    "method": c.method,
-                    "run": c.run,
-                    "epoch": c.epoch,
-                    "score": None,
-                    "note": str(e),
-                }
-            )
-            continue
-        for r in out["scores"]:
-            rows.append(
-                {
-                    "checkpoint_id": c.checkpoint_id,
-                    "method": c.method,
-                    "run": c.run,
-                    "epoch": c.epoch,
-                    **r,
-                    "note": None,
-                }
-            )
-    return pd.DataFrame(rows)
+def _scored(
+    root: str, fp: str, checkpoint: str, key: str, n_null: int, seed: int, describe_k: int | None, _db, _ids
+) -> dict:
+    """views.selection.score; `describe_k`: also describability against the clusters'
+    captions at that k (None: not asked)."""
+    more = {"describe": True, "k": describe_k} if describe_k is not None else {}
+    return VS.score(_db, checkpoint, image_ids=list(_ids), n_null=n_null, seed=seed, **more)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _across(root: str, fp: str, dataset: str, key: str, n_null: int, seed: int, _db, _ids):
-    fn = getattr(VS, "across", None)
-    if fn is not None:
-        return fn(_db, dataset, image_ids=list(_ids), n_null=n_null, seed=seed)
-    return _local_across(_db, dataset, _ids, n_null, seed)
+    """(table, {checkpoint: why it was left out}) of views.selection.across."""
+    t = VS.across(_db, dataset, image_ids=list(_ids), n_null=n_null, seed=seed)
+    return t, dict(t.attrs.get("skipped", {}))
 
 
 # ---- what is shown ------------------------------------------------------------------------------
@@ -223,18 +204,16 @@ def across_table(t: pd.DataFrame) -> pd.DataFrame:
         name = score_name(s)
         out[name] = r["value"]
         if "lo" in r:
-            out[f"{name} 95%"] = (
+            out[f"{name} 95%"] = pd.Series(
                 [
                     None if missing(a) or not np.isfinite(a) else f"[{a:.2f}, {b:.2f}]"
                     for a, b in zip(r["lo"], r["hi"])
-                ]
-                if len(r)
-                else None
+                ],
+                index=r.index,
+                dtype=object,
             )
         if "pct_random" in r:
             out[f"{name} pct. (random)"] = r["pct_random"]
-    if "note" in t:
-        out["note"] = t.drop_duplicates("checkpoint_id").set_index("checkpoint_id")["note"]
     return out.reset_index()
 
 
@@ -418,7 +397,7 @@ def selection_panel(
     # most visits of the page do not need it.
     if not U.url_toggle("Score a selection", key="selp_on", param="score"):
         for params in PARAMS.values():
-            for p in params + ("ssrc", "nnull", "across"):
+            for p in params + ("ssrc", "nnull", "across", "describe"):
                 U.set_param(p, None)
         st.caption(
             "Turn on to score the selection above, a label, a factor value, a cluster, a CSV of ids "
@@ -436,6 +415,14 @@ def selection_panel(
         param="nnull",
         default_index=NULL_SIZES.index(DEFAULT_NULL),
         help="More sets: steadier percentiles, slower scores (a few seconds at 200).",
+    )
+    describe = U.url_toggle(
+        "Caption it (describability)",
+        key="selp_describe",
+        param="describe",
+        help="Its class-level caption (laina2020 Eq. 4) from the images' captions and the caption's "
+        f"Top-1 retrieval among the captions of this checkpoint's clusters at k={k}, with its null "
+        "(loads the sentence model on first use).",
     )
     if ids is None:
         st.info(f"Nothing to score: {origin}", icon=":material/info:")
@@ -456,6 +443,7 @@ def selection_panel(
                 key,
                 n_null,
                 SEED,
+                int(k) if describe else None,
                 ws.db(),
                 tuple(ids),
             )
@@ -473,6 +461,16 @@ def selection_panel(
         + f"; seed {SEED})"
     )
     st.markdown("\n".join(f"- {literal(line)}" for line in summary_lines(out)))
+    d = out.get("describability") or {}
+    if d.get("available"):
+        st.markdown(f"**Class-level caption:**\n\n> {literal(d['caption'])}")
+        st.caption(
+            f"laina2020 Eq. 4 score {d['eq4_score']:.3f}, chosen among {d['captioned_images']} "
+            f"{literal(d['captioner'])} captions of its images; Top-1 against "
+            f"{d['competing_captions']} cluster captions."
+        )
+    elif d:
+        st.caption(f"Describability unavailable: {literal(d.get('reason', ''))}")
     st.dataframe(
         score_table(out),
         key="selp_scores",
@@ -518,18 +516,29 @@ def selection_panel(
     # ---- across checkpoints -------------------------------------------------------------------
     if U.url_toggle(f"Scores on every checkpoint of {literal(dataset)}", key="selp_across", param="across"):
         with st.spinner("Scoring the selection on every checkpoint of the dataset…"):
-            t = _across(str(ws.root), ws.fp, dataset, key, n_null, SEED, ws.db(), tuple(ids))
+            t, skipped = _across(str(ws.root), ws.fp, dataset, key, n_null, SEED, ws.db(), tuple(ids))
+        shown = across_table(t)
         st.dataframe(
-            across_table(t),
+            shown,
             key="selp_across_table",
             hide_index=True,
             placeholder=DASH,
             column_config={
                 c: st.column_config.NumberColumn(format="%.0f" if "pct" in c else "%.3f")
-                for c in across_table(t).columns
-                if c not in ("checkpoint_id", "method", "run", "epoch", "note") and not c.endswith("95%")
+                for c in shown.columns
+                if c not in ("checkpoint_id", "method", "run", "epoch", "size") and not c.endswith("95%")
             },
         )
+        for c, why in skipped.items():
+            st.caption(f"Left out {literal(c)}: {literal(why)}")
+        if not t.empty:
+            show_figure(
+                across_figure(t),
+                f"selection-across-{dataset}",
+                view_provenance(dataset=dataset, checkpoint=checkpoint, selection=origin, images=len(ids)),
+                key="selp_across_fig",
+                title=f"Scores of a selection of {dataset} on every checkpoint",
+            )
         st.caption(
             "Which checkpoint learned this group best, and when during training: each score on each "
             f"checkpoint of {literal(dataset)}, its 95% interval and its percentile among random sets."

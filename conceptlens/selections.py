@@ -368,14 +368,3 @@ def ids_where(db, dataset: str, column: str, value: str) -> list[str]:
         )
     hit = meta[column].astype("string").to_numpy() == str(value)
     return meta.loc[hit, "image_id"].astype(str).tolist()
-
-
-def dataset_checkpoints(db, dataset: str) -> pd.DataFrame:
-    """Every checkpoint of a dataset (checkpoint_id, method, run, epoch), by method, run and epoch."""
-    cols = set(db.columns("checkpoints"))
-    run = "run" if "run" in cols else "NULL"
-    return db.query(
-        f"""SELECT checkpoint_id, method, {run} AS run, epoch FROM checkpoints
-        WHERE dataset = $d ORDER BY method, run NULLS FIRST, epoch NULLS FIRST, checkpoint_id""",
-        {"d": dataset},
-    )
