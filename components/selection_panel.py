@@ -469,7 +469,7 @@ def selection_panel(
             f"{literal(d['captioner'])} captions of its images; Top-1 against "
             f"{d['competing_captions']} cluster captions."
         )
-    elif d:
+    elif d and describe:
         st.caption(f"Describability unavailable: {literal(d.get('reason', ''))}")
     st.dataframe(
         score_table(out),

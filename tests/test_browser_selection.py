@@ -12,7 +12,7 @@ from tests.conftest import copy_ws
 
 pytestmark = pytest.mark.browser
 VIEW = {"width": 1400, "height": 2600}
-TALLER = {"width": 1400, "height": 4000}  # the reopened selection and its checkpoints table
+TALLER = {"width": 1400, "height": 2600}  # the reopened selection and its checkpoints table
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,7 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
         row = pq.read_table(part).to_pylist()[0]
         assert row["name"] == "left group" and row["n_images"] == n == len(row["image_ids"])
         assert row["origin"].startswith("box on the Clusters UMAP of checkpoint ck0")
+        page.get_by_text("Saved as left group").evaluate("e => e.scrollIntoView({block: 'center'})")
         screenshot(page, "selection-saved")
         link = page.url
         print(f"saved: {time.time() - started:.1f} s")
@@ -82,11 +83,17 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
         )
         text = main_text(page)
         assert f"{n} images" in text and "from: box on the Clusters UMAP" in text
+        # The figure of the scores per checkpoint, below its table.
+        assert page.locator(".js-plotly-plot .subplot").count() >= 3
         grid = page.get_by_test_id("stDataFrame").last
         grid.locator("th").first.wait_for(state="attached", timeout=30_000)
         cells = grid.locator("td").all_inner_texts()
         assert {"ck0", "ck1", "ck2"} <= set(cells), cells
-        page.get_by_role("heading", name="Score this selection").scroll_into_view_if_needed()
+        # The table and the figure of every checkpoint at the top of the screenshot.
+        page.get_by_text("Scores on every checkpoint of toy").evaluate(
+            "e => e.scrollIntoView({block: 'start'})"
+        )
+        page.wait_for_timeout(500)
         screenshot(page, "selection-across")
         page.close()
     print(f"box-select, score, save, reopen across 3 checkpoints: {time.time() - started:.1f} s")
