@@ -36,6 +36,7 @@ uniform.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,14 +69,16 @@ class Neighbours:
         self.k = min(K_NN, n - 1)
         self.sims = np.zeros((0, self.k), np.float32)
         self.nn = np.zeros((0, self.k), np.int64)
+        self._lock = threading.Lock()  # the dashboard's sessions share a kept population
 
     def prefix(self, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows, similarities, neighbours) of the first L rows of the order."""
-        have = len(self.nn)
-        if L > have:
-            s, i = _search(self.X, self.order[have:L], self.k)
-            self.sims, self.nn = np.concatenate([self.sims, s]), np.concatenate([self.nn, i])
-        return self.order[:L], self.sims[:L], self.nn[:L]
+        with self._lock:
+            have = len(self.nn)
+            if L > have:
+                s, i = _search(self.X, self.order[have:L], self.k)
+                self.sims, self.nn = np.concatenate([self.sims, s]), np.concatenate([self.nn, i])
+            return self.order[:L], self.sims[:L], self.nn[:L]
 
 
 def _search(X: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
