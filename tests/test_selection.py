@@ -391,3 +391,12 @@ def test_describability_in_the_scores_with_its_null():
     out = S.score_selection(pop, np.flatnonzero(topic == 0), n_null=5, seed=0)
     assert out["describability"] == {"available": False, "reason": "no captions here"}
     assert "describability_top1" not in {x["score"] for x in out["scores"]}
+
+
+def test_purity_interval_holds_the_value_for_a_random_set():
+    pop = _population(n=600, n_labels=6, seed=8)
+    sel = np.random.default_rng(0).choice(600, 200, replace=False)
+    out = S.score_selection(pop, sel, n_null=5, seed=0)
+    for name in ("purity_label", "purity_parity", "purity_noise"):
+        r = _row(out, name)
+        assert 0 <= r["lo"] <= r["value"] <= r["hi"] <= 1, r
