@@ -32,6 +32,9 @@ class PageSpec:
     icon: str
     steps: tuple[str, ...] = ()  # what it shows: names of conceptlens.analyses.steps()
     reads: tuple[str, ...] = ()  # tables it reads that no step has ("workspace.json": its metadata)
+    # Tables people save from the page (the Clusters page's saved selections): read and
+    # validated when present, absent in a workspace nobody saved anything into.
+    saved: tuple[str, ...] = ()
     default: bool = False
 
     @property
@@ -46,7 +49,7 @@ class PageSpec:
         out = list(BASE_TABLES)
         for name in self.steps:
             out += [t for t in steps[name].reads if t not in UNREAD]
-        out += self.reads
+        out += self.reads + self.saved
         return tuple(dict.fromkeys(out))
 
 
@@ -68,6 +71,8 @@ PAGES = (
         ":material/bubble_chart:",
         # Features: an image's nearest neighbours; image captions: an image's captions.
         ("features", "image_captions", "clustering", "cluster_metrics", "cluster_captions", "projections"),
+        # Saved selections (Score this selection; conceptlens/selections.py).
+        saved=("selections",),
     ),
     PageSpec(
         "checkpoints",

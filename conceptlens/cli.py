@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conceptlens.figures.cli",
     "conceptlens.report",
     "conceptlens.studies.cli",
+    "conceptlens.selections",
 )
 
 
@@ -95,7 +96,118 @@ def _demo_scale(args) -> int:
     return 0
 
 
+def _factor_value(text: str) -> tuple[str, str]:
+    col, eq, value = text.partition("=")
+    if not eq or not col:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected column=value")
+    return col, value
+
+
+def _read_ids(path: str) -> list[str]:
+    """Image ids of a CSV: its `image_id` column, or its first column when it has none."""
+    import pandas as pd
+
+    t = pd.read_csv(path, dtype=str)
+    col = "image_id" if "image_id" in t.columns else t.columns[0] if len(t.columns) else None
+    if col is None:
+        raise ValueError(f"{path}: no column of image ids")
+    ids = t[col].dropna().tolist()
+    if not ids:
+        raise ValueError(f"{path}: column {col!r} holds no image id")
+    return ids
+
+
+def _score(args) -> int:
+    from .db import WorkspaceDB
+    from .views import selection
+
+    sel = (
+        {"image_ids": _read_ids(args.ids)}
+        if args.ids
+        else {"label": args.label}
+        if args.label is not None
+        else {"factor": args.factor}
+    )
+    db = WorkspaceDB(args.workspace)
+    try:
+        if args.across is not None:
+            table = selection.across(
+                db, args.across, annotator=args.annotator, n_null=args.null, seed=args.seed, **sel
+            )
+        else:
+            out = selection.score(
+                db,
+                args.checkpoint,
+                annotator=args.annotator,
+                describe=args.describe,
+                k=args.k,
+                n_null=args.null,
+                seed=args.seed,
+                **sel,
+            )
+    finally:
+        db.close()
+    if args.across is None:
+        print(selection.format_scores(out))
+        return 0
+    print(selection.format_across(table))
+    if args.csv:
+        from pathlib import Path
+
+        from .workspace import atomic_write_bytes
+
+        atomic_write_bytes(Path(args.csv), table.to_csv(index=False).encode(), fsync=False)
+        print(f"wrote {args.csv}")
+    if args.figure:
+        from pathlib import Path
+
+        from .figures.selection import across_figure
+        from .workspace import atomic_write_bytes
+
+        atomic_write_bytes(
+            Path(args.figure), across_figure(table).to_html(include_plotlyjs="cdn").encode(), fsync=False
+        )
+        print(f"wrote {args.figure}")
+    return 0
+
+
 def register(sub) -> None:
+    p = sub.add_parser(
+        "score", help="concept scores of a selection of images on one checkpoint, with their nulls"
+    )
+    add_workspace(p)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--checkpoint", help="checkpoint whose features are scored")
+    where.add_argument(
+        "--across",
+        metavar="DATASET",
+        help="score the selection on every checkpoint of this dataset (one line per checkpoint and score)",
+    )
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--ids", metavar="FILE.csv", help="CSV of image ids (an `image_id` column, or the first)"
+    )
+    which.add_argument("--label", help="the images of this label (as written in images.parquet)")
+    which.add_argument(
+        "--factor", type=_factor_value, metavar="COL=VALUE", help="the images of one factor value"
+    )
+    p.add_argument("--null", type=int, default=200, help="random sets per null (default 200)")
+    p.add_argument(
+        "--annotator", choices=("factors", "none"), default="factors", help="proxy annotator of the coherence"
+    )
+    p.add_argument(
+        "--describe",
+        action="store_true",
+        help="also the class-level caption and describability (loads the sentence model; one checkpoint)",
+    )
+    p.add_argument(
+        "--k", type=int, help="clusters whose captions the caption competes with (default: smallest k)"
+    )
+    p.add_argument("--csv", metavar="FILE.csv", help="with --across: write the table here")
+    p.add_argument("--figure", metavar="FILE.html", help="with --across: write the figure here")
+    add_seed(p, "the evaluation sample, the trials and the null sets")
+    p.set_defaults(func=_score)
+
     p = sub.add_parser("validate", help="check a workspace; exit 1 if it has problems")
     add_workspace(p, positional_alias=True)
     p.add_argument("--json", action="store_true", help="print problems as JSON")

@@ -17,7 +17,8 @@ SCHEMA_VERSION = "2.3"  # 2.1: similarity_trials.round; 2.2: analysis_runs.statu
 # 2.3: bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
 # cl_lo/hi, id_lo/hi; permutation p-values pearson_perm_p, kendall_perm_p and the `unstable` flag
 # of predictor_correlations and transfer_correlations (all optional columns); the tables
-# concept_events and learning_curves (analyses of the same names).
+# concept_events and learning_curves (analyses of the same names); the selections table
+# (saved selections of images, issue 26).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -1863,6 +1864,50 @@ CORE_TABLES: tuple[Table, ...] = (
         key=("analysis", "unit", "started"),
         added_by="every `conceptlens analyze` run",
         partition=("analysis",),
+        append_only=True,
+    ),
+    Table(
+        "selections",
+        "selections",
+        "Selections of images saved by name (issue 26): a group a user found (a lasso on a UMAP, "
+        "a label or factor value, a cluster, an uploaded list of ids) kept so it can be reopened, "
+        "scored and compared. One row per save, its ids in a list column; saving a name again "
+        "adds a row and the latest save of a name is the one it names (`conceptlens selection`, "
+        "the Clusters page's *Score this selection* panel). Rows are only ever added.",
+        (
+            Column(
+                "dataset", STRING, "Dataset of the images (partition folder).", references="images.dataset"
+            ),
+            Column(
+                "name",
+                STRING,
+                "Name it was saved as: 1 to 80 printable characters, no leading or trailing space.",
+            ),
+            Column(
+                "image_ids",
+                STRING_LIST,
+                "The images selected, each once, all of this dataset (checked by `validate`).",
+                references="images.image_id",
+            ),
+            Column("n_images", INT, "Number of images (the length of `image_ids`).", positive=True),
+            Column(
+                "origin",
+                STRING,
+                "Where the selection came from, in words (e.g. `lasso on the Clusters UMAP of "
+                "checkpoint X (k=5)`, `label=3`, `csv upload`); at most 500 characters.",
+            ),
+            Column(
+                "checkpoint_id",
+                STRING,
+                "Checkpoint it was drawn or scored on, if any.",
+                nullable=True,
+                references="checkpoints.checkpoint_id",
+            ),
+            Column("created", TIMESTAMP, "When it was saved (UTC, microseconds)."),
+        ),
+        key=("dataset", "name", "created"),
+        added_by="`conceptlens selection save` (or the Clusters page, by the owner)",
+        partition=("dataset",),
         append_only=True,
     ),
 )

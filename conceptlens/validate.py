@@ -577,6 +577,66 @@ class Validator:
                 ("concept_dim",),
             )
 
+        if spec.name == "selections":
+            self._check_selections(ld, flag, have)
+
+    def _check_selections(self, ld: _Loaded, flag, have: set) -> None:
+        """Saved selections (conceptlens/selections.py): names as `save` accepts them, each id
+        once and an image of the selection's own dataset, n_images its count."""
+        from . import selections as S
+
+        spec, t = ld.spec, ld.table
+
+        def rule(check, value) -> bool:
+            try:
+                check(value)
+            except S.SelectionError:
+                return True
+            return False
+
+        if "name" in have:
+            bad = [v is not None and rule(S.check_name, v) for v in t["name"].to_pylist()]
+            flag(spec.column("name"), pa.array(bad), f"are not 1 to {S.MAX_NAME} printable characters")
+        if "origin" in have:
+            bad = [v is not None and rule(S.check_origin, v) for v in t["origin"].to_pylist()]
+            flag(spec.column("origin"), pa.array(bad), f"are empty or longer than {S.MAX_ORIGIN} characters")
+        if "image_ids" not in have:
+            return
+        lists = t["image_ids"].to_pylist()
+        ids_col = spec.column("image_ids")
+        if "n_images" in have:
+            flag(
+                spec.column("n_images"),
+                pa.array(
+                    [
+                        n is not None and ids is not None and n != len(ids)
+                        for n, ids in zip(t["n_images"].to_pylist(), lists)
+                    ]
+                ),
+                "differ from the number of image_ids",
+            )
+        flag(
+            ids_col,
+            pa.array([ids is not None and len(set(ids)) != len(ids) for ids in lists]),
+            "repeat an id",
+        )
+        images = self.loaded("images")
+        if images is None or not {"image_id", "dataset"} <= set(images.table.column_names) - images.skipped:
+            return
+        of = {}
+        for d, i in zip(images.table["dataset"].to_pylist(), images.table["image_id"].to_pylist()):
+            of.setdefault(d, set()).add(i)
+        flag(
+            ids_col,
+            pa.array(
+                [
+                    ids is not None and not set(ids) <= of.get(d, set())
+                    for d, ids in zip(t["dataset"].to_pylist(), lists)
+                ]
+            ),
+            "hold ids that are not images of the selection's dataset",
+        )
+
     # ---- files named by a table -----------------------------------------
     def check_paths(self, ld: _Loaded) -> None:
         spec, t = ld.spec, ld.table
@@ -890,5 +950,11 @@ def _example(t: pa.Table, i: int, spec: schema.Table, shown: tuple[str, ...], ro
     cols = [c for c in dict.fromkeys(cols) if c in t.column_names]
     if row is None:
         row = t[_ROW][i].as_py() if _ROW in t.column_names else i
-    text = ", ".join(f"{c}={t[c][i].as_py()!r}" for c in cols)
+    text = ", ".join(f"{c}={_short(t[c][i].as_py())}" for c in cols)
     return f"{text} (row {row})" if text else f"row {row}"
+
+
+def _short(value, limit: int = 200) -> str:
+    """A value's repr, cut (a selection's list of 5,000 ids is one value)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

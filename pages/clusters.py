@@ -5,7 +5,8 @@ Every choice is in the URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C, the table
 (&min_size=N&purity=LO,HI&q=WORDS), sort (&sort=COLUMN&desc=1) and columns (&cols=A,B),
 the UMAP colour (&color=COLUMN) and drawn region (&region=box:...|lasso:...), the
 viewport of a UMAP too large to draw point by point (&view=X0,X1,Y0,Y1, &density=purity), the
-selection shown (&sel=cluster|filter|region, &page=N) and the image looked at (&img=ID).
+selection shown (&sel=cluster|filter|region, &page=N), the image looked at (&img=ID) and the
+scored selection (&ssrc=..., &saved=NAME, &ids=..., &nnull=N, &across=1: components/selection_panel.py).
 """
 
 import html
@@ -29,6 +30,7 @@ from components.cluster_tables import (
 )
 from components.export_button import show_catalog_figure
 from components.image_grid import image_grid, image_picker
+from components.selection_panel import page_origin, selection_panel
 from components.text import literal
 from conceptlens import views
 from conceptlens.errors import ConceptLensError
@@ -578,6 +580,11 @@ image_picker(
     _page_of(page),
     key="clusters_grid",
     on_pick=_inspect,
+)
+
+# ---- score this selection (or a label, a factor value, a cluster, a CSV, a saved one) ------------
+selection_panel(
+    ws, ds, ckpt, k, lambda: list(_all()["image_id"]), page_origin(sel, region, cluster, len(ids), ckpt, k)
 )
 
 # ---- one image, in the sidebar (visible wherever the page is scrolled) ---------------------------

@@ -1,0 +1,105 @@
+"""The scores of one selection across the checkpoints of its dataset (issue 26 item 3): one
+panel per score, checkpoints by epoch within each run, the value with its interval bars and
+the random-set null's median (views.selection.across builds the table)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from . import theme  # noqa: F401  (the ConceptLens template)
+
+# Panels in this order, those the table has.
+SCORES = (
+    "learnability",
+    "coherence_random",
+    "coherence_hard",
+    "describability_top1",
+    "intrinsic_dim",
+    "purity_label",
+)
+
+
+def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) -> go.Figure:
+    """Each score per checkpoint (x: the checkpoints by run then epoch, labelled with the
+    epoch when there is one), value and interval bars per run, the null median dotted."""
+    if table is None or table.empty:
+        raise ValueError("no score to plot: the selection was scored on no checkpoint")
+    have = list(dict.fromkeys(table["score"]))
+    names = [s for s in (scores or SCORES) if s in have] or have[:6]
+    order = list(dict.fromkeys(table["checkpoint_id"]))
+    fig = make_subplots(
+        rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.04
+    )
+    runs = list(dict.fromkeys(table["run"].fillna("")))
+    for i, name in enumerate(names, start=1):
+        t = table[table["score"] == name]
+        for j, run in enumerate(runs):
+            r = t[t["run"].fillna("") == run]
+            if r.empty:
+                continue
+            lo = (r["value"] - r["lo"]).where(r["lo"].notna())
+            hi = (r["hi"] - r["value"]).where(r["hi"].notna())
+            fig.add_trace(
+                go.Scatter(
+                    x=r["checkpoint_id"],
+                    y=r["value"],
+                    mode="lines+markers",
+                    name=str(run) or "checkpoints",
+                    legendgroup=str(run),
+                    showlegend=i == 1,
+                    line={"color": _colour(j)},
+                    error_y={
+                        "type": "data",
+                        "array": hi.tolist(),
+                        "arrayminus": lo.tolist(),
+                        "visible": True,
+                    },
+                    customdata=r[["pct_random"]].to_numpy(),
+                    hovertemplate=(
+                        "%{x}<br>%{y:.3f}<br>percentile among random sets %{customdata[0]:.0f}<extra></extra>"
+                    ),
+                ),
+                row=i,
+                col=1,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=t["checkpoint_id"],
+                y=t["null_random_median"],
+                mode="markers",
+                marker={"symbol": "line-ew-open", "size": 12, "color": "grey"},
+                name="random sets (median)",
+                legendgroup="null",
+                showlegend=i == 1,
+            ),
+            row=i,
+            col=1,
+        )
+    epochs = table.drop_duplicates("checkpoint_id").set_index("checkpoint_id")["epoch"]
+    ticks = [
+        f"{c}" if epochs.get(c) is None or _missing(epochs.get(c)) else f"{c} (e{int(epochs.get(c))})"
+        for c in order
+    ]
+    fig.update_xaxes(
+        categoryorder="array", categoryarray=order, tickvals=order, ticktext=ticks, row=len(names), col=1
+    )
+    fig.update_layout(height=180 * len(names) + 120, margin={"t": 40})
+    return fig
+
+
+def _missing(v) -> bool:
+    try:
+        return v is None or pd.isna(v) or (isinstance(v, float) and math.isnan(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _colour(j: int) -> str:
+    import plotly.express as px
+
+    pal = px.colors.qualitative.Plotly
+    return pal[j % len(pal)]
