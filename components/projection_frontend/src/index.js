@@ -396,8 +396,10 @@ function showTip(i, px, py) {
   const b = document.createElement("b");
   b.textContent = id;
   tip.appendChild(b);
-  const rest = [caption, S.args.title && name != null ? `${S.args.title}: ${name}` : ""].filter(Boolean);
-  if (rest.length) tip.appendChild(document.createTextNode("\n" + rest.join("\n")));
+  // The caption names the colour's value too (components/projection.py); without captions
+  // (too many points to send them) the legend's name of the point's colour stands in.
+  const rest = raw ? caption : S.args.title && name != null ? `${S.args.title}: ${name}` : "";
+  if (rest) tip.appendChild(document.createTextNode("\n" + rest));
   tip.style.display = "block";
   const tw = tip.offsetWidth;
   const th = tip.offsetHeight;
