@@ -111,4 +111,6 @@ def export_catalog_figure(ws, name: str, params: dict, provenance: dict, key: st
     spec = FIGURES[name]
     shown = {p.name: params[p.name] for p in spec.params if params.get(p.name) is not None}
     prov = {**provenance, **shown, "figure": name}
-    export_button(lambda: plain_figure(spec.build(ws, params)), stem(spec, shown), prov, key, title=spec.title)
+    export_button(
+        lambda: plain_figure(spec.build(ws, params)), stem(spec, shown), prov, key, title=spec.title
+    )

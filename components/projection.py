@@ -27,7 +27,7 @@ import pandas as pd
 import streamlit as st
 import streamlit.components.v1 as components
 
-from conceptlens.figures.clusters import OTHER, PALETTE, _categories, _focus, is_categorical, MAX_LEGEND
+from conceptlens.figures.clusters import MAX_LEGEND, OTHER, PALETTE, _categories, _focus, is_categorical
 from conceptlens.workspace import WorkspaceError, inside
 
 FRONTEND = Path(__file__).resolve().parent / "projection_frontend" / "build"
@@ -40,7 +40,18 @@ MAX_POINTS = 1_000_000
 MAX_TEXT = 250_000
 # A selection of more points reaches Python as its region only (Python counts it).
 MAX_IDS = 200_000
-VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"]
+VIRIDIS = [
+    "#440154",
+    "#482878",
+    "#3e4989",
+    "#31688e",
+    "#26828e",
+    "#1f9e89",
+    "#35b779",
+    "#6ece58",
+    "#b5de2b",
+    "#fde725",
+]
 NONE = "(none)"
 
 
@@ -108,7 +119,9 @@ def thumb_folder(thumbnails: pd.Series) -> str | None:
     return common
 
 
-def encode(points: pd.DataFrame, color: str | None, highlight=None, with_text: bool = True, thumbs=None) -> Encoded:
+def encode(
+    points: pd.DataFrame, color: str | None, highlight=None, with_text: bool = True, thumbs=None
+) -> Encoded:
     """The component's arguments for `points` (columns x, y, image_id, cluster, label_name,
     thumbnail and the colour column), coloured by `color`, the `highlight` cluster ringed.
     `thumbs`: the thumbnail folder (`thumb_folder`) the captions' paths are relative to."""
@@ -214,7 +227,13 @@ def region_arg(region: str | None) -> dict | None:
 
 
 def projection_view(
-    enc: Encoded, key: str, data_key: str, view_key: str, region: str | None = None, height: int = 560, on_change=None
+    enc: Encoded,
+    key: str,
+    data_key: str,
+    view_key: str,
+    region: str | None = None,
+    height: int = 560,
+    on_change=None,
 ):
     """Draw the encoded points; returns the last committed event (or None):
     {"event": "select", "kind", "x", "y", "n", "indices"}, {"event": "click", "index"} or

@@ -16,7 +16,6 @@ from matplotlib.path import Path as MplPath
 from tests.browser import (
     ARTIFACTS,
     drag_path,
-    open_page,
     projection,
     projection_data,
     projection_pixels,
@@ -81,8 +80,10 @@ def selected_count(page) -> int:
 
 def canvas_box(el, frame) -> dict:
     box = el.bounding_box()
-    r = frame.evaluate("() => { const r = document.getElementById('gl').getBoundingClientRect(); "
-                       "return [r.left, r.top, r.width, r.height]; }")
+    r = frame.evaluate(
+        "() => { const r = document.getElementById('gl').getBoundingClientRect(); "
+        "return [r.left, r.top, r.width, r.height]; }"
+    )
     return {"x": box["x"] + r[0], "y": box["y"] + r[1], "width": r[2], "height": r[3]}
 
 
@@ -132,7 +133,9 @@ def test_box_and_lasso_select_the_points_inside(browser, app, tmp_path):
         for t in (0, 0.25, 0.5, 0.75)
     ]
     drag_path(page, path + [path[0]])
-    page.wait_for_function("() => (new URL(location.href).searchParams.get('region') || '').startsWith('lasso:')")
+    page.wait_for_function(
+        "() => (new URL(location.href).searchParams.get('region') || '').startsWith('lasso:')"
+    )
     wait_for_script(page)
     nums = [float(v) for v in query_of(page)["region"][6:].split(",")]
     poly = np.array(nums).reshape(-1, 2)
@@ -166,7 +169,10 @@ def test_hover_zoom_and_pan_send_the_server_nothing(browser, app):
     shown = tip.locator("b").inner_text()
     near = projection_pixels(el, frame, pts[pts.image_id == shown][["x", "y"]].to_numpy())[0]
     assert np.hypot(near[0] - px, near[1] - py) <= 9  # the point under the cursor
-    frame.wait_for_function("() => { const i = document.querySelector('#tip img'); return i && i.complete && i.naturalWidth > 0; }")
+    frame.wait_for_function(
+        "() => { const i = document.querySelector('#tip img');"
+        " return i && i.complete && i.naturalWidth > 0; }"
+    )
     el.screenshot(path=str(ARTIFACTS / "projection-hover-tip.png"))
     # Wheel-zoom in around the point, then pan by dragging.
     k0 = frame.evaluate("() => window.__projection.view.k")
@@ -186,9 +192,12 @@ def test_hover_zoom_and_pan_send_the_server_nothing(browser, app):
     page.wait_for_timeout(1500)
     el.screenshot(path=str(ARTIFACTS / "projection-zoomed.png"))
     assert len(sent) == before, f"the browser sent {len(sent) - before} messages (a rerun) for hover/zoom/pan"
-    assert page.evaluate(
-        "() => document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state')"
-    ) != "running"
+    assert (
+        page.evaluate(
+            "() => document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state')"
+        )
+        != "running"
+    )
     # A click on a point is a choice: it reaches Python, which shows that image.
     (qx, qy) = projection_pixels(el, frame, [(target.x, target.y)])[0]
     page.mouse.click(qx, qy)
