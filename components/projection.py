@@ -53,6 +53,8 @@ VIRIDIS = [
     "#fde725",
 ]
 NONE = "(none)"
+# Always coloured by category, whatever their type (cluster ids are numbers).
+CATEGORICAL = ("cluster", "label", "cluster in A", "cluster in B")
 
 
 def max_points() -> int:
@@ -77,7 +79,7 @@ class Encoded:
 
 def _colours(vals: pd.Series, color: str, clusters, highlight) -> tuple[np.ndarray, list, list, list]:
     """(code per point, palette, names, legend entries) for a column."""
-    if pd.api.types.is_numeric_dtype(vals) and not is_categorical(vals) and color not in ("cluster", "label"):
+    if pd.api.types.is_numeric_dtype(vals) and not is_categorical(vals) and color not in CATEGORICAL:
         v = vals.to_numpy("float64")
         finite = np.isfinite(v)
         lo, hi = (float(v[finite].min()), float(v[finite].max())) if finite.any() else (0.0, 1.0)
@@ -194,23 +196,34 @@ def _thumb_route(ws, folder: str | None) -> str | None:
     return f"../{route.name}/"
 
 
-@st.cache_data(show_spinner=False, max_entries=6)
-def _encoded(root: str, fp: str, checkpoint: str, k: int, method: str, color, highlight, limit: int, _ws):
-    from conceptlens.views import clusters as V
-
-    pts = _ws.view(V.projection, checkpoint=checkpoint, k=k, method=method, limit=limit)
+@st.cache_data(show_spinner=False, max_entries=8)
+def _encoded(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, _fn):
+    pts = _ws.view(_fn, **dict(args))
     folder = thumb_folder(pts["thumbnail"]) if "thumbnail" in pts.columns else None
     enc = encode(pts, color, highlight=highlight, with_text=len(pts) <= MAX_TEXT, thumbs=folder)
     return enc, folder
 
 
-def points_of(ws, checkpoint: str, k: int, color, highlight=None, method: str = "umap") -> Encoded:
-    """The encoded points of a checkpoint's projection (cached per workspace version)."""
-    enc, folder = _encoded(
-        str(ws.root), ws.fp, checkpoint, int(k), method, color, highlight, max_points(), ws
-    )
+def points_of(ws, color, highlight=None, view=None, **view_args) -> Encoded:
+    """The encoded points of a projection (cached per workspace version): the view function
+    `view` of `view_args` (it returns x, y, image_id and the colour column), by default
+    `views.clusters.projection` (checkpoint, k) of every point up to `max_points()`."""
+    if view is None:
+        from conceptlens.views import clusters as V
+
+        view = V.projection
+        view_args = {"method": "umap", **view_args, "limit": max_points()}
+    name = f"{view.__module__}.{view.__qualname__}"
+    args = tuple(sorted(view_args.items()))
+    enc, folder = _encoded(str(ws.root), ws.fp, name, args, color, highlight, ws, view)
     enc.args["thumb_base"] = _thumb_route(ws, folder)
     return enc
+
+
+def ring_ids(enc: Encoded, ids) -> None:
+    """Ring the points of the images `ids` (e.g. a selection made in another view)."""
+    mask = np.isin(enc.ids, np.asarray(list(ids), dtype=str)).astype("uint8")
+    enc.args["ring"] = mask.tobytes() if mask.any() else None
 
 
 def region_arg(region: str | None) -> dict | None:

@@ -518,7 +518,7 @@ if available(ws, "projections", ds):
                 "neighbours in the sidebar; pick *Box* or *Lasso* and drag to select images (shown "
                 "below); the chosen cluster is ringed."
             )
-            enc = P.points_of(ws, ckpt, k, colour, highlight=cluster)
+            enc = P.points_of(ws, colour, highlight=cluster, checkpoint=ckpt, k=k)
             st.session_state["_clusters_projection_ids"] = enc.ids
             P.projection_view(
                 enc,
