@@ -35,14 +35,16 @@ def figure(at, trace_type):
     return next(f for f in figures(at) if f.data and f.data[0].type == trace_type)
 
 
-def projection_args(at) -> dict:
-    """The arguments of the page's WebGL projection view (components/projection.py), bytes
-    ones decoded: `ids` and `captions` from its hover lines, `x`, `y`, `codes`, `ring`."""
+def projection_args(at, nth: int | None = None) -> dict:
+    """The arguments of the page's WebGL projection view (components/projection.py; the
+    `nth` one if several), bytes ones decoded: `ids` and `captions` from its hover lines,
+    `x`, `y`, `codes`, `ring`."""
     import json
 
-    (el,) = [
+    els = [
         e for e in at.get("component_instance") if e.proto.component_name.endswith("projection.projection")
     ]
+    (el,) = els if nth is None else [els[nth]]
     args = json.loads(el.proto.json_args)
     args.update({a.key: a.bytes for a in el.proto.special_args})
     xy = np.frombuffer(args["xy"], "float32")
