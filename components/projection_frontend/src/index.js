@@ -323,6 +323,8 @@ function commitSelection(kind, dataPts) {
   const count = applyRegion(region);
   S.selectMs = performance.now() - t0;
   draw(); // the view shows the selection before Python hears of it
+  gl.finish();
+  S.selectDrawnMs = performance.now() - (S.pointerUpAt ?? t0); // read by bench/projection_browser.py
   const maxIds = S.args.max_ids ?? 200000;
   const value = {
     event: "select",
@@ -477,6 +479,7 @@ function hoverAt(p) {
 
 glCanvas.addEventListener("pointerup", (e) => {
   if (!drag) return;
+  S.pointerUpAt = performance.now();
   const p = pos(e);
   const d = drag;
   drag = null;
