@@ -300,9 +300,8 @@ def main() -> None:
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
 
-    from playwright.sync_api import sync_playwright
-
     from million import build
+    from playwright.sync_api import sync_playwright
 
     if not args.no_atlas:
         atlas_python()
