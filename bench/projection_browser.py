@@ -346,11 +346,12 @@ def main() -> None:
         ):
             a, b = median(r["conceptlens"], key), median(r["atlas"], key)
             ratio = f"{a / b:.2f}x" if a is not None and b else "—"
-            fmt = (
-                (lambda v: "—" if v is None else f"{v:,.3g} {unit}")
-                if unit != "B"
-                else (lambda v: "—" if v is None else f"{v:,.0f} B")
-            )
+
+            def fmt(v, unit=unit):
+                if v is None:
+                    return "—"
+                return f"{v:,.0f} B" if unit == "B" else f"{v:,.3g} {unit}"
+
             print(f"| {n:,} | {name} | {fmt(a)} | {fmt(b)} | {ratio} |")
     if args.json:
         Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
