@@ -95,6 +95,7 @@ def atlas_server(parquet: Path):
             "label",
             "--port",
             str(port),
+            "--no-auto-port",
             "--host",
             "127.0.0.1",
         ],
@@ -297,6 +298,7 @@ def main() -> None:
         "--dir", default="/tmp/conceptlens-projection-bench", help="workspaces (built if missing)"
     )
     ap.add_argument("--no-atlas", action="store_true", help="ConceptLens only")
+    ap.add_argument("--no-conceptlens", action="store_true", help="Embedding Atlas only")
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
 
@@ -318,15 +320,16 @@ def main() -> None:
                 ckpt = str(pd.read_parquet(ws / "checkpoints.parquet")["checkpoint_id"].iloc[0])
             cl, at = [], []
             with contextlib.ExitStack() as stack:
-                url = stack.enter_context(serve(ws, timeout=300))
+                url = None if args.no_conceptlens else stack.enter_context(serve(ws, timeout=300))
                 aurl = None
                 if not args.no_atlas:
                     aurl = stack.enter_context(
                         atlas_server(atlas_parquet(ws, Path(args.dir) / f"atlas-{n}.parquet"))
                     )
                 for i in range(args.repeat):
-                    cl.append(run_conceptlens(browser, url, ckpt))
-                    print(f"{n:>9,} ConceptLens run {i + 1}: {json.dumps(cl[-1])}", flush=True)
+                    if url:
+                        cl.append(run_conceptlens(browser, url, ckpt))
+                        print(f"{n:>9,} ConceptLens run {i + 1}: {json.dumps(cl[-1])}", flush=True)
                     if aurl:
                         at.append(run_atlas(browser, aurl))
                         print(f"{n:>9,} Atlas       run {i + 1}: {json.dumps(at[-1])}", flush=True)
