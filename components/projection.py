@@ -239,6 +239,20 @@ def region_arg(region: str | None) -> dict | None:
     return {"kind": kind, "x": [float(v) for v in pts[:, 0]], "y": [float(v) for v in pts[:, 1]]}
 
 
+def _region_arg(key: str, data_key: str, region: str | None) -> tuple[str | None, int]:
+    """The region to pass, and its sequence number. A region the view drew itself is not
+    passed back (the previous argument is kept): the view's arguments stay the same, so
+    Streamlit's forward-message cache does not resend every point after a selection. A
+    region from anywhere else (a link, Back, another checkpoint) is passed with a new number."""
+    state = st.session_state.setdefault(
+        f"_{key}_region", {"data_key": None, "arg": None, "seq": 0, "drawn": None}
+    )
+    fresh = state["data_key"] != data_key or key not in st.session_state  # new points, or a new mount
+    if fresh or region != state["drawn"]:
+        state.update(data_key=data_key, arg=region, seq=state["seq"] + 1, drawn=region)
+    return state["arg"], state["seq"]
+
+
 def projection_view(
     enc: Encoded,
     key: str,
@@ -251,10 +265,25 @@ def projection_view(
     """Draw the encoded points; returns the last committed event (or None):
     {"event": "select", "kind", "x", "y", "n", "indices"}, {"event": "click", "index"} or
     {"event": "clear"}. `data_key` names the points (a new one redraws and resets the
-    selection); `view_key` keeps the pan/zoom while it stays the same."""
+    selection); `view_key` keeps the pan/zoom while it stays the same; `region` is the
+    selection the page holds (the URL's region text)."""
+    from conceptlens.views.clusters import region_text
+
+    def committed():
+        ev = st.session_state.get(key) or {}
+        state = st.session_state.get(f"_{key}_region")
+        if state is not None and ev.get("event") == "select":
+            state["drawn"] = region_text(ev["kind"], ev["x"], ev["y"])
+        elif state is not None and ev.get("event") == "clear":
+            state["drawn"] = None
+        if on_change is not None:
+            on_change()
+
+    arg, seq = _region_arg(key, data_key, region)
     return _component(
         **enc.args,
-        region=region_arg(region),
+        region=region_arg(arg),
+        region_seq=seq,
         data_key=data_key,
         keep_view_key=view_key,
         ring_key=f"{data_key}|{enc.args['ring'] is not None and hashlib.sha1(enc.args['ring']).hexdigest()}",
@@ -262,7 +291,7 @@ def projection_view(
         max_ids=MAX_IDS,
         key=key,
         default=None,
-        on_change=on_change,
+        on_change=committed,
     )
 
 

@@ -336,7 +336,6 @@ function commitSelection(kind, dataPts) {
     seq: ++S.seq,
   };
   S.lastCommit = value;
-  S.regionKey = JSON.stringify({ kind, x: region.x, y: region.y });
   setComponentValue(value);
 }
 
@@ -426,7 +425,6 @@ $("clear").onclick = () => {
   if (!S.selCount && !S.region) return;
   clearSelection();
   draw();
-  S.regionKey = null;
   S.lastCommit = { event: "clear", seq: ++S.seq };
   setComponentValue(S.lastCommit);
 };
@@ -614,7 +612,9 @@ function onRender(args) {
     gl.bufferData(gl.ARRAY_BUFFER, S.flags, gl.DYNAMIC_DRAW);
     S.ringKey = args.ring_key;
   }
-  const regionKey = args.region ? JSON.stringify(args.region) : null;
+  // The page passes a region only when it changed other than by this view (a link, Back,
+  // another checkpoint): `region_seq` says so; a region this view drew stays as drawn.
+  const regionKey = `${args.region_seq ?? ""}|${args.region ? JSON.stringify(args.region) : ""}`;
   if (regionKey !== S.regionKey) {
     if (args.region) applyRegion(args.region);
     else clearSelection();
