@@ -10,7 +10,7 @@ WORKSPACE ?= $(or $(CONCEPTLENS_WORKSPACE),data/demo)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-fast lint browser-deps postgres-deps demo figures clean mutate
+.PHONY: run test test-fast lint browser-deps postgres-deps demo figures clean mutate projection-component
 
 run: $(VENV)/.app-deps
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true -- --workspace $(WORKSPACE)
@@ -106,3 +106,8 @@ postgres-deps:
 
 clean:
 	rm -rf $(VENV) tests/artifacts .pytest_cache
+
+# The WebGL projection view's bundle (components/projection_frontend/build, committed: `make
+# run` needs no Node). Rebuild after editing its src/: needs node and npm.
+projection-component:
+	cd components/projection_frontend && npm ci --no-audit --no-fund && npm run build

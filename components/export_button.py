@@ -49,6 +49,7 @@ def slug(name: str) -> str:
 
 
 def export_button(fig, name: str, provenance: dict, key: str, title: str | None = None) -> None:
+    """The Export control of `fig` (a figure, or a function building it when downloaded)."""
     prov = {**view_provenance(), **provenance}
     with st.popover("Export figure", icon=":material/download:"):
         fmt = st.selectbox("Format", list(FORMATS), key=f"{key}-fmt")
@@ -58,7 +59,7 @@ def export_button(fig, name: str, provenance: dict, key: str, title: str | None 
             f"Download {fmt.upper()}",
             key=f"{key}-dl",
             data=lambda: figure_bytes(
-                fig,
+                fig() if callable(fig) else fig,
                 fmt,
                 SIZES[size],
                 prov,
@@ -101,3 +102,15 @@ def show_catalog_figure(
     shown = {p.name: params[p.name] for p in spec.params if params.get(p.name) is not None}
     prov = {**provenance, **shown, "figure": name, **({"on_page": on_page} if on_page else {})}
     return show_figure(fig, stem(spec, shown), prov, key, title=spec.title, **kwargs)
+
+
+def export_catalog_figure(ws, name: str, params: dict, provenance: dict, key: str) -> None:
+    """Only the export control of the catalogue figure `name` (the page draws its data some
+    other way, e.g. the WebGL projection view): the figure is built when downloaded, by the
+    same `build` as `conceptlens figures`, so the file is what the catalogue exports."""
+    spec = FIGURES[name]
+    shown = {p.name: params[p.name] for p in spec.params if params.get(p.name) is not None}
+    prov = {**provenance, **shown, "figure": name}
+    export_button(
+        lambda: plain_figure(spec.build(ws, params)), stem(spec, shown), prov, key, title=spec.title
+    )

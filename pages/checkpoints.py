@@ -10,11 +10,12 @@ training curve's &metric=M, the UMAPs' &color=COLUMN and the region drawn on A's
 import streamlit as st
 
 from components import data
+from components import projection as P
 from components import url_state as U
 from components.analysis_gate import available, command, require
 from components.checkpoint_tables import checkpoint_formats, column_name, correlation_table, unstable_warning
 from components.cluster_tables import DASH
-from components.export_button import show_catalog_figure
+from components.export_button import export_catalog_figure, show_catalog_figure
 from components.metric_table import metric_table
 from components.text import literal
 from components.training_section import training_section
@@ -23,7 +24,6 @@ from conceptlens.figures.checkpoints import (
     METRIC_TITLES,
     short_names,
 )
-from conceptlens.figures.specs.checkpoints import UMAP_POINTS
 from conceptlens.metrics.clid import MIN_CORRELATED
 from conceptlens.metrics.events import MIN_IMAGES
 
@@ -269,14 +269,11 @@ st.markdown(f"**A** = {literal(name_of[a])} · **B** = {literal(name_of[b])}")
 
 
 def _on_select() -> None:
-    sel = st.session_state["ckpts_umap_a"]["selection"]
-    if sel.get("box"):
-        box = sel["box"][0]
-        st.session_state["ckpts_region"] = C.region_text("box", box["x"], box["y"])
-    elif sel.get("lasso"):
-        poly = sel["lasso"][0]
-        st.session_state["ckpts_region"] = C.region_text("lasso", poly["x"], poly["y"])
-    else:  # a double click cleared the selection
+    # A's WebGL view sends a committed box or lasso (as the URL keeps it) or a cleared one.
+    ev = st.session_state.get("ckpts_proj_a") or {}
+    if ev.get("event") == "select":
+        st.session_state["ckpts_region"] = C.region_text(ev["kind"], ev["x"], ev["y"])
+    elif ev.get("event") == "clear":
         st.session_state["ckpts_region"] = None
 
 
@@ -311,25 +308,40 @@ elif projected:
     )
     picked = ws.view(C.region_images, checkpoint=a, k=k, region=region) if region else None
     ids = list(picked["image_id"]) if picked is not None else []
+    limit = P.max_points()
     st.caption(
-        "Draw a box or a lasso on A: the same images are highlighted in B, and the table "
-        "below says which of B's clusters they fall in. Double-click A to clear."
+        "Pick *Box* or *Lasso* and draw on A: the same images are ringed in B, and the table "
+        "below says which of B's clusters they fall in. Scroll to zoom, drag to pan, hover for "
+        "an image's caption; *Clear selection* clears it."
         + (
-            f" Showing a fixed sample of {UMAP_POINTS:,} images (the same in both)."
-            if max(sizes.values()) > UMAP_POINTS
+            f" Showing a fixed sample of {limit:,} images (the same in both)."
+            if max(sizes.values()) > limit
             else ""
         )
     )
     for side, column in zip(("a", "b"), st.columns(2)):
         with column:
-            show_catalog_figure(
+            st.markdown(f"**{side.upper()}**: {literal(name_of[a if side == 'a' else b])}")
+            args = dict(dataset=ds, k=k, a=a, b=b, side=side, colour=colour, limit=limit)
+            enc = P.points_of(ws, colour, view=V.linked_projection, **args)
+            if side == "b":
+                P.ring_ids(enc, ids)
+            P.projection_view(
+                enc,
+                key=f"ckpts_proj_{side}",
+                data_key=f"{ws.fp}|{ds}|{k}|{a}|{b}|{side}|{colour}",
+                view_key=f"{ws.fp}|{a}|{b}|{side}",
+                region=region if side == "a" else None,
+                height=440,
+                on_change=_on_select if side == "a" else None,
+            )
+            # The export is the catalogue's figure, built only when downloaded.
+            export_catalog_figure(
                 ws,
                 "linked_umap",
                 {"ds": ds, "k": k, "a": a, "b": b, "side": side, "color": colour, "region": region},
                 provenance,
                 key=f"ckpts_umap_{side}",
-                on_page={"height": 460, "dragmode": "select" if side == "a" else "zoom"},
-                **({"on_select": _on_select, "selection_mode": ("box", "lasso")} if side == "a" else {}),
             )
     if ids:
         where = ws.view(V.selection_in_b, **pair, ids=ids)

@@ -15,6 +15,7 @@ import os
 import streamlit as st
 
 from components import data
+from components import projection as P
 from components import url_state as U
 from components.analysis_gate import available, command, require
 from components.cluster_tables import (
@@ -28,7 +29,7 @@ from components.cluster_tables import (
     selection_csv,
     value_text,
 )
-from components.export_button import show_catalog_figure
+from components.export_button import export_catalog_figure, show_catalog_figure
 from components.image_grid import image_grid, image_picker
 from components.selection_panel import page_origin, selection_panel
 from components.text import literal
@@ -76,6 +77,7 @@ if not ckpts:
 def _forget_region() -> None:
     # A region drawn on one checkpoint's UMAP means nothing on another's.
     st.session_state["clusters_region"] = None
+    st.session_state["clusters_region_ids"] = None
     st.session_state["clusters_view"] = None
     if st.session_state.get("clusters_sel") == "region":
         st.session_state["clusters_sel"] = "cluster"
@@ -120,6 +122,7 @@ def _on_purity_click() -> None:
 
 def _on_umap_select(key: str = "clusters_umap") -> None:
     sel = st.session_state[key]["selection"]
+    st.session_state["clusters_region_ids"] = None  # the binned view names a region, not ids
     if sel.get("box"):
         b = sel["box"][0]
         st.session_state["clusters_region"] = V.region_text("box", b["x"], b["y"])
@@ -134,6 +137,27 @@ def _on_umap_select(key: str = "clusters_umap") -> None:
             st.session_state["clusters_img"] = html.unescape(str(data_[0]))  # plain_figure escaped it
     else:  # a double click cleared the selection
         st.session_state["clusters_region"] = None
+        if st.session_state.get("clusters_sel") == "region":
+            st.session_state["clusters_sel"] = "cluster"
+
+
+def _on_projection(key: str = "clusters_projection") -> None:
+    # The WebGL view sends only what was committed: a box or lasso (its region, as the
+    # URL keeps it, and the ids inside), a click on a point, or a cleared selection.
+    ev = st.session_state.get(key) or {}
+    ids = st.session_state.get("_clusters_projection_ids")
+    if ev.get("event") == "select":
+        st.session_state["clusters_region"] = V.region_text(ev["kind"], ev["x"], ev["y"])
+        st.session_state["clusters_sel"] = "region"
+        idx = ev.get("indices")
+        st.session_state["clusters_region_ids"] = (
+            [str(ids[i]) for i in idx if 0 <= i < len(ids)] if idx is not None and ids is not None else None
+        )
+    elif ev.get("event") == "click" and ids is not None and 0 <= ev.get("index", -1) < len(ids):
+        st.session_state["clusters_img"] = str(ids[ev["index"]])
+    elif ev.get("event") == "clear":
+        st.session_state["clusters_region"] = None
+        st.session_state["clusters_region_ids"] = None
         if st.session_state.get("clusters_sel") == "region":
             st.session_state["clusters_sel"] = "cluster"
 
@@ -168,13 +192,16 @@ def _viewport(raw: str):
 
 
 def _max_points() -> int:
-    """The figures' limit (conceptlens/figures/specs/clusters.py), saying when the variable is ignored."""
+    """Points drawn one by one: $CONCEPTLENS_MAX_POINTS when set (the figures' limit too,
+    conceptlens/figures/specs/clusters.py), else the WebGL view's (components/projection.py);
+    says when the variable is ignored."""
     raw = os.environ.get("CONCEPTLENS_MAX_POINTS")
     try:
         int(raw or 0)
     except ValueError:
         st.warning(f"CONCEPTLENS_MAX_POINTS={literal(raw, limit=40)} is not a whole number: ignored.")
-    return max_points()
+        raw = None
+    return max_points() if raw else P.max_points()
 
 
 def _inspect(image_id: str) -> None:
@@ -488,19 +515,23 @@ if available(ws, "projections", ds):
             _projection_window(n, colour, limit)
         else:
             st.caption(
-                "Click a point to see its image, captions and nearest neighbours in the sidebar; "
-                "pick Box or Lasso Select in the chart's toolbar to select images (shown below); "
-                "the chosen cluster is ringed."
+                "Every point, drawn in your browser: scroll to zoom, drag to pan, hover for a "
+                "point's image and caption. Click a point to see its image, captions and nearest "
+                "neighbours in the sidebar; pick *Box* or *Lasso* and drag to select images (shown "
+                "below); the chosen cluster is ringed."
             )
-            show_catalog_figure(
-                ws,
-                "umap",
-                dict(fig_params, color=colour),
-                provenance,
-                key="clusters_umap",
-                on_select=_on_umap_select,
-                selection_mode=("points", "box", "lasso"),
+            enc = P.points_of(ws, colour, highlight=cluster, checkpoint=ckpt, k=k)
+            st.session_state["_clusters_projection_ids"] = enc.ids
+            P.projection_view(
+                enc,
+                key="clusters_projection",
+                data_key=f"{ws.fp}|{ckpt}|{k}|{colour}|{len(enc.ids)}",
+                view_key=f"{ws.fp}|{ckpt}",
+                region=region,
+                on_change=_on_projection,
             )
+            # The export is the catalogue's figure, built only when downloaded.
+            export_catalog_figure(ws, "umap", dict(fig_params, color=colour), provenance, key="clusters_umap")
 
 # ---- the selection: labels, all its images, its ids as CSV ---------------------------------------
 st.header("Selection")

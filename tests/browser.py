@@ -183,3 +183,54 @@ def open_export(page, nth: int = 0):
     popover.wait_for()
     popover.get_by_role("button", name=re.compile(r"^Download ")).first.wait_for(timeout=60_000)
     return popover
+
+
+# ---- the WebGL projection view (components/projection.py) ------------------------------------
+PROJECTION = 'iframe[title="components.projection.projection"]'
+
+
+def projection(page, nth: int = 0):
+    """(iframe locator, frame) of the nth WebGL projection view, once it has drawn its points."""
+    el = page.locator(PROJECTION).nth(nth)
+    el.scroll_into_view_if_needed()
+    frame = el.element_handle().content_frame()
+    frame.wait_for_function("() => document.body.dataset.drawn", timeout=60_000)
+    return el, frame
+
+
+def projection_pixels(el, frame, xy) -> list[tuple[float, float]]:
+    """Page coordinates of data points `xy` [(x, y), ...] through the view's own transform."""
+    box = el.bounding_box()
+    inner = frame.evaluate(
+        """(pts) => {
+            const r = document.getElementById('gl').getBoundingClientRect();
+            return pts.map(([x, y]) => { const [a, b] = window.__projection.toScreen(x, y);
+                                         return [r.left + a, r.top + b]; });
+        }""",
+        [list(map(float, p)) for p in xy],
+    )
+    return [(box["x"] + a, box["y"] + b) for a, b in inner]
+
+
+def projection_data(el, frame, pixels) -> list[tuple[float, float]]:
+    """Data coordinates of page points `pixels`, through the view's own transform."""
+    box = el.bounding_box()
+    return [
+        tuple(v)
+        for v in frame.evaluate(
+            """(pts) => {
+                const r = document.getElementById('gl').getBoundingClientRect();
+                return pts.map(([a, b]) => window.__projection.toData(a - r.left, b - r.top));
+            }""",
+            [[px - box["x"], py - box["y"]] for px, py in pixels],
+        )
+    ]
+
+
+def drag_path(page, pixels, steps: int = 4) -> None:
+    """Press at the first page point, move through the others, release at the last."""
+    page.mouse.move(*pixels[0])
+    page.mouse.down()
+    for p in pixels[1:]:
+        page.mouse.move(*p, steps=steps)
+    page.mouse.up()

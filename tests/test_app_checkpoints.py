@@ -15,6 +15,7 @@ from components.formats import CHECKPOINT_FORMATS
 from conceptlens import views
 from conceptlens.db import WorkspaceDB
 from tests.test_app import assert_clean, open_app, plain
+from tests.test_app_clusters import projection_args
 
 CHECKPOINTS = "pages/checkpoints.py"
 DASH = "\u2014"
@@ -81,8 +82,8 @@ def test_every_choice_round_trips_through_the_url(monkeypatch, factory_template)
     # ... CL against epoch, and both UMAPs coloured by label.
     (epoch,) = [f for f in figures(at) if f.layout.xaxis.title.text == "epoch"]
     assert epoch.layout.yaxis.title.text.startswith("CL")  # "(axis from ...)" where not from 0
-    umaps = [f for f in figures(at) if f.data and f.data[0].type == "scattergl"]
-    assert len(umaps) == 2 and all({t.name for t in f.data} == {"red", "green", "blue"} for f in umaps)
+    umaps = [projection_args(at, side) for side in (0, 1)]
+    assert all(set(u["names"]) == {"red", "green", "blue"} and u["title"] == "label_name" for u in umaps)
 
     at.selectbox(key="ckpts_sort").set_value("id").run()
     assert_clean(at)
@@ -176,13 +177,13 @@ def test_a_region_in_the_link_highlights_the_same_images_in_b(monkeypatch, facto
     xy = pd.read_parquet(factory_template / "projections/checkpoint_id=ck0/method=umap/part-0.parquet")
     inside = set(xy.loc[xy.x.between(-0.5, 1) & xy.y.between(-1, 0.5), "image_id"])
     assert 0 < len(inside) < len(xy)
-    fig_a, fig_b = [f for f in figures(at) if f.data and f.data[0].type == "scattergl"]
-    assert fig_a.layout.selections[0].type == "rect" and fig_a.layout.selections[0].x0 == -0.5
+    umap_a, umap_b = projection_args(at, 0), projection_args(at, 1)
+    assert umap_a["region"] == {"kind": "box", "x": [-0.5, 1.0], "y": [-1.0, 0.5]}
 
-    def highlighted(fig) -> set:
-        return {t.customdata[i][0] for t in fig.data for i in (t.selectedpoints or ())}
+    def highlighted(u) -> set:
+        return set() if u["ring"] is None else {i for i, r in zip(u["ids"], u["ring"]) if r}
 
-    assert highlighted(fig_b) == inside and highlighted(fig_a) == inside
+    assert highlighted(umap_b) == inside and umap_b["region"] is None
     # Where they lie in B, counted from B's stored clusters.
     b = pd.read_parquet(factory_template / "clusters/checkpoint_id=ck2/k=4/part-0.parquet")
     want = b[b.image_id.isin(inside)].groupby("cluster").size()
@@ -193,7 +194,7 @@ def test_a_region_in_the_link_highlights_the_same_images_in_b(monkeypatch, facto
     at.selectbox(key="ckpts_a").set_value("ck1").run()
     assert_clean(at)
     assert "region" not in query(at)
-    assert all(not highlighted(f) for f in figures(at) if f.data and f.data[0].type == "scattergl")
+    assert not highlighted(projection_args(at, 1)) and projection_args(at, 0)["region"] is None
 
 
 def test_largest_keeps_the_links_of_as_largest_clusters(factory_template):

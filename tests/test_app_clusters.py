@@ -35,6 +35,31 @@ def figure(at, trace_type):
     return next(f for f in figures(at) if f.data and f.data[0].type == trace_type)
 
 
+def projection_args(at, nth: int | None = None) -> dict:
+    """The arguments of the page's WebGL projection view (components/projection.py; the
+    `nth` one if several), bytes ones decoded: `ids` and `captions` from its hover lines,
+    `x`, `y`, `codes`, `ring`."""
+    import json
+
+    els = [
+        e for e in at.get("component_instance") if e.proto.component_name.endswith("projection.projection")
+    ]
+    (el,) = els if nth is None else [els[nth]]
+    args = json.loads(el.proto.json_args)
+    args.update({a.key: a.bytes for a in el.proto.special_args})
+    xy = np.frombuffer(args["xy"], "float32")
+    lines = [ln.split("\t") for ln in args["text"].decode().split("\n")]
+    args.update(
+        x=xy[0::2],
+        y=xy[1::2],
+        codes=np.frombuffer(args["codes"], "uint16"),
+        ids=[ln[0] for ln in lines],
+        captions=[ln[1] for ln in lines],
+        ring=np.frombuffer(args["ring"], "uint8") if args.get("ring") else None,
+    )
+    return args
+
+
 def array(value) -> np.ndarray:
     """A figure's array as sent to the browser (typed arrays travel as base64)."""
     if isinstance(value, dict) and "bdata" in value:
@@ -129,8 +154,12 @@ def test_umap_colour_from_the_link(monkeypatch, factory_template):
     at = open_app(monkeypatch, factory_template, CLUSTERS, query={"color": "shape"})
     assert_clean(at)
     assert selected(at)["Colour by"] == "shape"
-    names = {t.name for t in figure(at, "scattergl").data}
-    assert names == {"circle", "square", "cluster 0 (selected)"}
+    args = projection_args(at)
+    assert args["title"] == "shape" and set(args["names"]) == {"circle", "square"}
+    # Each point's colour is its own shape's.
+    images = pd.read_parquet(factory_template / "images.parquet").set_index("image_id")
+    assert [args["names"][c] for c in args["codes"]] == list(images.loc[args["ids"], "shape"])
+    assert args["ring"] is not None  # the chosen cluster (0) is ringed
 
 
 def test_missing_captions_leave_the_rest_of_the_page(monkeypatch, factory_copy):
@@ -140,7 +169,7 @@ def test_missing_captions_leave_the_rest_of_the_page(monkeypatch, factory_copy):
     assert any("not computed yet" in i.value for i in at.info)
     assert f"conceptlens analyze cluster_captions --workspace {factory_copy}" in [c.value for c in at.code]
     assert at.dataframe[0].value["caption"].isna().all()
-    assert len(at.get("plotly_chart")) == 3 and len(at.get("image")) >= 2
+    assert len(at.get("plotly_chart")) == 2 and len(at.get("image")) >= 2  # the UMAP is WebGL
 
 
 def test_broken_captions_are_named_and_the_table_still_shows(monkeypatch, factory_copy):
@@ -149,7 +178,7 @@ def test_broken_captions_are_named_and_the_table_still_shows(monkeypatch, factor
     assert not at.exception
     assert "table cluster_captions, column describability_binary" in plain(at.error)
     assert len(at.dataframe[0].value) == 4 and "desc. binary" not in at.dataframe[0].value
-    assert len(at.get("plotly_chart")) == 3
+    assert len(at.get("plotly_chart")) == 2
 
 
 def test_missing_projections_only_hide_the_umap(monkeypatch, factory_copy):
@@ -279,8 +308,7 @@ def test_a_region_from_the_link_selects_its_images_until_another_checkpoint(monk
     assert_clean(at)
     proj = pd.read_parquet(factory_template / "projections/checkpoint_id=ck0/method=umap/part-0.parquet")
     assert metrics(at)["images selected"] == str(proj["x"].between(-0.5, 0.5).sum())
-    (box,) = figure(at, "scattergl").layout.selections
-    assert (box.x0, box.x1) == (-0.5, 0.5)
+    assert projection_args(at)["region"] == {"kind": "box", "x": [-0.5, 0.5], "y": [-100, 100]}
     at.selectbox(key="clusters_ckpt").set_value("ck1").run()
     assert "region" not in at.query_params and at.radio(key="clusters_sel").value == "cluster"
 
@@ -401,10 +429,14 @@ def test_unknown_image_from_the_link(monkeypatch, factory_template):
 
 def test_umap_rings_the_chosen_cluster(monkeypatch, factory_template):
     at = open_app(monkeypatch, factory_template, CLUSTERS, query={"ckpt": "ck0", "cluster": "2"})
-    umap = figure(at, "scattergl")
-    (ring,) = [t for t in umap.data if t.name == "cluster 2 (selected)"]
+    args = projection_args(at)
+    ringed = [i for i, r in zip(args["ids"], args["ring"]) if r]
     assign = assignment(factory_template, "ck0")
-    assert sorted(row[0] for row in ring.customdata) == sorted(assign.loc[assign["cluster"] == 2, "image_id"])
+    assert sorted(ringed) == sorted(assign.loc[assign["cluster"] == 2, "image_id"])
+    # Every point's coordinates are its stored ones.
+    proj = pd.read_parquet(factory_template / "projections/checkpoint_id=ck0/method=umap/part-0.parquet")
+    proj = proj.set_index("image_id").loc[args["ids"]]
+    assert np.allclose(args["x"], proj["x"], rtol=1e-6) and np.allclose(args["y"], proj["y"], rtol=1e-6)
     purity = figure(at, "scatter")
     assert purity.data[-1].name == "cluster 2"
 

@@ -4,7 +4,17 @@ highlights the same images in B's, and the browser's Back button returns to each
 import pandas as pd
 import pytest
 
-from tests.browser import choose, main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import (
+    choose,
+    drag_path,
+    main_text,
+    open_page,
+    projection,
+    query_of,
+    screenshot,
+    serve,
+    wait_for_script,
+)
 
 pytestmark = pytest.mark.browser
 VIEW = {"width": 1400, "height": 1600}
@@ -20,21 +30,15 @@ def link(base, **q):
     return f"{base}/checkpoints?" + "&".join(f"{k}={v}" for k, v in q.items())
 
 
-def umap(page, side: str):
-    """The UMAP of checkpoint A or B (found by its title, "A: ..." / "B: ...")."""
-    return page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".gtitle", has_text=f"{side}: "))
-
-
-def shown_points(chart) -> list[dict]:
-    """Each trace of a chart as the browser holds it: its image ids and selected indices."""
-    return chart.locator(".js-plotly-plot").first.evaluate(
-        "gd => gd.data.map(t => ({ids: (t.customdata || []).map(r => r[0]),"
-        " selected: t.selectedpoints === undefined ? null : Array.from(t.selectedpoints)}))"
+def highlighted(frame) -> set[str]:
+    """The image ids a WebGL view rings (B rings the images selected in A)."""
+    return set(
+        frame.evaluate(
+            """() => { const S = window.__projection;
+                const lines = new TextDecoder().decode(S.textBytes).split('\\n');
+                return Array.from(S.ringIdx || [], i => lines[i].split('\\t')[0]); }"""
+        )
     )
-
-
-def highlighted(chart) -> set[str]:
-    return {t["ids"][i] for t in shown_points(chart) for i in (t["selected"] or [])}
 
 
 def wait_for_query(page, param, value) -> None:
@@ -50,17 +54,20 @@ def combobox(page, name) -> str:
 
 def test_a_box_on_a_highlights_the_same_images_in_b(browser, app_url, factory_template):
     page = open_page(browser, link(app_url, a="ck0", b="ck2"), "checkpoints-linked-before", VIEW)
-    chart_a, chart_b = umap(page, "A"), umap(page, "B")
-    assert highlighted(chart_b) == set()
-    chart_a.scroll_into_view_if_needed()
-    box = chart_a.locator(".nsewdrag").first.bounding_box()
-    assert box, "A's plot area not found"
+    el_a, frame_a = projection(page, 0)
+    _, frame_b = projection(page, 1)
+    assert highlighted(frame_b) == set()
+    frame_a.get_by_role("button", name="Box").click()
+    box = frame_a.locator("#gl").bounding_box()
     # A box over the middle of A's plot: some of its points, not all.
-    page.mouse.move(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.3)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5, steps=6)
-    page.mouse.move(box["x"] + box["width"] * 0.75, box["y"] + box["height"] * 0.8, steps=6)
-    page.mouse.up()
+    drag_path(
+        page,
+        [
+            (box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.3),
+            (box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 0.5),
+            (box["x"] + box["width"] * 0.75, box["y"] + box["height"] * 0.8),
+        ],
+    )
     page.wait_for_function("() => new URL(location.href).searchParams.get('region') !== null", timeout=60_000)
     wait_for_script(page)
     screenshot(page, "checkpoints-linked-after")
@@ -72,7 +79,7 @@ def test_a_box_on_a_highlights_the_same_images_in_b(browser, app_url, factory_te
     inside = set(xy.loc[xy.x.between(x0, x1) & xy.y.between(y0, y1), "image_id"])
     assert kind == "box" and 0 < len(inside) < len(xy)
     # ... are exactly those highlighted in B, and named in the table below.
-    assert highlighted(umap(page, "B")) == inside
+    assert highlighted(projection(page, 1)[1]) == inside
     assert f"{len(inside)} images selected in A" in main_text(page)
     page.close()
 

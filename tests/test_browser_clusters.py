@@ -11,9 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.browser import (
+    drag_path,
     main_text,
     open_export,
     open_page,
+    projection,
+    projection_pixels,
     query_of,
     screenshot,
     serve,
@@ -230,22 +233,38 @@ def test_clicking_a_purity_point_chooses_its_cluster(browser, app_url):
     page.close()
 
 
+def lonely_point(frame) -> tuple[str, float, float]:
+    """(image id, x, y) of the component's point farthest from every other one (a click
+    there hits no neighbour)."""
+    return tuple(
+        frame.evaluate(
+            """() => { const S = window.__projection, xy = S.xy, n = S.n;
+                const lines = new TextDecoder().decode(S.textBytes).split('\\n');
+                let best = 0, far = -1;
+                for (let i = 0; i < n; i++) { let d = Infinity;
+                    for (let j = 0; j < n; j++) if (j !== i)
+                        d = Math.min(d, (xy[2*i]-xy[2*j])**2 + (xy[2*i+1]-xy[2*j+1])**2);
+                    if (d > far) { far = d; best = i; } }
+                return [lines[best].split('\\t')[0], xy[2*best], xy[2*best+1]]; }"""
+        )
+    )
+
+
 def test_clicking_a_umap_point_shows_its_image(browser, app_url):
     page = open_page(browser, link(app_url, "clusters", ckpt="ck0"), "clusters-umap", SHORT)
-    chart(page, "UMAP 1").scroll_into_view_if_needed()
-    wait_for_script(page)
-    p = point_position(page, "UMAP 1")
-    page.mouse.click(p["x"], p["y"])
-    wait_for_query(page, "img", p["data"][0])
+    el, frame = projection(page)
+    image_id, x, y = lonely_point(frame)
+    page.mouse.click(*projection_pixels(el, frame, [(x, y)])[0])
+    wait_for_query(page, "img", image_id)
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_text("Nearest in ck0").wait_for()
     screenshot(page, "clusters-umap-click")
-    assert p["data"][0] in sidebar.inner_text()
+    assert image_id in sidebar.inner_text()
     assert sidebar.locator('[data-testid="stImage"] img').count() == 1 + 8  # the image, 8 neighbours
     # A neighbour's button shows that image instead.
     first = sidebar.get_by_role("button").filter(has_text="·").first
     first.click()
-    page.wait_for_function(f"() => new URL(location.href).searchParams.get('img') !== {p['data'][0]!r}")
+    page.wait_for_function(f"() => new URL(location.href).searchParams.get('img') !== {image_id!r}")
     wait_for_script(page)
     assert query_of(page)["img"].startswith("toy-")
     page.close()
@@ -253,16 +272,19 @@ def test_clicking_a_umap_point_shows_its_image(browser, app_url):
 
 def test_box_selection_downloads_its_image_ids(browser, app_url, tmp_path):
     page = open_page(browser, link(app_url, "clusters", ckpt="ck0"), "clusters-box", SHORT)
-    umap = chart(page, "UMAP 1")
-    umap.scroll_into_view_if_needed()
-    umap.hover()
-    umap.locator('[data-title="Box Select"]').click()
-    box = umap.locator(".nsewdrag").first.bounding_box()
-    page.mouse.move(box["x"] + 2, box["y"] + 2)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=8)
-    page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] - 2, steps=8)
-    page.mouse.up()
+    el, frame = projection(page)
+    frame.get_by_role("button", name="Box").click()
+    box = el.bounding_box()
+    canvas = frame.locator("#gl").bounding_box()  # page coordinates
+    drag_path(
+        page,
+        [
+            (canvas["x"] + 2, canvas["y"] + 2),
+            (canvas["x"] + canvas["width"] / 2, canvas["y"] + canvas["height"] / 2),
+            (canvas["x"] + canvas["width"] - 2, canvas["y"] + canvas["height"] - 2),
+        ],
+    )
+    assert box["height"] > 300
     wait_for_query(page, "sel", "region")
     assert query_of(page)["region"].startswith("box:")
     page.get_by_role("radio", name="the region drawn on the UMAP").wait_for()
@@ -389,9 +411,12 @@ def test_workspace_text_makes_no_link_or_markup(browser, hostile_url):
         SHORT,
     )
     page.get_by_test_id("stSidebar").get_by_text("Nearest in ck0").wait_for()
-    chart(page, "UMAP 1").scroll_into_view_if_needed()
+    _, frame = projection(page)
     wait_for_script(page)
     screenshot(page, "clusters-hostile")
+    # The WebGL view's legend shows the names as text too.
+    assert "[click me](http://x) red" in frame.locator("#legend").inner_text()
+    assert frame.locator("a, b:not(#tip b), strong").count() == 0
     assert page.locator('a[href^="http://x"]').count() == 0
     assert page.locator("strong", has_text="bold").count() == 0
     assert page.locator("b", has_text="x").count() == 0

@@ -1,0 +1,364 @@
+"""The projection view in a real browser: ConceptLens's WebGL view (Clusters page) beside
+Apple's Embedding Atlas 0.21 on the same points, in one headless Chromium (Debian's; WebGL2
+through SwiftShader, no WebGPU, so Atlas runs its WebGL2 fallback).
+
+Workspaces are bench/million.py's (synthetic layout, built if missing): `--points 50000
+1000000`. Embedding Atlas is installed in its own venv, bench/.venv-atlas (created here
+with `pip install embedding-atlas==0.21.0`; never a dependency of the project), and serves
+a Parquet file of the same image ids, x, y and label as the workspace's projection.
+
+Measured per tool and size, `--repeat` times interleaved (ConceptLens, Atlas, ConceptLens,
+...), medians:
+
+- cold: a new browser context navigates to the page; the time until the plot's canvas
+  shows points (screenshots of the largest canvas, polled every 50 ms, until it has more
+  than 1,000 non-background pixels): the same test for both tools. The first navigation
+  after a server start is reported apart (`first`).
+- zoom: one wheel step over the plot -> the canvas's pixels change (polled screenshots).
+- bytes per pan/zoom: websocket and HTTP bytes the browser sends and receives during
+  five wheel steps and a drag.
+- ConceptLens only: a box drawn in Box mode -> the view shows the selection (timed inside
+  the component: pointer-up to the selection drawn, `gl.finish()`), and the bytes of the
+  rerun that commits it (the page's selection table and images).
+
+    nice -n 10 /work/main/.venv/bin/python bench/projection_browser.py [--points 50000 1000000] \\
+        [--repeat 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, serve  # noqa: E402
+
+ATLAS_VENV = ROOT / "bench" / ".venv-atlas"
+ATLAS_VERSION = "0.21.0"
+VIEW = {"width": 1400, "height": 1000}
+
+
+def atlas_python() -> Path:
+    """bench/.venv-atlas's Python, with embedding-atlas 0.21 (created and installed if missing)."""
+    py = ATLAS_VENV / "bin" / "python"
+    if not (ATLAS_VENV / "bin" / "embedding-atlas").exists():
+        if not py.exists():
+            subprocess.run(["python3", "-m", "venv", str(ATLAS_VENV)], check=True)
+        subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", f"embedding-atlas=={ATLAS_VERSION}"], check=True
+        )
+    return py
+
+
+def atlas_parquet(workspace: Path, out: Path) -> Path:
+    """The workspace's projection as Atlas reads it: id, x, y, label."""
+    import duckdb
+
+    if out.exists():
+        return out
+    con = duckdb.connect()
+    proj = workspace / "projections"
+    con.execute(
+        f"""COPY (SELECT p.image_id AS id, p.x, p.y, i.label_name AS label
+                  FROM read_parquet('{proj}/**/*.parquet', hive_partitioning = true) p
+                  JOIN read_parquet('{workspace / "images.parquet"}') i USING (image_id)
+                  WHERE p.method = 'umap') TO '{out}' (FORMAT parquet)"""
+    )
+    return out
+
+
+@contextlib.contextmanager
+def atlas_server(parquet: Path):
+    port = free_port()
+    log = open(parquet.with_suffix(".atlas.log"), "w")
+    exe = ATLAS_VENV / "bin" / "embedding-atlas"
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            str(parquet),
+            "--x",
+            "x",
+            "--y",
+            "y",
+            "--text",
+            "label",
+            "--port",
+            str(port),
+            "--no-auto-port",
+            "--host",
+            "127.0.0.1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"embedding-atlas did not start; see {log.name}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+# ---- measuring in the browser ---------------------------------------------------------------
+def biggest_canvas(page):
+    """(frame, bounding box in page coordinates) of the largest visible canvas, in any frame."""
+    best = None
+    for frame in page.frames:
+        try:
+            boxes = frame.evaluate(
+                """() => [...document.querySelectorAll('canvas')].map(c => {
+                    const r = c.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; })"""
+            )
+        except Exception:
+            continue
+        off = (0.0, 0.0)
+        if frame.parent_frame is not None:
+            el = frame.frame_element().bounding_box()
+            off = (el["x"], el["y"]) if el else off
+        for x, y, w, h in boxes:
+            if w * h > 0 and (best is None or w * h > best[1]["width"] * best[1]["height"]):
+                best = (frame, {"x": x + off[0], "y": y + off[1], "width": w, "height": h})
+    return best
+
+
+def inked(page, box) -> int:
+    """Pixels of the clip `box` that differ from its most common colour."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    png = page.screenshot(clip=box)
+    a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).reshape(-1, 3)
+    keys = a[:, 0].astype(np.int64) << 16 | a[:, 1].astype(np.int64) << 8 | a[:, 2]
+    vals, counts = np.unique(keys, return_counts=True)
+    return int(len(keys) - counts.max())
+
+
+def wait_drawn(page, t0: float, timeout: float = 300, min_ink: int = 1000) -> tuple[float, dict]:
+    while time.perf_counter() - t0 < timeout:
+        found = biggest_canvas(page)
+        if found and found[1]["width"] > 200 and found[1]["height"] > 200:
+            if inked(page, found[1]) > min_ink:
+                return time.perf_counter() - t0, found[1]
+        page.wait_for_timeout(50)
+    raise TimeoutError("the plot was never drawn")
+
+
+def traffic(page) -> dict:
+    """Bytes the page's websockets and HTTP responses carry from now on (a live dict)."""
+    t = {"sent": 0, "received": 0, "http": 0}
+
+    def on_ws(ws):
+        ws.on("framesent", lambda p: t.__setitem__("sent", t["sent"] + len(p)))
+        ws.on("framereceived", lambda p: t.__setitem__("received", t["received"] + len(p)))
+
+    def on_response(r):
+        with contextlib.suppress(Exception):
+            t["http"] += int(r.headers.get("content-length") or 0)
+
+    page.on("websocket", on_ws)
+    page.on("response", on_response)
+    return t
+
+
+def zoom_once(page, box) -> float:
+    """One wheel step over the plot's centre -> its pixels change (seconds)."""
+    import io
+
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(cx, cy)
+    page.wait_for_timeout(300)
+    before = page.screenshot(clip=box)
+    t0 = time.perf_counter()
+    page.mouse.wheel(0, -200)
+    while time.perf_counter() - t0 < 30:
+        if page.screenshot(clip=box) != before:
+            return time.perf_counter() - t0
+    del io
+    raise TimeoutError("a wheel step changed nothing")
+
+
+def pan_zoom_bytes(page, box, t: dict) -> int:
+    page.wait_for_timeout(500)
+    start = dict(t)
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(cx, cy)
+    for _ in range(5):
+        page.mouse.wheel(0, -120)
+        page.wait_for_timeout(80)
+    page.mouse.move(cx, cy)
+    page.mouse.down()
+    page.mouse.move(cx - 100, cy - 50, steps=10)
+    page.mouse.up()
+    page.wait_for_timeout(1500)
+    return sum(t[k] - start[k] for k in t)
+
+
+def run_conceptlens(browser, url: str, ckpt: str) -> dict:
+    from tests.browser import projection, wait_for_script
+
+    ctx = browser.new_context(viewport=VIEW)
+    page = ctx.new_page()
+    t = traffic(page)
+    t0 = time.perf_counter()
+    page.goto(f"{url}/clusters?ckpt={ckpt}")
+    page.locator('iframe[title="components.projection.projection"]').wait_for(timeout=600_000)
+    page.locator('iframe[title="components.projection.projection"]').scroll_into_view_if_needed()
+    cold, box = wait_drawn(page, t0, timeout=600)
+    cold_bytes = sum(t.values())
+    wait_for_script(page, timeout_ms=600_000)
+    el, frame = projection(page)
+    box = frame.locator("#gl").bounding_box()
+    zoom = zoom_once(page, box)
+    frame.evaluate("() => document.getElementById('reset').click()")
+    pz = pan_zoom_bytes(page, box, t)
+    frame.evaluate("() => document.getElementById('reset').click()")
+    # A box over the middle quarter: pointer-up -> selection drawn, timed inside the view.
+    frame.get_by_role("button", name="Box").click()
+    start = dict(t)
+    page.mouse.move(box["x"] + box["width"] * 0.25, box["y"] + box["height"] * 0.25)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.75, box["y"] + box["height"] * 0.75, steps=6)
+    page.mouse.up()
+    frame.wait_for_function("() => window.__projection.selectDrawnMs !== undefined")
+    select_ms = frame.evaluate("() => window.__projection.selectDrawnMs")
+    n_sel = frame.evaluate("() => window.__projection.selCount")
+    page.wait_for_function(
+        "() => new URL(location.href).searchParams.get('sel') === 'region'", timeout=600_000
+    )
+    wait_for_script(page, timeout_ms=600_000)
+    select_bytes = sum(t[k] - start[k] for k in t)
+    ctx.close()
+    return {
+        "cold_s": cold,
+        "cold_bytes": cold_bytes,
+        "zoom_s": zoom,
+        "pan_zoom_bytes": pz,
+        "select_view_ms": select_ms,
+        "selected": n_sel,
+        "select_rerun_bytes": select_bytes,
+    }
+
+
+def run_atlas(browser, url: str) -> dict:
+    ctx = browser.new_context(viewport=VIEW)
+    page = ctx.new_page()
+    t = traffic(page)
+    t0 = time.perf_counter()
+    page.goto(url)
+    cold, box = wait_drawn(page, t0, timeout=600)
+    cold_bytes = sum(t.values())
+    page.wait_for_timeout(1000)
+    found = biggest_canvas(page)
+    box = found[1]
+    zoom = zoom_once(page, box)
+    pz = pan_zoom_bytes(page, box, t)
+    ctx.close()
+    return {"cold_s": cold, "cold_bytes": cold_bytes, "zoom_s": zoom, "pan_zoom_bytes": pz}
+
+
+def median(rows: list[dict], key: str):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", type=int, nargs="+", default=[50_000, 1_000_000])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--dir", default="/tmp/conceptlens-projection-bench", help="workspaces (built if missing)"
+    )
+    ap.add_argument("--no-atlas", action="store_true", help="ConceptLens only")
+    ap.add_argument("--no-conceptlens", action="store_true", help="Embedding Atlas only")
+    ap.add_argument("--json", help="write the numbers here")
+    args = ap.parse_args()
+
+    from million import build
+    from playwright.sync_api import sync_playwright
+
+    if not args.no_atlas:
+        atlas_python()
+    results = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for n in args.points:
+            ws = Path(args.dir) / f"ws-{n}"
+            build(ws, n)
+            ckpt = json.loads((ws / "workspace.json").read_text()).get("provenance", {}).get("checkpoint")
+            if not ckpt:
+                import pandas as pd
+
+                ckpt = str(pd.read_parquet(ws / "checkpoints.parquet")["checkpoint_id"].iloc[0])
+            cl, at = [], []
+            with contextlib.ExitStack() as stack:
+                url = None if args.no_conceptlens else stack.enter_context(serve(ws, timeout=300))
+                aurl = None
+                if not args.no_atlas:
+                    aurl = stack.enter_context(
+                        atlas_server(atlas_parquet(ws, Path(args.dir) / f"atlas-{n}.parquet"))
+                    )
+                for i in range(args.repeat):
+                    if url:
+                        cl.append(run_conceptlens(browser, url, ckpt))
+                        print(f"{n:>9,} ConceptLens run {i + 1}: {json.dumps(cl[-1])}", flush=True)
+                    if aurl:
+                        at.append(run_atlas(browser, aurl))
+                        print(f"{n:>9,} Atlas       run {i + 1}: {json.dumps(at[-1])}", flush=True)
+            results[n] = {"conceptlens": cl, "atlas": at}
+        browser.close()
+
+    print("\n| points | measure | ConceptLens | Embedding Atlas 0.21 | ratio |")
+    print("|---|---|---|---|---|")
+    for n, r in results.items():
+        for key, name, unit in (
+            ("cold_s", "cold: navigate -> drawn", "s"),
+            ("zoom_s", "one wheel step -> view updated", "s"),
+            ("pan_zoom_bytes", "bytes for 5 wheel steps and a drag", "B"),
+            ("cold_bytes", "bytes of the cold load", "B"),
+            ("select_view_ms", "box selection -> shown (in the view)", "ms"),
+            ("select_rerun_bytes", "bytes of the selection's rerun", "B"),
+        ):
+            a, b = median(r["conceptlens"], key), median(r["atlas"], key)
+            ratio = f"{a / b:.2f}x" if a is not None and b else "—"
+
+            def fmt(v, unit=unit):
+                if v is None:
+                    return "—"
+                return f"{v:,.0f} B" if unit == "B" else f"{v:,.3g} {unit}"
+
+            print(f"| {n:,} | {name} | {fmt(a)} | {fmt(b)} | {ratio} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

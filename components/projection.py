@@ -1,0 +1,304 @@
+"""The projection view: a 2-D projection drawn with WebGL2 in the browser (a Streamlit
+custom component; source and build in components/projection_frontend/, its built bundle
+committed, so running the app needs no Node).
+
+Every point is drawn; pan, zoom and hover happen in the browser and send the server
+nothing (no rerun); a box or lasso selection is computed in the browser too and sent
+once, on mouse-up: its region (rounded as `views.clusters.region_text` keeps it in the
+URL) and the indices of the points inside. The points go to the browser as binary
+(`bytes` arguments: float32 x/y, uint16 palette codes), and Streamlit's forward-message
+cache sends an unchanged view once per session: a rerun for another widget resends no
+points. A hovered point shows its caption and thumbnail; thumbnails are served from the
+workspace's thumbnail folder by a second, file-only component route (never the
+workspace's tables).
+
+Beyond `MAX_POINTS` points the page draws the binned overview instead (`too_many`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import streamlit.components.v1 as components
+
+from conceptlens.figures.clusters import MAX_LEGEND, OTHER, PALETTE, _categories, _focus, is_categorical
+from conceptlens.workspace import WorkspaceError, inside
+
+FRONTEND = Path(__file__).resolve().parent / "projection_frontend" / "build"
+_component = components.declare_component("projection", path=str(FRONTEND))
+
+# Points the browser is sent one by one (1,000,000 float32 x/y is 8 MB; measured in
+# docs/dashboard.md); more and the page passes the binned overview.
+MAX_POINTS = 1_000_000
+# Hover captions and thumbnails are sent up to this many points (about 40 bytes a point).
+MAX_TEXT = 250_000
+# A selection of more points reaches Python as its region only (Python counts it).
+MAX_IDS = 200_000
+VIRIDIS = [
+    "#440154",
+    "#482878",
+    "#3e4989",
+    "#31688e",
+    "#26828e",
+    "#1f9e89",
+    "#35b779",
+    "#6ece58",
+    "#b5de2b",
+    "#fde725",
+]
+NONE = "(none)"
+# Always coloured by category, whatever their type (cluster ids are numbers).
+CATEGORICAL = ("cluster", "label", "cluster in A", "cluster in B")
+
+
+def max_points() -> int:
+    """Points drawn by the component (`$CONCEPTLENS_COMPONENT_MAX_POINTS`, else MAX_POINTS)."""
+    raw = os.environ.get("CONCEPTLENS_COMPONENT_MAX_POINTS")
+    try:
+        return max(1, int(raw)) if raw else MAX_POINTS
+    except ValueError:
+        return MAX_POINTS
+
+
+@dataclass
+class Encoded:
+    """Points as the component gets them. `ids[i]` is the image of the component's point i
+    (the order is the drawing order: largest categories first)."""
+
+    ids: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    args: dict
+
+
+def _colours(vals: pd.Series, color: str, clusters, highlight) -> tuple[np.ndarray, list, list, list]:
+    """(code per point, palette, names, legend entries) for a column."""
+    if pd.api.types.is_numeric_dtype(vals) and not is_categorical(vals) and color not in CATEGORICAL:
+        v = vals.to_numpy("float64")
+        finite = np.isfinite(v)
+        lo, hi = (float(v[finite].min()), float(v[finite].max())) if finite.any() else (0.0, 1.0)
+        nb = len(VIRIDIS)
+        edges = np.linspace(lo, hi, nb + 1)
+        codes = np.clip(((v - lo) / ((hi - lo) or 1.0) * nb).astype("int64", copy=False), 0, nb - 1)
+        codes = np.where(finite, codes, nb).astype("uint16")
+        names = [f"{edges[i]:.3g} – {edges[i + 1]:.3g}" for i in range(nb)] + [NONE]
+        palette = VIRIDIS + [OTHER]
+        legend = list(range(nb)) + ([nb] if (~finite).any() else [])
+        return codes, palette, names, legend
+    text = vals.astype("string").fillna(NONE)
+    cats = _categories(text)
+    shown = cats if len(cats) <= MAX_LEGEND else _focus(text, cats, clusters, highlight)
+    palette = [PALETTE[i % len(PALETTE)] for i in range(len(shown))]
+    names = [str(c) for c in shown]
+    rank = {c: i for i, c in enumerate(shown)}
+    other = len(shown)
+    codes = text.map(lambda c: rank.get(c, other)).to_numpy("uint16")
+    if len(shown) < len(cats):
+        palette.append(OTHER)
+        names.append(f"{len(cats) - len(shown):,} others")
+    return codes, palette, names, list(range(len(palette)))
+
+
+def thumb_folder(thumbnails: pd.Series) -> str | None:
+    """The folder (relative to the workspace) that holds every thumbnail, if it is not the
+    workspace itself (whose tables are never served)."""
+    rel = thumbnails.dropna().astype(str)
+    if rel.empty or rel.str.startswith(("/", "\\")).any():
+        return None
+    try:
+        common = os.path.commonpath(list(rel.map(os.path.dirname).unique()))
+    except ValueError:
+        return None
+    common = os.path.normpath(common) if common else ""
+    if common in ("", ".") or common.startswith(".."):
+        return None
+    return common
+
+
+def encode(
+    points: pd.DataFrame, color: str | None, highlight=None, with_text: bool = True, thumbs=None
+) -> Encoded:
+    """The component's arguments for `points` (columns x, y, image_id, cluster, label_name,
+    thumbnail and the colour column), coloured by `color`, the `highlight` cluster ringed.
+    `thumbs`: the thumbnail folder (`thumb_folder`) the captions' paths are relative to."""
+    pts = points.reset_index(drop=True)
+    n = len(pts)
+    vals = pts[color] if color and color in pts.columns else pd.Series(["all"] * n)
+    clusters = pts["cluster"] if "cluster" in pts.columns else None
+    codes, palette, names, legend = _colours(vals, color or "", clusters, highlight)
+    # Largest categories first, so small ones are drawn on top (never buried).
+    sizes = np.bincount(codes, minlength=len(palette))
+    order = np.lexsort((np.arange(n), -sizes[codes]))
+    pts = pts.iloc[order].reset_index(drop=True)
+    codes = codes[order]
+    x = pts["x"].to_numpy("float32")
+    y = pts["y"].to_numpy("float32")
+    ids = pts["image_id"].astype(str).to_numpy()
+    ring = None
+    if highlight is not None and clusters is not None:
+        ring = (pts["cluster"].to_numpy() == highlight).astype("uint8")
+        ring = ring.tobytes() if ring.any() else None
+    text = None
+    if with_text:
+        clus = pts["cluster"].astype("string").fillna("\u2014") if clusters is not None else None
+        label = pts["label_name"].astype("string").fillna("") if "label_name" in pts.columns else None
+        cap = pd.Series([""] * n, dtype="string")
+        if label is not None:
+            cap = label
+        if clus is not None:
+            cap = cap + " · cluster " + clus
+        if color and color in pts.columns and color not in ("cluster", "label_name"):
+            v = pts[color]
+            v = v.round(4) if pd.api.types.is_float_dtype(v) else v
+            cap = cap + f" · {color}: " + v.astype("string").fillna("\u2014")
+        thumb = pd.Series([""] * n, dtype="string")
+        if thumbs and "thumbnail" in pts.columns:
+            t = pts["thumbnail"].astype("string").fillna("")
+            prefix = thumbs.rstrip("/") + "/"
+            thumb = t.where(t.str.startswith(prefix), "").str.slice(len(prefix))
+        clean = lambda s: s.str.replace(r"[\t\n\r]", " ", regex=True)  # noqa: E731
+        lines = pd.Series(ids, dtype="string").pipe(clean) + "\t" + cap.pipe(clean) + "\t" + thumb.pipe(clean)
+        text = "\n".join(lines.fillna("").tolist()).encode()
+    xy = np.empty(2 * n, "float32")
+    xy[0::2], xy[1::2] = x, y
+    args = dict(
+        xy=xy.tobytes(),
+        codes=codes.astype("uint16").tobytes(),
+        ring=ring,
+        text=text,
+        palette=palette,
+        names=names,
+        legend=legend,
+        title=color or "",
+    )
+    return Encoded(ids, x, y, args)
+
+
+def _thumb_route(ws, folder: str | None) -> str | None:
+    """URL prefix (relative to the component's frame) of the thumbnail folder, served as a
+    file-only component route; None for a remote workspace or without a folder."""
+    if folder is None or getattr(ws, "remote", False):
+        return None
+    try:
+        path = inside(Path(ws.root), folder)
+    except WorkspaceError:
+        return None
+    if not path.is_dir():
+        return None
+    name = "thumbs_" + hashlib.sha1(str(path).encode()).hexdigest()[:16]
+    route = components.declare_component(name, path=str(path))
+    return f"../{route.name}/"
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _encoded(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, _fn):
+    pts = _ws.view(_fn, **dict(args))
+    folder = thumb_folder(pts["thumbnail"]) if "thumbnail" in pts.columns else None
+    enc = encode(pts, color, highlight=highlight, with_text=len(pts) <= MAX_TEXT, thumbs=folder)
+    return enc, folder
+
+
+def points_of(ws, color, highlight=None, view=None, **view_args) -> Encoded:
+    """The encoded points of a projection (cached per workspace version): the view function
+    `view` of `view_args` (it returns x, y, image_id and the colour column), by default
+    `views.clusters.projection` (checkpoint, k) of every point up to `max_points()`."""
+    if view is None:
+        from conceptlens.views import clusters as V
+
+        view = V.projection
+        view_args = {"method": "umap", **view_args, "limit": max_points()}
+    name = f"{view.__module__}.{view.__qualname__}"
+    args = tuple(sorted(view_args.items()))
+    enc, folder = _encoded(str(ws.root), ws.fp, name, args, color, highlight, ws, view)
+    enc.args["thumb_base"] = _thumb_route(ws, folder)
+    return enc
+
+
+def ring_ids(enc: Encoded, ids) -> None:
+    """Ring the points of the images `ids` (e.g. a selection made in another view)."""
+    mask = np.isin(enc.ids, np.asarray(list(ids), dtype=str)).astype("uint8")
+    enc.args["ring"] = mask.tobytes() if mask.any() else None
+
+
+def region_arg(region: str | None) -> dict | None:
+    """The region text of the URL as the component draws it."""
+    if not region:
+        return None
+    from conceptlens.views.clusters import parse_region
+
+    try:
+        kind, pts = parse_region(region)
+    except ValueError:
+        return None
+    return {"kind": kind, "x": [float(v) for v in pts[:, 0]], "y": [float(v) for v in pts[:, 1]]}
+
+
+def _region_arg(key: str, data_key: str, region: str | None) -> tuple[str | None, int]:
+    """The region to pass, and its sequence number. A region the view drew itself is not
+    passed back (the previous argument is kept): the view's arguments stay the same, so
+    Streamlit's forward-message cache does not resend every point after a selection. A
+    region from anywhere else (a link, Back, another checkpoint) is passed with a new number."""
+    state = st.session_state.setdefault(
+        f"_{key}_region", {"data_key": None, "arg": None, "seq": 0, "drawn": None}
+    )
+    fresh = state["data_key"] != data_key or key not in st.session_state  # new points, or a new mount
+    if fresh or region != state["drawn"]:
+        state.update(data_key=data_key, arg=region, seq=state["seq"] + 1, drawn=region)
+    return state["arg"], state["seq"]
+
+
+def projection_view(
+    enc: Encoded,
+    key: str,
+    data_key: str,
+    view_key: str,
+    region: str | None = None,
+    height: int = 560,
+    on_change=None,
+):
+    """Draw the encoded points; returns the last committed event (or None):
+    {"event": "select", "kind", "x", "y", "n", "indices"}, {"event": "click", "index"} or
+    {"event": "clear"}. `data_key` names the points (a new one redraws and resets the
+    selection); `view_key` keeps the pan/zoom while it stays the same; `region` is the
+    selection the page holds (the URL's region text)."""
+    from conceptlens.views.clusters import region_text
+
+    def committed():
+        ev = st.session_state.get(key) or {}
+        state = st.session_state.get(f"_{key}_region")
+        if state is not None and ev.get("event") == "select":
+            state["drawn"] = region_text(ev["kind"], ev["x"], ev["y"])
+        elif state is not None and ev.get("event") == "clear":
+            state["drawn"] = None
+        if on_change is not None:
+            on_change()
+
+    arg, seq = _region_arg(key, data_key, region)
+    return _component(
+        **enc.args,
+        region=region_arg(arg),
+        region_seq=seq,
+        data_key=data_key,
+        keep_view_key=view_key,
+        ring_key=f"{data_key}|{enc.args['ring'] is not None and hashlib.sha1(enc.args['ring']).hexdigest()}",
+        height=int(height),
+        max_ids=MAX_IDS,
+        key=key,
+        default=None,
+        on_change=committed,
+    )
+
+
+def selected_ids(enc: Encoded, event: dict | None) -> list[str] | None:
+    """The image ids of a committed selection (None: no ids were sent, too many)."""
+    if not event or event.get("event") != "select" or event.get("indices") is None:
+        return None
+    idx = np.asarray(event["indices"], dtype="int64")
+    idx = idx[(idx >= 0) & (idx < len(enc.ids))]
+    return [str(v) for v in enc.ids[idx]]

@@ -1,0 +1,208 @@
+"""The WebGL projection view (components/projection.py) on the Clusters page of the demo,
+in Chromium: a box and a lasso drawn with the mouse select exactly the points inside the
+shape (computed here, from the stored coordinates, with matplotlib's point-in-path), both
+in the ids the component sends and in the page's selection (its CSV); hovering, zooming
+and panning send the server nothing (no rerun)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.path import Path as MplPath
+
+from tests.browser import (
+    ARTIFACTS,
+    drag_path,
+    projection,
+    projection_data,
+    projection_pixels,
+    query_of,
+    screenshot,
+    serve,
+    wait_for_script,
+)
+
+pytestmark = pytest.mark.browser
+DS, CKPT = "shapes", "shapes-simclr-e20"
+VIEW = {"width": 1400, "height": 1100}
+
+
+@pytest.fixture(scope="module")
+def app(demo_ws):
+    with serve(demo_ws) as url:
+        yield url, demo_ws
+
+
+def stored_points(ws) -> pd.DataFrame:
+    return pd.read_parquet(ws / "projections" / f"checkpoint_id={CKPT}" / "method=umap")
+
+
+def open_clusters(browser, url: str, name: str):
+    """The Clusters page with every websocket frame the browser sends counted."""
+    page = browser.new_page(viewport=VIEW)
+    sent = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(len(payload))))
+    page.goto(f"{url}/clusters?ds={DS}&ckpt={CKPT}")
+    page.get_by_test_id("stSidebarNav").wait_for(timeout=120_000)
+    wait_for_script(page)
+    assert page.get_by_test_id("stException").count() == 0
+    el, frame = projection(page)
+    screenshot(page, name)
+    return page, el, frame, sent
+
+
+def sent_ids(frame) -> set[str]:
+    """The image ids of the indices the component last sent (its hover lines name them)."""
+    return set(
+        frame.evaluate(
+            """() => { const S = window.__projection;
+                       const lines = new TextDecoder().decode(S.textBytes).split('\\n');
+                       return S.lastCommit.indices.map(i => lines[i].split('\\t')[0]); }"""
+        )
+    )
+
+
+def downloaded_ids(page, tmp_path) -> set[str]:
+    with page.expect_download(timeout=60_000) as dl:
+        page.get_by_role("button", name="Download image ids (CSV)").click()
+    path = tmp_path / "ids.csv"
+    dl.value.save_as(path)
+    return {r["image_id"] for r in csv.DictReader(path.open())}
+
+
+def selected_count(page) -> int:
+    metric = page.get_by_test_id("stMetric").filter(has_text="images selected")
+    return int(metric.get_by_test_id("stMetricValue").inner_text().replace(",", ""))
+
+
+def canvas_box(el, frame) -> dict:
+    box = el.bounding_box()
+    r = frame.evaluate(
+        "() => { const r = document.getElementById('gl').getBoundingClientRect(); "
+        "return [r.left, r.top, r.width, r.height]; }"
+    )
+    return {"x": box["x"] + r[0], "y": box["y"] + r[1], "width": r[2], "height": r[3]}
+
+
+def test_box_and_lasso_select_the_points_inside(browser, app, tmp_path):
+    url, ws = app
+    pts = stored_points(ws)
+    page, el, frame, _ = open_clusters(browser, url, "projection-open")
+    c = canvas_box(el, frame)
+
+    # ---- a box over the middle of the view -------------------------------------------------
+    frame.get_by_role("button", name="Box").click()
+    a = (c["x"] + c["width"] * 0.3, c["y"] + c["height"] * 0.25)
+    b = (c["x"] + c["width"] * 0.62, c["y"] + c["height"] * 0.7)
+    corners = projection_data(el, frame, [a, b])
+    drag_path(page, [a, (a[0] + 40, a[1] + 30), b])
+    page.wait_for_function(
+        "() => new URL(location.href).searchParams.get('sel') === 'region'", timeout=60_000
+    )
+    wait_for_script(page)
+    # The box as the URL keeps it: its corners to 6 significant digits.
+    xs = sorted(float(f"{v[0]:.6g}") for v in corners)
+    ys = sorted(float(f"{v[1]:.6g}") for v in corners)
+    region = query_of(page)["region"]
+    assert region.startswith("box:")
+    assert np.allclose([float(v) for v in region[4:].split(",")], xs + ys, rtol=1e-5)
+    inside = pts[pts.x.between(xs[0], xs[1]) & pts.y.between(ys[0], ys[1])]
+    expected = set(inside.image_id)
+    assert 20 < len(expected) < len(pts)  # the box holds some points, not all
+    assert sent_ids(frame) == expected
+    assert selected_count(page) == len(expected)
+    assert downloaded_ids(page, tmp_path) == expected
+    screenshot(page, "projection-box")
+    el.screenshot(path=str(ARTIFACTS / "projection-box-view.png"))
+
+    # ---- a lasso: a triangle, drawn through 12 points ----------------------------------------
+    frame.get_by_role("button", name="Lasso").click()
+    el.scroll_into_view_if_needed()
+    c = canvas_box(el, frame)  # the page may have scrolled
+    tri = [
+        (c["x"] + c["width"] * 0.2, c["y"] + c["height"] * 0.8),
+        (c["x"] + c["width"] * 0.5, c["y"] + c["height"] * 0.15),
+        (c["x"] + c["width"] * 0.8, c["y"] + c["height"] * 0.8),
+    ]
+    path = [
+        (p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t)
+        for p, q in zip(tri, tri[1:] + tri[:1])
+        for t in (0, 0.25, 0.5, 0.75)
+    ]
+    drag_path(page, path + [path[0]])
+    page.wait_for_function(
+        "() => (new URL(location.href).searchParams.get('region') || '').startsWith('lasso:')"
+    )
+    wait_for_script(page)
+    nums = [float(v) for v in query_of(page)["region"][6:].split(",")]
+    poly = np.array(nums).reshape(-1, 2)
+    # The lasso that reached the URL follows the drawn triangle (within 3 pixels).
+    drawn = projection_pixels(el, frame, poly)
+    tri_path = MplPath(np.array(tri))
+    assert all(tri_path.contains_point(p, radius=6) or tri_path.contains_point(p, radius=-6) for p in drawn)
+    expected = set(pts.image_id[MplPath(poly).contains_points(pts[["x", "y"]].to_numpy())])
+    assert 20 < len(expected) < len(pts)
+    assert sent_ids(frame) == expected
+    assert selected_count(page) == len(expected)
+    assert downloaded_ids(page, tmp_path) == expected
+    screenshot(page, "projection-lasso")
+    el.screenshot(path=str(ARTIFACTS / "projection-lasso-view.png"))
+    page.close()
+
+
+def test_hover_zoom_and_pan_send_the_server_nothing(browser, app):
+    url, ws = app
+    page, el, frame, sent = open_clusters(browser, url, "projection-hover")
+    before = len(sent)
+    pts = stored_points(ws)
+    # Hover over a stored point: its caption (image id) and thumbnail show.
+    target = pts.iloc[len(pts) // 2]
+    (px, py) = projection_pixels(el, frame, [(target.x, target.y)])[0]
+    px, py = round(px), round(py)  # mouse events carry whole pixels
+    page.mouse.move(px - 30, py - 30)
+    page.mouse.move(px, py, steps=5)
+    tip = frame.get_by_test_id("projection-tip")
+    tip.wait_for(state="visible")
+    shown = tip.locator("b").inner_text()
+    near = projection_pixels(el, frame, pts[pts.image_id == shown][["x", "y"]].to_numpy())[0]
+    assert np.hypot(near[0] - px, near[1] - py) <= 9  # the point under the cursor
+    frame.wait_for_function(
+        "() => { const i = document.querySelector('#tip img');"
+        " return i && i.complete && i.naturalWidth > 0; }"
+    )
+    el.screenshot(path=str(ARTIFACTS / "projection-hover-tip.png"))
+    # Wheel-zoom in around the point, then pan by dragging.
+    k0 = frame.evaluate("() => window.__projection.view.k")
+    for _ in range(5):
+        page.mouse.wheel(0, -240)
+        page.wait_for_timeout(60)
+    k1 = frame.evaluate("() => window.__projection.view.k")
+    assert k1 > 2 * k0
+    # The point under the cursor stays under it while zooming.
+    after = projection_pixels(el, frame, [(target.x, target.y)])[0]
+    before_zoom = np.hypot(near[0] - px, near[1] - py) if shown == target.image_id else 1.0
+    assert np.hypot(after[0] - px, after[1] - py) < 1 + before_zoom * k1 / k0
+    cx0, cy0 = frame.evaluate("() => [window.__projection.view.cx, window.__projection.view.cy]")
+    drag_path(page, [(px, py), (px - 120, py - 60)])
+    cx, cy = frame.evaluate("() => [window.__projection.view.cx, window.__projection.view.cy]")
+    assert np.allclose([cx, cy], [cx0 + 120 / k1, cy0 - 60 / k1], rtol=1e-4, atol=1e-4)
+    page.wait_for_timeout(1500)
+    el.screenshot(path=str(ARTIFACTS / "projection-zoomed.png"))
+    assert len(sent) == before, f"the browser sent {len(sent) - before} messages (a rerun) for hover/zoom/pan"
+    assert (
+        page.evaluate(
+            "() => document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state')"
+        )
+        != "running"
+    )
+    # A click on a point is a choice: it reaches Python, which shows that image.
+    (qx, qy) = projection_pixels(el, frame, [(target.x, target.y)])[0]
+    page.mouse.click(qx, qy)
+    page.wait_for_function("() => new URL(location.href).searchParams.get('img') !== null", timeout=60_000)
+    wait_for_script(page)
+    assert len(sent) > before
+    assert query_of(page)["img"] in page.get_by_test_id("stSidebar").inner_text()
+    page.close()
