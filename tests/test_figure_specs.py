@@ -79,7 +79,9 @@ def _drawn(monkeypatch, demo_ws, page: str, query=None) -> list[tuple[str, dict]
     original = E.export_button
 
     def record(fig, name, provenance, key, title=None):
-        seen.append((fig.to_json(), dict(provenance)))
+        # A page that draws its own view (the WebGL projection) exports the catalogue's
+        # figure built when downloaded: a function, called here as the download would.
+        seen.append(((fig() if callable(fig) else fig).to_json(), dict(provenance)))
         return original(fig, name, provenance, key, title=title)
 
     monkeypatch.setattr(E, "export_button", record)

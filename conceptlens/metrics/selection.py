@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .coherence import Trials
-from .intrinsic import _fit, first_occurrences
+from .intrinsic import first_occurrences, twonn_fit
 from .neighbors import as_matrix, nearest_cosine, unit_rows
 from .scores import clopper_pearson
 
@@ -263,7 +263,7 @@ def twonn_small(X: np.ndarray, discard_fraction: float = 0.1) -> float:
     if d is None:
         return math.nan
     try:
-        return _fit(d[:, 1] / d[:, 0], discard_fraction, 1)
+        return twonn_fit(d[:, 1] / d[:, 0], discard_fraction, 1)
     except ValueError:
         return math.nan
 
