@@ -4,7 +4,10 @@ per (checkpoint, k) aNMI, kNN accuracy, cluster learnability (CL) and intrinsic 
 One unit per clustering (checkpoint, k); it reads that checkpoint's features and its
 own `clusters` partition, and writes `cluster_metrics` then `checkpoint_metrics`
 (the latter last, with the fingerprint of the clustering it used: a re-clustered
-checkpoint is measured again). Definitions: docs/analysis.md.
+checkpoint is measured again). Purity, kNN accuracy, CL and ID come with 95% percentile
+bootstrap intervals over images (`--bootstrap` resamples, seeded; metrics/bootstrap.py),
+computed from per-image quantities the shared pass already has. Definitions:
+docs/analysis.md.
 """
 
 from __future__ import annotations
