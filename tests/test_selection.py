@@ -394,9 +394,13 @@ def test_describability_in_the_scores_with_its_null():
 
 
 def test_purity_interval_holds_the_value_for_a_random_set():
-    pop = _population(n=600, n_labels=6, seed=8)
-    sel = np.random.default_rng(0).choice(600, 200, replace=False)
-    out = S.score_selection(pop, sel, n_null=5, seed=0)
+    # 40 labels, 500 random images: purity near 0, where every resample's plug-in purity is
+    # higher than the set's (the percentile interval missed it from above, the basic one
+    # from below).
+    pop = _population(n=5000, n_labels=40, seed=8, annotator=False)
+    sel = np.random.default_rng(0).choice(5000, 500, replace=False)
+    out = S.score_selection(pop, sel, n_null=5, n_null_id=0, seed=0)
     for name in ("purity_label", "purity_parity", "purity_noise"):
         r = _row(out, name)
         assert 0 <= r["lo"] <= r["value"] <= r["hi"] <= 1, r
+    assert _row(out, "purity_label")["hi"] > _row(out, "purity_label")["value"]
