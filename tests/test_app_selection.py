@@ -150,3 +150,24 @@ def test_the_panel_scores_nothing_until_asked_and_says_why_a_group_cannot_be_sco
     at = open_clusters(monkeypatch, factory_template, {"ckpt": "ck0", "sel": "filter", "score": "1"})
     assert_clean(at)
     assert "This selection cannot be scored on ck0" in plain(at.info)
+
+
+def test_the_page_reads_saved_selections_only_as_its_spec_declares(monkeypatch, factory_copy):
+    """With a saved selection reopened, the Clusters page reads `selections`, which its spec
+    declares (components/nav.py), so its problems are checked before the page renders."""
+    import streamlit as st
+
+    from components import nav
+    from conceptlens import db as dbmod
+
+    S.save(
+        factory_copy, "blues", "toy", S.ids_where(WorkspaceDB(factory_copy), "toy", "label", "2"), "label=2"
+    )
+    st.cache_data.clear()
+    with dbmod.read_log() as reads:
+        at = open_clusters(
+            monkeypatch, factory_copy, {"ssrc": "saved", "saved": "blues", "nnull": "20", "score": "1"}
+        )
+    assert_clean(at)
+    assert "selections" in reads and reads <= set(nav.BY_NAME["clusters"].tables), reads
+    assert "16 images" in plain(at.markdown)

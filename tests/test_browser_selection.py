@@ -1,4 +1,4 @@
-"""Score this selection in a real browser (issue 26): box-select a group on the Clusters UMAP,
+"""Score this selection in a real browser (issue 26): lasso a group on the Clusters UMAP,
 see its scores with their nulls, save it by name, open the saved selection's link in a fresh
 browser context and see its scores on every checkpoint. Screenshots in tests/artifacts."""
 
@@ -20,7 +20,7 @@ def selection_ws(factory_template, tmp_path_factory):
     return copy_ws(factory_template, tmp_path_factory.mktemp("browser-selection") / "ws")
 
 
-def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_ws):
+def test_lasso_score_save_and_reopen_across_checkpoints(browser, selection_ws):
     started = time.time()
     with serve(selection_ws) as url:  # a loopback server: its visitor is the owner
         print(f"server up: {time.time() - started:.1f} s")
@@ -31,13 +31,14 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
         )
         umap.scroll_into_view_if_needed()
         umap.hover()
-        umap.locator('[data-title="Box Select"]').click()
+        umap.locator('[data-title="Lasso Select"]').click()
         box = umap.locator(".nsewdrag").first.bounding_box()
-        # The left half of the plot: a group, not every image.
-        page.mouse.move(box["x"] + 2, box["y"] + 2)
+        # A lasso around the left half of the plot: a group, not every image.
+        x0, y0, w, h = box["x"] + 2, box["y"] + 2, box["width"] * 0.5, box["height"] - 4
+        page.mouse.move(x0, y0)
         page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.25, box["y"] + box["height"] / 2, steps=8)
-        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] - 2, steps=8)
+        for x, y in ((x0 + w, y0), (x0 + w, y0 + h), (x0, y0 + h), (x0, y0 + 2)):
+            page.mouse.move(x, y, steps=10)
         page.mouse.up()
         page.wait_for_function(
             "() => new URL(location.href).searchParams.get('sel') === 'region'", timeout=60_000
@@ -45,14 +46,14 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
         wait_for_script(page)
         page.get_by_text("percentile of random sets").first.wait_for(timeout=60_000)
         text = main_text(page)
-        assert "Score this selection" in text and "box on the Clusters UMAP of checkpoint ck0" in text
+        assert "Score this selection" in text and "lasso on the Clusters UMAP of checkpoint ck0" in text
         assert "learnability" in text and "of same-label sets" in text
         n = int(page.get_by_test_id("stMetricValue").last.inner_text().replace(",", ""))
         assert 0 < n < 48, n  # a group of the 48 images
         assert f"{n} images" in text
         page.get_by_role("heading", name="Score this selection").scroll_into_view_if_needed()
         screenshot(page, "selection-scored")
-        print(f"box selected and scored: {time.time() - started:.1f} s")
+        print(f"lassoed and scored: {time.time() - started:.1f} s")
 
         page.get_by_role("textbox", name="Save as").fill("left group")
         page.get_by_role("button", name="Save selection").click()
@@ -64,7 +65,7 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
         (part,) = (selection_ws / "selections" / "dataset=toy").glob("*.parquet")
         row = pq.read_table(part).to_pylist()[0]
         assert row["name"] == "left group" and row["n_images"] == n == len(row["image_ids"])
-        assert row["origin"].startswith("box on the Clusters UMAP of checkpoint ck0")
+        assert row["origin"].startswith("lasso on the Clusters UMAP of checkpoint ck0")
         page.get_by_text("Saved as left group").evaluate("e => e.scrollIntoView({block: 'center'})")
         screenshot(page, "selection-saved")
         link = page.url
@@ -82,7 +83,7 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
             .startswith("left group")
         )
         text = main_text(page)
-        assert f"{n} images" in text and "from: box on the Clusters UMAP" in text
+        assert f"{n} images" in text and "from: lasso on the Clusters UMAP" in text
         # The figure of the scores per checkpoint, below its table.
         assert page.locator(".js-plotly-plot .subplot").count() >= 3
         grid = page.get_by_test_id("stDataFrame").last
@@ -96,4 +97,4 @@ def test_box_select_score_save_and_reopen_across_checkpoints(browser, selection_
         page.wait_for_timeout(500)
         screenshot(page, "selection-across")
         page.close()
-    print(f"box-select, score, save, reopen across 3 checkpoints: {time.time() - started:.1f} s")
+    print(f"lasso, score, save, reopen across 3 checkpoints: {time.time() - started:.1f} s")
