@@ -29,11 +29,12 @@ import streamlit as st
 
 from components import url_state as U
 from components.cluster_tables import DASH, missing
-from components.export_button import show_figure, view_provenance
+from components.export_button import show_catalog_figure, show_figure, view_provenance
 from components.text import literal
 from conceptlens import selections as SEL
 from conceptlens.errors import ConceptLensError
 from conceptlens.figures.selection import across_figure
+from conceptlens.figures.specs.clusters import DEFAULT_NULL, NULL_SIZES
 from conceptlens.views import clusters as VC
 from conceptlens.views import selection as VS
 from conceptlens.workspace import Workspace, read_only
@@ -46,8 +47,6 @@ SOURCES = {
     "list": "a list of image ids (CSV)",
     "saved": "a saved selection",
 }
-NULL_SIZES = (20, 50, 100, 200)  # random sets per null the panel offers (bounded work)
-DEFAULT_NULL = 50
 SEED = 0
 # The scores the plain-text summary names, in its order.
 SUMMARY = (
@@ -515,8 +514,13 @@ def selection_panel(
 
     # ---- across checkpoints -------------------------------------------------------------------
     if U.url_toggle(f"Scores on every checkpoint of {literal(dataset)}", key="selp_across", param="across"):
+        saved_name = st.session_state.get("selp_saved") if src == "saved" else None
         with st.spinner("Scoring the selection on every checkpoint of the dataset…"):
-            t, skipped = _across(str(ws.root), ws.fp, dataset, key, n_null, SEED, ws.db(), tuple(ids))
+            if saved_name:  # the catalogue's selection_across draws the same table
+                t = ws.view(VS.across_saved, dataset=dataset, name=saved_name, n_null=n_null)
+                skipped = dict(t.attrs.get("skipped", {}))
+            else:
+                t, skipped = _across(str(ws.root), ws.fp, dataset, key, n_null, SEED, ws.db(), tuple(ids))
         shown = across_table(t)
         st.dataframe(
             shown,
@@ -531,7 +535,15 @@ def selection_panel(
         )
         for c, why in skipped.items():
             st.caption(f"Left out {literal(c)}: {literal(why)}")
-        if not t.empty:
+        if not t.empty and saved_name:
+            show_catalog_figure(
+                ws,
+                "selection_across",
+                {"ds": dataset, "saved": saved_name, "nnull": n_null},
+                view_provenance(dataset=dataset, checkpoint=checkpoint, selection=origin, images=len(ids)),
+                key="selp_across_fig",
+            )
+        elif not t.empty:  # an unsaved selection: exported with its ids' origin (save it to name it)
             show_figure(
                 across_figure(t),
                 f"selection-across-{dataset}",

@@ -90,7 +90,7 @@ def test_ids_from_a_link_are_scored_and_a_broken_link_warns(monkeypatch, factory
     assert "Nothing to score" in plain(at.info) and "ids" not in at.query_params
 
 
-def test_the_owner_saves_and_the_link_reopens_it_on_every_checkpoint(monkeypatch, factory_copy):
+def test_the_owner_saves_and_the_link_reopens_it_on_every_checkpoint(monkeypatch, factory_copy, tmp_path):
     at = open_clusters(
         monkeypatch, factory_copy, {"ssrc": "label", "slabel": "1", "nnull": "20", "score": "1"}
     )
@@ -123,6 +123,15 @@ def test_the_owner_saves_and_the_link_reopens_it_on_every_checkpoint(monkeypatch
         got = across.set_index("checkpoint_id").loc[ck]
         assert got["learnability"] == pytest.approx(lrn["value"])
         assert got["learnability pct. (random)"] == pytest.approx(lrn["pct_random"])
+    # The figure beside it is the catalogue's: `conceptlens figures` draws the saved selection by name.
+    from conceptlens.figures import catalog
+
+    spec = catalog.FIGURES["selection_across"]
+    params = spec.resolve(db, {"ds": "toy", "saved": "greens", "nnull": 20})
+    m = catalog.render_jobs(
+        db, [catalog.Job(spec, params)], tmp_path, "ws", "fp", 3.5, ("svg",), progress=False
+    )
+    assert [f["params"]["saved"] for f in m["files"]] == ["greens"] and not m["skipped"]
 
 
 def test_a_visitor_scores_but_cannot_save(monkeypatch, factory_template):

@@ -374,3 +374,15 @@ def format_across(table: pd.DataFrame) -> str:
     for c, why in table.attrs.get("skipped", {}).items():
         lines.append(f"skipped {c}: {why}")
     return "\n".join(lines)
+
+
+def across_saved(db, dataset: str, name: str, n_null: int, seed: int = 0) -> pd.DataFrame:
+    """`across` of the latest save of selection `name` of `dataset` (conceptlens.selections):
+    what the Clusters page shows for a saved selection and the catalogue's `selection_across`
+    draws, so an exported figure names the selection it scores."""
+    from ..selections import load
+
+    sel = load(db, dataset, name)
+    if sel is None:
+        raise SelectionError(f"no selection named {name!r} is saved for dataset {dataset!r}")
+    return across(db, dataset, image_ids=sel["image_ids"], n_null=int(n_null), seed=int(seed))

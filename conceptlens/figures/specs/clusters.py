@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from ... import selections as SEL
 from ...errors import ConceptLensError
 from ...views import projection_window as W
 from ..catalog import Figure, Param, Unavailable, add, usable, view
@@ -215,3 +216,50 @@ def _density():
     from ..projection import DENSITY
 
     return DENSITY
+
+
+# ---- a saved selection on every checkpoint of its dataset (issue 26 item 3) -------------------
+NULL_SIZES = (20, 50, 100, 200)  # random sets per null the page offers (bounded work)
+DEFAULT_NULL = 50
+
+
+def _selection_datasets(db, p) -> list:
+    if not db.has("selections"):
+        return []
+    return list(db.query("SELECT DISTINCT dataset FROM selections ORDER BY dataset")["dataset"])
+
+
+def _selection_across(db, p):
+    from ...views import selection as VS
+    from ..selection import across_figure
+
+    try:
+        t = view(db, VS.across_saved, dataset=p["ds"], name=p["saved"], n_null=p["nnull"])
+    except VS.SelectionError as e:
+        raise Unavailable(str(e)) from None
+    return across_figure(needs(t, f"selection {p['saved']} could be scored on no checkpoint"))
+
+
+add(
+    Figure(
+        "clusters",
+        "selection_across",
+        "Scores of a saved selection on every checkpoint of its dataset",
+        (
+            Param("ds", _selection_datasets, help="dataset with saved selections"),
+            Param("saved", lambda db, p: col(view(db, SEL.saved, dataset=p["ds"]), "name"), help="selection"),
+            Param(
+                "nnull",
+                lambda db, p: list(NULL_SIZES),
+                default=DEFAULT_NULL,
+                kind=int,
+                help="random sets per null",
+            ),
+        ),
+        _selection_across,
+        aspect=1.1,
+        steps=("features",),
+        reads=("selections",),
+        default=False,  # scores every checkpoint: asked for by name
+    )
+)
