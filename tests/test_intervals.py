@@ -322,3 +322,15 @@ def test_the_exports_carry_the_new_intervals(analysed):
     row = cm.iloc[0]
     assert table["purity CI"].iloc[0] == f"[{row.purity_lo:.2f}, {row.purity_hi:.2f}]"
     assert "purity_lo" in to_csv(cm).decode().splitlines()[0]
+
+
+def test_the_checkpoints_page_warns_above_correlations_over_three_checkpoints(monkeypatch, analysed):
+    from tests.test_app import assert_clean, open_app
+
+    at = open_app(monkeypatch, analysed, "pages/checkpoints.py", query={"ds": "toy", "k": "4"})
+    assert_clean(at)
+    warned = [w.value for w in at.warning if "fewer than 10" in w.value]
+    assert warned and "rest on 3 checkpoints" in warned[0] and "not a finding" in warned[0]
+    tables = [t.value for t in at.dataframe if "stable" in t.value.columns]
+    assert tables and set(tables[0]["stable"].dropna()) == {"no (n < 10)"}
+    assert tables[0]["r perm. p"].notna().any()

@@ -331,7 +331,11 @@ def test_correlations_ignore_increasing_maps_and_flip_with_decreasing(seed, n):
     assert up["pearson"] == pytest.approx(r["pearson"]) and up["kendall"] == pytest.approx(r["kendall"])
     few = M.correlations(x[:2], y[:2], n_boot=200)
     assert set(few) == set(r) and few["n_checkpoints"] == 2
-    assert all(math.isnan(v) for k, v in few.items() if k != "n_checkpoints")
+    assert all(math.isnan(v) for k, v in few.items() if k not in ("n_checkpoints", "unstable"))
+    assert few["unstable"] is True and r["unstable"] is (n < 10)
+    # an affine map of the predictor keeps every permutation's r and tau: the same p
+    assert up["pearson_perm_p"] == pytest.approx(r["pearson_perm_p"])
+    assert up["kendall_perm_p"] == pytest.approx(r["kendall_perm_p"])
     down = M.correlations(-x, y, n_boot=200, random_state=seed)
     assert down["pearson"] == pytest.approx(-r["pearson"]) and down["kendall"] == pytest.approx(-r["kendall"])
 
