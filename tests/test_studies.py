@@ -381,6 +381,13 @@ def test_export_writes_valid_tables_and_appends_only_new_answers(ws, store):
     assert spec.resolve(db) == {"study": sid}
     live = R.results(store, sid, ws).clusters
     assert spec.build(db, {"study": sid}).to_json() == human_vs_proxy(live, "describability").to_json()
+    # ... and exported at one column, its text neither overlaps nor is cut off.
+    from conceptlens.figures.catalog import Job, render_jobs
+    from tests.test_figure_text import text_problems
+
+    out = ws.root / "figs"
+    m = render_jobs(db, [Job(spec, {"study": sid})], out, "ws", "fp", 3.5, ("svg",), progress=False)
+    assert text_problems((out / m["files"][0]["path"]).read_text()) == []
 
 
 def test_similarity_answers_become_similarity_trials(ws, store):

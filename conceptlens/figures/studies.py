@@ -39,7 +39,9 @@ def human_vs_proxy(clusters: pd.DataFrame, measure: str) -> go.Figure:
     stored). laina2020 Tables 1-2 report the same quantities per purity bin."""
     fig = go.Figure()
     d = clusters.sort_values(["accuracy", "cluster"], ascending=[False, True]).reset_index(drop=True)
-    x = d["cluster"].map(lambda c: f"cluster {c}")
+    # The cluster ids alone (the axis title says what they are): "cluster 12" at one
+    # column ran into the y axis's labels.
+    x = d["cluster"].map(str)
     people = d["accuracy"].astype(float)
     fig.add_trace(
         go.Scatter(
@@ -49,7 +51,7 @@ def human_vs_proxy(clusters: pd.DataFrame, measure: str) -> go.Figure:
             name="people",
             marker=dict(color=PEOPLE, size=9, symbol="circle"),
             customdata=np.column_stack([d["n_correct"], d["n"], d["lo"], d["hi"]]),
-            hovertemplate="%{x}: %{y:.2f} (%{customdata[0]} of %{customdata[1]} correct)<br>"
+            hovertemplate="cluster %{x}: %{y:.2f} (%{customdata[0]} of %{customdata[1]} correct)<br>"
             "95% CI [%{customdata[2]:.2f}, %{customdata[3]:.2f}]<extra>people</extra>",
             **_errors(people, d["lo"].astype(float), d["hi"].astype(float), PEOPLE),
         )
@@ -63,7 +65,7 @@ def human_vs_proxy(clusters: pd.DataFrame, measure: str) -> go.Figure:
                 mode="markers",
                 name="proxy annotator",
                 marker=dict(color=PROXY, size=9, symbol="diamond-open", line=dict(width=2)),
-                hovertemplate="%{x}: %{y:.2f}<extra>proxy annotator</extra>",
+                hovertemplate="cluster %{x}: %{y:.2f}<extra>proxy annotator</extra>",
                 **_errors(
                     proxy,
                     pd.to_numeric(d["proxy_lo"], errors="coerce"),
@@ -79,7 +81,7 @@ def human_vs_proxy(clusters: pd.DataFrame, measure: str) -> go.Figure:
         annotation_position="bottom right",
     )
     fig.update_layout(
-        xaxis_title="cluster (people's accuracy, highest first)",
+        xaxis=dict(title="cluster (people's accuracy, highest first)", type="category"),
         yaxis_title=MEASURES.get(measure, measure),
         yaxis=dict(range=[0, 1.05]),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
