@@ -85,7 +85,8 @@ def _colours(vals: pd.Series, color: str, clusters, highlight) -> tuple[np.ndarr
         lo, hi = (float(v[finite].min()), float(v[finite].max())) if finite.any() else (0.0, 1.0)
         nb = len(VIRIDIS)
         edges = np.linspace(lo, hi, nb + 1)
-        codes = np.clip(((v - lo) / ((hi - lo) or 1.0) * nb).astype("int64", copy=False), 0, nb - 1)
+        at = (np.where(finite, v, lo) - lo) / ((hi - lo) or 1.0) * nb
+        codes = np.clip(at.astype("int64", copy=False), 0, nb - 1)
         codes = np.where(finite, codes, nb).astype("uint16")
         names = [f"{edges[i]:.3g} – {edges[i + 1]:.3g}" for i in range(nb)] + [NONE]
         palette = VIRIDIS + [OTHER]

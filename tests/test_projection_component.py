@@ -1,0 +1,106 @@
+"""What the WebGL projection view is sent (components/projection.py `encode`): every point
+once, its coordinates as float32, its colour code naming its own category (or value bin),
+the ring on the chosen cluster's points, hover lines naming each point's image; and the
+thumbnail folder served, never the workspace root."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from components.projection import NONE, VIRIDIS, encode, selected_ids, thumb_folder
+
+
+def points(n: int = 300, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "image_id": [f"im-{i:04d}" for i in range(n)],
+            "x": rng.normal(size=n),
+            "y": rng.normal(size=n),
+            "cluster": rng.integers(0, 5, size=n),
+            "label_name": rng.choice(["red\tcircle", "blue square", "green star"], size=n),
+            "size": np.where(rng.random(n) < 0.1, np.nan, rng.random(n) * 10),
+            "thumbnail": [f"thumbnails/toy/{i:04d}.png" for i in range(n)],
+        }
+    )
+
+
+def decoded(enc):
+    xy = np.frombuffer(enc.args["xy"], "float32")
+    lines = enc.args["text"].decode().split("\n")
+    return xy[0::2], xy[1::2], np.frombuffer(enc.args["codes"], "uint16"), [ln.split("\t") for ln in lines]
+
+
+def test_every_point_once_with_its_own_coordinates_and_category():
+    pts = points()
+    enc = encode(pts, "label_name", highlight=3, thumbs="thumbnails")
+    x, y, codes, lines = decoded(enc)
+    assert sorted(enc.ids) == sorted(pts.image_id) and len(x) == len(pts)
+    by_id = pts.set_index("image_id")
+    assert np.allclose(x, by_id.loc[enc.ids, "x"], rtol=1e-6) and np.allclose(
+        y, by_id.loc[enc.ids, "y"], rtol=1e-6
+    )
+    names = enc.args["names"]
+    assert [names[c] for c in codes] == list(by_id.loc[enc.ids, "label_name"])
+    # Largest category first (drawn first, so small ones are on top).
+    sizes = pd.Series(codes).value_counts()
+    first_seen = list(dict.fromkeys(codes))
+    assert first_seen == sorted(first_seen, key=lambda c: -sizes[c])
+    # Hover lines: id, caption (a tab in a label becomes a space), thumbnail under the folder.
+    assert [ln[0] for ln in lines] == list(enc.ids)
+    i = int(np.flatnonzero(enc.ids == "im-0007")[0])
+    assert lines[i][1].startswith(by_id.loc["im-0007", "label_name"].replace("\t", " "))
+    assert lines[i][2] == "toy/0007.png"
+    ring = np.frombuffer(enc.args["ring"], "uint8").astype(bool)
+    assert set(enc.ids[ring]) == set(pts.image_id[pts.cluster == 3])
+
+
+def test_numbers_are_coloured_by_their_bin_and_missing_ones_apart():
+    pts = points()
+    enc = encode(pts, "size")
+    _, _, codes, _ = decoded(enc)
+    v = pts.set_index("image_id").loc[enc.ids, "size"].to_numpy()
+    lo, hi = np.nanmin(v), np.nanmax(v)
+    bins = np.minimum(((np.nan_to_num(v, nan=lo) - lo) / (hi - lo) * 10).astype(int), 9)
+    want = np.where(np.isnan(v), len(VIRIDIS), bins)
+    assert (codes == want).all()
+    assert enc.args["names"][len(VIRIDIS)] == NONE and enc.args["palette"][:10] == VIRIDIS
+
+
+def test_clusters_are_categories_and_too_many_share_one_grey():
+    pts = points(2_000)
+    pts["cluster"] = np.arange(len(pts)) % 40  # 40 clusters: more than a legend holds
+    enc = encode(pts, "cluster", highlight=7)
+    _, _, codes, _ = decoded(enc)
+    names = enc.args["names"]
+    assert len(names) == 11 and names[-1] == "30 others"
+    assert "7" in names  # the chosen cluster keeps its colour
+    clusters = pts.set_index("image_id").loc[enc.ids, "cluster"].astype(str).to_numpy()
+    coloured = codes < 10
+    assert (np.array(names)[codes[coloured]] == clusters[coloured]).all()
+    assert not set(clusters[~coloured]) & set(names[:10])
+
+
+@pytest.mark.parametrize(
+    "paths, folder",
+    [
+        (["thumbnails/a/1.png", "thumbnails/b/2.png"], "thumbnails"),
+        (["thumbnails/a/1.png", "thumbnails/a/2.png"], "thumbnails/a"),
+        (["1.png", "thumbnails/2.png"], None),  # the workspace root: never served
+        (["../outside/1.png", "../outside/2.png"], None),
+        (["/abs/1.png"], None),
+        ([None, None], None),
+    ],
+)
+def test_the_thumbnail_folder_is_never_the_workspace_or_outside_it(paths, folder):
+    assert thumb_folder(pd.Series(paths, dtype="object")) == folder
+
+
+def test_a_selection_names_its_images_by_the_views_order():
+    enc = encode(points(50), "cluster")
+    event = {"event": "select", "kind": "box", "x": [0, 1], "y": [0, 1], "indices": [3, 0, 49, 50, -1]}
+    assert selected_ids(enc, event) == [enc.ids[3], enc.ids[0], enc.ids[49]]
+    assert selected_ids(enc, {**event, "indices": None}) is None  # too many: the region only
+    assert selected_ids(enc, {"event": "click", "index": 2}) is None
