@@ -31,6 +31,7 @@ inits from `stable_seed(seed, checkpoint_id)`, one torch thread, deterministic k
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -168,7 +169,18 @@ def png_size(path: Path) -> tuple[int, int] | None:
 def clipart_files(root: Path = CLIPART_DIR, categories=CLIPART_CATEGORIES) -> dict[str, list[str]]:
     """category -> relative paths of its unique regular PNG files, sorted. Symlinks (files
     or folders) are not followed; a file byte-identical to an earlier one (sorted by path,
-    across all categories) is dropped."""
+    across all categories) is dropped. Listed once per process for the installed package."""
+    if Path(root) == CLIPART_DIR:
+        return {k: list(v) for k, v in _installed_files(tuple(categories)).items()}
+    return _list_files(Path(root), categories)
+
+
+@functools.cache
+def _installed_files(categories: tuple) -> dict[str, tuple]:
+    return {k: tuple(v) for k, v in _list_files(CLIPART_DIR, categories).items()}
+
+
+def _list_files(root: Path, categories) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     seen: set[str] = set()
     for cat in categories:
@@ -221,7 +233,12 @@ def clipart_thumbnail(path: Path, side: int = CLIPART_SIDE) -> np.ndarray | None
     return arr
 
 
-def clipart_subset(seed: int, per_category: int = CLIPART_PER_CATEGORY, root: Path = CLIPART_DIR, categories=CLIPART_CATEGORIES):
+def clipart_subset(
+    seed: int,
+    per_category: int = CLIPART_PER_CATEGORY,
+    root: Path = CLIPART_DIR,
+    categories=CLIPART_CATEGORIES,
+):
     """[(category, relative path, thumbnail)]: per category, files in a seeded order until
     `per_category` usable ones. Counts of what was skipped in the second value."""
     files = clipart_files(root, categories)
@@ -314,7 +331,11 @@ def data_rows(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cate
         )
         words = " ".join(reversed(path.replace("_", " ").split("/")))
         caps.append({"image_id": iid, "captioner": "groundtruth", "text": f"clip art of {words}"})
-    _log(progress, f"clipart: {len(clip)} images ({skipped['unique_files']} unique files listed, {skipped['unusable']} unusable skipped)")
+    _log(
+        progress,
+        f"clipart: {len(clip)} images ({skipped['unique_files']} unique files listed, "
+        f"{skipped['unusable']} unusable skipped)",
+    )
     prov = {
         "generator": "conceptlens demo build --only real (conceptlens/demo/real.py)",
         "seed": seed,
@@ -352,20 +373,32 @@ def write_data(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cat
         shutil.rmtree(ws.root / "thumbnails" / ds, ignore_errors=True)
     rows, caps, prov = data_rows(ws, seed, fashion_per_class, clipart_per_category, progress)
     names = pa.array(list(DATASETS))
-    old = ws.read("images")
-    old_ids = old.filter(pc.is_in(old["dataset"], value_set=names))["image_id"]
-    old = old.filter(pc.invert(pc.is_in(old["dataset"], value_set=names)))
     keys = list(dict.fromkeys(k for r in rows for k in r))
     new = pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows])
-    types = {n: old.schema.field(n).type for n in old.column_names}
-    new = new.cast(pa.schema([pa.field(n, types.get(n, new.schema.field(n).type)) for n in new.column_names]))
-    ws.write("images", pa.concat_tables([old, new], promote_options="default"))
+    gone = pa.array([r["image_id"] for r in rows], pa.string())
+    if ws.table_path("images").exists():
+        old = ws.read("images")
+        gone = pa.concat_arrays(
+            [old.filter(pc.is_in(old["dataset"], value_set=names))["image_id"].combine_chunks(), gone]
+        )
+        old = old.filter(pc.invert(pc.is_in(old["dataset"], value_set=names)))
+        types = {n: old.schema.field(n).type for n in old.column_names}
+        new = new.cast(
+            pa.schema([pa.field(n, types.get(n, new.schema.field(n).type)) for n in new.column_names])
+        )
+        new = pa.concat_tables([old, new], promote_options="default")
+    else:
+        from .build import images_table
 
-    cap = ws.read("captions")
-    gone = pa.concat_arrays([old_ids.combine_chunks(), pa.array([r["image_id"] for r in rows], pa.string())])
-    cap = cap.filter(pc.invert(pc.is_in(cap["image_id"], value_set=gone)))
-    new_caps = pa.Table.from_pylist(caps, schema=cap.schema)
-    ws.write("captions", pa.concat_tables([cap, new_caps]))
+        new = images_table(rows)
+    ws.write("images", new)
+
+    new_caps = pa.Table.from_pylist(caps, schema=schema.arrow_schema("captions"))
+    if ws.table_path("captions").exists():
+        cap = ws.read("captions")
+        cap = cap.filter(pc.invert(pc.is_in(cap["image_id"], value_set=gone)))
+        new_caps = pa.concat_tables([cap, new_caps.cast(cap.schema)])
+    ws.write("captions", new_caps)
     if not ws.table_path("checkpoints").exists():
         ws.write("checkpoints", schema.empty("checkpoints"))
     meta = ws.meta()
@@ -408,16 +441,28 @@ def _stamp_of(ws: Workspace, cid: str) -> dict | None:
 
 def _has_row(ws: Workspace, cid: str) -> bool:
     p = ws.table_path("checkpoints")
-    return p.exists() and cid in ws.read("checkpoints", columns=["checkpoint_id"])["checkpoint_id"].to_pylist()
+    return (
+        p.exists() and cid in ws.read("checkpoints", columns=["checkpoint_id"])["checkpoint_id"].to_pylist()
+    )
 
 
-def planned_imagenet(datasets=DATASETS) -> list[tuple[str, str, str, str | None, str]]:
+def planned_imagenet(
+    datasets=DATASETS, models=IMAGENET_MODELS
+) -> list[tuple[str, str, str, str | None, str]]:
     """[(checkpoint_id, dataset, spec, package, model name)]."""
-    return [(f"{ds}-{suf}", ds, spec, pkg, name) for ds in datasets for suf, spec, pkg, name in IMAGENET_MODELS]
+    return [(f"{ds}-{suf}", ds, spec, pkg, name) for ds in datasets for suf, spec, pkg, name in models]
 
 
-def build_imagenet(ws: Workspace, seed: int, datasets=DATASETS, progress: bool = True, n_images: dict | None = None) -> list[str]:
-    """Extract (or reuse) every ImageNet checkpoint's features; returns the ids."""
+def build_imagenet(
+    ws: Workspace,
+    seed: int,
+    datasets=DATASETS,
+    progress: bool = True,
+    n_images: dict | None = None,
+    models=IMAGENET_MODELS,
+) -> list[str]:
+    """Extract (or reuse) the features of every checkpoint of `models` (IMAGENET_MODELS rows)
+    on `datasets`; returns the ids."""
     import torch
 
     from ..extract import extract
@@ -426,7 +471,7 @@ def build_imagenet(ws: Workspace, seed: int, datasets=DATASETS, progress: bool =
     from .encoders import stable_seed
 
     done = []
-    for cid, ds, spec, pkg, name in planned_imagenet(datasets):
+    for cid, ds, spec, pkg, name in planned_imagenet(datasets, models):
         weights = package_weights(pkg) if pkg else None
         stamp = {
             "seed": seed,
@@ -440,7 +485,21 @@ def build_imagenet(ws: Workspace, seed: int, datasets=DATASETS, progress: bool =
             done.append(cid)
             continue
         t0 = time.time()
-        torch.manual_seed(stable_seed(seed, cid))  # the random init, for @random
+        init_seed = stable_seed(seed, cid)
+        torch.manual_seed(init_seed)  # the random init, for @random
+        meta = {
+            "model": name,
+            "method": "imagenet-supervised" if pkg else "random",
+            "epoch": None if pkg else 0,
+            "run": cid if pkg is None else f"imagenet-{spec.split(':')[1]}",
+            "created": CREATED,
+        }
+        if pkg is None:
+            # Not a model spec: loading `...@random` again would draw another network, so
+            # analyses that rerun the model (alignment, rotation, transfer) leave it out.
+            meta["source"] = (
+                f"seeded random init of {spec} (torch.manual_seed({init_seed}), conceptlens/demo/real.py)"
+            )
         extract(
             ws,
             ds,
@@ -448,13 +507,7 @@ def build_imagenet(ws: Workspace, seed: int, datasets=DATASETS, progress: bool =
             weights=weights,
             batch_size=50,
             checkpoint_id=cid,
-            metadata={
-                "model": name,
-                "method": "imagenet-supervised" if pkg else "random",
-                "epoch": None if pkg else 0,
-                "run": cid if pkg is None else f"imagenet-{spec.split(':')[1]}",
-                "created": CREATED,
-            },
+            metadata=meta,
             progress=progress,
         )
         _round_float16(ws, cid, stamp)
@@ -512,7 +565,11 @@ def build_real(
     set_determinism()
     try:
         t0 = time.time()
-        settings = {"seed": seed, "fashion_per_class": fashion_per_class, "clipart_per_category": clipart_per_category}
+        settings = {
+            "seed": seed,
+            "fashion_per_class": fashion_per_class,
+            "clipart_per_category": clipart_per_category,
+        }
         prov = ws.meta().get("provenance", {}).get("real")
         have = set(ws.read("images", columns=["dataset"])["dataset"].to_pylist())
         if not (prov and prov.get("settings") == settings and set(DATASETS) <= have):
@@ -523,7 +580,12 @@ def build_real(
         else:
             _log(progress, "real: data up to date")
         times["data"] = time.time() - t0
-        counts = {ds: fashion_per_class * len(FASHION_NAMES) if ds == "fashion" else clipart_per_category * len(CLIPART_CATEGORIES) for ds in DATASETS}
+        counts = {
+            ds: fashion_per_class * len(FASHION_NAMES)
+            if ds == "fashion"
+            else clipart_per_category * len(CLIPART_CATEGORIES)
+            for ds in DATASETS
+        }
         t0 = time.time()
         build_imagenet(ws, seed, progress=progress, n_images=counts)
         times["imagenet"] = time.time() - t0
@@ -550,3 +612,114 @@ def build_real(
     for k, v in times.items():
         _log(progress, f"real: {k} {v:.0f}s")
     return times
+
+
+# ---------------------------------------------------------------- findings (docs/demo.md)
+def _boot(values: np.ndarray, weights: np.ndarray | None, seed: int, n_boot: int = 2000):
+    """(weighted mean, 2.5 %, 97.5 %) of a percentile bootstrap over the rows."""
+    rng = np.random.default_rng(seed)
+    w = np.ones(len(values)) if weights is None else np.asarray(weights, float)
+    v = np.asarray(values, float)
+    idx = rng.integers(0, len(v), size=(n_boot, len(v)))
+    means = (v[idx] * w[idx]).sum(1) / w[idx].sum(1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float((v * w).sum() / w.sum()), float(lo), float(hi)
+
+
+def findings(root, seed: int = 0, datasets=DATASETS):
+    """The numbers docs/demo.md reports on the real part, with 95 % intervals, as frames:
+
+    * `checkpoints`: per checkpoint (k of its clustering): kNN accuracy with a
+      Clopper-Pearson interval over the images, size-weighted cluster purity with a
+      bootstrap over clusters, mean random- and hard-negative coherence (laina2020) and
+      their paired difference, each with a bootstrap over clusters, and the Spearman
+      correlation of purity with hard coherence over clusters (bootstrap interval);
+    * `transfer`: linear-probe accuracy on the other real dataset (Clopper-Pearson over
+      its held-out images);
+    * `lu2022`: predictor_correlations rows of the real datasets.
+    """
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    from ..metrics import clopper_pearson
+
+    ws = Workspace(root)
+    ck = ws.read("checkpoints").to_pandas()
+    ck = ck[ck["dataset"].isin(datasets)]
+    cm = pd.read_parquet(ws.root / "checkpoint_metrics")
+    cl = pd.read_parquet(ws.root / "cluster_metrics")
+    rows = []
+    for _, c in ck.sort_values(["dataset", "checkpoint_id"]).iterrows():
+        cid = c["checkpoint_id"]
+        m = cm[cm["checkpoint_id"] == cid]
+        if m.empty:
+            continue
+        m = m.sort_values("k").iloc[0]
+        k = int(m["k"])
+        n = int(m["n_images"])
+        acc = float(m["knn_acc"])
+        lo, hi = clopper_pearson(int(round(acc * n)), n)
+        g = cl[(cl["checkpoint_id"] == cid) & (cl["k"] == k)].sort_values("cluster")
+        pur = _boot(g["purity"].to_numpy(), g["size"].to_numpy(), seed)
+        cr = _boot(g["coherence_random"].to_numpy(), None, seed)
+        ch = _boot(g["coherence_hard"].to_numpy(), None, seed)
+        diff = _boot((g["coherence_random"] - g["coherence_hard"]).to_numpy(), None, seed)
+        rng = np.random.default_rng(seed)
+        p, h = g["purity"].to_numpy(), g["coherence_hard"].to_numpy()
+        rho = float(spearmanr(p, h).statistic)
+        boots = []
+        for _ in range(2000):
+            i = rng.integers(0, len(p), len(p))
+            if np.ptp(p[i]) > 0 and np.ptp(h[i]) > 0:
+                boots.append(spearmanr(p[i], h[i]).statistic)
+        rlo, rhi = np.percentile(boots, [2.5, 97.5]) if boots else (np.nan, np.nan)
+        rows.append(
+            {
+                "dataset": c["dataset"],
+                "checkpoint_id": cid,
+                "method": c["method"],
+                "k": k,
+                "knn_acc": acc,
+                "knn_lo": lo,
+                "knn_hi": hi,
+                "purity": pur[0],
+                "purity_lo": pur[1],
+                "purity_hi": pur[2],
+                "coh_random": cr[0],
+                "coh_random_lo": cr[1],
+                "coh_random_hi": cr[2],
+                "coh_hard": ch[0],
+                "coh_hard_lo": ch[1],
+                "coh_hard_hi": ch[2],
+                "random_minus_hard": diff[0],
+                "diff_lo": diff[1],
+                "diff_hi": diff[2],
+                "rho_purity_hard": rho,
+                "rho_lo": float(rlo),
+                "rho_hi": float(rhi),
+            }
+        )
+    out = {"checkpoints": pd.DataFrame(rows)}
+    tr = pd.read_parquet(ws.root / "transfer_scores") if ws.table_path("transfer_scores").exists() else None
+    trows = []
+    if tr is not None:
+        tr = tr[tr["checkpoint_id"].isin(set(ck["checkpoint_id"]))]
+        for _, r in tr.sort_values(["checkpoint_id", "target_dataset"]).iterrows():
+            lo, hi = clopper_pearson(int(round(r["accuracy"] * r["n_test"])), int(r["n_test"]))
+            trows.append({**r.to_dict(), "lo": lo, "hi": hi})
+    out["transfer"] = pd.DataFrame(trows)
+    pc = pd.read_parquet(ws.root / "predictor_correlations")
+    out["lu2022"] = pc[pc["dataset"].isin(datasets)].sort_values(["dataset", "k", "predictor"])
+    return out
+
+
+if __name__ == "__main__":  # python -m conceptlens.demo.real WORKSPACE: the findings as text
+    import sys
+
+    import pandas as pd
+
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_columns", 40)
+    for name, frame in findings(sys.argv[1] if len(sys.argv) > 1 else "data/demo").items():
+        print(f"== {name}")
+        print(frame.round(3).to_string(index=False))
