@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from conceptlens.demo import real as R
+from conceptlens.demo.build import IMAGE_COLUMNS
 from conceptlens.workspace import Workspace
 
 
@@ -133,13 +134,10 @@ def test_tiny_real_build_is_deterministic_and_valid(tmp_path):
     X = np.stack(pq.read_table(a.table_path("features", checkpoint_id=cid))["embedding"].to_pylist())
     assert np.array_equal(X, X.astype(np.float16).astype(np.float32))  # stored at float16 precision
     assert validate(a.root) == []
-    c = _tiny(tmp_path / "c", seed=1)
-    other = _snapshot(c.root)
-    assert other["images.parquet"] != snap["images.parquet"]
-    assert (
-        other[f"features/checkpoint_id={cid}/part-0.parquet"]
-        != snap[f"features/checkpoint_id={cid}/part-0.parquet"]
-    )
+    files = a.meta()["provenance"]["real"]["clipart"]["files"]
+    assert [f.rsplit("/", 1)[0] for f in files] == list(clip.category_path)
+    assert set(img.columns) == {*IMAGE_COLUMNS, "category_path"}  # no per-image ids as factors
+    assert [c[1] for c in R.clipart_subset(1, 1)[0]] != files  # another seed, other images
 
 
 # ---------------------------------------------------------------- the committed demo's numbers

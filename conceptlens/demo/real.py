@@ -303,7 +303,6 @@ def data_rows(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cate
                 "thumbnail": rel,
                 "width": FASHION_SIDE,
                 "height": FASHION_SIDE,
-                "source_index": int(i),
             }
         )
         caps.append({"image_id": iid, "captioner": "groundtruth", "text": f"a photo of a {name}"})
@@ -326,7 +325,6 @@ def data_rows(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cate
                 "width": CLIPART_SIDE,
                 "height": CLIPART_SIDE,
                 "category_path": path,
-                "source_file": rel_src,
             }
         )
         words = " ".join(reversed(path.replace("_", " ").split("/")))
@@ -343,6 +341,7 @@ def data_rows(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cate
             "source": f"Debian {DEBIAN_PACKAGES['fashion']}: {FASHION_DIR}/t10k-* (the test set)",
             "per_class": fashion_per_class,
             "side": FASHION_SIDE,
+            "image_id": "fashion-NNNNN: NNNNN is the image's index in the test set",
         },
         "clipart": {
             "source": f"Debian {DEBIAN_PACKAGES['clipart']}: {CLIPART_DIR}",
@@ -354,6 +353,9 @@ def data_rows(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cate
             "unique_files_listed": skipped["unique_files"],
             "unusable_skipped": skipped["unusable"],
             "hierarchy_column": "category_path",
+            # image i (clipart-iiii) came from files[i]; not a column of images.parquet,
+            # where every extra column is a factor (the 2AFC annotator's, the colourings')
+            "files": [c[1] for c in clip],
         },
     }
     return rows, caps, prov
@@ -387,6 +389,9 @@ def write_data(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cat
             pa.schema([pa.field(n, types.get(n, new.schema.field(n).type)) for n in new.column_names])
         )
         new = pa.concat_tables([old, new], promote_options="default")
+        # a column no row has a value in any more (an earlier build's) is dropped
+        core = {c.name for c in schema.TABLES_BY_NAME["images"].columns}
+        new = new.select([c for c in new.column_names if c in core or new[c].null_count < len(new)])
     else:
         from .build import images_table
 
