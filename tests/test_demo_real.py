@@ -106,7 +106,7 @@ def _snapshot(root):
     }
 
 
-def _tiny(root, seed=0, models=R.IMAGENET_MODELS[3:]):
+def _tiny(root, seed=0, models=(R.IMAGENET_MODELS[0], R.IMAGENET_MODELS[3])):
     ws = Workspace.create(root, name="tiny", created=R.CREATED)
     R.write_data(ws, seed, fashion_per_class=1, clipart_per_category=1, progress=False)
     R.build_imagenet(ws, seed, datasets=("clipart",), progress=False, models=models)
@@ -114,6 +114,7 @@ def _tiny(root, seed=0, models=R.IMAGENET_MODELS[3:]):
 
 
 @needs_sources
+@pytest.mark.slow  # real 224 px models: about 25 s of CPU
 def test_tiny_real_build_is_deterministic_and_valid(tmp_path):
     """Data of both datasets (1 image a class) and the seeded random-init MobileNetV2 on
     clipart, twice: the same bytes; another seed draws other images and another network."""
@@ -134,6 +135,18 @@ def test_tiny_real_build_is_deterministic_and_valid(tmp_path):
     X = np.stack(pq.read_table(a.table_path("features", checkpoint_id=cid))["embedding"].to_pylist())
     assert np.array_equal(X, X.astype(np.float16).astype(np.float32))  # stored at float16 precision
     assert validate(a.root) == []
+    # the imagenet: captions from the stored EfficientNet-Lite0 features are the captioner's
+    from conceptlens.captioners import ImageNetCaptioner
+    from conceptlens.extract import image_path
+    from conceptlens.models.packages import package_weights
+
+    spec, pkg = R.CAPTIONER_MODEL
+    R.build_captions(a, 0, datasets=("clipart",), progress=False)
+    caps = a.read("captions").to_pandas()
+    caps = caps[caps.captioner == f"imagenet:{spec}"].set_index("image_id").text
+    paths = [image_path(a, t, None) for t in clip.thumbnail]
+    ran = ImageNetCaptioner(spec, package_weights(pkg), a.root).caption(paths)
+    assert list(caps.loc[clip.image_id]) == ran
     files = a.meta()["provenance"]["real"]["clipart"]["files"]
     assert [f.rsplit("/", 1)[0] for f in files] == list(clip.category_path)
     assert set(img.columns) == {*IMAGE_COLUMNS, "category_path"}  # no per-image ids as factors
