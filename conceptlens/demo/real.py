@@ -536,12 +536,11 @@ class _StoredFeatureCaptioner:
         ids = t["image_id"].to_pylist()
         X = t["embedding"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
         self.X = X.reshape(len(ids), -1).astype(np.float32)
-        img = ws.read("images", columns=["image_id", "thumbnail", "source_path"]).to_pylist()
-        row = {r["image_id"]: i for i, r in enumerate(img)}
-        pos = {iid: n for n, iid in enumerate(ids)}
+        img = ws.read("images").to_pylist()  # (`source_path` is an optional column)
+        row = {r["image_id"]: r for r in img}
         self.by_path = {
-            str(image_path(ws, img[row[iid]]["thumbnail"], img[row[iid]]["source_path"])): pos[iid]
-            for iid in ids
+            str(image_path(ws, row[iid]["thumbnail"], row[iid].get("source_path"))): n
+            for n, iid in enumerate(ids)
         }
 
     def caption(self, paths):
