@@ -132,8 +132,15 @@ def test_tiny_real_build_is_deterministic_and_valid(tmp_path):
     cid = "clipart-mobilenet-v2-random"
     row = a.read("checkpoints").to_pandas().set_index("checkpoint_id").loc[cid]
     assert row.method == "random" and row.feature_dim == 1280 and not row.source.startswith("torchvision:")
-    X = np.stack(pq.read_table(a.table_path("features", checkpoint_id=cid))["embedding"].to_pylist())
+    f = pq.read_table(a.table_path("features", checkpoint_id=cid))
+    X = np.stack(f["embedding"].to_pylist())
+    # a random-init MobileNetV2's features (about 1e-9) are below float16's range: float32
+    assert f.schema.metadata[b"real_precision"] == b"float32" and np.abs(X).max() > 0
+    f = pq.read_table(a.table_path("features", checkpoint_id="clipart-effnet-lite0"))
+    X = np.stack(f["embedding"].to_pylist())
+    assert f.schema.metadata[b"real_precision"] == b"float16"
     assert np.array_equal(X, X.astype(np.float16).astype(np.float32))  # stored at float16 precision
+    assert len(np.unique(X, axis=0)) == len(X)
     assert validate(a.root) == []
     # the imagenet: captions from the stored EfficientNet-Lite0 features are the captioner's
     from conceptlens.captioners import ImageNetCaptioner
