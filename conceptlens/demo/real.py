@@ -674,11 +674,12 @@ def _boot(values: np.ndarray, weights: np.ndarray | None, seed: int, n_boot: int
 def findings(root, seed: int = 0, datasets=DATASETS):
     """The numbers docs/demo.md reports on the real part, with 95 % intervals, as frames:
 
-    * `checkpoints`: per checkpoint (k of its clustering): kNN accuracy with a
-      Clopper-Pearson interval over the images, size-weighted cluster purity with a
-      bootstrap over clusters, mean random- and hard-negative coherence (laina2020) and
-      their paired difference, each with a bootstrap over clusters, and the Spearman
-      correlation of purity with hard coherence over clusters (bootstrap interval);
+    * `checkpoints`: per checkpoint (k of its clustering): kNN accuracy (test images
+      among train images) with a Clopper-Pearson interval over the test images,
+      size-weighted cluster purity with a bootstrap over clusters, mean random- and
+      hard-negative coherence (laina2020) and their paired difference, each with a
+      bootstrap over clusters, and the Spearman correlation of purity with hard
+      coherence over clusters (bootstrap interval);
     * `transfer`: linear-probe accuracy on the other real dataset (Clopper-Pearson over
       its held-out images);
     * `lu2022`: predictor_correlations rows of the real datasets.
@@ -693,6 +694,8 @@ def findings(root, seed: int = 0, datasets=DATASETS):
     ck = ck[ck["dataset"].isin(datasets)]
     cm = pd.read_parquet(ws.root / "checkpoint_metrics")
     cl = pd.read_parquet(ws.root / "cluster_metrics")
+    img = ws.read("images", columns=["dataset", "split", "label"]).to_pandas()
+    n_test = img[(img["split"] == "test") & img["label"].notna()].groupby("dataset").size()
     rows = []
     for _, c in ck.sort_values(["dataset", "checkpoint_id"]).iterrows():
         cid = c["checkpoint_id"]
@@ -701,7 +704,8 @@ def findings(root, seed: int = 0, datasets=DATASETS):
             continue
         m = m.sort_values("k").iloc[0]
         k = int(m["k"])
-        n = int(m["n_images"])
+        # knn_acc: the weighted 20-NN of each labelled test image among the train images
+        n = int(n_test[c["dataset"]])
         acc = float(m["knn_acc"])
         lo, hi = clopper_pearson(int(round(acc * n)), n)
         g = cl[(cl["checkpoint_id"] == cid) & (cl["k"] == k)].sort_values("cluster")
