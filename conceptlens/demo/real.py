@@ -661,10 +661,14 @@ def build_real(
 
 # ---------------------------------------------------------------- findings (docs/demo.md)
 def _boot(values: np.ndarray, weights: np.ndarray | None, seed: int, n_boot: int = 2000):
-    """(weighted mean, 2.5 %, 97.5 %) of a percentile bootstrap over the rows."""
+    """(weighted mean, 2.5 %, 97.5 %) of a percentile bootstrap over the rows (NaN rows left out)."""
     rng = np.random.default_rng(seed)
     w = np.ones(len(values)) if weights is None else np.asarray(weights, float)
     v = np.asarray(values, float)
+    ok = np.isfinite(v)  # clusters too small for a metric have none
+    v, w = v[ok], w[ok]
+    if not len(v):
+        return float("nan"), float("nan"), float("nan")
     idx = rng.integers(0, len(v), size=(n_boot, len(v)))
     means = (v[idx] * w[idx]).sum(1) / w[idx].sum(1)
     lo, hi = np.percentile(means, [2.5, 97.5])
@@ -714,7 +718,9 @@ def findings(root, seed: int = 0, datasets=DATASETS):
         ch = _boot(g["coherence_hard"].to_numpy(), None, seed)
         diff = _boot((g["coherence_random"] - g["coherence_hard"]).to_numpy(), None, seed)
         rng = np.random.default_rng(seed)
-        p, h = g["purity"].to_numpy(), g["coherence_hard"].to_numpy()
+        p, h = g["purity"].to_numpy(float), g["coherence_hard"].to_numpy(float)
+        ok = np.isfinite(p) & np.isfinite(h)
+        p, h = p[ok], h[ok]
         rho = float(spearmanr(p, h).statistic)
         boots = []
         for _ in range(2000):
@@ -749,7 +755,7 @@ def findings(root, seed: int = 0, datasets=DATASETS):
             }
         )
     out = {"checkpoints": pd.DataFrame(rows)}
-    tr = pd.read_parquet(ws.root / "transfer_scores") if ws.table_path("transfer_scores").exists() else None
+    tr = pd.read_parquet(ws.root / "transfer_scores") if (ws.root / "transfer_scores").exists() else None
     trows = []
     if tr is not None:
         tr = tr[tr["checkpoint_id"].isin(set(ck["checkpoint_id"]))]
