@@ -10,7 +10,7 @@ WORKSPACE ?= $(or $(CONCEPTLENS_WORKSPACE),data/demo)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: run test test-fast lint browser-deps postgres-deps demo figures clean mutate projection-component
+.PHONY: run test test-fast lint browser-deps postgres-deps demo-deps demo figures clean mutate projection-component
 
 run: $(VENV)/.app-deps
 	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true -- --workspace $(WORKSPACE)
@@ -18,7 +18,7 @@ run: $(VENV)/.app-deps
 # Test files run in TEST_JOBS processes (pytest-xdist; each file stays in one process, so
 # its module fixtures are built once): most of a browser or server test is waiting.
 TEST_JOBS ?= 2
-test: $(VENV)/.dev-deps browser-deps postgres-deps lint
+test: $(VENV)/.dev-deps browser-deps postgres-deps demo-deps lint
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_JOBS) --dist loadfile --cov=conceptlens --cov-report=term
 
 # Lint and format check (ruff; configuration in pyproject.toml). `ruff format .` fixes the format.
@@ -41,7 +41,7 @@ mutate: $(VENV)/.dev-deps
 	$(PY) tools/dataflow_mutants.py
 	$(PY) tools/mutate.py --report
 
-demo: $(VENV)/.dev-deps
+demo: $(VENV)/.dev-deps demo-deps
 	$(PY) -m conceptlens.cli demo build --workspace $(WORKSPACE)
 
 # Every page's figures for a paper (PDF, SVG, PNG, a manifest.json of their provenance) and the
@@ -101,6 +101,17 @@ postgres-deps:
 	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; \
 	  else \
 	    echo "make: PostgreSQL's initdb is missing; install Debian's postgresql (apt-get install postgresql) as root" >&2; exit 1; \
+	  fi; \
+	fi
+
+# Debian's real labelled images for the demo's real part (conceptlens/demo/real.py) and its
+# tests: Fashion-MNIST's idx files and openclipart's PNGs.
+demo-deps:
+	@if [ ! -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || [ ! -d /usr/share/openclipart/png ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist openclipart-png; \
+	  else \
+	    echo "make: Debian's dataset-fashion-mnist and openclipart-png are missing; install them (apt-get install dataset-fashion-mnist openclipart-png) as root" >&2; exit 1; \
 	  fi; \
 	fi
 

@@ -226,11 +226,20 @@ def register(sub) -> None:
     )
     add_workspace(b, option_alias="--out", default="data/demo", help="workspace folder to write")
     add_seed(b, "the images, the models and the analyses")
-    b.add_argument(
+    which = b.add_mutually_exclusive_group()
+    which.add_argument(
         "--stages",
         type=_demo_stages,
-        default="data,models,concepts,analysis",
-        help="comma-separated stages to run (data, models, concepts, analysis)",
+        default="data,models,concepts,real,analysis",
+        help="comma-separated stages to run (data, models, concepts, real, analysis)",
+    )
+    which.add_argument(
+        "--only",
+        dest="stages",
+        type=_demo_stages,
+        metavar="STAGE",
+        help="run only this stage on an existing demo workspace, e.g. `--only real` (the real "
+        "images and ImageNet models, with their analyses)",
     )
     b.set_defaults(func=_demo_build)
     s = dsub.add_parser(

@@ -86,6 +86,35 @@ def test_transfer_is_a_linear_probe_on_the_other_dataset(analysed):
     assert (t["n_train"].iloc[0], t["n_test"].iloc[0]) == (tr.sum(), (~tr).sum())
 
 
+def test_transfer_reads_the_features_of_the_same_model_on_the_target(analysed):
+    """A checkpoint of the target dataset extracted with the very model (source, weights
+    SHA-256, layer, preprocessing) stands for embedding the target again; another model's
+    features never do."""
+    from conceptlens.analysis import baselines as BL
+    from conceptlens.analysis.common import Context
+    from conceptlens.extract import extract
+
+    ws, _, spec = analysed
+    extract(ws, "colours", spec, weights=ws.root / "models" / "enc.pt", checkpoint_id="twin", progress=False)
+    ctx = Context(ws, progress=False)
+    row = ctx.checkpoint_row("enc")
+    twin = BL._twin(ctx, row, "colours")
+    assert twin in ("probe", "twin")  # (`probe`: another test's extraction of the same model)
+    assert BL._twin(ctx, ctx.checkpoint_row("lost"), "colours") is None  # another source
+    ids, X = _features(ws, twin)
+    pick = list(ids[::3])
+    got = BL._target_features(ctx, None, row, "colours", pick)  # no model: read, not run
+    assert np.array_equal(got, X[::3].astype(np.float32))
+    kept = ws.read("checkpoints")
+    ck = kept.to_pandas()
+    ck.loc[ck["dataset"] == "colours", "weights_sha256"] = "0" * 64  # other weights
+    ws.write("checkpoints", pa.Table.from_pandas(ck, schema=schema.arrow_schema("checkpoints")))
+    try:
+        assert BL._twin(Context(ws, progress=False), row, "colours") is None
+    finally:
+        ws.write("checkpoints", kept)
+
+
 def test_a_model_that_cannot_be_loaded_skips_its_checkpoint_until_it_can(analysed, tmp_path):
     """Not done with missing values (issue 28): skipped with its reason, nothing written,
     and computed by the next run once its model loads."""

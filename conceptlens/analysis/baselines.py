@@ -16,7 +16,10 @@ by the next run; one whose weights file is not the one its features came from (S
 is refused. Alignment's two views come from a SimCLR-style augmentation
 (`conceptlens.models.augment`, the one the demo's contrastive checkpoints train with:
 random resized crop of at least half the area with a horizontal flip, colour jitter 0.4,
-greyscale with probability 0.2), applied to every checkpoint alike.
+greyscale with probability 0.2), applied to every checkpoint alike. Transfer reads, instead
+of embedding the target dataset again, the features of a checkpoint of the target dataset
+extracted with the same model (same source, weights SHA-256, layer and preprocessing:
+`_twin`), when the workspace has one for every target image.
 """
 
 from __future__ import annotations
@@ -158,6 +161,39 @@ def _targets(ctx: Context, source: str, wanted: list[str]) -> list[str]:
     return sorted(have - {source} - skip)
 
 
+def _twin(ctx: Context, row, target: str) -> str | None:
+    """A checkpoint of dataset `target` whose features came from the very model of checkpoint
+    `row` (same source, weights SHA-256, layer and preprocessing); None if there is none.
+    A model without a weights file (pretrained by name, random init) has no twin."""
+    sha = row.get("weights_sha256")
+    if not isinstance(sha, str) or not sha:
+        return None
+    ck = ctx.checkpoints
+    same = ck[
+        (ck["dataset"] == target)
+        & (ck["source"] == row["source"])
+        & (ck["weights_sha256"] == sha)
+        & (ck["preprocessing"] == row.get("preprocessing"))
+        & (ck["layer"].fillna("") == (row.get("layer") if isinstance(row.get("layer"), str) else ""))
+    ]
+    for cid in sorted(same["checkpoint_id"]):
+        if ctx.ws.has("features", checkpoint_id=cid):
+            return str(cid)
+    return None
+
+
+def _target_features(ctx: Context, adapter, row, target: str, ids) -> np.ndarray:
+    """The target images' embeddings: read from the twin checkpoint's features when it has
+    them all, else computed by running the model."""
+    twin = _twin(ctx, row, target)
+    if twin is not None:
+        tids, TX = ctx.read_features(twin)
+        pos = {str(i): n for n, i in enumerate(tids)}
+        if all(str(i) in pos for i in ids):
+            return np.asarray(TX[[pos[str(i)] for i in ids]], dtype=np.float32)
+    return _embed(adapter, _pil_images(ctx, ids))
+
+
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     from ..metrics import baselines as B
 
@@ -207,8 +243,8 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
             t_te = t[t["split"] != "train"]
             if t_tr["label"].nunique() < 2 or t_te.empty:
                 continue
-            ftr = _embed(adapter, _pil_images(ctx, t_tr["image_id"]))
-            fte = _embed(adapter, _pil_images(ctx, t_te["image_id"]))
+            ftr = _target_features(ctx, adapter, row, target, t_tr["image_id"].tolist())
+            fte = _target_features(ctx, adapter, row, target, t_te["image_id"].tolist())
             probe = B.linear_probe(
                 ftr, t_tr["label"].astype(int).to_numpy(), fte, t_te["label"].astype(int).to_numpy(), seed
             )

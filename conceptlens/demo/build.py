@@ -165,9 +165,11 @@ def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progres
     return ws
 
 
-# `concepts` (the concept-quality datasets and models) runs alone on a built workspace too:
-# it adds its rows and tables and leaves the others as they are.
-STAGES = ("data", "models", "concepts", "analysis")
+# `concepts` (the concept-quality datasets and models) and `real` (real images and ImageNet
+# models, with their own analyses) run alone on a built workspace too
+# (`conceptlens demo build --only real`): they add their rows and tables and leave the
+# others as they are.
+STAGES = ("data", "models", "concepts", "real", "analysis")
 
 
 def build(
@@ -185,6 +187,10 @@ def build(
             from .concepts_models import build_concepts
 
             build_concepts(ws, seed, progress=progress)
+        elif stage == "real":
+            from .real import build_real
+
+            build_real(ws, seed, progress=progress)
         elif stage == "analysis":
             from .analysis import build_analysis
 

@@ -98,13 +98,15 @@ def checkpoint_done(ws: Workspace, cid: str) -> bool:
     )
 
 
-def _extract(ws: Workspace, run: Run, cid: str, epoch, progress: bool) -> str:
+def _extract(ws: Workspace, run: Run, cid: str, epoch, progress: bool, created: str | None = None) -> str:
     from ..extract import extract
     from .encoders import ENCODER_SPEC, PCA_SPEC
 
     spec = PCA_SPEC if run.method == "pca" else ENCODER_SPEC
     model = "PixelPCA" if run.method == "pca" else MODEL_NAME
     meta = {"model": model, "method": run.method, "epoch": epoch, "run": run.run}
+    if created is not None:  # a fixed time keeps a rebuild byte-identical
+        meta["created"] = created
     return extract(
         ws,
         run.dataset,
@@ -202,8 +204,11 @@ def _init_kwargs(model) -> dict:
     return {"in_size": model.in_size, "width": model.width, "embed_dim": model.embed_dim}
 
 
-def build_encoders(ws: Workspace, seed: int, runs=RUNS, progress: bool = True) -> list[str]:
-    """Train (or reuse) every run's checkpoints and extract their features."""
+def build_encoders(
+    ws: Workspace, seed: int, runs=RUNS, progress: bool = True, created: str | None = None
+) -> list[str]:
+    """Train (or reuse) every run's checkpoints and extract their features (`created`: the
+    checkpoints' creation time, default now)."""
     from . import encoders as E
 
     done_ids, cache = [], {}
@@ -226,7 +231,7 @@ def build_encoders(ws: Workspace, seed: int, runs=RUNS, progress: bool = True) -
                 E.save_weights(ws.root / "models" / f"{cid}.pt", models[ep], _init_kwargs(models[ep]), pp)
         for cid, ep in zip(cids, epochs):
             if not checkpoint_done(ws, cid):
-                _extract(ws, run, cid, ep, progress)
+                _extract(ws, run, cid, ep, progress, created)
         _log(progress, f"{run.run}: {len(cids)} checkpoint(s) in {time.time() - t0:.0f}s")
         done_ids += cids
     return done_ids
