@@ -146,6 +146,25 @@ def test_run_with_one_clustered_checkpoint_is_skipped_with_reason(tmp_path):
     assert "1 of its 2 checkpoints are clustered at k = 4" in log["reason"].iloc[0]
 
 
+def test_a_run_of_one_checkpoint_is_no_unit_until_a_second_arrives(tmp_path):
+    """A run of one checkpoint is no sequence: no unit, nothing skipped (the demo's 17
+    single-checkpoint runs were listed as skipped units on Home); a second checkpoint of
+    that run makes its unit, due."""
+    from conceptlens.analysis.base import run_units
+    from conceptlens.analysis.common import Context
+
+    ws = make_workspace(tmp_path / "ws", n_images=40, n_checkpoints=3)
+    ck = ws.read("checkpoints").to_pandas()
+    ck["run"] = ["solo", "pair", "pair"]
+    ws.write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))
+    units = [u.label for u in run_units(Context(ws), {})]
+    assert units == ["dataset=toy/run=pair"]
+    assert run_units(Context(ws), {"_checkpoint": "ck0"}) == []  # ck0 is the solo run's
+    ck["run"] = ["pair", "pair", "pair"]
+    ws.write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))
+    assert [u.label for u in run_units(Context(ws), {"_checkpoint": "ck0"})] == ["dataset=toy/run=pair"]
+
+
 # ---- learning curves -------------------------------------------------------------------------
 def test_metrics_agree_with_references():
     rng = np.random.default_rng(0)

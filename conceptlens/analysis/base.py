@@ -174,16 +174,22 @@ SEQUENCE_K = Option(
 
 
 def run_units(ctx: Context, opts: dict) -> list[Unit]:
-    """One unit per training run of a dataset (`checkpoints.run`) with a checkpoint whose
-    features are there (of the checkpoint asked for, if any). Checkpoints without a run,
-    or that declare `concept_names`, belong to no sequence."""
+    """One unit per training run of a dataset (`checkpoints.run`) with two or more
+    checkpoints whose features and epoch are there (the run of the checkpoint asked for, if
+    any): a run of one checkpoint is no sequence, not a unit waiting for an input (its unit
+    appears, due, when a second checkpoint is added). Checkpoints without a run, or that
+    declare `concept_names`, belong to no sequence."""
     ck = ctx.checkpoints
-    if "run" not in ck.columns:
+    if "run" not in ck.columns or "epoch" not in ck.columns:
         return []
-    keep = set(checkpoints_with_features(ctx, opts))
-    ck = ck[ck["checkpoint_id"].isin(keep) & ck["run"].notna()]
-    pairs = sorted(set(zip(ck["dataset"].astype(str), ck["run"].astype(str))))
-    return [Unit({"dataset": d, "run": r}) for d, r in pairs]
+    wanted = opts.get("_checkpoint")
+    keep = set(checkpoints_with_features(ctx, {k: v for k, v in opts.items() if k != "_checkpoint"}))
+    ck = ck[ck["checkpoint_id"].isin(keep) & ck["run"].notna() & ck["epoch"].notna()]
+    out = []
+    for (d, r), g in ck.groupby([ck["dataset"].astype(str), ck["run"].astype(str)], sort=True):
+        if len(g) >= 2 and (wanted is None or wanted in set(g["checkpoint_id"])):
+            out.append(Unit({"dataset": d, "run": r}))
+    return out
 
 
 def run_checkpoints(ctx: Context, unit: Unit) -> pd.DataFrame:
