@@ -265,7 +265,14 @@ def test_study_list_by_workspace(factory_copy, tmp_path, capsys):
 
 def test_demo_stages_are_checked_before_any_stage_runs(capsys):
     assert parser().parse_args(["demo", "build", "--stages", "data, models"]).stages == ["data", "models"]
-    assert parser().parse_args(["demo", "build"]).stages == ["data", "models", "concepts", "analysis"]
+    assert parser().parse_args(["demo", "build"]).stages == ["data", "models", "concepts", "real", "analysis"]
+    assert parser().parse_args(["demo", "build", "--only", "real"]).stages == ["real"]
     with pytest.raises(SystemExit):
         parser().parse_args(["demo", "build", "--stages", "data,modles"])
     assert "argument --stages: 'modles': not a stage; choose from data, models" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser().parse_args(["demo", "build", "--only", "reel"])
+    assert "argument --only: 'reel': not a stage" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # one or the other
+        parser().parse_args(["demo", "build", "--only", "real", "--stages", "data"])
+    assert "not allowed with argument" in capsys.readouterr().err

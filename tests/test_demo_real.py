@@ -114,7 +114,6 @@ def _tiny(root, seed=0, models=(R.IMAGENET_MODELS[0], R.IMAGENET_MODELS[3])):
 
 
 @needs_sources
-@pytest.mark.slow  # real 224 px models: about 25 s of CPU
 def test_tiny_real_build_is_deterministic_and_valid(tmp_path):
     """Data of both datasets (1 image a class) and the seeded random-init MobileNetV2 on
     clipart, twice: the same bytes; another seed draws other images and another network."""

@@ -290,7 +290,12 @@ def exported(demo_ws, tmp_path_factory):
     selections.save(ws, "threes", "digits", list(threes), "label=3")
     out = tmp_path_factory.mktemp("figures")
     db = WorkspaceDB(ws)
-    given = {"selection_across": {"ds": "digits", "saved": "threes", "nnull": 20}}
+    # The default dataset (the first clustered one: `clipart`) holds ImageNet checkpoints and
+    # their random inits, no training run with epochs: the epoch figures are drawn for shapes.
+    given = {
+        "selection_across": {"ds": "digits", "saved": "threes", "nnull": 20},
+        "metrics_vs_epoch": {"ds": "shapes"},
+    }
     jobs = [Job(f, given.get(f.name, {})) for f in catalog.FIGURES.values() if f.name not in PEOPLE_ONLY]
     manifest = render_jobs(db, jobs, out, str(ws), Workspace(ws).fingerprint(), 3.5, ("svg",), progress=False)
     files = {}
