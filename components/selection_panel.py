@@ -33,7 +33,7 @@ from components.export_button import show_catalog_figure, show_figure, view_prov
 from components.text import literal
 from conceptlens import selections as SEL
 from conceptlens.errors import ConceptLensError
-from conceptlens.figures.selection import across_figure
+from conceptlens.figures.selection import across_figure, score_name
 from conceptlens.figures.specs.clusters import DEFAULT_NULL, NULL_SIZES
 from conceptlens.views import clusters as VC
 from conceptlens.views import selection as VS
@@ -57,22 +57,6 @@ SUMMARY = (
     "purity_label",
     "intrinsic_dim",
 )
-SCORE_NAMES = {
-    "learnability": "learnability",
-    "coherence_random": "coherence (random negatives)",
-    "coherence_hard": "coherence (hard negatives)",
-    "intrinsic_dim": "intrinsic dimension (TwoNN)",
-    "purity_label": "purity (labels)",
-    "describability_top1": "describability (Top-1)",
-}
-
-
-def score_name(score: str) -> str:
-    if score in SCORE_NAMES:
-        return SCORE_NAMES[score]
-    if score.startswith("purity_"):
-        return f"purity ({score[len('purity_') :]})"
-    return score
 
 
 def ordinal(p: float) -> str:

@@ -103,26 +103,13 @@ def _factor_value(text: str) -> tuple[str, str]:
     return col, value
 
 
-def _read_ids(path: str) -> list[str]:
-    """Image ids of a CSV: its `image_id` column, or its first column when it has none."""
-    import pandas as pd
-
-    t = pd.read_csv(path, dtype=str)
-    col = "image_id" if "image_id" in t.columns else t.columns[0] if len(t.columns) else None
-    if col is None:
-        raise ValueError(f"{path}: no column of image ids")
-    ids = t[col].dropna().tolist()
-    if not ids:
-        raise ValueError(f"{path}: column {col!r} holds no image id")
-    return ids
-
-
 def _score(args) -> int:
     from .db import WorkspaceDB
+    from .selections import read_ids
     from .views import selection
 
     sel = (
-        {"image_ids": _read_ids(args.ids)}
+        {"image_ids": read_ids(args.ids, args.ids)}
         if args.ids
         else {"label": args.label}
         if args.label is not None
@@ -161,12 +148,17 @@ def _score(args) -> int:
     if args.figure:
         from pathlib import Path
 
+        from .figures.export import figure_bytes, provenance
         from .figures.selection import across_figure
         from .workspace import atomic_write_bytes
 
-        atomic_write_bytes(
-            Path(args.figure), across_figure(table).to_html(include_plotlyjs="cdn").encode(), fsync=False
+        path = Path(args.figure)
+        prov = provenance(
+            args.workspace, WorkspaceDB(args.workspace).ws.fingerprint(), "", figure="selection_across"
         )
+        prov.update(dataset=args.across, selection=args.ids or args.label or "=".join(args.factor or ()))
+        data = figure_bytes(across_figure(table), path.suffix.lstrip(".") or "html", 7.0, prov)
+        atomic_write_bytes(path, data, fsync=False)
         print(f"wrote {args.figure}")
     return 0
 
@@ -204,7 +196,12 @@ def register(sub) -> None:
         "--k", type=int, help="clusters whose captions the caption competes with (default: smallest k)"
     )
     p.add_argument("--csv", metavar="FILE.csv", help="with --across: write the table here")
-    p.add_argument("--figure", metavar="FILE.html", help="with --across: write the figure here")
+    p.add_argument(
+        "--figure",
+        metavar="FILE",
+        help="with --across: write the figure here, as its suffix says (.pdf, .svg, .png or .html), "
+        "with its provenance",
+    )
     add_seed(p, "the evaluation sample, the trials and the null sets")
     p.set_defaults(func=_score)
 

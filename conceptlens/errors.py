@@ -4,3 +4,8 @@
 class ConceptLensError(Exception):
     """Bad input or a workspace that cannot be used; the message names the file, table,
     column or option."""
+
+
+class SelectionError(ConceptLensError, ValueError):
+    """A selection of images that names nothing, images the workspace (or a checkpoint) does
+    not have, or cannot be saved or read; the message names the parameter."""

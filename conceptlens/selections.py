@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import schema
-from .errors import ConceptLensError
+from .errors import SelectionError
 from .workspace import Workspace
 
 TABLE = "selections"
@@ -38,10 +38,6 @@ MAX_ORIGIN = 500  # characters of its origin
 URL_MAX_IDS = 200
 URL_MAX_CHARS = 6000
 _PREFIX = "z"  # the encoding's version: zlib-compressed, newline-separated, base64url
-
-
-class SelectionError(ConceptLensError, ValueError):
-    """A selection that cannot be saved or read; the message names the parameter."""
 
 
 # ---- validation ---------------------------------------------------------------------------------

@@ -296,7 +296,7 @@ def test_across_scores_every_checkpoint_of_the_dataset_and_draws_it(ws):
     assert (t.loc[t["score"] == "purity_shape", "value"] == 1.0).all()
     fig = across_figure(t)
     titles = [a.text for a in fig.layout.annotations]
-    assert "learnability" in titles and "purity_label" in titles
+    assert "learnability" in titles and "purity (labels)" in titles  # readable names, not column names
     ys = [tr.y for tr in fig.data if tr.name != "random sets (median)" and tr.xaxis == "x"]
     assert sum(len(y) for y in ys) == len(set(t["checkpoint_id"]))  # one point per checkpoint
 
@@ -343,7 +343,15 @@ def test_cli_score_across_prints_writes_the_table_and_the_figure(ws, tmp_path, c
     assert "learnability" in out and "toy-ckpt0" in out and "pct random" in out
     t = pd.read_csv(csv)
     assert {"checkpoint_id", "epoch", "value", "lo", "hi", "pct_random"} <= set(t.columns)
-    assert "plotly" in html.read_text()
+    page = html.read_text()
+    assert "plotly" in page and 'src="https://cdn.plot.ly' not in page  # plotly.js inlined: works offline
+    # Another format, with its provenance (the dataset and what was selected) read back.
+    from conceptlens.figures.export import read_provenance
+
+    svg = tmp_path / "across.svg"
+    assert main([*args, "--figure", str(svg)]) == 0
+    prov = read_provenance(svg.read_bytes(), "svg")
+    assert prov["dataset"] == "toy" and prov["selection"] == "1" and prov["figure"] == "selection_across"
     assert main(["score", "--workspace", str(ws.root), "--across", "nope", "--label", "1"]) == 1
     assert "no checkpoint of dataset 'nope'" in capsys.readouterr().err
 

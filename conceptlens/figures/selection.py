@@ -23,6 +23,25 @@ SCORES = (
 )
 
 
+# What the page's table and the figure's panels call each score.
+SCORE_NAMES = {
+    "learnability": "learnability",
+    "coherence_random": "coherence (random negatives)",
+    "coherence_hard": "coherence (hard negatives)",
+    "intrinsic_dim": "intrinsic dimension (TwoNN)",
+    "purity_label": "purity (labels)",
+    "describability_top1": "describability (Top-1)",
+}
+
+
+def score_name(score: str) -> str:
+    if score in SCORE_NAMES:
+        return SCORE_NAMES[score]
+    if score.startswith("purity_"):
+        return f"purity ({score[len('purity_') :]})"
+    return score
+
+
 def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) -> go.Figure:
     """Each score per checkpoint (x: the checkpoints by run then epoch, labelled with the
     epoch when there is one), value and interval bars per run, the null median dotted."""
@@ -32,7 +51,11 @@ def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) ->
     names = [s for s in (scores or SCORES) if s in have] or have[:6]
     order = list(dict.fromkeys(table["checkpoint_id"]))
     fig = make_subplots(
-        rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.04
+        rows=len(names),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=[score_name(n) for n in names],
+        vertical_spacing=0.04,
     )
     runs = list(dict.fromkeys(table["run"].fillna("")))
     for i, name in enumerate(names, start=1):

@@ -12,14 +12,10 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
-from ..errors import ConceptLensError
+from ..errors import SelectionError
 from ..metrics import selection as S
 
 IMAGE_CORE = {c.name for c in schema.CORE_BY_NAME["images"].columns}
-
-
-class SelectionError(ConceptLensError, ValueError):
-    """A selection that names nothing, or images the checkpoint does not have."""
 
 
 def checkpoint_images(db, checkpoint: str) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
