@@ -23,6 +23,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from conceptlens import schema
 from conceptlens.workspace import Workspace
 
 
@@ -59,6 +60,32 @@ def _write_bytes(path: Path, data: bytes) -> None:
     if path.exists() or path.is_symlink():
         path.unlink()
     path.write_bytes(data)
+
+
+SELECTION = "selections/dataset=toy/part-broken.parquet"
+
+
+def _selection(**row):
+    """A saved selection (conceptlens/selections.py) of two of the toy images, changed by `row`."""
+
+    def apply(ws: Workspace) -> None:
+        import datetime as dt
+
+        ids = sorted(ws.read("images")["image_id"].to_pylist())[:2]
+        base = {
+            "name": "left group",
+            "image_ids": ids,
+            "n_images": 2,
+            "origin": "a test",
+            "checkpoint_id": None,
+        }
+        base["created"] = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        schema_ = schema.arrow_schema("selections", partition=False)
+        path = ws.root / SELECTION
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_table(path, pa.Table.from_pylist([{**base, **row}], schema=schema_))
+
+    return apply
 
 
 def _write_table(path: Path, table: pa.Table) -> None:
@@ -1465,6 +1492,15 @@ MALFORMATIONS: dict[str, Malformation] = {
             CURVES,
             "outside [0, 1]",
             _set(CURVES, "auc", 1, 1.5),
+        ),
+        # a saved selection (format 2.3) whose count says 3 images of its 2 ids
+        _M(
+            "selection_count_not_its_ids",
+            "selections",
+            "n_images",
+            SELECTION,
+            "differ from the number of image_ids",
+            _selection(n_images=3),
         ),
     ]
 }
