@@ -2,7 +2,8 @@
 dataset, the concept events between consecutive checkpoints (timeline, table, an event's
 images) and the learning curves of the labels and factors (figure, learned-at table).
 
-Every choice is in the URL: &run=RUN&kinds=changes|all&cap=N&event=STEP-EVENT&factor=F.
+Every choice is in the URL: &run=RUN&kinds=changes|all&cap=N&event=STEP-EVENT&factor=F, and
+&run_ds=DATASET when the page's dataset has no training run (the runs of one that has).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from components.metric_table import metric_table
 from components.text import literal
 from conceptlens.figures.specs.checkpoints import CAPS, KINDS
 from conceptlens.figures.training import short_text
+from conceptlens.views import clusters as C
 from conceptlens.views import training as T
 
 KIND_NAMES = {"changes": "splits, merges, births, deaths", "all": "and continuations"}
@@ -83,14 +85,29 @@ def training_section(ws, ds: str, provenance: dict) -> None:
     )
     runs = ws.view(T.runs, dataset=ds)
     if not runs:
+        # The page's dataset has no run to follow: one of the datasets that has, chosen here and
+        # kept in the URL as &run_ds= (sorted as the catalogue's choices of the figures' `ds`).
+        names = ws.view(C.datasets)["dataset"].astype(str)
+        others = sorted(d for d in names if d != ds and ws.view(T.runs, dataset=d))
         have = [n for n in ("concept_events", "learning_curves") if available(ws, n, ds)]
-        if have:  # computed, but for no run of this dataset
+        if have or others:  # computed, but for no run of this dataset
             st.info(
                 f"No training run of {literal(ds)} has two or more checkpoints with epochs "
-                "(`checkpoints.run`, `epoch`) to follow.",
+                "(`checkpoints.run`, `epoch`) to follow"
+                + (": the runs of another dataset are followed below." if others else "."),
                 icon=":material/info:",
             )
-        return
+        if not others:
+            return
+        ds = U.url_selectbox(
+            "Dataset of the runs",
+            others,
+            key="ckpts_run_ds",
+            param="run_ds",
+            container=st.columns([1, 2])[0],
+        )
+        provenance = {**provenance, "dataset": ds}
+        runs = ws.view(T.runs, dataset=ds)
     c_run, c_kinds, c_cap = st.columns([2, 2, 1])
     run = U.url_selectbox("Training run", runs, key="ckpts_run", param="run", container=c_run)
     kinds = U.url_radio(

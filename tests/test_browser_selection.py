@@ -1,13 +1,27 @@
-"""Score this selection in a real browser (issue 26): lasso a group on the Clusters UMAP,
-see its scores with their nulls, save it by name, open the saved selection's link in a fresh
-browser context and see its scores on every checkpoint. Screenshots in tests/artifacts."""
+"""Score this selection in a real browser (issue 26): lasso a group on the Clusters UMAP (the
+WebGL projection view), see its scores with their nulls, save it by name, open the saved
+selection's link in a fresh browser context and see its scores on every checkpoint.
+Screenshots in tests/artifacts."""
 
 import time
 
+import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from matplotlib.path import Path as MplPath
 
-from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import (
+    ARTIFACTS,
+    drag_path,
+    main_text,
+    open_page,
+    projection,
+    query_of,
+    screenshot,
+    serve,
+    wait_for_script,
+)
 from tests.conftest import copy_ws
 
 pytestmark = pytest.mark.browser
@@ -26,24 +40,32 @@ def test_lasso_score_save_and_reopen_across_checkpoints(browser, selection_ws):
         print(f"server up: {time.time() - started:.1f} s")
         page = open_page(browser, f"{url}/clusters?ckpt=ck0&nnull=20&score=1", "selection-start", VIEW)
         print(f"page open: {time.time() - started:.1f} s")
-        umap = (
-            page.get_by_test_id("stPlotlyChart").filter(has=page.locator(".xtitle", has_text="UMAP 1")).first
+        # The UMAP is the WebGL projection view (components/projection.py): the lasso is drawn
+        # on its canvas with the mouse, in its Lasso mode.
+        el, frame = projection(page)
+        frame.get_by_role("button", name="Lasso").click()
+        el.scroll_into_view_if_needed()
+        box = el.bounding_box()
+        r = frame.evaluate(
+            "() => { const r = document.getElementById('gl').getBoundingClientRect(); "
+            "return [r.left, r.top, r.width, r.height]; }"
         )
-        umap.scroll_into_view_if_needed()
-        umap.hover()
-        umap.locator('[data-title="Lasso Select"]').click()
-        box = umap.locator(".nsewdrag").first.bounding_box()
-        # A lasso around the left half of the plot: a group, not every image.
-        x0, y0, w, h = box["x"] + 2, box["y"] + 2, box["width"] * 0.5, box["height"] - 4
-        page.mouse.move(x0, y0)
-        page.mouse.down()
-        for x, y in ((x0 + w, y0), (x0 + w, y0 + h), (x0, y0 + h), (x0, y0 + 2)):
-            page.mouse.move(x, y, steps=10)
-        page.mouse.up()
+        # A lasso around the left half of the view: a group, not every image.
+        x0, y0, w, h = box["x"] + r[0] + 4, box["y"] + r[1] + 4, r[2] * 0.5, r[3] - 8
+        corners = [(x0, y0), (x0 + w, y0), (x0 + w, y0 + h), (x0, y0 + h)]
+        path = [
+            (p[0] + (q[0] - p[0]) * t, p[1] + (q[1] - p[1]) * t)
+            for p, q in zip(corners, corners[1:] + corners[:1])
+            for t in (0, 0.25, 0.5, 0.75)
+        ]
+        drag_path(page, path + [path[0]])
         page.wait_for_function(
-            "() => new URL(location.href).searchParams.get('sel') === 'region'", timeout=60_000
+            "() => new URL(location.href).searchParams.get('sel') === 'region'"
+            " && (new URL(location.href).searchParams.get('region') || '').startsWith('lasso:')",
+            timeout=60_000,
         )
         wait_for_script(page)
+        el.screenshot(path=str(ARTIFACTS / "selection-lasso-view.png"))  # the lasso on the view
         page.get_by_text("percentile of random sets").first.wait_for(timeout=60_000)
         text = main_text(page)
         assert "Score this selection" in text and "lasso on the Clusters UMAP of checkpoint ck0" in text
@@ -51,6 +73,11 @@ def test_lasso_score_save_and_reopen_across_checkpoints(browser, selection_ws):
         n = int(page.get_by_test_id("stMetricValue").last.inner_text().replace(",", ""))
         assert 0 < n < 48, n  # a group of the 48 images
         assert f"{n} images" in text
+        # The images scored are those inside the lasso the URL keeps, on ck0's stored UMAP.
+        poly = np.array([float(v) for v in query_of(page)["region"][6:].split(",")]).reshape(-1, 2)
+        pts = pd.read_parquet(selection_ws / "projections" / "checkpoint_id=ck0" / "method=umap")
+        inside = set(pts.image_id[MplPath(poly).contains_points(pts[["x", "y"]].to_numpy())])
+        assert len(inside) == n, (len(inside), n)
         page.get_by_role("heading", name="Score this selection").scroll_into_view_if_needed()
         screenshot(page, "selection-scored")
         print(f"lassoed and scored: {time.time() - started:.1f} s")
