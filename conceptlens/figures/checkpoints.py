@@ -363,7 +363,8 @@ def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str
         )
     n_text = f" (n = {int(n.iloc[0])})" if len(n) and n.nunique() == 1 else ""
     if unstable.any():
-        n_text += f"<br>hollow: fewer than {MIN_STABLE_CHECKPOINTS} checkpoints, interval unstable"
+        # Two short lines: one line is wider than the plot at one column (3.5 in).
+        n_text += f"<br>hollow: fewer than {MIN_STABLE_CHECKPOINTS} checkpoints,<br>interval unstable"
     fig.add_vline(x=0, line=dict(color=GREY, width=1, dash="dot"))
     fig.update_layout(
         title=title,
@@ -378,7 +379,7 @@ def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str
             zeroline=False,
         ),
         legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, font=dict(size=MIN_FONT_PX)),
-        margin=dict(l=10, r=14, t=40 if title else 26, b=44),
+        margin=dict(l=10, r=14, t=40 if title else 26, b=44 + 14 * max(0, n_text.count("<br>") - 1)),
     )
     return fig
 

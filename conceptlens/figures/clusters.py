@@ -374,6 +374,20 @@ def projection_scatter(
     return fig
 
 
+# Legend entries a figure's side holds at one column (3.5 in, 0.85 as tall as wide).
+SIDE_LEGEND = 12
+
+
+def legend_above(fig: go.Figure, most: int = SIDE_LEGEND) -> go.Figure:
+    """`fig` with its legend in rows above the plot when it has more than `most` entries
+    (a UMAP coloured by 22 clusters): on the right they run past the bottom of a printed
+    figure, above it the export gives the legend the rows it needs at any width."""
+    names = {t.legendgroup or t.name for t in fig.data if t.showlegend is not False and t.name}
+    if len(names) > most:
+        fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left"))
+    return fig
+
+
 def label_histogram(counts: pd.DataFrame, title: str | None = None) -> go.Figure:
     """Horizontal bars of `views.clusters.label_counts` (label_name, images), the most
     frequent label on top."""

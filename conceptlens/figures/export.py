@@ -133,19 +133,24 @@ ROW_EM = 1.3
 # A figure grows for its rows up to this height / width (twice as tall as wide: a
 # column's page); past it, every n-th row is labelled.
 MAX_ROWS_ASPECT = 2.0
+# Rows a figure names itself (its own tick labels: events, predictors) cannot be thinned
+# without leaving a named row unlabelled: for them a figure grows up to this.
+MAX_NAMED_ROWS_ASPECT = 3.0
 
 
 def _room_for_rows(d: dict, width_px: int, height_px: int) -> int:
     """The figure made as tall as its rows need: every category of an axis up the side (a
     bar, a heatmap row, a predictor) keeps its label, one line of ROW_EM font sizes each,
     so at one column no row goes unlabelled and no two labels touch. A figure that would
-    grow past MAX_ROWS_ASPECT labels every n-th row of its category axes instead.
+    grow past MAX_ROWS_ASPECT labels every n-th row of its category axes instead; rows the
+    figure names itself (its tick labels) grow it up to MAX_NAMED_ROWS_ASPECT.
     Returns the height."""
     layout = d.setdefault("layout", {})
     tmpl = (layout.get("template") or {}).get("layout") or {}
     margin = {**(tmpl.get("margin") or {}), **(layout.get("margin") or {})}
     cats = _categories(d)
     cap = max(height_px, round(width_px * MAX_ROWS_ASPECT))
+    named_cap = max(height_px, round(width_px * MAX_NAMED_ROWS_ASPECT))
     grow = 0.0
     keys = [k for k, v in layout.items() if k.startswith("yaxis") and isinstance(v, dict)]
     for key in keys + [k for k in cats if k.startswith("yaxis") and k not in keys]:
@@ -172,7 +177,7 @@ def _room_for_rows(d: dict, width_px: int, height_px: int) -> int:
                 axis["tickvals"] = labels[::step]
             else:  # Plotly would label every n-th row itself
                 axis["dtick"] = 1
-        grow = max(grow, min(need, cap) - height_px)
+        grow = max(grow, min(need, cap if mine else named_cap) - height_px)
     return height_px + math.ceil(max(grow, 0.0))
 
 

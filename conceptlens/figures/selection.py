@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import theme  # noqa: F401  (the ConceptLens template)
+from .theme import MIN_FONT_PX
 
 # Panels in this order, those the table has.
 SCORES = (
@@ -55,7 +56,8 @@ def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) ->
         cols=1,
         shared_xaxes=True,
         subplot_titles=[score_name(n) for n in names],
-        vertical_spacing=0.04,
+        # Room between panels for the next panel's title (6 panels: 0.06 of the height).
+        vertical_spacing=min(0.12, 0.36 / max(len(names), 1)),
     )
     runs = list(dict.fromkeys(table["run"].fillna("")))
     for i, name in enumerate(names, start=1):
@@ -110,8 +112,30 @@ def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) ->
     fig.update_xaxes(
         categoryorder="array", categoryarray=order, tickvals=order, ticktext=ticks, row=len(names), col=1
     )
-    fig.update_layout(height=180 * len(names) + 120, margin={"t": 40})
+    # Three y ticks a panel, so that a short panel (one column, 3.5 in) keeps its labels
+    # apart and off the titles; the scores in [0, 1] on that whole range.
+    for i, name in enumerate(names, start=1):
+        if _unit(name):
+            fig.update_yaxes(range=[-0.08, 1.08], tickvals=[0, 0.5, 1], row=i, col=1)
+        else:
+            fig.update_yaxes(nticks=3, row=i, col=1)
+    fig.update_annotations(font={"size": MIN_FONT_PX + 1})  # the panels' titles
+    fig.update_layout(
+        height=180 * len(names) + 120,
+        margin={"t": 40},
+        # Above the panels, where the export makes room for its rows (a legend on the
+        # right takes half the width of one column).
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "font": {"size": MIN_FONT_PX}},
+    )
     return fig
+
+
+# Scores that are a share or an AUC: their panels span [0, 1].
+UNIT_SCORES = ("learnability", "coherence_", "describability_", "purity_")
+
+
+def _unit(score: str) -> bool:
+    return any(score == u or (u.endswith("_") and score.startswith(u)) for u in UNIT_SCORES)
 
 
 def _missing(v) -> bool:

@@ -19,7 +19,8 @@ KIND_STYLE = {
     "death": ("#555555", "x"),
     "continuation": ("#999999", "line-ew"),
 }
-LABEL_CHARS = 24  # an event's label at most (its whole caption is in the hover)
+LABEL_CHARS = 24  # a line of an event's label at least (labels wrap onto two lines, never cut)
+LABEL_LINES = 2
 DEFAULT_CAP = 30  # events drawn at most by default (the largest); the rest are counted
 
 
@@ -39,14 +40,42 @@ def short_text(text: str | None, limit: int = LABEL_CHARS) -> str:
     return (cut or t[: limit - 1]) + "…"
 
 
+def wrap_words(words: list[str], width: int = LABEL_CHARS, lines: int = LABEL_LINES) -> str:
+    """`words` broken at spaces into at most `lines` lines joined by `<br>` (Plotly's line
+    break), each about `width` characters; a longer text gets wider lines, never a cut."""
+    words = [w for w in words if w]
+    total = len(" ".join(words))
+    for w in range(max(width, -(-total // lines)), total + 1):
+        out: list[str] = []
+        for word in words:
+            if out and len(out[-1]) + 1 + len(word) <= w:
+                out[-1] += " " + word
+            else:
+                out.append(word)
+        if len(out) <= lines:
+            return "<br>".join(out)
+    return " ".join(words)
+
+
+def _no_article(text: str) -> str:
+    t = " ".join(str(text).split())
+    for article in ("a ", "an ", "the "):
+        if t.lower().startswith(article):
+            return t[len(article) :]
+    return t
+
+
 def event_label(kind: str, main: int, name: str | None, before: list, after: list) -> str:
-    """`name · c12` (the cluster naming the event), plus where it goes / comes from."""
-    base = f"{short_text(name)} · c{main}" if name else f"cluster {main}"
+    """`name · c12` (the cluster naming the event), plus where it goes / comes from; a long
+    name wraps onto a second line at a word boundary (the whole caption, as the hover has it)."""
+    words = _no_article(name).split() if name else ["cluster"]
+    # The cluster's id and the arrow stay on one line with the word next to them.
+    words[-1] += f" · c{main}" if name else f" {main}"
     if kind == "split":
-        return f"{base} → {len(after)}"
-    if kind == "merge":
-        return f"{len(before)} → {base}"
-    return base
+        words[-1] += f" → {len(after)}"
+    elif kind == "merge":
+        words[0] = f"{len(before)} → {words[0]}"
+    return wrap_words(words)
 
 
 def _hover(e) -> str:
@@ -137,7 +166,8 @@ def event_timeline(
         title=dict(
             text=heading or None, x=0.01, xanchor="left", xref="container", font=dict(size=MIN_FONT_PX + 1)
         ),
-        height=120 + 17 * max(len(shown), 3),
+        # A row as tall as its label's lines (a long caption wraps onto two).
+        height=120 + (28 if any("<br>" in t for t in labels) else 17) * max(len(shown), 3),
         xaxis=dict(
             title=dict(text="checkpoint epoch"),
             tickvals=list(range(n_ck)),

@@ -79,14 +79,15 @@ def _purity_coherence(db, p):
 
 
 def _umap(db, p):
-    from ..clusters import projection_scatter
+    from ..clusters import legend_above, projection_scatter
 
     pts = view(db, C.projection, checkpoint=p["ckpt"], k=p["k"], method="umap", limit=max_points())
     needs(pts, f"no UMAP of {p['ckpt']}")
     # dragmode "zoom": on the page a click selects one point (its image in the sidebar)
-    return projection_scatter(
+    fig = projection_scatter(
         pts, color=p["color"], highlight=p.get("cluster"), region=_region(p), dragmode="zoom"
     )
+    return legend_above(fig)
 
 
 def _umap_window(db, p):
@@ -258,6 +259,8 @@ add(
         ),
         _selection_across,
         aspect=1.1,
+        # At one column the panels (up to 6) and the upright checkpoint names need the height.
+        narrow_aspect=2.0,
         steps=("features",),
         reads=("selections",),
         default=False,  # scores every checkpoint: asked for by name
