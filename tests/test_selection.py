@@ -412,3 +412,30 @@ def test_purity_interval_holds_the_value_for_a_random_set():
         r = _row(out, name)
         assert 0 <= r["lo"] <= r["value"] <= r["hi"] <= 1, r
     assert _row(out, "purity_label")["hi"] > _row(out, "purity_label")["value"]
+
+
+def test_across_figure_names_at_most_twelve_checkpoints_without_their_shared_prefix():
+    """29 checkpoint names along one column ran into each other: every n-th is named, the
+    dataset prefix they share left out, every point kept (its name in the hover)."""
+    import pandas as pd
+
+    from conceptlens.figures.selection import MAX_TICKS, across_figure
+
+    ids = [f"shapes-run{j // 3}-e{j % 3}" for j in range(29)]
+    t = pd.DataFrame(
+        {
+            "checkpoint_id": ids,
+            "run": [i.rsplit("-", 1)[0] for i in ids],
+            "epoch": [j % 3 for j in range(29)],
+            "score": "learnability",
+            "value": 0.8,
+            "lo": 0.7,
+            "hi": 0.9,
+            "pct_random": 99.0,
+            "null_random_median": 0.5,
+        }
+    )
+    fig = across_figure(t)
+    axis = fig.layout.xaxis
+    assert len(axis.ticktext) <= MAX_TICKS and axis.ticktext[0] == "run0-e0 (e0)"
+    assert sum(len(tr.x) for tr in fig.data if tr.name != "random sets (median)") == 29

@@ -5,6 +5,7 @@ the random-set null's median (views.selection.across builds the table)."""
 from __future__ import annotations
 
 import math
+import os
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -23,6 +24,8 @@ SCORES = (
     "purity_label",
 )
 
+
+MAX_TICKS = 12  # checkpoint names along the x axis at most (every n-th beyond)
 
 # What the page's table and the figure's panels call each score.
 SCORE_NAMES = {
@@ -105,12 +108,24 @@ def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) ->
             col=1,
         )
     epochs = table.drop_duplicates("checkpoint_id").set_index("checkpoint_id")["epoch"]
+    # Names without the prefix they all share (the dataset's), and at most MAX_TICKS of them:
+    # 29 names along 3.5 in ran into each other; every point keeps its name in the hover.
+    prefix = os.path.commonprefix(order) if len(order) > 1 else ""
+    prefix = prefix[: prefix.rfind("-") + 1] if "-" in prefix else ""
+    every = max(1, math.ceil(len(order) / MAX_TICKS))
     ticks = [
-        f"{c}" if epochs.get(c) is None or _missing(epochs.get(c)) else f"{c} (e{int(epochs.get(c))})"
+        (c[len(prefix) :] or c)
+        + ("" if epochs.get(c) is None or _missing(epochs.get(c)) else f" (e{int(epochs.get(c))})")
         for c in order
     ]
+    shown = [c for j, c in enumerate(order) if j % every == 0]
     fig.update_xaxes(
-        categoryorder="array", categoryarray=order, tickvals=order, ticktext=ticks, row=len(names), col=1
+        categoryorder="array",
+        categoryarray=order,
+        tickvals=shown,
+        ticktext=[t for j, t in enumerate(ticks) if j % every == 0],
+        row=len(names),
+        col=1,
     )
     # Three y ticks a panel, so that a short panel (one column, 3.5 in) keeps its labels
     # apart and off the titles; the scores in [0, 1] on that whole range.
