@@ -104,3 +104,36 @@ def test_a_selection_names_its_images_by_the_views_order():
     assert selected_ids(enc, event) == [enc.ids[3], enc.ids[0], enc.ids[49]]
     assert selected_ids(enc, {**event, "indices": None}) is None  # too many: the region only
     assert selected_ids(enc, {"event": "click", "index": 2}) is None
+
+
+def _thumb_folder_by_os_path(paths):
+    """The folder thumb_folder names, computed the plain way (os.path, one path at a time)."""
+    import os
+
+    rel = [p for p in paths if p is not None]
+    if not rel or any(p.startswith(("/", "\\")) for p in rel):
+        return None
+    try:
+        common = os.path.commonpath(sorted({os.path.dirname(p) for p in rel}))
+    except ValueError:
+        return None
+    common = os.path.normpath(common) if common else ""
+    return None if common in ("", ".") or common.startswith("..") else common
+
+
+def test_the_thumbnail_folder_matches_os_path_on_many_layouts():
+    """thumb_folder finds folders in Arrow (a million paths); it must name the folder
+    os.path.dirname and commonpath name, on layouts with nesting, doubled and trailing
+    slashes, files at the root and missing paths."""
+    rng = np.random.default_rng(0)
+    parts = ["thumbnails", "a", "b", "c d", "x.y", ""]
+    for _ in range(300):
+        paths = []
+        for _ in range(int(rng.integers(1, 6))):
+            if rng.random() < 0.1:
+                paths.append(None)
+                continue
+            depth = int(rng.integers(0, 4))
+            folder = "/".join(str(rng.choice(parts)) for _ in range(depth))
+            paths.append(f"{folder}/{int(rng.integers(9))}.png" if folder else f"{int(rng.integers(9))}.png")
+        assert thumb_folder(pd.Series(paths, dtype="object")) == _thumb_folder_by_os_path(paths), paths

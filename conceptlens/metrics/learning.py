@@ -20,7 +20,6 @@ well do the features separate each value of the factor from the others?
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 from .neighbors import nearest_cosine
 
@@ -69,6 +68,8 @@ def auc_rows(positive: np.ndarray, score: np.ndarray) -> np.ndarray:
     row without both classes. positive, score: arrays of the same shape (rows x items)."""
     positive = np.atleast_2d(np.asarray(positive, bool))
     score = np.atleast_2d(np.asarray(score, np.float64))
+    from scipy.stats import rankdata  # deferred: scipy.stats costs seconds to import on a page
+
     ranks = rankdata(score, axis=1)  # average ranks: ties count half
     n_pos = positive.sum(axis=1)
     n_neg = positive.shape[1] - n_pos

@@ -175,7 +175,7 @@ def projection_size(db, checkpoint: str, method: str = "umap") -> pd.DataFrame:
 def projection(db, checkpoint: str, k: int, method: str = "umap", limit: int = 20_000) -> pd.DataFrame:
     """A bounded, fixed sample of a projection (the same points on every rerun): `x`, `y`,
     the cluster of each point at k and every column of `images` (labels and factors)."""
-    return db.query(
+    return db.query_large(
         """
         SELECT p.image_id, p.x, p.y, c.cluster, i.* EXCLUDE (image_id)
         FROM projections p

@@ -65,7 +65,7 @@ const overlay = $("overlay");
 const stage = $("stage");
 const tip = $("tip");
 const statusEl = $("status");
-const gl = glCanvas.getContext("webgl2", { antialias: true, premultipliedAlpha: true, preserveDrawingBuffer: true });
+const gl = glCanvas.getContext("webgl2", { antialias: false, premultipliedAlpha: true, preserveDrawingBuffer: true });
 
 let W = 0;
 let H = 0;
