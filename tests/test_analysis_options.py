@@ -377,3 +377,49 @@ def test_analysis_modules_import_only_base_common_and_metrics_and_no_private_nam
                     a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
                 ]
                 assert not private, f"{path.relative_to(root.parent)} imports {private} from {module}"
+
+
+@pytest.mark.parametrize("name", [a.name for a in registered()])
+def test_every_analysis_prints_its_help(name, capsys):
+    """`conceptlens analyze NAME --help` lists every option of NAME; an option's help with
+    a `%` in it (cluster_metrics' "95% intervals") once raised a TypeError instead."""
+    from conceptlens import cli
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["analyze", name, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for o in next(a for a in registered() if a.name == name).options:
+        assert o.flag in out
+    assert "95% " in out or name != "cluster_metrics"
+
+
+def test_an_option_added_later_counts_as_its_legacy_value_not_its_default(ws):
+    """cluster_metrics stored before 2.3 has no `bootstrap` in its options and no intervals:
+    it is done (nothing recomputes it unasked), but it was computed with bootstrap 0, not
+    the default 1000, so asking for intervals recomputes it (once it counted as 1000 and
+    `--bootstrap 1000` did nothing: the demo's tables kept no intervals)."""
+    run(ws, "cluster_metrics", {"bootstrap": 0}, force=True)
+    md = ws.read_metadata("checkpoint_metrics", checkpoint_id="ck0", k=4)
+    opts = (
+        json.loads(md["analysis_options"])
+        if isinstance(md["analysis_options"], str)
+        else md["analysis_options"]
+    )
+    old = {**md, "analysis_options": {k: v for k, v in opts.items() if k != "bootstrap"}}  # as 2.2 wrote
+    ws.write(
+        "checkpoint_metrics",
+        ws.read("checkpoint_metrics", checkpoint_id="ck0", k=4),
+        old,
+        checkpoint_id="ck0",
+        k=4,
+    )
+    n = logged(ws, "cluster_metrics")
+    run(ws, "cluster_metrics", {})
+    assert logged(ws, "cluster_metrics") == n  # done: nothing asked
+    ctx = run(ws, "cluster_metrics", {"bootstrap": 1000})
+    assert (
+        "cluster_metrics checkpoint_id=ck0/k=4: options changed (bootstrap 0 -> 1000), recomputing"
+        in ctx.notes
+    )
+    assert ws.read("checkpoint_metrics", checkpoint_id="ck0", k=4)["knn_acc_lo"].null_count == 0

@@ -39,6 +39,9 @@ class Skipped(Exception):  # noqa: N818  (a unit skipped is not an error)
         self.reason = reason
 
 
+NO_LEGACY = object()  # Option.legacy unset
+
+
 @dataclass(frozen=True)
 class Option:
     name: str  # Python name; the command line flag is --name-with-dashes
@@ -52,6 +55,9 @@ class Option:
     # False for an option that only chooses which units run (e.g. --k) or how: a unit done
     # with another value of it is still done.
     changes_result: bool = True
+    # For an option added after units were stored: the value those units were computed
+    # with (their stored options lack its name). Unset: the default, as for every option.
+    legacy: Any = NO_LEGACY
 
     @property
     def flag(self) -> str:
@@ -259,6 +265,13 @@ class Analysis:
 
     def option_defaults(self) -> dict:
         return {o.name: o.default for o in self.all_options}
+
+    def stored_options(self, stored: dict | None) -> dict:
+        """The result options a unit was computed with, from those stored with it (None:
+        written before 2.2, which stored none): an option missing there had its `legacy`
+        value if it declares one (it did not exist yet), else its default."""
+        legacy = {o.name: o.legacy for o in self.all_options if o.legacy is not NO_LEGACY}
+        return {**self.result_options(self.option_defaults()), **legacy, **(stored or {})}
 
     def result_options(self, opts: dict) -> dict:
         """The options of `opts` that change a unit's result, as stored with it."""

@@ -20,7 +20,7 @@ def add_options(p, options) -> None:
                 dest=o.name,
                 action="store_false" if o.default else "store_true",
                 default=None,
-                help=o.help,
+                help=_escaped(o.help),
             )
         else:
             p.add_argument(
@@ -30,8 +30,14 @@ def add_options(p, options) -> None:
                 nargs="+" if o.multiple else None,
                 default=None,
                 metavar=_metavar(o),
-                help=f"{o.help} (default: {_default(o)})",
+                help=_escaped(f"{o.help} (default: {_default(o)})"),
             )
+
+
+def _escaped(text: str) -> str:
+    """Help text as argparse prints it: its own `%` are format codes (`95%` intervals made
+    `analyze cluster_metrics --help` fail with a traceback)."""
+    return text.replace("%", "%%")
 
 
 def _metavar(o: Option) -> str:

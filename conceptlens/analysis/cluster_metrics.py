@@ -236,6 +236,7 @@ ANALYSIS = Analysis(
             "CL and ID (percentile, seeded by --seed); 0 stores no intervals",
             minimum=0,
             maximum=100_000,
+            legacy=0,  # units stored before 2.3 have no intervals
         ),
     ),
     doc=__doc__.splitlines()[0],

@@ -70,8 +70,9 @@ def due(ctx: Context, a: Analysis, unit: Unit, given: dict | None = None) -> str
     if not ctx.ws.has(last, **part):
         return "not computed yet"
     md = ctx.ws.read_metadata(last, **part)
-    # Written before 2.2 (no options stored): computed with the defaults.
-    stored = {**a.result_options(a.option_defaults()), **(md.get("analysis_options") or {})}
+    # Written before 2.2 (no options stored): computed with the defaults, except options
+    # added since, which had their `legacy` value.
+    stored = a.stored_options(md.get("analysis_options"))
     asked = a.result_options({**a.option_defaults(), **given})
     changed = [n for n in asked if n in given and asked[n] != stored.get(n)]
     if changed:
