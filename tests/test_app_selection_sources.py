@@ -153,3 +153,20 @@ def test_a_lasso_on_the_similarity_map_is_scored_on_the_page_checkpoint(monkeypa
     assert_scores_match(at, db, "ck1", sorted(want))
     assert "lasso on people's similarity map of toy" in plain(at.markdown)
     assert len(scores_shown(at)) > 3
+
+
+def test_the_command_line_scores_a_caption_filter_as_the_view_does(factory_template, capsys):
+    from conceptlens.cli import main
+
+    caps = pd.read_parquet(factory_template / "captions.parquet")
+    want = sorted(set(caps.loc[caps["text"].str.lower().str.contains("blue", regex=False), "image_id"]))
+    db = WorkspaceDB(factory_template)
+    expected = VS.format_scores(VS.score(db, "ck0", image_ids=want, n_null=20, seed=0))
+    args = ["score", "--workspace", str(factory_template), "--checkpoint", "ck0", "--null", "20"]
+    assert main([*args, "--caption", "BLUE"]) == 0
+    assert capsys.readouterr().out.strip() == expected.strip()
+    # A text no caption holds, or a captioner that wrote none: a clear error naming it.
+    assert main([*args, "--caption", "zebra"]) != 0
+    assert "no caption (any captioner) of dataset 'toy' contains 'zebra'" in capsys.readouterr().err
+    assert main([*args, "--caption", "blue", "--captioner", "nobody"]) != 0
+    assert "captioner 'nobody'" in capsys.readouterr().err
