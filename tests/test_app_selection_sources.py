@@ -170,3 +170,21 @@ def test_the_command_line_scores_a_caption_filter_as_the_view_does(factory_templ
     assert "no caption (any captioner) of dataset 'toy' contains 'zebra'" in capsys.readouterr().err
     assert main([*args, "--caption", "blue", "--captioner", "nobody"]) != 0
     assert "captioner 'nobody'" in capsys.readouterr().err
+
+
+def test_average_ranks_are_scipys_rankdata():
+    """metrics.selection.average_ranks (the learnability AUC's ranks without scipy.stats)
+    gives scipy's average ranks bit for bit, ties and all, so no score changes."""
+    from scipy.stats import rankdata
+
+    from conceptlens.metrics.selection import auc_rows, average_ranks
+
+    rng = np.random.default_rng(5)
+    for shape, values in (((7, 300), 4), ((3, 50), 50), ((5, 1), 2), ((4, 200), 10**9)):
+        a = rng.integers(0, values, shape) / 7  # many ties with few values
+        assert np.array_equal(average_ranks(a), rankdata(a, axis=1))
+    a = rng.random((6, 400))
+    pos = rng.random((6, 400)) < 0.3
+    from sklearn.metrics import roc_auc_score
+
+    np.testing.assert_allclose(auc_rows(a, pos), [roc_auc_score(p, x) for p, x in zip(pos, a)], rtol=1e-12)
