@@ -188,3 +188,29 @@ def test_average_ranks_are_scipys_rankdata():
     from sklearn.metrics import roc_auc_score
 
     np.testing.assert_allclose(auc_rows(a, pos), [roc_auc_score(p, x) for p, x in zip(pos, a)], rtol=1e-12)
+
+
+def test_a_cluster_of_another_checkpoint_is_scored_on_the_page_checkpoint(monkeypatch, factory_template):
+    """`ssrc=cluster`: the images of cluster 1 of ck2 (read from its clusters file here),
+    scored on the Checkpoints page's A (ck0)."""
+    cl = pd.read_parquet(factory_template / "clusters/checkpoint_id=ck2/k=4")
+    want = sorted(cl.loc[cl["cluster"] == 1, "image_id"])
+    assert 0 < len(want) < len(cl)
+    at = open_page(
+        monkeypatch,
+        factory_template,
+        "pages/checkpoints.py",
+        {
+            "a": "ck0",
+            "b": "ck1",
+            "score": "1",
+            "ssrc": "cluster",
+            "sfck": "ck2",
+            "sfk": "4",
+            "sfc": "1",
+            "nnull": "20",
+        },
+    )
+    assert_clean(at)
+    assert_scores_match(at, WorkspaceDB(factory_template), "ck0", want)
+    assert "cluster 1 of checkpoint ck2 (k=4)" in plain(at.markdown)

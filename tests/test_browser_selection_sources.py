@@ -109,3 +109,25 @@ def test_a_lasso_on_the_similarity_map_is_scored(browser, app_url, factory_templ
     page.wait_for_timeout(300)
     screenshot(page, "selection-similarity-scored")
     page.close()
+
+
+def test_an_uploaded_csv_of_ids_is_scored(browser, app_url, factory_template, tmp_path):
+    """The *list of image ids (CSV)* source: the ids of an uploaded file are those scored,
+    and (at most 200) kept in the link."""
+    ids = [f"toy-{i:04d}" for i in range(0, 48, 3)]
+    csv = tmp_path / "my ids.csv"
+    csv.write_text("image_id\n" + "\n".join(ids) + "\n")
+    page = open_page(
+        browser, f"{app_url}/checkpoints?a=ck1&b=ck2&score=1&nnull=20&ssrc=list", "selection-csv-start", VIEW
+    )
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(csv))
+    page.get_by_text("percentile of random sets").first.wait_for(timeout=120_000)
+    wait_for_script(page)
+    text = main_text(page)
+    assert f"{len(ids)} images from csv upload (my ids.csv)" in text and "scored on checkpoint ck1" in text
+    from conceptlens.selections import decode_ids
+
+    page.wait_for_function("() => new URL(location.href).searchParams.get('ids') !== null", timeout=60_000)
+    assert sorted(decode_ids(query_of(page)["ids"])) == sorted(ids)
+    assert page.get_by_test_id("stException").count() == 0
+    page.close()
