@@ -92,3 +92,22 @@ def test_the_checkpoint_table_exports_carry_every_interval(analysed):
     for r in ck.itertuples():
         assert f"{r.knn1_acc:.3f} [{r.knn1_acc_lo:.3f}, {r.knn1_acc_hi:.3f}]" in tex
         assert f"{r.cl_heldout:.3f} [{r.cl_heldout_lo:.3f}, {r.cl_heldout_hi:.3f}]" in tex
+
+
+def test_every_analysis_help_prints_its_options(capsys):
+    """`conceptlens analyze NAME --help` for every analysis: argparse %-formats help texts, and
+    cluster_metrics' `--bootstrap` help says "95% intervals" (it failed with a TypeError)."""
+    from conceptlens.analysis import registered
+    from conceptlens.cli import main
+
+    names = [a.name for a in registered()]
+    assert "cluster_metrics" in names
+    for name in names:
+        with pytest.raises(SystemExit) as done:
+            main(["analyze", name, "--help"])
+        assert done.value.code == 0, name
+        out = capsys.readouterr().out
+        assert "--seed" in out, name
+    with pytest.raises(SystemExit):
+        main(["analyze", "cluster_metrics", "--help"])
+    assert "the 95% intervals of purity" in " ".join(capsys.readouterr().out.split())
