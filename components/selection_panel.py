@@ -3,9 +3,14 @@ a checkpoint, with their intervals and nulls, its label and factor histograms, s
 name (the owner only) and reopening a saved one, and its scores on every checkpoint of the
 dataset.
 
-Where the group comes from (`?ssrc=`): the page's own selection (a region drawn on the UMAP,
-a cluster, the clusters the filters keep: already in the page's URL), a label (`&slabel=`),
-a factor value (`&sfactor=COLUMN&sfvalue=VALUE`), a cluster of any checkpoint of the dataset
+The panel is the same on every page that has a projection (Clusters, Checkpoints, Similarity):
+each page passes its own selection, the checkpoint to score on and, for describability, a k.
+
+Where the group comes from (`?ssrc=`): the page's own selection (a box or lasso drawn on its
+UMAP, a cluster, the clusters the filters keep: already in the page's URL), a label (`&slabel=`),
+a factor value (`&sfactor=COLUMN&sfvalue=VALUE`), a caption filter (the images with a caption
+containing a text, ignoring case: `&scap=TEXT`, of one captioner `&scapby=CAPTIONER` or of
+any), a cluster of any checkpoint of the dataset
 (`&sfck=CHECKPOINT&sfk=K&sfc=CLUSTER`), a CSV of image ids (kept in the link as `&ids=`,
 compressed, when it holds at most 200 ids: conceptlens.selections.encode_ids; a larger one
 is saved by name to be linked) or a saved selection (`&saved=NAME`, the latest save of that
@@ -43,6 +48,7 @@ SOURCES = {
     "page": "the images selected above",
     "label": "a label",
     "factor": "a factor value",
+    "caption": "a caption filter",
     "cluster": "a cluster of a checkpoint",
     "list": "a list of image ids (CSV)",
     "saved": "a saved selection",
@@ -70,11 +76,15 @@ def ids_hash(ids) -> str:
     return hashlib.sha1("\n".join(sorted(ids)).encode()).hexdigest()[:20]
 
 
+def region_origin(region: str, where: str) -> str:
+    """In words, a box or lasso drawn on a page's projection: 'lasso on WHERE'."""
+    return f"{region.split(':', 1)[0]} on {where}"
+
+
 def page_origin(sel: str, region: str | None, cluster, n_clusters: int, checkpoint: str, k: int) -> str:
     """In words, where the Clusters page's own selection comes from (a saved selection's origin)."""
     if sel == "region" and region:
-        kind = region.split(":", 1)[0]
-        return f"{kind} on the Clusters UMAP of checkpoint {checkpoint} (k={k})"
+        return region_origin(region, f"the Clusters UMAP of checkpoint {checkpoint} (k={k})")
     if sel == "cluster":
         return f"cluster {cluster} of checkpoint {checkpoint} (k={k})"
     return f"the {n_clusters} clusters the filters keep of checkpoint {checkpoint} (k={k})"
@@ -228,6 +238,7 @@ PARAMS = {
     "page": (),
     "label": ("slabel",),
     "factor": ("sfactor", "sfvalue"),
+    "caption": ("scap", "scapby"),
     "cluster": ("sfck", "sfk", "sfc"),
     "list": ("ids",),
     "saved": ("saved",),
@@ -241,7 +252,12 @@ def _choose(ws, dataset, checkpoint, k, src, page_ids, page_origin_text):
             for p in params:
                 U.set_param(p, None)
     if src == "page":
-        return list(page_ids()), page_origin_text
+        ids = list(page_ids() or [])
+        if not ids:
+            return None, f"nothing is selected above ({page_origin_text})."
+        return ids, page_origin_text
+    if src == "caption":
+        return _by_caption(ws, dataset)
     if src in ("label", "factor"):
         ch = ws.view(SEL.choices, dataset=dataset)
         if src == "label":
@@ -335,6 +351,42 @@ def _choose(ws, dataset, checkpoint, k, src, page_ids, page_origin_text):
     return list(row["image_ids"]), row["origin"]
 
 
+ANY_CAPTIONER = "(any)"
+
+
+def _by_caption(ws, dataset):
+    """(ids, origin) of the caption filter: the images whose caption contains a text."""
+    sources = ws.view(VS.caption_sources, dataset=dataset)
+    if sources.empty:
+        return None, f"no image of {literal(dataset)} has a caption (conceptlens caption)."
+    n_of = dict(zip(sources["captioner"], sources["images"]))
+    c1, c2 = st.columns([2, 1])
+    text = U.url_text(
+        "Caption contains",
+        key="selp_caption",
+        param="scap",
+        container=c1,
+        max_chars=U.MAX_TEXT,
+        placeholder="a word or phrase (ignoring case)",
+    ).strip()
+    by = U.url_selectbox(
+        "Captions of",
+        [ANY_CAPTIONER, *sources["captioner"]],
+        key="selp_captioner",
+        param="scapby",
+        container=c2,
+        format_func=lambda c: "any captioner" if c == ANY_CAPTIONER else f"{c} ({n_of[c]:,} images)",
+    )
+    if not text:
+        return None, "type a text the captions should contain."
+    captioner = None if by == ANY_CAPTIONER else by
+    ids = ws.view(VS.captioned_ids, dataset=dataset, text=text, captioner=captioner)
+    who = "any captioner" if captioner is None else f"captioner {captioner}"
+    if not ids:
+        return None, f"no caption ({literal(who)}) of {literal(dataset)} contains {literal(text)}."
+    return ids, f"captions ({who}) containing {text!r}"
+
+
 def _owner() -> tuple[bool, str | None, str | None]:
     from components import study
 
@@ -366,9 +418,17 @@ def _save(ws, dataset, checkpoint, ids, origin) -> None:
 
 
 def selection_panel(
-    ws, dataset: str, checkpoint: str, k: int, page_ids: Callable[[], list], page_origin_text: str
+    ws,
+    dataset: str,
+    checkpoint: str,
+    k: int | None,
+    page_ids: Callable[[], list | None],
+    page_origin_text: str,
 ):
-    """The panel; `page_ids()` gives the page's own selection's ids (called only when chosen)."""
+    """The panel; `page_ids()` gives the page's own selection's ids (called only when chosen;
+    empty or None: nothing selected, `page_origin_text` says where to select). `k`: the
+    clustering whose captions describability is retrieved among (None: describability is
+    not offered, e.g. a checkpoint without clusters)."""
     st.header("Score this selection")
     st.caption(
         "Is this group a concept the checkpoint learned? Its learnability (held-out kNN AUC), "
@@ -383,8 +443,8 @@ def selection_panel(
             for p in params + ("ssrc", "nnull", "across", "describe"):
                 U.set_param(p, None)
         st.caption(
-            "Turn on to score the selection above, a label, a factor value, a cluster, a CSV of ids "
-            "or a saved selection."
+            "Turn on to score the selection above, a label, a factor value, a caption filter, a "
+            "cluster, a CSV of ids or a saved selection."
         )
         return
     src = U.url_radio(
@@ -399,7 +459,7 @@ def selection_panel(
         default_index=NULL_SIZES.index(DEFAULT_NULL),
         help="More sets: steadier percentiles, slower scores (a few seconds at 200).",
     )
-    describe = U.url_toggle(
+    describe = k is not None and U.url_toggle(
         "Caption it (describability)",
         key="selp_describe",
         param="describe",

@@ -105,18 +105,33 @@ def _factor_value(text: str) -> tuple[str, str]:
 
 def _score(args) -> int:
     from .db import WorkspaceDB
+    from .errors import SelectionError
     from .selections import read_ids
     from .views import selection
 
-    sel = (
-        {"image_ids": read_ids(args.ids, args.ids)}
-        if args.ids
-        else {"label": args.label}
-        if args.label is not None
-        else {"factor": args.factor}
-    )
     db = WorkspaceDB(args.workspace)
     try:
+        if args.caption is not None:  # the images with a caption containing the text
+            if args.across is not None:
+                dataset = args.across
+            else:
+                found = db.query(
+                    "SELECT dataset FROM checkpoints WHERE checkpoint_id = $c", {"c": args.checkpoint}
+                )
+                if found.empty:
+                    raise SelectionError(f"checkpoints.parquet has no checkpoint {args.checkpoint!r}")
+                dataset = str(found["dataset"].iloc[0])
+            ids = selection.captioned_ids(db, dataset, args.caption, captioner=args.captioner)
+            if not ids:
+                who = f"captioner {args.captioner!r}" if args.captioner else "any captioner"
+                raise SelectionError(
+                    f"--caption: no caption ({who}) of dataset {dataset!r} contains {args.caption!r}"
+                )
+            sel = {"image_ids": ids}
+        elif args.ids:
+            sel = {"image_ids": read_ids(args.ids, args.ids)}
+        else:
+            sel = {"label": args.label} if args.label is not None else {"factor": args.factor}
         if args.across is not None:
             table = selection.across(
                 db, args.across, annotator=args.annotator, n_null=args.null, seed=args.seed, **sel
@@ -156,7 +171,8 @@ def _score(args) -> int:
         prov = provenance(
             args.workspace, WorkspaceDB(args.workspace).ws.fingerprint(), "", figure="selection_across"
         )
-        prov.update(dataset=args.across, selection=args.ids or args.label or "=".join(args.factor or ()))
+        named = args.ids or args.label or (f"caption contains {args.caption!r}" if args.caption else None)
+        prov.update(dataset=args.across, selection=named or "=".join(args.factor or ()))
         data = figure_bytes(across_figure(table), path.suffix.lstrip(".") or "html", 7.0, prov)
         atomic_write_bytes(path, data, fsync=False)
         print(f"wrote {args.figure}")
@@ -183,6 +199,12 @@ def register(sub) -> None:
     which.add_argument(
         "--factor", type=_factor_value, metavar="COL=VALUE", help="the images of one factor value"
     )
+    which.add_argument(
+        "--caption",
+        metavar="TEXT",
+        help="the images with a caption (captions.parquet) containing TEXT, ignoring case",
+    )
+    p.add_argument("--captioner", help="with --caption: only this captioner's captions (default: any)")
     p.add_argument("--null", type=int, default=200, help="random sets per null (default 200)")
     p.add_argument(
         "--annotator", choices=("factors", "none"), default="factors", help="proxy annotator of the coherence"

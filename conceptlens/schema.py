@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.3"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # 2.3: bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
 # cl_lo/hi, id_lo/hi; permutation p-values pearson_perm_p, kendall_perm_p and the `unstable` flag
 # of predictor_correlations and transfer_correlations (all optional columns); the tables
 # concept_events and learning_curves (analyses of the same names); the selections table
 # (saved selections of images, issue 26).
+# 2.4: bootstrap intervals checkpoint_metrics.knn1_acc_lo/hi and cl_heldout_lo/hi (optional).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -732,6 +733,12 @@ CORE_TABLES: tuple[Table, ...] = (
                 nullable=True,
                 required=False,
                 bounds=UNIT,
+                at_most=("knn1_acc_hi",),
+            ),
+            *_interval_columns(
+                "knn1_acc",
+                bounds=UNIT,
+                what="the test images' correct flags resampled, `--bootstrap` seeded resamples",
             ),
             Column(
                 "cl",
@@ -760,6 +767,13 @@ CORE_TABLES: tuple[Table, ...] = (
                 "nearest centroid; 1-NN accuracy train -> test on those labels.",
                 nullable=True,
                 bounds=UNIT,
+                at_most=("cl_heldout_hi",),
+            ),
+            *_interval_columns(
+                "cl_heldout",
+                bounds=UNIT,
+                what="the test images' correct flags resampled, the train split's clusters held "
+                "fixed, `--bootstrap` seeded resamples",
             ),
             Column("n_images", INT, "Images clustered.", positive=True),
             Column(

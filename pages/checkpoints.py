@@ -3,7 +3,8 @@ and two checkpoints A and B compared: their UMAPs with a linked selection, the c
 
 URL: ?ds=DATASET&k=K&a=CHECKPOINT&b=CHECKPOINT, the table's &sort=COLUMN&desc=1, the
 training curve's &metric=M, the UMAPs' &color=COLUMN and the region drawn on A's
-(&region=box:...|lasso:...), the matching's &share=S&flows=F&top=N; along training
+(&region=box:...|lasso:...), the panel scoring that region or another selection on A
+(&score=1&ssrc=..., components/selection_panel.py), the matching's &share=S&flows=F&top=N; along training
 (components/training_section.py) &run=RUN&kinds=K&cap=N&event=STEP-EVENT&factor=F (&run_ds=DATASET:
 another dataset's runs when this one has none).
 """
@@ -18,6 +19,7 @@ from components.checkpoint_tables import checkpoint_formats, column_name, correl
 from components.cluster_tables import DASH
 from components.export_button import export_catalog_figure, show_catalog_figure
 from components.metric_table import metric_table
+from components.selection_panel import region_origin, selection_panel
 from components.text import literal
 from components.training_section import training_section
 from conceptlens import views
@@ -287,6 +289,7 @@ def _region(raw: str) -> str:
 region = U.url_value("ckpts_region", "region", _region, None, "Region")
 
 st.subheader("Where A's images lie in B")
+region_ids: list[str] = []  # the images of the region drawn on A, scored by the panel below
 # The UMAPs are coloured by cluster and a selection is counted in B's clusters.
 projected = available(ws, "projections", ds) and available(ws, "clustering", ds, tables=("clusters",))
 sizes = (
@@ -308,7 +311,7 @@ elif projected:
         omit_default=True,
     )
     picked = ws.view(C.region_images, checkpoint=a, k=k, region=region) if region else None
-    ids = list(picked["image_id"]) if picked is not None else []
+    ids = region_ids = list(picked["image_id"]) if picked is not None else []
     limit = P.max_points()
     st.caption(
         "Pick *Box* or *Lasso* and draw on A: the same images are ringed in B, and the table "
@@ -357,6 +360,18 @@ elif projected:
             formats={"share of selection": "%.2f", "share of cluster": "%.2f"},
             placeholder=DASH,
         )
+
+# ---- the region drawn on A (or any other selection) scored on A ----------------------------------
+selection_panel(
+    ws,
+    ds,
+    a,
+    k,
+    lambda: region_ids,
+    region_origin(region, f"the UMAP of checkpoint A ({a}, k={k})")
+    if region
+    else "draw a box or lasso on A's UMAP",
+)
 
 # ---- cluster matching ---------------------------------------------------------------------------
 st.subheader("Cluster matching")

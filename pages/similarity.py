@@ -2,24 +2,35 @@
 checkpoint agrees with people (roads2021).
 
 URL: ?ds=DATASET&color=COLUMN&thumbs=N&img=IMAGE&ckpt=CHECKPOINT&dist=l1|l2|cosine
-&metric=triplet_accuracy|rsa&trial=I&catch=0|1
+&metric=triplet_accuracy|rsa&trial=I&catch=0|1, the box or lasso drawn on the map
+&region=box:...|lasso:... and the panel scoring it (or another selection) on the checkpoint
+(&score=1&ssrc=..., components/selection_panel.py).
+
+The map is the WebGL projection view (components/projection.py): pan, zoom and hover in the
+browser, a click picks the image, a box or lasso selects a group; its static export is the
+catalogue's `psych_umap` figure (with `thumbs` thumbnails drawn on it).
 """
 
 import pandas as pd
 import streamlit as st
 
 from components import data, url_state
+from components import projection as P
 from components.analysis_gate import available, command
-from components.export_button import show_catalog_figure
+from components.export_button import export_catalog_figure, show_catalog_figure
 from components.image_grid import image_grid
 from components.metric_table import metric_table
+from components.selection_panel import region_origin, selection_panel
 from components.text import literal
 from components.url_state import set_param, url_selectbox
+from conceptlens.embedding.psych import psych_id
 from conceptlens.figures.similarity import (
     DISTANCE_NAMES,
     METRICS,
 )
 from conceptlens.figures.specs.similarity import NEIGHBOURS, THUMBS
+from conceptlens.views import clusters as VC
+from conceptlens.views import selection as VS
 from conceptlens.views import similarity as V
 
 ws = data.open_page("similarity")
@@ -47,7 +58,16 @@ if datasets.empty:
     url_state.stop()
 
 c_ds, c_ck = st.columns([1, 2])
-ds = url_selectbox("Dataset", list(datasets["dataset"]), key="sim_ds", param="ds", container=c_ds)
+
+
+def _forget_region() -> None:
+    # A region is drawn in one dataset's map coordinates: it means nothing on another's.
+    st.session_state["sim_region"] = None
+
+
+ds = url_selectbox(
+    "Dataset", list(datasets["dataset"]), key="sim_ds", param="ds", container=c_ds, on_change=_forget_region
+)
 summary = ws.view(V.trial_summary, dataset=ds).iloc[0]
 if summary["simulated"]:
     note = str(ws.meta().get("provenance", {}).get("similarity_trials", {}).get("note") or "")
@@ -107,8 +127,9 @@ if computed:
     st.header("People's similarity map")
     st.caption(
         "A 2-D UMAP of the psychological embedding: nearby images are ones people judge "
-        "similar. Thumbnails show what is where; hover a point for its image id and label, "
-        "click it to compare its nearest images for people and for the checkpoint."
+        "similar. Scroll to zoom, drag to pan, hover a point for its image and label; click it "
+        "to compare its nearest images for people and for the checkpoint; pick *Box* or *Lasso* "
+        "and draw to score a group (below)."
     )
     m1, m2, _ = st.columns([1, 1, 2])
     colour = url_selectbox(
@@ -119,31 +140,57 @@ if computed:
         container=m1,
     )
     thumbs = url_selectbox(
-        "Thumbnails", list(THUMBS), key="sim_thumbs", param="thumbs", container=m2, default_index=1
+        "Thumbnails in the export",
+        list(THUMBS),
+        key="sim_thumbs",
+        param="thumbs",
+        container=m2,
+        default_index=1,
+        help="How many thumbnails the exported figure draws on the map (the view shows a point's "
+        "thumbnail on hover).",
     )
     images = ws.view(V.embedded_images, dataset=ds)
     ids = list(images["image_id"])
     label_of = dict(zip(images["image_id"], images["label_name"]))
 
-    # A click on the map picks the image (applied once per new click, before the selectbox).
-    event = st.session_state.get("sim_map")
-    clicked = [
-        p["customdata"][0]
-        for p in (event or {}).get("selection", {}).get("points", [])
-        if p.get("customdata")
-    ]
-    if clicked and clicked[0] in ids and st.session_state.get("_sim_clicked") != clicked[0]:
-        st.session_state["_sim_clicked"] = clicked[0]
-        st.session_state["sim_img"] = clicked[0]
+    def _on_map() -> None:
+        # The view sends a click on a point (its index), a committed box or lasso, or a clear.
+        ev = st.session_state.get("sim_map") or {}
+        shown = st.session_state.get("_sim_map_ids")
+        if ev.get("event") == "click" and shown is not None and 0 <= ev.get("index", -1) < len(shown):
+            st.session_state["sim_img"] = str(shown[ev["index"]])
+        elif ev.get("event") == "select":
+            st.session_state["sim_region"] = VC.region_text(ev["kind"], ev["x"], ev["y"])
+        elif ev.get("event") == "clear":
+            st.session_state["sim_region"] = None
+
+    def _region(raw: str) -> str:
+        VC.parse_region(raw)  # ValueError: the link's region is warned about and dropped
+        return raw
+
+    region = url_state.url_value("sim_region", "region", _region, None, "Region")
     selected = st.session_state.get("sim_img") or st.query_params.get("img")
-    show_catalog_figure(
+    limit = P.max_points()
+    enc = P.points_of(ws, colour, view=V.embedding_points, dataset=ds, limit=limit)
+    st.session_state["_sim_map_ids"] = enc.ids
+    P.ring_ids(enc, [selected] if selected in ids else [])
+    P.projection_view(
+        enc,
+        key="sim_map",
+        data_key=f"{ws.fp}|{ds}|{colour}|{len(enc.ids)}",
+        view_key=f"{ws.fp}|{ds}",
+        region=region,
+        height=520,
+        on_change=_on_map,
+    )
+    if len(ids) > limit:
+        st.caption(f"Showing a fixed sample of {limit:,} of the {len(ids):,} images.")
+    export_catalog_figure(
         ws,
         "psych_umap",
         {"ds": ds, "color": colour, "thumbs": thumbs, "img": selected if selected in ids else None},
         prov,
-        key="sim_map",
-        on_select="rerun",
-        selection_mode=("points",),
+        key="sim_map_export",
     )
     img = url_selectbox(
         "Image", ids, key="sim_img", param="img", format_func=lambda i: f"{i} · {label_of.get(i) or ''}"
@@ -169,6 +216,21 @@ if computed:
             f"{literal(ckpt)}. People's similarity: the ensemble's mean exp(-10 · distance); the "
             "checkpoint's: cosine similarity of its features, among the embedded images."
         )
+
+# ---- the group drawn on the map (or any other selection) scored on the checkpoint ---------------
+if computed and ckpt is not None:
+    region_ids = ws.view(VS.region_ids, checkpoint=psych_id(ds), region=region) if region else []
+    ks = ws.view(VC.ks, checkpoint=ckpt)["k"] if ws.has("cluster_metrics") else []
+    selection_panel(
+        ws,
+        ds,
+        ckpt,
+        int(ks.iloc[0]) if len(ks) else None,
+        lambda: region_ids,
+        region_origin(region, f"people's similarity map of {ds}")
+        if region
+        else "draw a box or lasso on the map",
+    )
 
 # ---- agreement with people -----------------------------------------------------------------
 if computed:

@@ -1,10 +1,20 @@
 """The Similarity page in a real browser on a tiny analysed workspace: a deep link, a click on
-the map (the image and its nearest images for people and a checkpoint), the trial browser,
+the WebGL map (the image and its nearest images for people and a checkpoint), the trial browser,
 the export popover."""
 
 import pytest
 
-from tests.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
+from tests.browser import (
+    main_text,
+    open_export,
+    open_page,
+    projection,
+    projection_pixels,
+    query_of,
+    screenshot,
+    serve,
+    wait_for_script,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -40,11 +50,24 @@ def test_deep_link_shows_every_section(browser, app_url):
         assert heading in text
     assert {k: query_of(page)[k] for k in q} == q
     assert combobox(page, "Distance") == "L2" and combobox(page, "Score") == "RSA (Spearman)"
-    assert page.get_by_test_id("stPlotlyChart").count() == 4
+    # The map is the WebGL view; agreement, per label and the fit are Plotly figures.
+    assert page.get_by_test_id("stPlotlyChart").count() == 3
+    assert page.locator('iframe[title="components.projection.projection"]').count() == 1
     # The trial's query and 8 references, the person's two choices marked.
     assert "1st choice" in text and "2nd choice" in text
     assert page.locator('[data-testid="stImage"] img').count() >= 1 + 8 + 8 + 9
     page.close()
+
+
+def ringed(frame) -> set[str]:
+    """The image ids the WebGL map rings (the selected image)."""
+    return set(
+        frame.evaluate(
+            """() => { const S = window.__projection;
+                const lines = new TextDecoder().decode(S.textBytes).split('\\n');
+                return Array.from(S.ringIdx || [], i => lines[i].split('\\t')[0]); }"""
+        )
+    )
 
 
 def test_clicking_a_point_shows_its_neighbours(browser, app_url):
@@ -54,25 +77,32 @@ def test_clicking_a_point_shows_its_neighbours(browser, app_url):
         "similarity-before-click",
         viewport={"width": 1400, "height": 1200},
     )
-    chart = page.get_by_test_id("stPlotlyChart").first
-    chart.scroll_into_view_if_needed()
-    points = chart.locator(".scatterlayer .trace .points path")
-    assert points.count() >= 40
+    # The map is the WebGL projection view: a click on a point (in its Pan mode) picks it.
+    el, frame = projection(page)
+    assert ringed(frame) == {"toy-0000"}
+    n = frame.evaluate("() => window.__projection.n")
+    assert n >= 40
     before = query_of(page)["img"]
-    for k in range(points.count()):  # the first point that is not the selected image
-        points.nth(k).click(force=True)
-        try:
-            page.wait_for_function(
-                f"() => new URL(location.href).searchParams.get('img') !== '{before}'", timeout=15_000
-            )
-            break
-        except Exception:
-            continue
+    # The point farthest from the selected one, at its place on the screen.
+    xy, ids = frame.evaluate(
+        """() => { const S = window.__projection;
+            const lines = new TextDecoder().decode(S.textBytes).split('\\n');
+            return [Array.from(S.xy), lines.map(l => l.split('\\t')[0])]; }"""
+    )
+    xy = list(zip(xy[0::2], xy[1::2]))
+    at = ids.index(before)
+    far = max(range(n), key=lambda i: (xy[i][0] - xy[at][0]) ** 2 + (xy[i][1] - xy[at][1]) ** 2)
+    (px,) = projection_pixels(el, frame, [xy[far]])
+    page.mouse.click(*px)
+    page.wait_for_function(
+        f"() => new URL(location.href).searchParams.get('img') !== '{before}'", timeout=60_000
+    )
     wait_for_script(page)
     screenshot(page, "similarity-after-click")
     after = query_of(page)["img"]
-    assert after != before and after.startswith("toy-")
+    assert after == ids[far]
     assert combobox(page, "Image").startswith(after)
+    assert ringed(projection(page)[1]) == {after}
     assert page.get_by_test_id("stException").count() == 0
     page.close()
 

@@ -508,6 +508,7 @@ def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monke
     assert not at.exception, at.exception
     assert [h.value for h in at.header] == [
         "People's similarity map",
+        "Score this selection",
         "Agreement with people",
         "Trials",
         "Fit diagnostics",
@@ -518,7 +519,11 @@ def test_page_renders_every_section_and_keeps_choices_in_the_url(analysed, monke
     assert at.selectbox(key="sim_ckpt").value == "ck1" and at.selectbox(key="sim_img").value == "toy-0007"
     assert at.selectbox(key="sim_dist").value == "l2" and at.selectbox(key="sim_metric").value == "rsa"
     assert at.number_input(key="sim_trial").value == 5
-    assert len(at.get("plotly_chart")) == 4
+    # The map is the WebGL projection view; agreement, per label and the fit are Plotly figures.
+    assert len(at.get("plotly_chart")) == 3
+    (view,) = [
+        e for e in at.get("component_instance") if e.proto.component_name.endswith("projection.projection")
+    ]
     # Changing choices writes them to the URL.
     at.selectbox(key="sim_dist").set_value("cosine").run()
     at.selectbox(key="sim_color").set_value("shape").run()

@@ -20,7 +20,7 @@ def add_options(p, options) -> None:
                 dest=o.name,
                 action="store_false" if o.default else "store_true",
                 default=None,
-                help=_escaped(o.help),
+                help=_help(o.help),
             )
         else:
             p.add_argument(
@@ -30,13 +30,13 @@ def add_options(p, options) -> None:
                 nargs="+" if o.multiple else None,
                 default=None,
                 metavar=_metavar(o),
-                help=_escaped(f"{o.help} (default: {_default(o)})"),
+                help=_help(f"{o.help} (default: {_default(o)})"),
             )
 
 
-def _escaped(text: str) -> str:
-    """Help text as argparse prints it: its own `%` are format codes (`95%` intervals made
-    `analyze cluster_metrics --help` fail with a traceback)."""
+def _help(text: str) -> str:
+    """An option's help as argparse takes it: argparse %-formats help strings, so a literal
+    `%` ("95% intervals") would make `--help` fail."""
     return text.replace("%", "%%")
 
 

@@ -5,7 +5,8 @@ One unit per clustering (checkpoint, k); it reads that checkpoint's features and
 own `clusters` partition, and writes `cluster_metrics` then `checkpoint_metrics`
 (the latter last, with the fingerprint of the clustering it used: a re-clustered
 checkpoint is measured again). Purity, kNN accuracy, CL and ID come with 95% percentile
-bootstrap intervals over images (`--bootstrap` resamples, seeded; metrics/bootstrap.py),
+bootstrap intervals over images (`--bootstrap` resamples, seeded; metrics/bootstrap.py; 1-NN
+accuracy and held-out CL too, over the test images),
 computed from per-image quantities the shared pass already has. Definitions:
 docs/analysis.md.
 """
@@ -66,7 +67,7 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
     nb = M.SelfNeighbours(Xn, NEIGHBOURS)
     n_boot, seed = opts["bootstrap"], opts["seed"]
     knn = knn1 = None
-    knn_ci = id_ci = (None, None)
+    knn_ci = knn1_ci = id_ci = (None, None)
     if (train & has_y).any() and (test & has_y).any():
         a, b = train & has_y, test & has_y
         yi = np.where(has_y, y, -1).astype(np.int64)
@@ -74,7 +75,10 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
         knn = float(np.mean(correct))
         if n_boot:
             knn_ci = M.mean_interval(correct, n_boot, M.rng_for(seed, "knn_acc"))
-        knn1 = M.knn_accuracy_shared(nb, a, yi, b, k=1)
+        correct1 = M.knn_correct_shared(nb, a, yi, b, k=1)
+        knn1 = float(np.mean(correct1))
+        if n_boot:
+            knn1_ci = M.mean_interval(correct1, n_boot, M.rng_for(seed, "knn1_acc"))
     else:
         ctx.note(f"{cid}: knn_acc skipped (needs labelled `train` and `test` images)")
     # ID on the L2-normalised features, like every other metric here.
@@ -91,6 +95,7 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
         "knn_acc": knn,
         "knn1_acc": knn1,
         "knn_ci": knn_ci,
+        "knn1_ci": knn1_ci,
         "id": id_,
         "id_ci": id_ci,
         "n_duplicates": n_dup,
@@ -173,11 +178,14 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         cl_ci = M.ratio_interval(cl_correct, cl_pred, n_boot, M.rng_for(opts["seed"], "cl"), estimate=cl)
     # Held-out CL: clusters cut on the train split alone, so test images cannot shape them.
     tr, te = shared["train"], shared["test"]
-    cl_held = None
+    cl_held, held_ci = None, (None, None)
     if te.any() and tr.sum() >= k:
-        cl_held = M.cluster_learnability_heldout_shared(
+        held = M.cluster_learnability_heldout_correct(
             nb, tr, te, k, opts["n_init"], opts["seed"], opts["kmeans"]
         )
+        cl_held = float(np.mean(held))
+        if n_boot:  # the test images resampled, the train split's clusters held fixed
+            held_ci = M.mean_interval(held, n_boot, M.rng_for(opts["seed"], "cl_heldout"))
     else:
         ctx.note(f"{cid} k={k}: cl_heldout skipped (needs `test` images and at least k `train` images)")
     row = {
@@ -186,6 +194,8 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         "knn_acc_lo": [shared["knn_ci"][0]],
         "knn_acc_hi": [shared["knn_ci"][1]],
         "knn1_acc": [shared["knn1_acc"]],
+        "knn1_acc_lo": [shared["knn1_ci"][0]],
+        "knn1_acc_hi": [shared["knn1_ci"][1]],
         "cl": [cl],
         "cl_lo": [cl_ci[0]],
         "cl_hi": [cl_ci[1]],
@@ -193,6 +203,8 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         "id_lo": [shared["id_ci"][0]],
         "id_hi": [shared["id_ci"][1]],
         "cl_heldout": [cl_held],
+        "cl_heldout_lo": [held_ci[0]],
+        "cl_heldout_hi": [held_ci[1]],
         "n_images": [n],
         "n_duplicates": [shared["n_duplicates"]],
     }
@@ -232,8 +244,9 @@ ANALYSIS = Analysis(
             "bootstrap",
             int,
             1000,
-            "bootstrap resamples over images of the 95% intervals of purity, kNN accuracy, "
-            "CL and ID (percentile, seeded by --seed); 0 stores no intervals",
+            "bootstrap resamples over images of the 95% intervals of purity, kNN accuracy "
+            "(20-NN and 1-NN), CL (and held-out CL) and ID (percentile, seeded by --seed); "
+            "0 stores no intervals",
             minimum=0,
             maximum=100_000,
             legacy=0,  # units stored before 2.3 have no intervals

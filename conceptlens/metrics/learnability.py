@@ -228,9 +228,20 @@ def cluster_learnability_heldout_shared(
 ) -> float:
     """cluster_learnability_heldout(X[train], X[test], k, ...): the test rows' nearest train
     rows are read from the shared lists."""
+    return float(
+        np.mean(cluster_learnability_heldout_correct(nb, train, test, k, n_init, random_state, engine))
+    )
+
+
+def cluster_learnability_heldout_correct(
+    nb: SelfNeighbours, train, test, k: int, n_init: int = 3, random_state: int = 0, engine: str = "auto"
+) -> np.ndarray:
+    """Per test row (in row order), whether its nearest train row's cluster is its own
+    nearest-centroid cluster: held-out CL is their mean, its bootstrap resamples them (the
+    train split's clustering held fixed)."""
     train, test = np.asarray(train, bool), np.asarray(test, bool)
     tr, te = heldout_clusters(nb.X[train], nb.X[test], k, n_init, random_state, engine)
     labels = np.full(len(nb.X), -1, np.int64)
     labels[train] = tr
     _, idx = nb.cosine(np.flatnonzero(test), train, 1)
-    return float(np.mean(labels[idx[:, 0]] == te))
+    return labels[idx[:, 0]] == te

@@ -76,10 +76,15 @@ TABLE_COLUMNS = (
     "knn_acc",
     "knn_acc_lo",  # 95% bootstrap intervals (schema 2.3; absent in older workspaces)
     "knn_acc_hi",
+    "knn1_acc",  # 1-NN accuracy and its interval (schema 2.4 for the interval)
+    "knn1_acc_lo",
+    "knn1_acc_hi",
     "cl",
     "cl_lo",
     "cl_hi",
     "cl_heldout",
+    "cl_heldout_lo",  # schema 2.4
+    "cl_heldout_hi",
     "id",
     "id_lo",
     "id_hi",

@@ -382,3 +382,68 @@ def across_saved(db, dataset: str, name: str, n_null: int, seed: int = 0) -> pd.
     if sel is None:
         raise SelectionError(f"no selection named {name!r} is saved for dataset {dataset!r}")
     return across(db, dataset, image_ids=sel["image_ids"], n_null=int(n_null), seed=int(seed))
+
+
+# ---- a selection by caption ----------------------------------------------------------------------
+def caption_sources(db, dataset: str) -> pd.DataFrame:
+    """The captioners of the dataset's images in captions.parquet: `captioner`, `images`
+    (how many images it captioned), most images first (empty without captions.parquet)."""
+    if not db.has("captions"):
+        return pd.DataFrame({"captioner": pd.Series(dtype=str), "images": pd.Series(dtype="int64")})
+    return db.query(
+        """
+        SELECT c.captioner, count(DISTINCT c.image_id) AS images
+        FROM captions c JOIN images i USING (image_id)
+        WHERE i.dataset = $d AND c.text IS NOT NULL
+        GROUP BY c.captioner ORDER BY images DESC, c.captioner""",
+        {"d": dataset},
+    )
+
+
+def captioned_ids(db, dataset: str, text: str, captioner: str | None = None) -> list[str]:
+    """The ids of the dataset's images with a caption (of `captioner`, else of any captioner)
+    that contains `text`, ignoring case (a literal text, not a pattern), in image id order."""
+    text = str(text or "").strip()
+    if not text:
+        raise SelectionError("caption filter: the text to look for is empty")
+    if not db.has("captions"):
+        raise SelectionError("caption filter: the workspace has no captions.parquet (conceptlens caption)")
+    rows = db.query(
+        """
+        SELECT DISTINCT c.image_id
+        FROM captions c JOIN images i USING (image_id)
+        WHERE i.dataset = $d AND ($by IS NULL OR c.captioner = $by)
+          AND contains(lower(c.text), lower($t))
+        ORDER BY c.image_id""",
+        {"d": dataset, "by": captioner, "t": text},
+    )
+    return rows["image_id"].astype(str).tolist()
+
+
+# ---- a selection by a region drawn on a projection -------------------------------------------------
+def region_ids(db, checkpoint: str, region: str, method: str = "umap") -> list[str]:
+    """The ids of every image of `checkpoint`'s stored projection inside `region` (a box or a
+    lasso as the URL keeps it: views.clusters.parse_region), in image id order. Reads only
+    the projection (e.g. the psychological embedding's map, which has no clusters)."""
+    from .clusters import parse_region, points_in_polygon
+
+    kind, pts = parse_region(region)
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    rows = db.query(
+        """
+        SELECT image_id, x, y FROM projections
+        WHERE checkpoint_id = $c AND method = $m
+          AND x BETWEEN $x0 AND $x1 AND y BETWEEN $y0 AND $y1
+        ORDER BY image_id""",
+        {
+            "c": checkpoint,
+            "m": method,
+            "x0": float(lo[0]),
+            "x1": float(hi[0]),
+            "y0": float(lo[1]),
+            "y1": float(hi[1]),
+        },
+    )
+    if kind == "lasso":
+        rows = rows[points_in_polygon(rows["x"].to_numpy(), rows["y"].to_numpy(), pts)]
+    return rows["image_id"].astype(str).tolist()
