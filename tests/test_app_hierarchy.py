@@ -1,0 +1,78 @@
+"""AppTest of the Clusters page reading labels at a level of the label hierarchy (issue 23):
+the level chosen in the URL colours the UMAP and its legend by group, adds each cluster's
+purity at that level to the table and groups the selection's histogram; a drill-down
+colours only a node's subtree. Fails if the level is ignored."""
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import entropy
+
+from conceptlens import hierarchy as H
+from conceptlens.workspace import Workspace
+from tests.test_app import assert_clean, open_app
+from tests.test_app_clusters import CLUSTERS, array, figures, projection_args, selected
+
+# The factory's labels are colours: red alone under `warm`, green and blue under `cool`.
+TREE = {"warm": None, "cool": None, "red": "warm", "green": "cool", "blue": "cool"}
+GROUP = {"red": "warm", "green": "cool", "blue": "cool"}
+
+
+def with_tree(root):
+    H.write(Workspace(root), H.Hierarchy("toy", "label_name", dict(TREE)))
+    return root
+
+
+def test_the_level_in_the_link_colours_the_umap_and_its_legend(monkeypatch, factory_copy):
+    with_tree(factory_copy)
+    images = pd.read_parquet(factory_copy / "images.parquet").set_index("image_id")
+    at = open_app(monkeypatch, factory_copy, CLUSTERS, query={"color": "label_name"})
+    assert_clean(at)
+    args = projection_args(at)
+    assert set(args["names"]) == {"red", "green", "blue"}  # no level: the labels themselves
+    at = open_app(monkeypatch, factory_copy, CLUSTERS, query={"color": "label_name", "level": "0"})
+    assert_clean(at)
+    assert selected(at)["Labels at level"] == "0"
+    args = projection_args(at)
+    assert set(args["names"]) == {"warm", "cool"}
+    want = [GROUP[c] for c in images.loc[args["ids"], "label_name"]]
+    assert [args["names"][c] for c in args["codes"]] == want
+
+
+def test_the_level_adds_purity_at_that_level_and_groups_the_histogram(monkeypatch, factory_copy):
+    with_tree(factory_copy)
+    at = open_app(monkeypatch, factory_copy, CLUSTERS, query={"level": "0", "cluster": "1"})
+    assert_clean(at)
+    table = at.dataframe[0].value.set_index("cluster")
+    labels = pd.read_parquet(factory_copy / "images.parquet").set_index("image_id")["label_name"]
+    assigned = pd.read_parquet(factory_copy / "clusters/checkpoint_id=ck0/k=4/part-0.parquet")
+    groups = assigned.assign(g=labels.loc[assigned["image_id"]].map(GROUP).to_numpy())
+    for c, part in groups.groupby("cluster"):
+        counts = part["g"].value_counts().to_numpy()
+        want = max(0.0, 1 - entropy(counts) / math.log(2))  # K = 2 groups at level 0
+        assert np.isclose(table.loc[c, "level purity"], want)
+    (hist,) = [f for f in figures(at) if f.data and f.data[0].type == "bar" and f.data[0].orientation == "h"]
+    shown = dict(zip(hist.data[0].customdata, array(hist.data[0].x).astype(int).tolist()))
+    part = groups[groups["cluster"] == 1]["g"].value_counts()
+    assert shown == part.to_dict()
+
+
+def test_drilling_into_a_node_colours_its_subtree_only(monkeypatch, factory_copy):
+    with_tree(factory_copy)
+    images = pd.read_parquet(factory_copy / "images.parquet").set_index("image_id")
+    at = open_app(
+        monkeypatch, factory_copy, CLUSTERS, query={"color": "label_name", "level": "1", "within": "cool"}
+    )
+    assert_clean(at)
+    args = projection_args(at)
+    assert set(args["names"]) == {"green", "blue", "outside cool"}
+    want = [c if c in ("green", "blue") else "outside cool" for c in images.loc[args["ids"], "label_name"]]
+    assert [args["names"][c] for c in args["codes"]] == want
+
+
+def test_a_workspace_without_a_hierarchy_offers_no_level(monkeypatch, factory_copy):
+    at = open_app(monkeypatch, factory_copy, CLUSTERS, query={"level": "0"})
+    assert_clean(at)
+    assert "Labels at level" not in selected(at)
+    assert "level purity" not in at.dataframe[0].value
