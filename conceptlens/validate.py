@@ -631,15 +631,16 @@ class Validator:
                 continue
             img = pq.read_table(self.root / images.files[0], columns=["dataset", col])
             values = img.filter(pc.equal(img["dataset"], d))[col].to_pylist()
-            bad = sorted({str(v) for v in values if v is not None and str(v) not in by_ds[d]})
-            if bad:
+            off = [str(v) for v in values if v is not None and str(v) not in by_ds[d]]
+            if off:
+                bad = sorted(set(off))
                 more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
                 self.report(
                     file_of[d],
                     spec.name,
                     "node",
-                    f"dataset {d!r}: {len(bad)} value(s) of images.{col} are not nodes of the "
-                    f"hierarchy: {', '.join(map(repr, bad[:3]))}{more}",
+                    f"dataset {d!r}: {len(off)} image(s) hold a value of images.{col} that is not a "
+                    f"node of the hierarchy: {', '.join(map(repr, bad[:3]))}{more}",
                 )
 
     def _check_selections(self, ld: _Loaded, flag, have: set) -> None:
