@@ -7,10 +7,12 @@ import math
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy.stats import entropy
 
 from conceptlens import hierarchy as H
 from conceptlens.workspace import Workspace
+from tests.conftest import has_demo
 from tests.test_app import assert_clean, open_app
 from tests.test_app_clusters import CLUSTERS, array, figures, projection_args, selected
 
@@ -76,3 +78,25 @@ def test_a_workspace_without_a_hierarchy_offers_no_level(monkeypatch, factory_co
     assert_clean(at)
     assert "Labels at level" not in selected(at)
     assert "level purity" not in at.dataframe[0].value
+
+
+@pytest.mark.skipif(not has_demo(), reason="no demo workspace")
+def test_clipart_at_its_top_level_draws_the_catalogue_builds(monkeypatch, demo_copy):
+    """On the demo's clipart with its tree: the page's UMAP export and label histogram at
+    level 0 are the catalogue's builds with the page's level (tests/test_figure_specs.py),
+    and level 0 colours by the ten top-level categories, which are the labels."""
+    from conceptlens.demo.real import build_hierarchy
+    from tests.test_figure_specs import test_page_draws_the_catalogue_build
+
+    build_hierarchy(Workspace(demo_copy), progress=False)
+    query = {"ds": "clipart", "color": "label_name", "level": "0", "sel": "filter"}
+    test_page_draws_the_catalogue_build(monkeypatch, demo_copy, "clusters", query)
+    at = open_app(monkeypatch, demo_copy, CLUSTERS, query=query)
+    assert_clean(at)
+    args = projection_args(at)
+    labels = pd.read_parquet(demo_copy / "images.parquet").set_index("image_id")["label_name"]
+    assert [args["names"][c] for c in args["codes"]] == list(labels.loc[args["ids"]])
+    at = open_app(monkeypatch, demo_copy, CLUSTERS, query={**query, "level": "1", "within": "animals"})
+    assert_clean(at)
+    names = set(projection_args(at)["names"])
+    assert "outside animals" in names and "animals/mammals" in names and "food" not in names
