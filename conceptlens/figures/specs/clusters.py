@@ -205,7 +205,7 @@ add(
         _umap,
         aspect=0.85,
         steps=("clustering", "cluster_metrics", "projections"),
-        reads=("label_hierarchy",),
+        optional_reads=("label_hierarchy",),
     )
 )
 # The page's view of a UMAP too large to draw point by point: the binned overview, and
@@ -256,7 +256,7 @@ add(
         _selection_labels,
         aspect=0.75,
         steps=("clustering", "cluster_metrics"),
-        reads=("label_hierarchy",),
+        optional_reads=("label_hierarchy",),
     )
 )
 
