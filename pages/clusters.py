@@ -37,6 +37,7 @@ from components.selection_panel import page_origin, selection_panel
 from components.text import literal
 from conceptlens import views
 from conceptlens.errors import ConceptLensError
+from conceptlens.figures.clusters import OTHER
 from conceptlens.figures.projection import DENSITY
 from conceptlens.figures.specs.clusters import max_points
 from conceptlens.views import hierarchy as VH
@@ -600,6 +601,10 @@ if available(ws, "projections", ds):
                     method="umap",
                     limit=P.max_points(),
                 )
+                if within is not None:  # the images outside the node drilled into: grey
+                    rest = f"outside {names[within]}"
+                    if rest in enc.args["names"]:
+                        enc.args["palette"][enc.args["names"].index(rest)] = OTHER
                 st.caption(
                     f"Coloured by the labels at level {level} of the label hierarchy"
                     + (f", inside {literal(names[within])}" if within is not None else "")

@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import entropy
 
 from conceptlens import hierarchy as H
+from conceptlens.figures.clusters import OTHER
 from conceptlens.workspace import Workspace
 from tests.conftest import has_demo
 from tests.test_app import assert_clean, open_app
@@ -71,6 +72,8 @@ def test_drilling_into_a_node_colours_its_subtree_only(monkeypatch, factory_copy
     assert set(args["names"]) == {"green", "blue", "outside cool"}
     want = [c if c in ("green", "blue") else "outside cool" for c in images.loc[args["ids"], "label_name"]]
     assert [args["names"][c] for c in args["codes"]] == want
+    grey = args["palette"][args["names"].index("outside cool")]
+    assert grey == OTHER and grey not in [args["palette"][args["names"].index(c)] for c in ("green", "blue")]
 
 
 def test_a_workspace_without_a_hierarchy_offers_no_level(monkeypatch, factory_copy):
