@@ -103,8 +103,17 @@ if len(info):
 
 # ---- the level of the label hierarchy labels are read at (conceptlens/hierarchy.py) -------------
 LABELS = "labels"
-levels = ws.view(VH.levels, dataset=ds)
 level = within = None
+broken_tree = ws.problems(("label_hierarchy",))
+if broken_tree:  # shown, and the labels read as they are
+    data.show_problems(ws, broken_tree, "The label hierarchy has problems: labels are shown as they are")
+    levels = []
+else:
+    try:
+        levels = ws.view(VH.levels, dataset=ds)
+    except ConceptLensError as e:
+        st.warning(f"The label hierarchy of {literal(ds)} cannot be read: {literal(e)}")
+        levels = []
 if len(levels):
     inner = ws.view(VH.nodes, dataset=ds)
     depth_of = dict(zip(inner["node"], inner["depth"]))

@@ -103,3 +103,22 @@ def test_clipart_at_its_top_level_draws_the_catalogue_builds(monkeypatch, demo_c
     assert_clean(at)
     names = set(projection_args(at)["names"])
     assert "outside animals" in names and "animals/mammals" in names and "food" not in names
+
+
+def test_a_broken_hierarchy_is_named_and_the_labels_shown_as_they_are(monkeypatch, factory_copy):
+    import pyarrow as pa
+
+    from conceptlens import schema
+    from tests.test_app import plain
+
+    rows = [
+        {"images_column": "label_name", "node": n, "parent": p, "name": None}
+        for n, p in [("red", "blue"), ("blue", "green"), ("green", "red")]  # a cycle
+    ]
+    t = pa.Table.from_pylist(rows, schema=schema.arrow_schema(H.TABLE, partition=False))
+    Workspace(factory_copy).write(H.TABLE, t, dataset="toy")
+    at = open_app(monkeypatch, factory_copy, CLUSTERS, query={"level": "0", "color": "label_name"})
+    assert not at.exception
+    assert "table label_hierarchy, column parent" in plain(at.error) and "cycle" in plain(at.error)
+    assert "Labels at level" not in selected(at)
+    assert set(projection_args(at)["names"]) == {"red", "green", "blue"}
