@@ -59,11 +59,13 @@ def levels(db, dataset: str) -> pd.DataFrame:
     cols = ["level", "name", "groups", "examples"]
     if h is None:
         return pd.DataFrame(columns=cols)
-    values = _values(db, dataset, h)
+    # Per distinct value, weighted by its images (1,000 ImageNet classes, not 50,000 images).
+    per_value = pd.Series(_values(db, dataset, h), dtype=object).dropna().value_counts()
     out = []
     for level, name in enumerate(h.level_names()):
-        groups = pd.Series([h.name(h.ancestor(v, level)) for v in values if v is not None], dtype=object)
-        counts = groups.value_counts()
+        groups = [h.name(h.ancestor(v, level)) for v in per_value.index]
+        counts = per_value.groupby(groups).sum()
+        counts = counts.sort_index().sort_values(ascending=False, kind="stable")
         out.append((level, name, len(counts), ", ".join(map(str, counts.index[:3]))))
     return pd.DataFrame(out, columns=cols)
 
@@ -76,10 +78,10 @@ def nodes(db, dataset: str) -> pd.DataFrame:
     if h is None:
         return pd.DataFrame(columns=cols)
     under: dict[str, int] = {}
-    for v in _values(db, dataset, h):
-        if v is not None:
-            for n in h.path(v):
-                under[n] = under.get(n, 0) + 1
+    per_value = pd.Series(_values(db, dataset, h), dtype=object).dropna().value_counts()
+    for v, count in per_value.items():
+        for n in h.path(v):
+            under[n] = under.get(n, 0) + int(count)
     rows = [
         (n, h.name(n), h.depth[n], len(h.children(n)), under.get(n, 0))
         for n in h.parent
@@ -112,16 +114,12 @@ def image_groups(db, dataset: str, level: int, within: str | None = None) -> pd.
     h = _hierarchy(db, dataset)
     _check_level(h, level, within)
     df = _image_values(db, dataset, h)
-    nodes_, names = [], []
-    for v in df["value"]:
+    node_of, name_of = {}, {}  # per distinct value
+    for v in df["value"].dropna().unique():
         g = h.group(v, int(level), within)
-        nodes_.append(g)
-        if v is None:
-            names.append(NO_LABEL)
-        elif g is None:
-            names.append(outside(h, within))
-        else:
-            names.append(h.name(g))
+        node_of[v], name_of[v] = g, (outside(h, within) if g is None else h.name(g))
+    nodes_ = [None if v is None else node_of[v] for v in df["value"]]
+    names = [NO_LABEL if v is None else name_of[v] for v in df["value"]]
     return pd.DataFrame({"image_id": df["image_id"], "node": nodes_, "group": names})
 
 
