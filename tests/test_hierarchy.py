@@ -156,6 +156,13 @@ def test_levels_and_selection_histograms(toy):
     got = VH.selection_groups(db, "toy", "ck0", 4, (0, 2), 0)
     want = labels.loc[chosen["image_id"]].map(GROUP).value_counts()
     assert dict(zip(got["label_name"], got["images"])) == want.to_dict()
+    # A region around every point of the projection holds every image: all four clusters.
+    everything = VH.region_groups(db, "toy", "ck0", 4, "box:-1e6,1e6,-1e6,1e6", 0)
+    assert everything.equals(VH.selection_groups(db, "toy", "ck0", 4, (0, 1, 2, 3), 0))
+    assert (
+        dict(zip(everything["label_name"], everything["images"]))
+        == labels.map(GROUP).value_counts().to_dict()
+    )
     inside = VH.selection_groups(db, "toy", "ck0", 4, (0, 2), 1, within="cool")
     names = labels.loc[chosen["image_id"]].map(lambda v: v if v != "red" else "outside cool")
     assert dict(zip(inside["label_name"], inside["images"])) == names.value_counts().to_dict()
