@@ -105,13 +105,14 @@ postgres-deps:
 	fi
 
 # Debian's real labelled images for the demo's real part (conceptlens/demo/real.py) and its
-# tests: Fashion-MNIST's idx files and openclipart's PNGs.
+# tests: Fashion-MNIST's idx files and openclipart's PNGs; and WordNet's noun database, the
+# label hierarchy of an ImageNet import (conceptlens/importers/wordnet.py).
 demo-deps:
-	@if [ ! -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || [ ! -d /usr/share/openclipart/png ]; then \
+	@if [ ! -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] || [ ! -d /usr/share/openclipart/png ] || [ ! -f /usr/share/wordnet/data.noun ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist openclipart-png; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q dataset-fashion-mnist openclipart-png wordnet-base; \
 	  else \
-	    echo "make: Debian's dataset-fashion-mnist and openclipart-png are missing; install them (apt-get install dataset-fashion-mnist openclipart-png) as root" >&2; exit 1; \
+	    echo "make: Debian's dataset-fashion-mnist, openclipart-png or wordnet-base are missing; install them (apt-get install dataset-fashion-mnist openclipart-png wordnet-base) as root" >&2; exit 1; \
 	  fi; \
 	fi
 

@@ -51,6 +51,10 @@ _HELP = {
     "their 5 nearest clusters",
     "desc. binary": "laina2020 Table 3 Binary: share of (retrieved image, image retrieved for another "
     "cluster's caption) pairs where the first is nearer this cluster's mean feature",
+    "level purity": "Purity (1 - H / log K) of the cluster's labels read at the chosen level of the "
+    "dataset's label hierarchy (K: the groups of the dataset at that level)",
+    "level top": "The most frequent group at the chosen level",
+    "level share": "Share of the cluster's images in that group",
     "self-ref.": "The VL model that retrieved the images is this checkpoint's own model: describability "
     "then measures the checkpoint against itself",
 }
@@ -59,6 +63,8 @@ DEFAULT_COLUMNS = (
     "size",
     "purity",
     "purity CI",
+    "level purity",
+    "level top",
     "coh. (R)",
     "CI (R)",
     "coh. (H)",
@@ -83,6 +89,10 @@ def cluster_table(metrics: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     )
     if "purity_lo" in m.columns and m["purity_lo"].notna().any():
         t["purity CI"] = interval_text(m["purity_lo"], m["purity_hi"])
+    if "level_purity" in m.columns:  # a level of the label hierarchy is chosen
+        t["level purity"] = m["level_purity"].astype(float)
+        t["level top"] = m["level_top"]
+        t["level share"] = m["level_top_share"].astype(float)
     for kind, name in (("coherence_random", "R"), ("coherence_hard", "H")):
         if kind in m.columns:
             t[f"coh. ({name})"] = m[kind].astype(float)
@@ -108,6 +118,7 @@ def cluster_table(metrics: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
         "hard negative": st.column_config.NumberColumn(width="small", format="%d"),
         "caption": st.column_config.TextColumn(width="large"),
         "top label": st.column_config.TextColumn(width="medium"),
+        "level top": st.column_config.TextColumn(width="medium", help=_HELP["level top"]),
     }
     for name in t.columns:
         if name in config:

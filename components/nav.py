@@ -73,6 +73,8 @@ PAGES = (
         ("features", "image_captions", "clustering", "cluster_metrics", "cluster_captions", "projections"),
         # Saved selections (Score this selection; conceptlens/selections.py).
         saved=("selections",),
+        # A dataset's label hierarchy, when it has one (labels read at a level).
+        reads=("label_hierarchy",),
     ),
     PageSpec(
         "checkpoints",

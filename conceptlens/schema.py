@@ -19,7 +19,8 @@ SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.statu
 # of predictor_correlations and transfer_correlations (all optional columns); the tables
 # concept_events and learning_curves (analyses of the same names); the selections table
 # (saved selections of images, issue 26).
-# 2.4: bootstrap intervals checkpoint_metrics.knn1_acc_lo/hi and cl_heldout_lo/hi (optional).
+# 2.4: bootstrap intervals checkpoint_metrics.knn1_acc_lo/hi and cl_heldout_lo/hi (optional);
+# the label_hierarchy table (a tree over a dataset's labels, issue 23).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -325,6 +326,47 @@ CORE_TABLES: tuple[Table, ...] = (
         added_by="your own import (or `conceptlens demo build`)",
         extra_columns="Any further column is a factor or attribute of the image "
         "(e.g. `shape`, `color`, `slant`); the dashboard lists them as such.",
+    ),
+    Table(
+        "label_hierarchy",
+        "label_hierarchy",
+        "A tree over a dataset's labels (issue 23): openclipart's folders, ImageNet's WordNet "
+        "hypernyms, a manifest's `parent` column. Its nodes are the values of one column of "
+        "`images` (`label_name`, or a factor column such as `category_path`) and their "
+        "ancestors; level 0 holds the roots, and an image is read at level L as its node's "
+        "ancestor at L (an image whose node is shallower keeps its own). `images` itself is "
+        "unchanged (conceptlens/hierarchy.py reads it; `validate` checks that every image's "
+        "value is a node, every parent a node and that there is no cycle).",
+        (
+            Column(
+                "dataset", STRING, "Dataset of the images (partition folder).", references="images.dataset"
+            ),
+            Column(
+                "images_column",
+                STRING,
+                "The column of `images` whose values are the nodes (`label_name`, `category_path`, "
+                "...): the same on every row of a dataset.",
+            ),
+            Column("node", STRING, "A node: a value of that column, or an ancestor of one."),
+            Column(
+                "parent",
+                STRING,
+                "Its parent node; null = a root (level 0).",
+                nullable=True,
+                differs_from="node",
+            ),
+            Column(
+                "name",
+                STRING,
+                "How the node is shown (e.g. a WordNet lemma for the id `n02084071`); null = the node.",
+                nullable=True,
+                required=False,
+            ),
+        ),
+        key=("dataset", "node"),
+        added_by="`conceptlens import images` (nested folders, a manifest's `parent` column, "
+        "ImageNet with WordNet), `conceptlens import hierarchy`, `conceptlens demo build`",
+        partition=("dataset",),
     ),
     Table(
         "checkpoints",

@@ -580,6 +580,68 @@ class Validator:
 
         if spec.name == "selections":
             self._check_selections(ld, flag, have)
+        if spec.name == "label_hierarchy":
+            self._check_hierarchy(ld, flag, have)
+
+    def _check_hierarchy(self, ld: _Loaded, flag, have: set) -> None:
+        """Label hierarchies (conceptlens/hierarchy.py): one images column per dataset, every
+        parent a node of the same dataset, no cycle, and every image's value in that column
+        a node."""
+        from .hierarchy import tree_problems
+
+        spec, t = ld.spec, ld.table
+        if not {"dataset", "node", "parent", "images_column"} <= have:
+            return
+        ds, nodes, parents = (t[c].to_pylist() for c in ("dataset", "node", "parent"))
+        cols = t["images_column"].to_pylist()
+        by_ds: dict[str, dict] = {}
+        for d, n, p in zip(ds, nodes, parents):
+            by_ds.setdefault(d, {})[n] = p
+        first_col: dict[str, str] = {}
+        for d, c in zip(ds, cols):
+            first_col.setdefault(d, c)
+        flag(
+            spec.column("images_column"),
+            pa.array([c != first_col[d] for d, c in zip(ds, cols)]),
+            "differ from the dataset's first row (one images column per dataset)",
+        )
+        flag(
+            spec.column("parent"),
+            pa.array([p is not None and p not in by_ds[d] for d, p in zip(ds, parents)]),
+            "are not nodes of the same dataset",
+        )
+        file_of = {d: ld.files[f] for d, f in zip(ds, t[_FILE].to_pylist())}
+        for d, parent in sorted(by_ds.items()):
+            cycles = [m for m in tree_problems(parent) if m.startswith("cycle")]
+            for m in cycles:
+                self.report(file_of[d], spec.name, "parent", f"dataset {d!r}: {m}")
+        images = self.loaded("images")
+        if images is None or "dataset" in images.skipped or not images.files:
+            return
+        names = pq.read_schema(self.root / images.files[0]).names
+        for d, col in sorted(first_col.items()):
+            if col not in names:
+                self.report(
+                    file_of[d],
+                    spec.name,
+                    "images_column",
+                    f"dataset {d!r}: images has no column {col!r}",
+                    f"images_column={col!r}",
+                )
+                continue
+            img = pq.read_table(self.root / images.files[0], columns=["dataset", col])
+            values = img.filter(pc.equal(img["dataset"], d))[col].to_pylist()
+            off = [str(v) for v in values if v is not None and str(v) not in by_ds[d]]
+            if off:
+                bad = sorted(set(off))
+                more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+                self.report(
+                    file_of[d],
+                    spec.name,
+                    "node",
+                    f"dataset {d!r}: {len(off)} image(s) hold a value of images.{col} that is not a "
+                    f"node of the hierarchy: {', '.join(map(repr, bad[:3]))}{more}",
+                )
 
     def _check_selections(self, ld: _Loaded, flag, have: set) -> None:
         """Saved selections (conceptlens/selections.py): names as `save` accepts them, each id

@@ -3,7 +3,9 @@ a selection's labels and images, one image's details and nearest neighbours.
 
 Every choice is in the URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C, the table's filters
 (&min_size=N&purity=LO,HI&q=WORDS), sort (&sort=COLUMN&desc=1) and columns (&cols=A,B),
-the UMAP colour (&color=COLUMN) and drawn region (&region=box:...|lasso:...), the
+the level of the dataset's label hierarchy labels are read at and the node drilled into
+(&level=L&within=NODE: the UMAP's label colours, the cluster table's level purity and the
+selection's histogram), the UMAP colour (&color=COLUMN) and drawn region (&region=box:...|lasso:...), the
 viewport of a UMAP too large to draw point by point (&view=X0,X1,Y0,Y1, &density=purity), the
 selection shown (&sel=cluster|filter|region, &page=N), the image looked at (&img=ID) and the
 scored selection (&ssrc=..., &saved=NAME, &ids=..., &nnull=N, &across=1: components/selection_panel.py).
@@ -35,8 +37,10 @@ from components.selection_panel import page_origin, selection_panel
 from components.text import literal
 from conceptlens import views
 from conceptlens.errors import ConceptLensError
+from conceptlens.figures.clusters import OTHER
 from conceptlens.figures.projection import DENSITY
 from conceptlens.figures.specs.clusters import max_points
+from conceptlens.views import hierarchy as VH
 from conceptlens.views import projection_window as W
 
 GRID_IMAGES = 24  # images per cluster panel
@@ -94,6 +98,62 @@ if len(info):
     c_ck.caption(
         f"{literal(i['method'])} · epoch {number(i['epoch'], '{:.0f}')} · "
         f"{number(i['feature_dim'], '{:.0f}')}-d features"
+    )
+
+
+# ---- the level of the label hierarchy labels are read at (conceptlens/hierarchy.py) -------------
+LABELS = "labels"
+level = within = None
+broken_tree = ws.problems(("label_hierarchy",))
+if broken_tree:  # shown, and the labels read as they are
+    data.show_problems(ws, broken_tree, "The label hierarchy has problems: labels are shown as they are")
+    levels = []
+else:
+    try:
+        levels = ws.view(VH.levels, dataset=ds)
+    except ConceptLensError as e:
+        st.warning(f"The label hierarchy of {literal(ds)} cannot be read: {literal(e)}")
+        levels = []
+if len(levels):
+    inner = ws.view(VH.nodes, dataset=ds)
+    depth_of = dict(zip(inner["node"], inner["depth"]))
+    level_text = {
+        str(r.level): f"{r.name}: {r.groups} groups (e.g. {r.examples})" for r in levels.itertuples()
+    }
+
+    def _drill() -> None:
+        # Drilling into a node reads its images at its children's level (or deeper).
+        node = st.session_state.get("clusters_within")
+        chosen = st.session_state.get("clusters_level")
+        if node in depth_of and (chosen == LABELS or int(chosen) <= depth_of[node]):
+            st.session_state["clusters_level"] = str(min(depth_of[node] + 1, len(levels) - 1))
+
+    l1, l2 = st.columns([2, 2])
+    picked = U.url_selectbox(
+        "Labels at level",
+        [LABELS] + list(level_text),
+        key="clusters_level",
+        param="level",
+        format_func=lambda v: "the labels themselves" if v == LABELS else level_text[v],
+        container=l1,
+        help="Read the labels at a level of this dataset's label hierarchy: the UMAP's label "
+        "colours, the table's level purity and the selection's histogram group by it.",
+    )
+    level = None if picked == LABELS else int(picked)
+    drillable = [n for n, d in depth_of.items() if level is not None and d < level]
+    names = dict(zip(inner["node"], inner["name"]))
+    counts = dict(zip(inner["node"], inner["images"]))
+    within = U.url_selectbox(
+        "Drill into",
+        [None] + drillable,
+        key="clusters_within",
+        param="within",
+        format_func=lambda n: "every group" if n is None else f"{names[n]} ({counts[n]} images)",
+        container=l2,
+        on_change=_drill,
+        disabled=level is None,
+        help="Colour only this node's subtree by its groups at the chosen level; every other "
+        "image is one grey group.",
     )
 provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "checkpoint": ckpt, "k": k}
 where = {"dataset": ds, "checkpoint": ckpt, "k": k}
@@ -227,6 +287,11 @@ img = U.url_value("clusters_img", "img", str, None, "Image")
 st.header("Clusters")
 captions = available(ws, "cluster_captions", ds)
 metrics = ws.view(V.cluster_table, **where, captions=captions)
+level_purity = (
+    ws.view(VH.cluster_purity, dataset=ds, checkpoint=ckpt, k=k, level=level) if level is not None else None
+)
+if level_purity is not None:
+    metrics = metrics.merge(level_purity.drop(columns="size"), on="cluster", how="left")
 row = ws.view(V.checkpoint_metrics, checkpoint=ckpt, k=k)
 if len(row):
     r = row.iloc[0]
@@ -286,6 +351,8 @@ shown = ws.view(
     sort=sort,
     descending=descending,
 )
+if level_purity is not None:
+    shown = shown.merge(level_purity.drop(columns="size"), on="cluster", how="left")
 table, config = cluster_table(shown)
 with s3.popover("Columns", icon=":material/view_column:"):
     visible = U.url_multiselect(
@@ -348,6 +415,12 @@ def _cluster_panel(m):
     if isinstance(m.get("caption"), str):
         st.markdown(f"> {literal(m['caption'])}")
     facts = [f"purity {number(m.get('purity'))}"]
+    if "level_purity" in m:
+        top = DASH if missing(m["level_top"]) else f"*{literal(m['level_top'])}*"
+        facts.append(
+            f"at level {level}: purity {number(m['level_purity'])}, "
+            f"top {top} ({number(m['level_top_share'])})"
+        )
     for kind, name in (("coherence_random", "coherence (random)"), ("coherence_hard", "coherence (hard)")):
         if kind in m:
             facts.append(f"{name} {number(m[kind])} {interval(m.get(kind + '_lo'), m.get(kind + '_hi'))}")
@@ -412,6 +485,8 @@ st.caption(
 fig_params = dict(
     where_url, min_size=int(min_size), purity=tuple(pur), q=text, cluster=cluster, region=region
 )
+# The label level (and drill-down) of the figures that show labels.
+level_params = {"level": level, "within": within} if level is not None else {}
 show_catalog_figure(
     ws,
     "purity_coherence",
@@ -520,18 +595,45 @@ if available(ws, "projections", ds):
                 "neighbours in the sidebar; pick *Box* or *Lasso* and drag to select images (shown "
                 "below); the chosen cluster is ringed."
             )
-            enc = P.points_of(ws, colour, highlight=cluster, checkpoint=ckpt, k=k)
+            if level is not None and colour == "label_name":
+                # Labels read at the chosen level: one colour (and legend entry) per group.
+                enc = P.points_of(
+                    ws,
+                    VH.group_column(level),
+                    highlight=cluster,
+                    view=VH.projection,
+                    checkpoint=ckpt,
+                    k=k,
+                    dataset=ds,
+                    level=level,
+                    within=within,
+                    method="umap",
+                    limit=P.max_points(),
+                )
+                if within is not None:  # the images outside the node drilled into: grey
+                    rest = f"outside {names[within]}"
+                    if rest in enc.args["names"]:
+                        enc.args["palette"][enc.args["names"].index(rest)] = OTHER
+                st.caption(
+                    f"Coloured by the labels at level {level} of the label hierarchy"
+                    + (f", inside {literal(names[within])}" if within is not None else "")
+                    + "."
+                )
+            else:
+                enc = P.points_of(ws, colour, highlight=cluster, checkpoint=ckpt, k=k)
             st.session_state["_clusters_projection_ids"] = enc.ids
             P.projection_view(
                 enc,
                 key="clusters_projection",
-                data_key=f"{ws.fp}|{ckpt}|{k}|{colour}|{len(enc.ids)}",
+                data_key=f"{ws.fp}|{ckpt}|{k}|{colour}|{level}|{within}|{len(enc.ids)}",
                 view_key=f"{ws.fp}|{ckpt}",
                 region=region,
                 on_change=_on_projection,
             )
             # The export is the catalogue's figure, built only when downloaded.
-            export_catalog_figure(ws, "umap", dict(fig_params, color=colour), provenance, key="clusters_umap")
+            export_catalog_figure(
+                ws, "umap", dict(fig_params, color=colour, **level_params), provenance, key="clusters_umap"
+            )
 
 # ---- the selection: labels, all its images, its ids as CSV ---------------------------------------
 st.header("Selection")
@@ -593,7 +695,9 @@ with h_right:
         on_click="ignore",
     )
 with h_left:
-    show_catalog_figure(ws, "selection_labels", dict(fig_params, sel=sel), provenance, key="clusters_labels")
+    show_catalog_figure(
+        ws, "selection_labels", dict(fig_params, sel=sel, **level_params), provenance, key="clusters_labels"
+    )
 # Another selection starts at its first page (Back still restores the page from the URL).
 signature = (ckpt, k, sel, cluster if sel == "cluster" else None, region if sel == "region" else None)
 if sel == "filter":

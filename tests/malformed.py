@@ -88,6 +88,22 @@ def _selection(**row):
     return apply
 
 
+HIERARCHY = "label_hierarchy/dataset=toy/part-0.parquet"
+
+
+def _hierarchy(*pairs):
+    """toy's label hierarchy (format 2.4) over label_name, of these (node, parent) pairs."""
+
+    def apply(ws: Workspace) -> None:
+        rows = [{"images_column": "label_name", "node": n, "parent": p, "name": None} for n, p in pairs]
+        path = ws.root / HIERARCHY
+        path.parent.mkdir(parents=True, exist_ok=True)
+        t = pa.Table.from_pylist(rows, schema=schema.arrow_schema("label_hierarchy", partition=False))
+        _write_table(path, t)
+
+    return apply
+
+
 def _write_table(path: Path, table: pa.Table) -> None:
     tmp = path.with_name(path.name + ".malformed")
     pq.write_table(table, tmp)
@@ -1501,6 +1517,23 @@ MALFORMATIONS: dict[str, Malformation] = {
             SELECTION,
             "differ from the number of image_ids",
             _selection(n_images=3),
+        ),
+        # a label hierarchy (format 2.4) without the label blue; one that is a cycle
+        _M(
+            "hierarchy_label_not_a_node",
+            "label_hierarchy",
+            "node",
+            HIERARCHY,
+            "images.label_name that is not a node of the hierarchy: 'blue'",
+            _hierarchy(("red", None), ("green", None)),
+        ),
+        _M(
+            "hierarchy_cycle",
+            "label_hierarchy",
+            "parent",
+            HIERARCHY,
+            "cycle(s) 'red' -> 'blue' -> 'green' -> 'red'",
+            _hierarchy(("red", "blue"), ("blue", "green"), ("green", "red")),
         ),
     ]
 }

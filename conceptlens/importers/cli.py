@@ -1,4 +1,4 @@
-"""`conceptlens init` and `conceptlens import images|features|captions|cub|mit-states|hsj`
+"""`conceptlens init` and `conceptlens import images|hierarchy|features|captions|cub|mit-states|hsj`
 (docs/import.md, docs/compmap.md, docs/similarity.md): the importers' whole command line.
 
 The workspace is `--workspace W`, as in `conceptlens import images --workspace W --dataset D
@@ -62,15 +62,21 @@ def listing(source: Path, fmt: str, args):
     if fmt == "imagefolder":
         from .imagefolder import scan
 
-        return scan(source)
+        return scan(source, labels=args.labels)
     if fmt == "manifest":
         from .manifest import scan
 
-        return scan(source, root=args.root, unlabeled=args.unlabeled)
+        return scan(source, root=args.root, unlabeled=args.unlabeled, hierarchy=args.hierarchy)
     if fmt == "imagenet":
         from .imagenet import scan
 
-        return scan(source, devkit=args.devkit, ground_truth=args.ground_truth, synsets=args.synsets)
+        return scan(
+            source,
+            devkit=args.devkit,
+            ground_truth=args.ground_truth,
+            synsets=args.synsets,
+            wordnet=args.wordnet,
+        )
     from .hf import scan
 
     return scan(
@@ -111,6 +117,31 @@ def _images(args) -> int:
     for w in r.warnings:
         print(f"warning: {w}", file=sys.stderr)
     print(f"next: conceptlens extract --workspace {args.workspace} --dataset {r.dataset} --model SPEC")
+    return 0
+
+
+def _hierarchy(args) -> int:
+    from .. import hierarchy as H
+    from .images import ImportInputError, open_workspace
+
+    ws = open_workspace(args.workspace)
+    if (args.paths is None) == (args.file is None):
+        raise ValueError("give a hierarchy FILE or --paths COLUMN (one of them)")
+    if args.paths is not None:
+        h = H.write_from_paths(ws, args.dataset, args.paths, args.separator)
+    else:
+        from .manifest import read_hierarchy
+
+        pairs, names = read_hierarchy(Path(args.file).expanduser())
+        try:
+            h = H.Hierarchy(args.dataset, args.column, H.from_pairs(pairs, args.file), names)
+        except H.HierarchyError as e:
+            raise ImportInputError(str(e)) from None
+        H.write(ws, h, H.image_values(ws, args.dataset, args.column))
+    print(
+        f"label hierarchy of {args.dataset} over images.{h.column}: {len(h.parent)} nodes on "
+        f"{h.levels} levels ({', '.join(f'{len(h.nodes_at(i))}' for i in range(h.levels))} nodes per level)"
+    )
     return 0
 
 
@@ -285,14 +316,50 @@ def register(sub, parents) -> None:
     g = p.add_argument_group("manifest")
     g.add_argument("--root", help="folder relative paths of the manifest start from (default: its folder)")
     g.add_argument("--unlabeled", action="store_true", help="import images without labels (manifest, hf)")
+    g.add_argument(
+        "--hierarchy",
+        metavar="FILE",
+        help="label hierarchy file (node, parent[, name]) over label_name (also: a `parent` column)",
+    )
+    g = p.add_argument_group("folder of class folders")
+    g.add_argument(
+        "--labels",
+        choices=("top", "leaf"),
+        default="top",
+        help="nested folders: the label is the top folder (default; the path is kept as "
+        "category_path) or the image's own folder path",
+    )
     g = p.add_argument_group("ImageNet validation set")
     g.add_argument("--devkit", help="ILSVRC2012_devkit_t12 folder (ground truth + meta.mat)")
     g.add_argument("--ground-truth", help="ILSVRC2012_validation_ground_truth.txt or LOC_val_solution.csv")
     g.add_argument("--synsets", help="meta.mat, LOC_synset_mapping.txt or synset_words.txt")
+    g.add_argument(
+        "--wordnet",
+        metavar="FILE",
+        help="WordNet's data.noun for the label hierarchy (default /usr/share/wordnet/data.noun, "
+        "Debian package wordnet-base)",
+    )
     g = p.add_argument_group("Hugging Face dataset")
     g.add_argument("--image-column", help="column of images (default: the one Image feature)")
     g.add_argument("--label-column", help="column of labels (default: the one ClassLabel feature)")
     p.set_defaults(func=_images)
+
+    p = isub.add_parser(
+        "hierarchy",
+        help="a label hierarchy over a dataset's labels",
+        description="Write the label hierarchy (table label_hierarchy) of a dataset already "
+        "imported: from a file (node, parent[, name]) over the values of --column, or from a "
+        "column of paths (--paths category_path: a/b is a child of a). Nothing else is written.",
+    )
+    add_workspace(p)
+    p.add_argument("file", metavar="FILE", nargs="?", help=".csv, .tsv or .parquet with node, parent[, name]")
+    p.add_argument("--dataset", required=True, help="dataset of images.parquet")
+    p.add_argument(
+        "--column", default="label_name", help="images column whose values are the nodes (default label_name)"
+    )
+    p.add_argument("--paths", metavar="COLUMN", help="build the tree from this images column of paths")
+    p.add_argument("--separator", default="/", help="separator of --paths (default /)")
+    p.set_defaults(func=_hierarchy)
 
     p = isub.add_parser(
         "features",

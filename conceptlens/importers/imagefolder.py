@@ -7,6 +7,13 @@ folders (`train/`, `val/` or `valid/` or `validation/`, `test/`).
 Labels are 0..K-1 over the class folder names in sorted order (torchvision's ImageFolder
 convention), taken across every split; images in deeper subfolders of a class belong to
 it. Files that are not images by extension, and hidden files, are ignored.
+
+Nested folders are a label hierarchy: when some image lies deeper than its class folder
+(`SOURCE/animals/mammals/big_cats/lion.png`), every image gets the factor column
+`category_path` (its folder below SOURCE or the split folder: `animals/mammals/big_cats`)
+and the table `label_hierarchy` holds the tree those paths spell (`animals` the root,
+`animals/mammals` its child, ...). With `labels="leaf"` (`--labels leaf`) the label is
+the image's own folder path instead of its top folder, and the tree is over `label_name`.
 """
 
 from __future__ import annotations
@@ -14,7 +21,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..hierarchy import from_paths
 from .images import SPLIT_NAMES, ImportInputError, Item, Listing, is_image_file
+
+LABELS = ("top", "leaf")
+PATH_COLUMN = "category_path"
 
 
 def _walk(folder: Path) -> list[Path]:
@@ -30,7 +41,9 @@ def _subfolders(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def scan(source) -> Listing:
+def scan(source, labels: str = "top") -> Listing:
+    if labels not in LABELS:
+        raise ValueError(f"--labels must be one of {', '.join(LABELS)}, got {labels!r}")
     root = Path(source).expanduser()
     if not root.is_dir():
         raise ImportInputError(f"{root}: not a folder (ImageFolder layout: one subfolder per class)")
@@ -57,11 +70,25 @@ def scan(source) -> Listing:
             files = _walk(cls)
             if not files:
                 notes.append(f"ignored empty class folder {cls}")
-            found += [(f, cls.name, split) for f in files]
-    classes = sorted({c for _, c, _ in found})
+            found += [(f, f.parent.relative_to(folder).as_posix(), split) for f in files]
+    nested = any("/" in c for _, c, _ in found)
+    name_of = {c: (c if labels == "leaf" else c.split("/")[0]) for _, c, _ in found}
+    classes = sorted(set(name_of.values()))
     label = {c: i for i, c in enumerate(classes)}
     items = [
-        Item(key=f.relative_to(root).as_posix(), where=str(f), path=f, label=label[c], label_name=c, split=s)
+        Item(
+            key=f.relative_to(root).as_posix(),
+            where=str(f),
+            path=f,
+            label=label[name_of[c]],
+            label_name=name_of[c],
+            split=s,
+            factors={PATH_COLUMN: c} if nested and labels == "top" else {},
+        )
         for f, c, s in found
     ]
-    return Listing(items, str(root), "imagefolder", notes)
+    listing = Listing(items, str(root), "imagefolder", notes)
+    if nested:
+        listing.hierarchy = from_paths(c for _, c, _ in found)
+        listing.hierarchy_column = PATH_COLUMN if labels == "top" else "label_name"
+    return listing

@@ -17,6 +17,11 @@ Labels are 0..K-1 over the synsets' WordNet ids in sorted order: the class indic
 torchvision's and timm's ImageNet models. `label_name` is the synset's first lemma (with
 its WordNet id when two synsets share one, e.g. `crane (n02012849)`); the WordNet id is
 kept as the factor column `wnid`. Every image is in split `val`.
+
+Label hierarchy: with WordNet's noun database (`--wordnet FILE`, by default
+/usr/share/wordnet/data.noun from Debian's `wordnet-base`), the classes' hypernyms become
+the table `label_hierarchy` over the column `wnid` (conceptlens/importers/wordnet.py);
+without it the import says so and writes none.
 """
 
 from __future__ import annotations
@@ -134,7 +139,7 @@ def _images_dir(source: Path) -> Path:
     )
 
 
-def scan(source, devkit=None, ground_truth=None, synsets=None) -> Listing:
+def scan(source, devkit=None, ground_truth=None, synsets=None, wordnet=None) -> Listing:
     source = Path(source).expanduser()
     if not source.is_dir():
         raise ImportInputError(f"{source}: not a folder")
@@ -202,4 +207,29 @@ def scan(source, devkit=None, ground_truth=None, synsets=None) -> Listing:
         )
         for f, wnid, w in found
     ]
-    return Listing(items, str(source), "imagenet", notes)
+    listing = Listing(items, str(source), "imagenet", notes)
+    _hierarchy(listing, sorted({wnid for _, wnid, _ in found}), names, wordnet)
+    return listing
+
+
+def _hierarchy(listing: Listing, wnids: list[str], names: dict, wordnet) -> None:
+    """The WordNet tree over the imported classes, when WordNet is at hand (module doc)."""
+    from .wordnet import DATA_NOUN, PACKAGE, imagenet_tree
+
+    path = Path(wordnet).expanduser() if wordnet is not None else DATA_NOUN
+    if not path.is_file():
+        if wordnet is not None:
+            raise ImportInputError(f"--wordnet {path}: file not found (WordNet's data.noun)")
+        listing.notes.append(
+            f"no label hierarchy: WordNet's {DATA_NOUN} is not installed (Debian package "
+            f"{PACKAGE}; or pass --wordnet PATH/data.noun)"
+        )
+        return
+    from ..hierarchy import HierarchyError
+
+    try:
+        parent, node_names = imagenet_tree(wnids, path, names)
+    except HierarchyError as e:
+        raise ImportInputError(str(e)) from None
+    listing.hierarchy, listing.hierarchy_column, listing.hierarchy_names = parent, "wnid", node_names
+    listing.notes.append(f"label hierarchy from WordNet's hypernyms ({path})")

@@ -80,6 +80,11 @@ class Listing:
     source: str  # the SOURCE argument, for messages and provenance
     format: str
     notes: list[str] = field(default_factory=list)
+    # A label hierarchy (table label_hierarchy, conceptlens/hierarchy.py): node -> parent over
+    # the values of the images column `hierarchy_column`, with display names of some nodes.
+    hierarchy: dict | None = None
+    hierarchy_column: str | None = None
+    hierarchy_names: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -562,6 +567,41 @@ def _features_kept(ws: Workspace, dataset: str, keep: set, notes: list[str]) -> 
             )
 
 
+def _tree(dataset: str, listing: Listing, table):
+    """The listing's label hierarchy, checked against the imported rows (None: none)."""
+    from .. import hierarchy as H
+
+    if listing.hierarchy is None:
+        return None
+    try:
+        return H.Hierarchy(
+            dataset, listing.hierarchy_column, dict(listing.hierarchy), listing.hierarchy_names
+        )
+    except H.HierarchyError as e:
+        raise ImportInputError(f"{listing.source}: {e}") from None
+
+
+def _write_tree(ws: Workspace, dataset: str, tree, table, notes: list[str]) -> None:
+    """Write the dataset's label hierarchy; a re-import without one drops an old one its
+    images no longer fit (an old one they fit is kept: `conceptlens import hierarchy`'s)."""
+    from .. import hierarchy as H
+
+    if tree is not None:
+        values = table[tree.column].to_pylist()
+        H.write(ws, tree, [None if v is None else str(v) for v in values])
+        notes.append(
+            f"label hierarchy over column {tree.column}: {len(tree.parent)} nodes on {tree.levels} levels"
+        )
+        return
+    old = H.load(ws, dataset)
+    if old is None:
+        return
+    values = table[old.column].to_pylist() if old.column in table.column_names else None
+    if values is None or H.missing_values(old.parent, values):
+        H.remove(ws, dataset)
+        notes.append(f"the old label hierarchy of {dataset} no longer fits its images: removed")
+
+
 def import_images(
     workspace,
     dataset: str,
@@ -618,11 +658,13 @@ def import_images(
             f"{skipped[0][0]}: {skipped[0][1]}"
         )
     table = _fit_to(ws, _table(dataset, items, ids, splits, done))
+    tree = _tree(dataset, listing, table)  # checked before anything is written
     notes = list(listing.notes)
     warnings = _suspects(items, ids, done, thumbs.background)
     if mine:
         _features_kept(ws, dataset, set(table["image_id"].to_pylist()), notes)
     ws.upsert("images", table, {"dataset": dataset})
+    _write_tree(ws, dataset, tree, table, notes)
     meta = ws.meta()
     prov = meta.setdefault("provenance", {})
     prov.setdefault("imports", {})[dataset] = {

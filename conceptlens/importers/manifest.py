@@ -7,6 +7,12 @@ from the path). Every other column becomes a factor column of images.parquet.
 
 With only `label_name`, labels are 0..K-1 over the names in sorted order; with only
 `label`, its name is the number.
+
+A `parent` column (optional) makes a label hierarchy (table `label_hierarchy` over
+`label_name`): each row's label is a child of its parent, the same parent on every row of
+a label, and a parent never listed as a label is a root. A separate hierarchy file
+(`--hierarchy FILE`: CSV/TSV/Parquet with columns `node`, `parent` and optionally `name`)
+adds the levels above (`mammals,animals`) or the whole tree.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from pathlib import Path
 
 from .images import CORE, ImportInputError, Item, Listing, split_of
 
-KNOWN = ("path", "label", "label_name", "split", "image_id")
+KNOWN = ("path", "label", "label_name", "split", "image_id", "parent")
 
 
 def read_table(path: Path):
@@ -44,7 +50,7 @@ def _value(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def scan(source, root=None, unlabeled: bool = False) -> Listing:
+def scan(source, root=None, unlabeled: bool = False, hierarchy=None) -> Listing:
     path = Path(source).expanduser()
     if not path.is_file():
         raise ImportInputError(f"{path}: manifest not found")
@@ -135,7 +141,53 @@ def scan(source, root=None, unlabeled: bool = False) -> Listing:
             + ("" if root else "; relative paths are read from the manifest's folder (--root to change it)")
         )
     _no_duplicate_paths(items)
-    return Listing(items, str(path), "manifest")
+    listing = Listing(items, str(path), "manifest")
+    pairs = []
+    if "parent" in cols:
+        if not (has_label or has_name):
+            raise ImportInputError(f"{path}: a `parent` column needs labels (label_name) to be the children")
+        # Every row became an item (a missing file stops the import above).
+        for r, it in zip(rows, items):
+            if it.label_name is not None:
+                p = _value(r["parent"])
+                pairs.append((it.label_name, None if p is None else str(p)))
+    names = {}
+    if hierarchy is not None:
+        more, names = read_hierarchy(Path(hierarchy).expanduser())
+        pairs += more
+    if pairs:
+        from ..hierarchy import HierarchyError, from_pairs
+
+        try:
+            listing.hierarchy = from_pairs(
+                pairs, f"{path} (column parent)" if hierarchy is None else str(hierarchy)
+            )
+        except HierarchyError as e:
+            raise ImportInputError(str(e)) from None
+        listing.hierarchy_column, listing.hierarchy_names = "label_name", names
+    return listing
+
+
+def read_hierarchy(path: Path) -> tuple[list[tuple], dict]:
+    """(node, parent) pairs and node names of a hierarchy file (columns node, parent, name)."""
+    if not path.is_file():
+        raise ImportInputError(f"--hierarchy {path}: file not found")
+    df, where = read_table(path)
+    missing = [c for c in ("node", "parent") if c not in df.columns]
+    if missing:
+        raise ImportInputError(
+            f"{path}: no column {', '.join(missing)} (a hierarchy file has node, parent and optionally name)"
+        )
+    pairs, names = [], {}
+    for i, r in enumerate(df.to_dict("records")):
+        node = _value(r["node"])
+        if node is None or not str(node).strip():
+            raise ImportInputError(f"{where(i)}: column node is empty")
+        p = _value(r["parent"])
+        pairs.append((str(node), None if p is None else str(p)))
+        if "name" in df.columns and _value(r["name"]) is not None:
+            names[str(node)] = str(_value(r["name"]))
+    return pairs, names
 
 
 def _no_duplicate_paths(items: list[Item]) -> None:

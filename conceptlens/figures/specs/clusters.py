@@ -11,6 +11,7 @@ import os
 
 from ... import selections as SEL
 from ...errors import ConceptLensError
+from ...views import hierarchy as VH
 from ...views import projection_window as W
 from ..catalog import Figure, Param, Unavailable, add, usable, view
 from .common import CKPT, DS_CLUSTERED, K_OF_CKPT, C, col, needs
@@ -81,12 +82,25 @@ def _purity_coherence(db, p):
 def _umap(db, p):
     from ..clusters import legend_above, projection_scatter
 
-    pts = view(db, C.projection, checkpoint=p["ckpt"], k=p["k"], method="umap", limit=max_points())
+    color = p["color"]
+    if p.get("level") is not None and color == "label_name":  # labels read at a level
+        pts = view(
+            db,
+            VH.projection,
+            checkpoint=p["ckpt"],
+            k=p["k"],
+            dataset=p["ds"],
+            level=p["level"],
+            within=p.get("within"),
+            method="umap",
+            limit=max_points(),
+        )
+        color = VH.group_column(p["level"])
+    else:
+        pts = view(db, C.projection, checkpoint=p["ckpt"], k=p["k"], method="umap", limit=max_points())
     needs(pts, f"no UMAP of {p['ckpt']}")
     # dragmode "zoom": on the page a click selects one point (its image in the sidebar)
-    fig = projection_scatter(
-        pts, color=p["color"], highlight=p.get("cluster"), region=_region(p), dragmode="zoom"
-    )
+    fig = projection_scatter(pts, color=color, highlight=p.get("cluster"), region=_region(p), dragmode="zoom")
     return legend_above(fig)
 
 
@@ -114,6 +128,20 @@ def _selection_labels(db, p):
     the region drawn on the UMAP; counted in DuckDB (a selection may be every image)."""
     from ..clusters import label_histogram
 
+    if p.get("level") is not None:  # the labels read at a level of the label hierarchy
+        at = dict(dataset=p["ds"], checkpoint=p["ckpt"], k=p["k"], level=p["level"], within=p.get("within"))
+        if p["sel"] == "region":
+            if not p.get("region"):
+                raise ConceptLensError("parameter sel: `region` needs a region")
+            counted = view(db, VH.region_groups, region=p["region"], **at)
+        else:
+            chosen = (
+                (p["cluster"],)
+                if p["sel"] == "cluster"
+                else tuple(int(c) for c in _filtered(db, p)["cluster"])
+            )
+            counted = view(db, VH.selection_groups, clusters=chosen, **at)
+        return label_histogram(C.top_labels(counted))
     if p["sel"] == "region":
         if not p.get("region"):
             raise ConceptLensError("parameter sel: `region` needs a region")
@@ -139,6 +167,23 @@ FILTERS = (
 RINGED = Param("cluster", kind=int, optional=True, help="the chosen cluster, ringed")
 REGION = Param("region", kind=region, optional=True, help="region drawn on the UMAP (box:... or lasso:...)")
 COLOUR = Param("color", _colours, help="colour by")
+
+
+def _levels(db, p) -> list:
+    return [int(v) for v in col(view(db, VH.levels, dataset=p["ds"]), "level")]
+
+
+def _within(db, p) -> list:
+    nodes = view(db, VH.nodes, dataset=p["ds"])
+    level = p.get("level")
+    return [] if level is None else [n for n, d in zip(col(nodes, "node"), col(nodes, "depth")) if d < level]
+
+
+# Labels read at a level of the dataset's label hierarchy (none: the labels themselves).
+LEVEL = (
+    Param("level", _levels, kind=int, optional=True, help="level of the label hierarchy (0 = top)"),
+    Param("within", _within, optional=True, help="node of the hierarchy drilled into"),
+)
 add(
     Figure(
         "clusters",
@@ -156,10 +201,11 @@ add(
         "clusters",
         "umap",
         "UMAP of the features",
-        CLUSTERS + (COLOUR, RINGED, REGION),
+        CLUSTERS + (COLOUR, RINGED, REGION) + LEVEL,
         _umap,
         aspect=0.85,
         steps=("clustering", "cluster_metrics", "projections"),
+        optional_reads=("label_hierarchy",),
     )
 )
 # The page's view of a UMAP too large to draw point by point: the binned overview, and
@@ -205,10 +251,12 @@ add(
                 help="cluster",
             ),
             REGION,
-        ),
+        )
+        + LEVEL,
         _selection_labels,
         aspect=0.75,
         steps=("clustering", "cluster_metrics"),
+        optional_reads=("label_hierarchy",),
     )
 )
 
