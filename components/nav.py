@@ -88,6 +88,7 @@ PAGES = (
             "baselines",
             "concept_events",
             "learning_curves",
+            "aligned_projections",
         ),
     ),
     PageSpec(

@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.3"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # 2.3: bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
 # cl_lo/hi, id_lo/hi; permutation p-values pearson_perm_p, kendall_perm_p and the `unstable` flag
 # of predictor_correlations and transfer_correlations (all optional columns); the tables
 # concept_events and learning_curves (analyses of the same names); the selections table
 # (saved selections of images, issue 26).
+# 2.4: the table aligned_projections (analysis of the same name, issue 27).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
