@@ -13,7 +13,7 @@ from . import theme
 from .clusters import FOCUS, HIGHLIGHT, MAX_LEGEND, OTHER, _categories, is_categorical
 from .theme import MIN_FONT_PX
 
-FADED = 0.18  # opacity of the images outside a selection
+FADED = 0.3  # opacity of the images outside a selection
 ALL = "all images"
 
 
