@@ -157,8 +157,10 @@ def aligned_frames(
         range=yr, showticklabels=False, zeroline=False, showgrid=False, mirror=True, showline=True
     )
     fig.update_layout(
+        # What the colours are, as a title: a legend title beside its entries makes the
+        # legend's rows wider than the export's layout of a legend above the plots counts.
+        title=dict(text=f"coloured by {colour}", font=dict(size=MIN_FONT_PX + 1)),
         legend=dict(
-            title=dict(text=colour),
             itemsizing="constant",
             orientation="h",
             yanchor="bottom",
@@ -186,11 +188,12 @@ def drift_lines(summary: pd.DataFrame, colour: str = "label_name", most: int = F
     s["x"] = s["epoch"].where(s["epoch"].notna(), s["step"]).astype(float)
     byval = s[s["value"] != ALL].groupby("value")["mean"].sum().sort_values(ascending=False)
     keep = list(byval.index[:most])
-    colours = dict(
-        zip(
-            sorted(keep, key=_categories(pd.Series(keep, dtype="string")).index), theme.categorical(len(keep))
-        )
-    )
+    # The frames' colours (figures of one run side by side agree), when they colour them all.
+    cats = _categories(pd.Series(list(byval.index), dtype="string"))
+    if len(cats) <= MAX_LEGEND:
+        colours = dict(zip(cats, theme.categorical(len(cats))))
+    else:
+        colours = dict(zip(keep, theme.categorical(len(keep))))
     fig = go.Figure()
     for v in [*keep, ALL]:
         g = s[s["value"] == v].sort_values("x")
@@ -216,9 +219,13 @@ def drift_lines(summary: pd.DataFrame, colour: str = "label_name", most: int = F
             tickvals=sorted(s["x"].unique()),
         ),
         yaxis=dict(title="mean drift", rangemode="tozero"),
+        title=dict(
+            text=f"mean drift by {colour}"
+            + (f" ({left_out} values moving least not drawn)" if left_out > 0 else ""),
+            font=dict(size=MIN_FONT_PX + 1),
+        ),
         legend=dict(
-            title=dict(text=colour + (f" ({left_out} more not drawn)" if left_out > 0 else "")),
-            font=dict(size=MIN_FONT_PX),
+            orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left", font=dict(size=MIN_FONT_PX)
         ),
         margin=dict(l=50, r=10, t=20, b=40),
         height=420,
