@@ -116,7 +116,7 @@ def aligned_section(ws, ds: str, run: str, provenance: dict) -> None:
     if ids:
         st.markdown(
             f"**{len(ids):,} images selected in {name[drawn_at]}**, ringed in every frame."
-            + ("" if drawn_at == at else f" The region is drawn on {name[drawn_at]}.")
+            + ("" if drawn_at == at else f" (The box or lasso is drawn on {name[drawn_at]} only.)")
         )
     elif region is not None:
         st.caption(f"The region drawn on {name[drawn_at]} holds no image.")

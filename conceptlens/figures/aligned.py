@@ -159,18 +159,24 @@ def aligned_frames(
     fig.update_layout(
         # What the colours are, as a title: a legend title beside its entries makes the
         # legend's rows wider than the export's layout of a legend above the plots counts.
-        title=dict(text=f"coloured by {colour}", font=dict(size=MIN_FONT_PX + 1)),
+        title=dict(
+            text=f"coloured by {colour}",
+            font=dict(size=MIN_FONT_PX + 1),
+            yref="container",
+            y=0.995,
+            yanchor="top",
+        ),
         legend=dict(
             itemsizing="constant",
             orientation="h",
             yanchor="bottom",
-            y=1.04,
+            y=1.06,
             x=0,
             xanchor="left",
             font=dict(size=MIN_FONT_PX),
         ),
-        margin=dict(l=10, r=10, t=60, b=10),
-        height=260 * rows + 80,
+        margin=dict(l=10, r=10, t=110, b=10),
+        height=260 * rows + 130,
         dragmode="pan",
     )
     fig.update_annotations(font=dict(size=MIN_FONT_PX + 1))
@@ -227,7 +233,7 @@ def drift_lines(summary: pd.DataFrame, colour: str = "label_name", most: int = F
         legend=dict(
             orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left", font=dict(size=MIN_FONT_PX)
         ),
-        margin=dict(l=50, r=10, t=20, b=40),
-        height=420,
+        margin=dict(l=50, r=10, t=90, b=40),
+        height=460,
     )
     return fig
