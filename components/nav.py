@@ -90,6 +90,7 @@ PAGES = (
             "baselines",
             "concept_events",
             "learning_curves",
+            "aligned_projections",
         ),
     ),
     PageSpec(

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from components import url_state as U
+from components.aligned_section import aligned_section
 from components.analysis_gate import available, command
 from components.cluster_tables import DASH
 from components.export_button import show_catalog_figure
@@ -133,6 +134,8 @@ def training_section(ws, ds: str, provenance: dict) -> None:
         f"**{literal(run)}**: "
         + " → ".join(f"epoch {e} ({literal(c)})" for c, e in zip(epochs["checkpoint_id"], epochs["epoch"]))
     )
+
+    aligned_section(ws, ds, run, provenance)  # components/aligned_section.py
 
     st.subheader("Concept events")
     if available(ws, "concept_events", ds):

@@ -165,6 +165,32 @@ def url_radio(
     )
 
 
+def url_select_slider(
+    label: str,
+    options: Sequence,
+    key: str,
+    param: str,
+    format_func: Callable[[Any], str] = str,
+    default_index: int = 0,
+    container=None,
+    omit_default: bool = True,
+    **kwargs,
+):
+    """A select_slider (one of `options`, e.g. the epochs of a run) synced with `?param=`."""
+    return _url_choice(
+        "select_slider",
+        label,
+        options,
+        key,
+        param,
+        format_func,
+        default_index,
+        container,
+        omit_default,
+        kwargs,
+    )
+
+
 def url_multiselect(
     label: str,
     options: Sequence,

@@ -21,6 +21,7 @@ SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.statu
 # (saved selections of images, issue 26).
 # 2.4: bootstrap intervals checkpoint_metrics.knn1_acc_lo/hi and cl_heldout_lo/hi (optional);
 # the label_hierarchy table (a tree over a dataset's labels, issue 23).
+# the table aligned_projections (analysis of the same name, issue 27).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 

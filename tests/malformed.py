@@ -52,6 +52,7 @@ LINKS = "cluster_links/dataset=toy/part-0.parquet"
 RUNS = "analysis_runs/analysis=comparisons/part-0.parquet"
 EVENTS = "concept_events/dataset=toy/run=toy-run/part-0.parquet"
 CURVES = "learning_curves/dataset=toy/run=toy-run/part-0.parquet"
+ALIGNED = "aligned_projections/dataset=toy/run=toy-run/part-0.parquet"
 
 
 # ---- low-level edits (replace, never write through a possibly shared inode) -----------
@@ -1508,6 +1509,14 @@ MALFORMATIONS: dict[str, Malformation] = {
             CURVES,
             "outside [0, 1]",
             _set(CURVES, "auc", 1, 1.5),
+        ),
+        _M(
+            "aligned_drift_negative",
+            "aligned_projections",
+            "drift",
+            ALIGNED,
+            "not >= 0",
+            _set(ALIGNED, "drift", 60, -0.5),
         ),
         # a saved selection (format 2.3) whose count says 3 images of its 2 ids
         _M(

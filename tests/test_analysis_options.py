@@ -40,6 +40,7 @@ CASES = {
     "convergence": ({"rounds": 2, "convergence_members": 2, "max_epochs": 20}, {"rounds": 3}),
     "concept_events": ({}, {"event_share": 0.3}),
     "learning_curves": ({"curve_boot": 20}, {"learned_auc": 0.8}),
+    "aligned_projections": ({"align": "procrustes"}, {"aligned_min_dist": 0.3}),
 }
 
 

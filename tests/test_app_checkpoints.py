@@ -51,6 +51,13 @@ def table_with(at, column: str) -> pd.DataFrame:
     return t
 
 
+def ab_args(at, side: int) -> dict:
+    """A's (0) or B's (1) linked UMAP: the page's last two WebGL views (the aligned frame of
+    'Along training', components/aligned_section.py, comes before them)."""
+    n = sum(e.proto.component_name.endswith("projection.projection") for e in at.get("component_instance"))
+    return projection_args(at, n - 2 + side)
+
+
 def query(at) -> dict:
     return {k: at.query_params[k] for k in at.query_params}
 
@@ -82,7 +89,7 @@ def test_every_choice_round_trips_through_the_url(monkeypatch, factory_template)
     # ... CL against epoch, and both UMAPs coloured by label.
     (epoch,) = [f for f in figures(at) if f.layout.xaxis.title.text == "epoch"]
     assert epoch.layout.yaxis.title.text.startswith("CL")  # "(axis from ...)" where not from 0
-    umaps = [projection_args(at, side) for side in (0, 1)]
+    umaps = [ab_args(at, side) for side in (0, 1)]
     assert all(set(u["names"]) == {"red", "green", "blue"} and u["title"] == "label_name" for u in umaps)
 
     at.selectbox(key="ckpts_sort").set_value("id").run()
@@ -177,7 +184,7 @@ def test_a_region_in_the_link_highlights_the_same_images_in_b(monkeypatch, facto
     xy = pd.read_parquet(factory_template / "projections/checkpoint_id=ck0/method=umap/part-0.parquet")
     inside = set(xy.loc[xy.x.between(-0.5, 1) & xy.y.between(-1, 0.5), "image_id"])
     assert 0 < len(inside) < len(xy)
-    umap_a, umap_b = projection_args(at, 0), projection_args(at, 1)
+    umap_a, umap_b = ab_args(at, 0), ab_args(at, 1)
     assert umap_a["region"] == {"kind": "box", "x": [-0.5, 1.0], "y": [-1.0, 0.5]}
 
     def highlighted(u) -> set:
@@ -194,7 +201,7 @@ def test_a_region_in_the_link_highlights_the_same_images_in_b(monkeypatch, facto
     at.selectbox(key="ckpts_a").set_value("ck1").run()
     assert_clean(at)
     assert "region" not in query(at)
-    assert not highlighted(projection_args(at, 1)) and projection_args(at, 0)["region"] is None
+    assert not highlighted(ab_args(at, 1)) and ab_args(at, 0)["region"] is None
 
 
 def test_largest_keeps_the_links_of_as_largest_clusters(factory_template):

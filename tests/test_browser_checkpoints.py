@@ -30,6 +30,14 @@ def link(base, **q):
     return f"{base}/checkpoints?" + "&".join(f"{k}={v}" for k, v in q.items())
 
 
+def ab(page, side: int):
+    """A's (0) or B's (1) WebGL view: the page's last two (the aligned frame of 'Along
+    training', components/aligned_section.py, comes before them)."""
+    from tests.browser import PROJECTION
+
+    return projection(page, page.locator(PROJECTION).count() - 2 + side)
+
+
 def highlighted(frame) -> set[str]:
     """The image ids a WebGL view rings (B rings the images selected in A)."""
     return set(
@@ -54,8 +62,8 @@ def combobox(page, name) -> str:
 
 def test_a_box_on_a_highlights_the_same_images_in_b(browser, app_url, factory_template):
     page = open_page(browser, link(app_url, a="ck0", b="ck2"), "checkpoints-linked-before", VIEW)
-    el_a, frame_a = projection(page, 0)
-    _, frame_b = projection(page, 1)
+    el_a, frame_a = ab(page, 0)
+    _, frame_b = ab(page, 1)
     assert highlighted(frame_b) == set()
     frame_a.get_by_role("button", name="Box").click()
     box = frame_a.locator("#gl").bounding_box()
@@ -79,7 +87,7 @@ def test_a_box_on_a_highlights_the_same_images_in_b(browser, app_url, factory_te
     inside = set(xy.loc[xy.x.between(x0, x1) & xy.y.between(y0, y1), "image_id"])
     assert kind == "box" and 0 < len(inside) < len(xy)
     # ... are exactly those highlighted in B, and named in the table below.
-    assert highlighted(projection(page, 1)[1]) == inside
+    assert highlighted(ab(page, 1)[1]) == inside
     assert f"{len(inside)} images selected in A" in main_text(page)
     page.close()
 

@@ -1,7 +1,8 @@
 """The factory's `concept_events` and `learning_curves` (tests/factory.py `write_derived`):
 the events of its run `toy-run` (ck2 -> ck1 -> ck0, by epoch) from its hand-made
 clusterings through the analysis' own per-step function, and learning curves by hand
-(AUC rising with the epoch: everything learned at the last one)."""
+(AUC rising with the epoch: everything learned at the last one), and aligned projections by
+hand (the colours separate along training)."""
 
 from __future__ import annotations
 
@@ -76,6 +77,46 @@ def write_training(ws: Workspace, ids, assign: dict, cids, ks) -> None:
     ws.write(
         "learning_curves",
         pa.Table.from_pylist(curves, schema=schema.arrow_schema("learning_curves", partition=False)),
+        dataset="toy",
+        run="toy-run",
+    )
+    write_aligned(ws, ids, seq)
+
+
+def write_aligned(ws: Workspace, ids, seq: pd.DataFrame) -> None:
+    """Aligned projections of `toy-run` by hand: each colour's images around a corner of a
+    triangle that grows with the epoch (the colours separate along training), each image
+    at a fixed offset from its colour's corner; drift from the frame before."""
+    import numpy as np
+
+    images = ws.read("images").to_pandas().set_index("image_id").loc[list(ids)]
+    corner = {
+        c: np.array([np.cos(a), np.sin(a)])
+        for c, a in zip(sorted(set(images["label_name"])), (0.5, 2.6, 4.7))
+    }
+    rng = np.random.default_rng(27)
+    offset = rng.standard_normal((len(ids), 2))
+    rows, prev = [], None
+    for step, (cid, epoch) in enumerate(zip(seq["checkpoint_id"], seq["epoch"])):
+        xy = np.stack([corner[c] for c in images["label_name"]]) * (1.0 + 2.0 * step) + offset
+        drift = np.linalg.norm(xy - prev, axis=1) if prev is not None else [None] * len(ids)
+        rows += [
+            {
+                "checkpoint_id": cid,
+                "step": step,
+                "epoch": int(epoch),
+                "image_id": i,
+                "x": float(p[0]),
+                "y": float(p[1]),
+                "drift": None if d is None else float(d),
+                "method": "aligned_umap",
+            }
+            for i, p, d in zip(ids, xy, drift)
+        ]
+        prev = xy
+    ws.write(
+        "aligned_projections",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("aligned_projections", partition=False)),
         dataset="toy",
         run="toy-run",
     )

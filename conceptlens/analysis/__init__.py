@@ -26,6 +26,7 @@ MODULES: tuple[str, ...] = (
     "convergence",
     "concept_events",
     "learning_curves",
+    "aligned_projections",
 )
 
 

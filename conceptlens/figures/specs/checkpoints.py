@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ...errors import ConceptLensError
+from ...views import aligned as A
 from ...views import training as T
 from ..catalog import Figure, Param, Unavailable, add, usable, view
 from ..checkpoints import SANKEY_ASPECT
-from .clusters import REGION
+from .clusters import REGION, region
 from .common import DS_CLUSTERED, K_OF_DS, C, K, needs, order
 
 UMAP_POINTS = 10_000  # points per linked UMAP (a fixed sample above this, the same for A and B)
@@ -298,5 +299,79 @@ add(
         _curves,
         aspect=0.75,
         steps=("learning_curves",),
+    )
+)
+
+
+# ---- aligned projections along a sequence (issue 27), drawn by components/aligned_section.py
+def _aligned_datasets(db, p) -> list[str]:
+    if not db.has("aligned_projections"):
+        return []
+    return sorted(db.query("SELECT DISTINCT dataset FROM aligned_projections")["dataset"].astype(str))
+
+
+def _aligned_points(db, p):
+    pts = view(db, A.points, dataset=p["ds"], run=p["run"], colour=p["acolor"])
+    return needs(pts, f"no aligned projections of run {p['run']}")
+
+
+def _selected(db, p, frames) -> list[str] | None:
+    """The images of the region drawn on frame `aat` (its epoch, or step without epochs)."""
+    if not p.get("aregion") or p.get("aat") is None:
+        return None
+    at = A.frame_step(frames, p["aat"])
+    if at is None:
+        raise ConceptLensError(f"parameter aat: {p['aat']} is not a frame of run {p['run']}")
+    return view(db, A.region_ids, dataset=p["ds"], run=p["run"], step=at, region=p["aregion"])
+
+
+def _aligned(db, p):
+    from ..aligned import aligned_frames
+
+    pts = _aligned_points(db, p)
+    frames = view(db, A.frames, dataset=p["ds"], run=p["run"])
+    shown = [int(frames["step"].iloc[i]) for i in A.evenly(len(frames), A.SMALL_MULTIPLES)]
+    return aligned_frames(pts, colour=p["acolor"], steps=shown, ids=_selected(db, p, frames))
+
+
+def _drift(db, p):
+    from ..aligned import drift_lines
+
+    return drift_lines(A.drift_by(_aligned_points(db, p), p["acolor"]), colour=p["acolor"])
+
+
+ALIGNED = (
+    Param("ds", _aligned_datasets, help="dataset"),
+    Param("run", lambda db, p: view(db, A.runs, dataset=p["ds"]), help="training run"),
+    Param("acolor", lambda db, p: view(db, A.colours, dataset=p["ds"]), help="colour by"),
+)
+
+
+add(
+    Figure(
+        "checkpoints",
+        "aligned_frames",
+        "Aligned projections along training",
+        (
+            *ALIGNED,
+            Param(
+                "aregion", kind=region, optional=True, help="region drawn on a frame (box:... or lasso:...)"
+            ),
+            Param("aat", kind=int, optional=True, help="the frame the region was drawn on (its epoch)"),
+        ),
+        _aligned,
+        aspect=1.3,
+        steps=("aligned_projections",),
+    )
+)
+add(
+    Figure(
+        "checkpoints",
+        "aligned_drift",
+        "Drift of the images along training",
+        ALIGNED,
+        _drift,
+        aspect=0.75,
+        steps=("aligned_projections",),
     )
 )
