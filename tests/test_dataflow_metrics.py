@@ -15,7 +15,7 @@ from hypothesis.extra.numpy import arrays
 
 from conceptlens.embedding import psych
 from conceptlens.metrics import similarity as S
-from conceptlens.metrics.clid import clid, correlations, wclid
+from conceptlens.metrics.clid import clid, correlations, wclid, zscore
 
 FAST = settings(max_examples=40, deadline=None)
 
@@ -179,3 +179,80 @@ def test_each_member_holds_out_its_own_trials(n, members, seed):
     # Same seed, same splits (reproducible).
     again = psych.heldout_split(n, members, 0.2, seed)
     assert all(np.array_equal(a[m], again[m]) for m in range(members))
+
+
+# ---- checkpoints without a value are left out, not carried along ---------------------------------
+def _with_missing(x, at, value=np.nan):
+    out = np.asarray(x, float).copy()
+    return np.insert(out, at, value)
+
+
+@FAST
+@given(checkpoints(min_size=6), st.integers(0, 6), st.booleans())
+def test_a_checkpoint_without_a_value_leaves_every_correlation_unchanged(data, at, in_target):
+    """A checkpoint whose predictor (or target) is missing is left out of Pearson, Kendall,
+    their intervals and permutation p-values: the result is that of the other checkpoints.
+    Catches the finite-pair mask computed but not applied (NaN then reaches scipy)."""
+    cl, _, acc, _ = data
+    at = min(at, len(cl))
+    x, y = (
+        (_with_missing(cl, at, 0.3), _with_missing(acc, at))
+        if in_target
+        else (
+            _with_missing(cl, at),
+            _with_missing(acc, at, 0.7),
+        )
+    )
+    got, want = correlations(x, y, n_boot=50), correlations(cl, acc, n_boot=50)
+    assert got["n_checkpoints"] == len(cl)
+    for key, v in want.items():
+        assert got[key] == pytest.approx(v, rel=1e-9, abs=1e-12, nan_ok=True), key
+
+
+@FAST
+@given(checkpoints(min_size=5), st.integers(0, 9), st.booleans(), st.sampled_from(["cl", "id", "acc"]))
+def test_a_checkpoint_without_a_value_leaves_the_wclid_fit_unchanged(data, at, loo, where):
+    """W-CLID's least-squares fit (in-sample and leave-one-out) uses only checkpoints with
+    all three values: adding one without a kNN accuracy, a CL or an ID changes no weight
+    and no other checkpoint's prediction, and its own prediction is NaN. Catches the
+    complete-row mask dropped from the fit (lstsq on a NaN row gives NaN weights)."""
+    cl, id_, acc, _ = data
+    at = min(at, len(cl))
+    fill = {"cl": (np.nan, 1.0, 0.5), "id": (0.1, np.nan, 0.5), "acc": (0.1, 1.0, np.nan)}[where]
+    cl2, id2, acc2 = (_with_missing(v, at, f) for v, f in zip((cl, id_, acc), fill))
+    pred, w = wclid(cl2, id2, acc2, leave_one_out=loo)
+    want_pred, want_w = wclid(cl, id_, acc, leave_one_out=loo)
+    assert w == pytest.approx(want_w, rel=1e-7, abs=1e-9)
+    assert np.isnan(pred[at])
+    assert np.delete(pred, at) == pytest.approx(want_pred, rel=1e-7, abs=1e-9)
+
+
+@FAST
+@given(checkpoints(min_size=3), st.integers(0, 9))
+def test_a_missing_value_leaves_the_other_z_scores_and_clid_unchanged(data, at):
+    """z-scores (and so CLID) are over the checkpoints with a value: a checkpoint without
+    CL or ID leaves every other checkpoint's z-score and CLID as they were."""
+    cl, id_, _, _ = data
+    at = min(at, len(cl))
+    z = zscore(_with_missing(cl, at))
+    assert np.isnan(z[at])
+    assert np.delete(z, at) == pytest.approx(zscore(cl), rel=1e-9, abs=1e-12)
+    got = clid(_with_missing(cl, at), _with_missing(id_, at))
+    assert np.isnan(got[at])
+    assert np.delete(got, at) == pytest.approx(clid(cl, id_), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("constant", ["predictor", "target"])
+def test_a_series_constant_over_the_checkpoints_with_values_has_no_correlation(constant):
+    """A predictor (or target) constant over the checkpoints that have both values carries
+    no correlation, even when a checkpoint without a value would give it spread: every
+    statistic is NaN, as for a series constant throughout. Catches the spread measured on
+    all checkpoints instead of the finite pairs."""
+    x = np.array([0.4, 0.4, 0.4, 0.4, 0.4, 0.4, np.nan])
+    y = np.array([0.1, 0.5, 0.2, 0.9, 0.3, 0.7, 0.8])
+    if constant == "target":
+        x, y = y, x
+    got = correlations(x, y, n_boot=50)
+    assert got["n_checkpoints"] == 6
+    for key in ("pearson", "kendall", "pearson_lo", "kendall_lo", "kendall_hi", "pearson_perm_p", "kendall_perm_p"):
+        assert np.isnan(got[key]), key
