@@ -326,3 +326,18 @@ def test_rouge_intra_distance_leaves_the_candidate_itself_out():
     texts = ["!!!", "...", "a dog", "a cat", "a cat"]
     out = class_captions_rouge(texts, [0, 0, 0, 1, 1], negative=False)
     assert out[0][0] == 0 and out[0][1] == pytest.approx(2 / 3)
+
+
+# ---- neighbours: the BLAS thread count ---------------------------------------------------------
+def test_blas_threads_counts_blas_pools_only():
+    """`blas_threads` is what BLAS may use: an OpenMP pool allowed more threads (sklearn's,
+    torch's) does not count. Catches the user_api filter dropped."""
+    import sklearn.cluster  # noqa: F401  (loads an OpenMP runtime)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from conceptlens.metrics.neighbors import blas_threads
+
+    if not any(p["user_api"] == "openmp" for p in threadpool_info()):
+        pytest.skip("no OpenMP runtime loaded here")
+    with threadpool_limits(limits=1, user_api="blas"), threadpool_limits(limits=3, user_api="openmp"):
+        assert blas_threads() == 1
