@@ -341,3 +341,19 @@ def test_blas_threads_counts_blas_pools_only():
         pytest.skip("no OpenMP runtime loaded here")
     with threadpool_limits(limits=1, user_api="blas"), threadpool_limits(limits=3, user_api="openmp"):
         assert blas_threads() == 1
+
+
+@pytest.mark.parametrize("chunk", [7, 16, 1 << 22])
+def test_pair_distances_are_those_of_every_pair_in_every_block(chunk):
+    """Squared distances of candidate pairs, computed in memory-bounded blocks (`chunk`
+    values at a time), are scipy's for every pair, whatever the block size. Catches the
+    first block's distances reused for the others."""
+    from scipy.spatial.distance import cdist
+
+    from conceptlens.metrics.neighbors import _pairwise_sq_exact
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4)).astype(np.float32)
+    rows, cols = rng.integers(0, 30, 50), rng.integers(0, 30, 50)
+    want = cdist(X.astype(np.float64), X.astype(np.float64), "sqeuclidean")[rows, cols]
+    assert _pairwise_sq_exact(X, rows, cols, chunk=chunk) == pytest.approx(want, rel=1e-12, abs=1e-12)
