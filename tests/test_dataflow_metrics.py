@@ -378,3 +378,52 @@ def test_top_self_lists_are_the_brute_force_best_of_every_tile(block, chunk, thr
     assert scores == pytest.approx(want, rel=1e-5, abs=1e-5)
     assert np.take_along_axis(S, idx, axis=1) == pytest.approx(scores, rel=1e-5, abs=1e-5)
     assert (idx != np.arange(23)[:, None]).all()
+
+
+# ---- psychological embedding: members kept apart ---------------------------------------------
+def _fit(mu, sigma, member=0):
+    return psych.Fit(mu.shape[1], member, mu, sigma, 1.0, 1, 0.0)
+
+
+def test_agreement_is_each_members_mean_spearman_with_every_other():
+    """Agreement of 3 members: each one's mean Spearman correlation (scipy) with the other
+    two members' expected similarity matrices. Catches the pair loop stuck on its first
+    member (the correlation of members 1 and 2 then never computed)."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(4)
+    base = rng.normal(size=(9, 2))
+    fits = [
+        _fit(base + s * rng.normal(size=(9, 2)), np.full((9, 2), 0.05), m)
+        for m, s in enumerate((0.1, 0.5, 1.5))
+    ]
+    tri = [S.upper(psych.expected_similarity(f.mu, f.sigma, S.BETA, 4, 0)) for f in fits]
+    r = {(a, b): spearmanr(tri[a], tri[b])[0] for a in range(3) for b in range(3) if a != b}
+    want = [np.mean([r[a, b] for b in range(3) if b != a]) for a in range(3)]
+    assert psych.agreement(fits) == pytest.approx(want, rel=1e-9)
+
+
+def test_each_member_of_a_stored_embedding_reads_back_as_its_own():
+    """`read_embedding` returns every member's own (mu, sigma), rows in image order,
+    whatever the order of the stored rows. Catches the first member's rows reused."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(2)
+    ids = ["b", "a", "c"]
+    want = {m: (rng.normal(size=(3, 2)), rng.uniform(0.1, 1, size=(3, 2))) for m in range(3)}
+    rows = [
+        {"member": m, "image_id": i, "mu": list(want[m][0][j]), "sigma": list(want[m][1][j])}
+        for m in (2, 0, 1)
+        for j, i in enumerate(ids)
+    ]
+
+    class Stored:  # the one call read_embedding makes of a workspace
+        def read(self, name, dataset):
+            assert (name, dataset) == ("psych_embedding", "toy")
+            return pa.Table.from_pylist(rows)
+
+    got_ids, members = psych.read_embedding(Stored(), "toy")
+    order = np.argsort(ids)
+    assert got_ids == sorted(ids)
+    for m, (mu, sigma) in enumerate(members):
+        assert mu == pytest.approx(want[m][0][order]) and sigma == pytest.approx(want[m][1][order])
