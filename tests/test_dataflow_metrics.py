@@ -427,3 +427,35 @@ def test_each_member_of_a_stored_embedding_reads_back_as_its_own():
     assert got_ids == sorted(ids)
     for m, (mu, sigma) in enumerate(members):
         assert mu == pytest.approx(want[m][0][order]) and sigma == pytest.approx(want[m][1][order])
+
+
+@pytest.mark.parametrize("screen", [None, 2])
+def test_every_member_is_fitted_once_and_agrees_only_with_its_own_dimensionality(screen):
+    """An ensemble of 3 members at 2 dimensionalities (short fits): each member is fitted
+    once per dimensionality it is screened at, every member at the chosen one, each on
+    all trials but its own held-out share; a member's agreement is with the other members
+    of its dimensionality only. Catches the members past the screen fitted as the first
+    of them, and the agreement computed over the members of every dimensionality."""
+    rng = np.random.default_rng(6)
+    n, m = 12, 120
+    Z = rng.normal(size=(n, 2))
+    q = rng.integers(0, n, m)
+    refs = np.stack([rng.choice(np.setdiff1d(np.arange(n), [x]), 4, replace=False) for x in q])
+    trials = psych.Trials(S.sample_choices(Z, q, refs, 1, 5.0, rng), np.ones(m, np.int64), np.ones(m))
+    ens = psych.fit_ensemble(
+        trials, n, dims=(1, 2), members=3, screen=screen, seed=0, progress=False, max_epochs=2, batch_size=64
+    )
+    best = ens.selected_dim
+    for dim in (1, 2):
+        got = sorted(r["member"] for r in ens.rows if r["dim"] == dim)
+        assert got == ([0, 1, 2] if dim == best or screen is None else [0, 1])
+        fits = ens.members(dim)
+        assert [f.member for f in fits] == got
+        want = psych.agreement(fits)
+        mine = sorted((r for r in ens.rows if r["dim"] == dim), key=lambda r: r["member"])
+        assert [r["agreement"] for r in mine] == pytest.approx(want)
+    for r in ens.rows:
+        assert r["n_heldout"] == len(ens.heldout[r["member"]]) and r["n_train"] == m - r["n_heldout"]
+    # the members' held-out shares differ, so their fits do
+    a, b = ens.members(best)[:2]
+    assert not np.allclose(a.mu, b.mu)
