@@ -459,3 +459,29 @@ def test_every_member_is_fitted_once_and_agrees_only_with_its_own_dimensionality
     # the members' held-out shares differ, so their fits do
     a, b = ens.members(best)[:2]
     assert not np.allclose(a.mu, b.mu)
+
+
+def test_each_epoch_fits_on_every_trial_once(monkeypatch):
+    """An epoch's minibatches hold every trial exactly once (50 trials in batches of 16:
+    16, 16, 16, 2), whatever their order. Catches the first minibatch used for all of
+    them (the fit then sees a random share of the trials per epoch, slower but still
+    converging, which no recovery test notices)."""
+    rng = np.random.default_rng(0)
+    n, m = 10, 50
+    stim = np.full((m, 5), -1, np.int64)
+    for t in range(m):
+        r = 2 + t % 3  # the number of references tells the trials apart below
+        stim[t, : r + 1] = rng.choice(n, r + 1, replace=False)
+    trials = psych.Trials(stim, np.ones(m, np.int64), np.ones(m))
+    seen: list[np.ndarray] = []
+    real = psych.torch_rank_loglik
+
+    def spy(z, valid, chosen, beta):
+        seen.append(valid.numpy().sum(axis=1))
+        return real(z, valid, chosen, beta)
+
+    monkeypatch.setattr(psych, "torch_rank_loglik", spy)
+    psych.fit_embedding(trials, n, 2, max_epochs=2, batch_size=16, progress=False)
+    assert [len(s) for s in seen] == [16, 16, 16, 2] * 2
+    for epoch in (seen[:4], seen[4:]):
+        assert sorted(np.concatenate(epoch)) == sorted(2 + t % 3 for t in range(m))
