@@ -485,3 +485,25 @@ def test_each_epoch_fits_on_every_trial_once(monkeypatch):
     assert [len(s) for s in seen] == [16, 16, 16, 2] * 2
     for epoch in (seen[:4], seen[4:]):
         assert sorted(np.concatenate(epoch)) == sorted(2 + t % 3 for t in range(m))
+
+
+def test_agreement_on_a_sample_of_stimuli_uses_the_documented_seeded_sample():
+    """Above `max_items` stimuli, agreement is computed on a seeded sample of that many
+    (numpy's default_rng([seed, 11]), sorted): the value is the hand computation on those
+    rows. Catches the sample size and the population swapped."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(8)
+    fits = [_fit(rng.normal(size=(9, 2)), np.full((9, 2), 0.05), m) for m in range(2)]
+    items = np.sort(np.random.default_rng([0, 11]).choice(9, 5, replace=False))
+    tri = [S.upper(psych.expected_similarity(f.mu[items], f.sigma[items], S.BETA, 4, 0)) for f in fits]
+    r = spearmanr(tri[0], tri[1])[0]
+    assert psych.agreement(fits, max_items=5) == pytest.approx([r, r], rel=1e-9)
+
+
+def test_a_dimensionality_below_one_is_refused_wherever_it_is_listed():
+    """`dims` are checked whatever their order. Catches the check reading the largest."""
+    t = psych.Trials(np.array([[0, 1, 2]]), np.ones(1, np.int64), np.ones(1))
+    for dims in ((0, 2), (2, 0), (3, -1, 2)):
+        with pytest.raises(ValueError, match="dims must be positive"):
+            psych.fit_ensemble(t, 3, dims=dims, progress=False)
