@@ -431,7 +431,7 @@ def test_each_member_of_a_stored_embedding_reads_back_as_its_own():
 
 @pytest.mark.parametrize("screen", [None, 2])
 def test_every_member_is_fitted_once_and_agrees_only_with_its_own_dimensionality(screen):
-    """An ensemble of 3 members at 2 dimensionalities (short fits): each member is fitted
+    """An ensemble of 4 members at 2 dimensionalities (short fits): each member is fitted
     once per dimensionality it is screened at, every member at the chosen one, each on
     all trials but its own held-out share; a member's agreement is with the other members
     of its dimensionality only. Catches the members past the screen fitted as the first
@@ -443,12 +443,12 @@ def test_every_member_is_fitted_once_and_agrees_only_with_its_own_dimensionality
     refs = np.stack([rng.choice(np.setdiff1d(np.arange(n), [x]), 4, replace=False) for x in q])
     trials = psych.Trials(S.sample_choices(Z, q, refs, 1, 5.0, rng), np.ones(m, np.int64), np.ones(m))
     ens = psych.fit_ensemble(
-        trials, n, dims=(1, 2), members=3, screen=screen, seed=0, progress=False, max_epochs=2, batch_size=64
+        trials, n, dims=(1, 3), members=4, screen=screen, seed=0, progress=False, max_epochs=2, batch_size=64
     )
     best = ens.selected_dim
-    for dim in (1, 2):
+    for dim in (1, 3):
         got = sorted(r["member"] for r in ens.rows if r["dim"] == dim)
-        assert got == ([0, 1, 2] if dim == best or screen is None else [0, 1])
+        assert got == ([0, 1, 2, 3] if dim == best or screen is None else [0, 1])
         fits = ens.members(dim)
         assert [f.member for f in fits] == got
         want = psych.agreement(fits)
