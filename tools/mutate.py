@@ -155,6 +155,7 @@ MARKERS = {
     "conceptlens/analysis/baselines.py": "not browser",
     "conceptlens/analysis/comparisons.py": "not browser",
     "conceptlens/analysis/engines.py": "not browser",  # Ray runs are marked slow
+    "conceptlens/embedding/psych.py": "not browser",  # the ensemble test of test_dataflow_metrics is slow
 }
 
 
