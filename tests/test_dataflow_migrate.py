@@ -51,3 +51,34 @@ def test_migration_rekeys_what_was_up_to_date_and_leaves_stale_units_due(tmp_pat
     assert runner.missing(ws.root, NAMES) == stale
     moved = shutil.copytree(ws.root, tmp_path / "elsewhere" / "renamed")
     assert runner.missing(moved, NAMES) == stale
+
+
+def test_migrating_from_2_1_adds_every_new_column_to_every_file(tmp_path):
+    """`migrate` from 2.1 writes each column added since (analysis_runs' status and reason)
+    into every file of its table, as nulls, and leaves the rows as they were. Catches the
+    first added column (or the first file of a partitioned table) written in place of all
+    of them: the second log file would still lack `status` and read as another format."""
+    import pyarrow.parquet as pq
+
+    from conceptlens.validate import validate
+
+    ws = make_workspace(tmp_path / "ws")
+    runner.run(ws.root, ["clustering", "cluster_metrics"], {"k": [4]}, progress_bars=False)
+    files = ws.files("analysis_runs")
+    assert len(files) >= 2
+    before = {}
+    for f in files:  # what a 2.1 ConceptLens wrote
+        t = pq.read_table(f)
+        t = t.drop_columns([c for c in ("status", "reason") if c in t.column_names])
+        pq.write_table(t, f)
+        before[f] = t.to_pylist()
+    ws.write_meta({**ws.meta(), "schema_version": "2.1"})
+    done = migrate(ws.root, progress=False)
+    assert f"analysis_runs: column status added (null) to {len(files)} file(s)" in done
+    assert f"analysis_runs: column reason added (null) to {len(files)} file(s)" in done
+    for f in files:
+        t = pq.read_table(f)
+        assert {"status", "reason"} <= set(t.column_names), f
+        assert t.column("status").null_count == t.num_rows == len(before[f])
+        assert t.drop_columns(["status", "reason"]).to_pylist() == before[f]
+    assert validate(ws.root) == []

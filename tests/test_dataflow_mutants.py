@@ -114,3 +114,40 @@ def test_every_module_of_the_real_list_parses_and_yields_compiling_mutants():
         assert len(made) > 10
         for m, code in made:
             compile(code, f"{module}:{m.name}", "exec")
+
+
+def test_a_rerun_after_new_tests_updates_the_counts_and_keeps_the_rest():
+    """`--only` re-runs some survivors: those now killed leave the survivors, the others and
+    the mutants not re-run stay as they were, and the rate follows."""
+    prev = {
+        "module": "m.py",
+        "mutants": 4,
+        "killed": 1,
+        "kill_rate": 0.25,
+        "by_operator": {"drop_mask": {"mutants": 2, "killed": 0}, "swap_args": {"mutants": 2, "killed": 1}},
+        "survivors": ["drop_mask#0@3: x[ok]", "drop_mask#1@5: y[ok]", "swap_args#1@9: f(a, b)"],
+        "tests": ["tests/a.py"],
+    }
+    rerun = {
+        "survivors": ["drop_mask#1@5: y[ok]"],
+        "ran": ["drop_mask#0@3", "drop_mask#1@5"],
+        "tests": ["tests/b.py"],
+    }
+    got = D.merged(prev, rerun)
+    assert got["killed"] == 2 and got["kill_rate"] == 0.5 and got["killed_before_new_tests"] == 1
+    assert got["survivors"] == ["swap_args#1@9: f(a, b)", "drop_mask#1@5: y[ok]"]
+    assert got["by_operator"] == {
+        "drop_mask": {"mutants": 2, "killed": 1},
+        "swap_args": {"mutants": 2, "killed": 1},
+    }
+    assert got["tests"] == ["tests/a.py", "tests/b.py"]
+
+
+def test_a_mutant_runs_the_tests_that_execute_its_lines_fastest_first(monkeypatch):
+    """Only tests that executed a changed line run, the fastest first; a mutant whose lines
+    no test executed (in this process) runs the module's whole list."""
+    m = D.Mutant("first_item", 0, 10, "for x in xs:", "...", end_line=12)
+    lines = {10: {"t.py::slow"}, 12: {"t.py::fast"}, 20: {"t.py::other"}}
+    monkeypatch.setattr(D, "_DURATIONS", {"t.py::slow": 5.0, "t.py::fast": 0.1})
+    assert D.tests_for(m, lines, ["t.py"]) == ["t.py::fast", "t.py::slow"]
+    assert D.tests_for(D.Mutant("swap_args", 0, 30, "", "", end_line=30), lines, ["t.py"]) == ["t.py"]

@@ -63,6 +63,7 @@ class Mutant:
     line: int
     before: str
     after: str
+    end_line: int = 0  # the last line of the changed node (the loop's body, for first_item)
 
     @property
     def name(self) -> str:
@@ -231,7 +232,8 @@ def mutants(source: str, operators=OPERATORS) -> list[tuple[Mutant, str]]:
                 _with_helper(t)
             ast.fix_missing_locations(t)
             line = getattr(node, "lineno", None) or getattr(getattr(node, "target", None), "lineno", 0)
-            out.append((Mutant(op, i, line, before, _short(apply.result)), ast.unparse(t)))
+            end = getattr(node, "end_lineno", None) or getattr(node.iter, "end_lineno", line)
+            out.append((Mutant(op, i, line, before, _short(apply.result), end), ast.unparse(t)))
     return out
 
 
@@ -254,7 +256,9 @@ def scratch(work: Path) -> Path:
     return d
 
 
-def run_tests(tree: Path, tests: list[str], timeout: float, marker: str) -> tuple[str, float]:
+def run_tests(
+    tree: Path, tests: list[str], timeout: float, marker: str, extra: tuple[str, ...] = (), env_extra=None
+) -> tuple[str, float]:
     threads = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     env = {
         **os.environ,
@@ -262,8 +266,9 @@ def run_tests(tree: Path, tests: list[str], timeout: float, marker: str) -> tupl
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "PYTHONPATH": str(tree),
+        **(env_extra or {}),
     }
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", marker, *tests]
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", marker, *extra, *tests]
     t0 = time.time()
     try:
         r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, timeout=timeout)
@@ -273,24 +278,115 @@ def run_tests(tree: Path, tests: list[str], timeout: float, marker: str) -> tupl
     return status, time.time() - t0
 
 
-def run_module(module: str, tests: list[str], work: Path, sample: int, seed: int, marker: str) -> dict:
+_BASELINES: dict[tuple, tuple[str, float, Path]] = {}
+_DURATIONS: dict[str, float] = {}  # test id -> seconds it took on the unmutated module
+
+
+def _junit_durations(path: Path) -> dict[str, float]:
+    """{test id: seconds} from pytest's JUnit XML (classname `tests.test_x`, name `test_y[p]`)."""
+    import xml.etree.ElementTree as ET
+
+    if not path.exists():
+        return {}
+    out = {}
+    for case in ET.parse(path).iter("testcase"):
+        cls = case.get("classname", "")
+        file = cls.replace(".", "/") + ".py"
+        out[f"{file}::{case.get('name')}"] = float(case.get("time") or 0)
+    return out
+
+
+def covering_tests(tree: Path, module: str, tests: list[str], marker: str) -> tuple[str, float, dict]:
+    """The unmutated module's tests, run once under coverage with one context per test:
+    (status, seconds, {line: the test ids that executed it}). A mutant then runs only the
+    tests that execute a line it changed, which is what makes a module of 50 mutants fit a
+    shared 2-core machine; a mutant whose lines no test executes in-process (only through a
+    subprocess, say) runs the module's whole list."""
+    package = str(Path(module).parent).replace("/", ".")
+    key = (package, tuple(tests), marker)
+    data_file = tree.parent / f".coverage.dataflow.{len(_BASELINES)}"
+    if key in _BASELINES:  # the modules of one package with the same tests share one run
+        status, seconds, data_file = _BASELINES[key]
+    else:
+        if data_file.exists():
+            data_file.unlink()
+        junit = data_file.with_suffix(".xml")
+        extra = (
+            f"--cov={package}",
+            "--cov-context=test",
+            "--cov-report=",
+            "-p",
+            "pytest_cov",
+            f"--junitxml={junit}",
+        )
+        status, seconds = run_tests(
+            tree, tests, timeout=3600, marker=marker, extra=extra, env_extra={"COVERAGE_FILE": str(data_file)}
+        )
+        _BASELINES[key] = (status, seconds, data_file)
+        _DURATIONS.update(_junit_durations(junit))
+    lines: dict[int, set[str]] = {}
+    if status == "survived" and data_file.exists():
+        import coverage
+
+        data = coverage.CoverageData(basename=str(data_file))
+        data.read()
+        target = str((tree / module).resolve())
+        for f in data.measured_files():
+            if str(Path(f).resolve()) == target:
+                for line, contexts in (data.contexts_by_lineno(f) or {}).items():
+                    ids = {c.rsplit("|", 1)[0] for c in contexts if c}
+                    lines[line] = ids
+    return status, seconds, lines
+
+
+def tests_for(m: Mutant, lines: dict[int, set[str]], tests: list[str]) -> list[str]:
+    """The test ids that execute a line of the mutant, fastest first (with `-x`, a mutant a
+    fast test catches is done in seconds)."""
+    ids: set[str] = set()
+    for line in range(m.line, max(m.line, m.end_line) + 1):
+        ids |= lines.get(line, set())
+    if not ids:
+        return tests
+    return sorted(ids, key=lambda t: (_DURATIONS.get(t, 1e9), t))
+
+
+def run_module(
+    module: str,
+    tests: list[str],
+    work: Path,
+    sample: int,
+    seed: int,
+    marker: str,
+    timeout: float = 0,
+    select: bool = True,
+    only: set[str] | None = None,
+) -> dict:
     source = (ROOT / module).read_text()
     made = mutants(source)
+    if only:
+        made = [(m, code) for m, code in made if m.name in only]
     if sample and sample < len(made):
         rng = random.Random(seed)
         made = [made[i] for i in sorted(rng.sample(range(len(made)), sample))]
     tree = scratch(work)
     target = tree / module
-    baseline, seconds = run_tests(tree, tests, timeout=3600, marker=marker)
+    if select:
+        baseline, seconds, lines = covering_tests(tree, module, tests, marker)
+    else:
+        (baseline, seconds), lines = run_tests(tree, tests, timeout=3600, marker=marker), {}
     if baseline != "survived":
         return {"module": module, "error": f"the tests fail ({baseline}) on the unmutated module"}
+    # A mutant that makes the tests loop is killed by its timeout: by default three times
+    # what the unmutated module's tests took, and at least a minute.
+    limit = timeout or max(60.0, 3 * seconds + 30)
     results = []
     try:
         for m, code in made:
             target.write_text(code)
-            status, took = run_tests(tree, tests, timeout=3 * seconds + 30, marker=marker)
+            chosen = tests_for(m, lines, tests) if select else tests
+            status, took = run_tests(tree, chosen, timeout=limit, marker=marker)
             results.append((m, status))
-            print(f"   {m.name}: {status} ({took:.0f}s)", flush=True)
+            print(f"   {m.name}: {status} ({took:.0f}s, {len(chosen)} tests)", flush=True)
     finally:
         target.write_text(source)
     by_op: dict[str, dict] = {}
@@ -313,7 +409,31 @@ def run_module(module: str, tests: list[str], work: Path, sample: int, seed: int
         "kill_rate": round(killed / len(results), 4) if results else None,
         "by_operator": by_op,
         "survivors": [f"{m.name}: {m.before}" for m, _ in survivors],
+        "ran": [m.name for m, _ in results],
         "tests": tests,
+    }
+
+
+def merged(prev: dict, rerun: dict) -> dict:
+    """A full run's result updated by a re-run of some of its mutants (`--only`, after new
+    tests): a re-run mutant now killed leaves the survivors; the counts follow."""
+    ran = set(rerun["ran"])
+    name = lambda s: s.split(":", 1)[0]  # noqa: E731
+    still = [s for s in prev["survivors"] if name(s) not in ran] + rerun["survivors"]
+    by_op = {op: dict(c) for op, c in prev["by_operator"].items()}
+    for op, c in by_op.items():
+        survived = sum(1 for s in still if name(s).startswith(op + "#"))
+        c["killed"] = c["mutants"] - survived
+    killed = sum(c["killed"] for c in by_op.values())
+    return {
+        **prev,
+        "killed_before_new_tests": prev.get("killed_before_new_tests", prev["killed"]),
+        "killed": killed,
+        "kill_rate": round(killed / prev["mutants"], 4) if prev["mutants"] else None,
+        "by_operator": by_op,
+        "survivors": still,
+        "ran": prev.get("ran", []),
+        "tests": sorted(set(prev["tests"]) | set(rerun["tests"])),
     }
 
 
@@ -327,8 +447,16 @@ def main(argv=None) -> int:
     p.add_argument("--sample", type=int, default=0, help="test only this many random mutants per module")
     p.add_argument("--seed", type=int, default=0, help="random_state of --sample")
     p.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    p.add_argument("--tests", nargs="+", help="tests to run instead of tools/mutate.py's list")
+    p.add_argument("--timeout", type=float, default=0, help="seconds per mutant (default: 3x baseline + 30)")
+    p.add_argument(
+        "--no-select",
+        action="store_true",
+        help="run all the module's tests on each mutant, not only those covering it",
+    )
+    p.add_argument("--only", nargs="+", help="run only these mutants (names as printed: drop_mask#0@187)")
     args = p.parse_args(argv)
-    unknown = [m for m in args.modules if m not in MODULES]
+    unknown = [m for m in args.modules if m not in MODULES and not args.tests]
     if unknown:
         p.error(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(MODULES)}")
     modules = args.modules or list(MODULES)
@@ -341,9 +469,20 @@ def main(argv=None) -> int:
     for m in modules:
         print(f"data-flow mutants of {m} ...", flush=True)
         r = run_module(
-            m, MODULES[m], args.work, args.sample, args.seed, MARKERS.get(m, "not browser and not slow")
+            m,
+            args.tests or MODULES[m],
+            args.work,
+            args.sample,
+            args.seed,
+            MARKERS.get(m, "not browser and not slow"),
+            timeout=args.timeout,
+            select=not args.no_select,
+            only=set(args.only) if args.only else None,
         )
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        prev = summary.get(m, {}).get("dataflow")
+        if args.only and prev and "error" not in prev and "error" not in r:
+            r = merged(prev, r)
         summary.setdefault(m, {"module": m})["dataflow"] = r
         args.work.mkdir(parents=True, exist_ok=True)
         summary_path.write_text(json.dumps(summary, indent=2) + "\n")

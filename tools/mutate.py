@@ -31,7 +31,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Tests that exercise every metric or the whole pipeline.
-METRICS = ["tests/test_metrics.py", "tests/test_properties.py", "tests/test_pipeline_wiring.py"]
+METRICS = [
+    "tests/test_metrics.py",
+    "tests/test_properties.py",
+    "tests/test_pipeline_wiring.py",
+    "tests/test_dataflow_metrics.py",
+]
 PIPELINE = ["tests/test_pipeline_wiring.py", "tests/test_analysis.py", "tests/test_cluster_corrections.py"]
 STORAGE = ["tests/test_storage_crash.py", "tests/test_properties.py", "tests/test_db.py"]
 
@@ -104,10 +109,23 @@ MODULES = {
     # The rest of issue 29's list: validation, migration, importers, the embedding, studies.
     "conceptlens/validate.py": ["tests/test_validate.py", "tests/test_transparency.py"],
     "conceptlens/migrate.py": ["tests/test_migrate.py", "tests/test_dataflow_migrate.py"],
-    "conceptlens/embedding/psych.py": ["tests/test_similarity.py", "tests/test_dataflow_similarity.py"],
+    "conceptlens/embedding/psych.py": [
+        "tests/test_similarity.py",
+        "tests/test_dataflow_similarity.py",
+        "tests/test_dataflow_metrics.py",
+    ],
     "conceptlens/studies/results.py": ["tests/test_studies.py", "tests/test_dataflow_similarity.py"],
     "conceptlens/studies/service.py": ["tests/test_studies_server.py", "tests/test_studies.py"],
     "conceptlens/studies/plan.py": ["tests/test_study_plan.py"],
+    "conceptlens/metrics/bootstrap.py": ["tests/test_intervals.py"],
+    "conceptlens/metrics/compmap.py": ["tests/test_compmap.py"],
+    "conceptlens/metrics/events.py": ["tests/test_events.py"],
+    "conceptlens/metrics/similarity.py": [
+        "tests/test_similarity.py",
+        "tests/test_dataflow_metrics.py",
+        "tests/test_active.py",
+    ],
+    "conceptlens/metrics/selection.py": ["tests/test_selection.py"],
     **{
         f"conceptlens/importers/{m}.py": ["tests/test_importers.py"]
         for m in ("images", "manifest", "imagefolder", "features", "captions", "hsj")
@@ -137,6 +155,7 @@ MARKERS = {
     "conceptlens/analysis/baselines.py": "not browser",
     "conceptlens/analysis/comparisons.py": "not browser",
     "conceptlens/analysis/engines.py": "not browser",  # Ray runs are marked slow
+    "conceptlens/embedding/psych.py": "not browser",  # the ensemble test of test_dataflow_metrics is slow
 }
 
 
