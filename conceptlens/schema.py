@@ -13,12 +13,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-SCHEMA_VERSION = "2.3"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # 2.3: bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
 # cl_lo/hi, id_lo/hi; permutation p-values pearson_perm_p, kendall_perm_p and the `unstable` flag
 # of predictor_correlations and transfer_correlations (all optional columns); the tables
 # concept_events and learning_curves (analyses of the same names); the selections table
 # (saved selections of images, issue 26).
+# 2.4: checkpoints.depth (the order of `layer` within its network: depth sequences);
+# concept_events.axis, layer_from/layer_to and learning_curves.axis, layer (sequences over
+# depth as well as over epochs).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -346,6 +349,16 @@ CORE_TABLES: tuple[Table, ...] = (
                 "Module whose output was pooled; null = default embedding.",
                 nullable=True,
                 required=False,
+            ),
+            Column(
+                "depth",
+                INT,
+                "Order of `layer` within the network, 0 = nearest the input (`extract --depth`, "
+                "or the module's position in the model's module order). Checkpoints of one "
+                "run at one epoch with a depth form a depth sequence (issue 27).",
+                nullable=True,
+                required=False,
+                bounds=NON_NEGATIVE,
             ),
             Column(
                 "weights",
