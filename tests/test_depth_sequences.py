@@ -186,3 +186,40 @@ def test_a_newly_saved_selection_makes_the_unit_due(curves_depth_ws, tmp_path):
     img = Workspace(root).read("images").to_pandas()
     selections.save(root, "first ten", "toy", img["image_id"].tolist()[:10], "test")
     assert missing(root, ["learning_curves"])["learning_curves"] == ["dataset=toy/run=net@depth"]
+
+
+# ---- views, figures and the page's tables on a depth sequence ----------------------------------
+def test_views_and_figures_name_the_layers(depth_ws, curves_depth_ws):
+    from components.training_section import event_table, learned_table, sequence_label
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.figures.training import event_timeline, learning_curves
+    from conceptlens.views import training as T
+
+    db = WorkspaceDB(depth_ws.root)
+    assert set(T.runs(db, "toy")) == {"toy-run", "toy-run@depth.e3"}
+    assert (T.axis("toy-run"), T.axis("toy-run@depth.e3")) == ("epoch", "depth")
+    ep = T.epochs(db, "toy", "toy-run@depth.e3")
+    assert list(ep["checkpoint_id"]) == ["toy-l0", "toy-l1", "ck0"] and list(ep["epoch"]) == [0, 1, 2]
+    assert list(ep["tick"]) == ["blocks.0", "blocks.1", "embedding"]
+    # The training run's own checkpoints: the layers at epoch 3 are not among them.
+    assert list(T.epochs(db, "toy", "toy-run")["checkpoint_id"]) == ["ck2", "ck1", "ck0"]
+    ev = T.events(db, "toy", "toy-run@depth.e3")
+    fig = event_timeline(ev, ep, axis="depth")
+    assert fig.layout.xaxis.title.text == "layer (input → output)"
+    assert list(fig.layout.xaxis.ticktext) == ["blocks.0", "blocks.1", "embedding"]
+    assert "depth 0 → 1" in next(t for t in fig.data if t.name == "split").text[0]
+    table = event_table(ev, "depth", dict(zip(ep["epoch"], ep["tick"])))
+    assert set(table["layers"]) == {"blocks.0 → blocks.1"}
+    assert sequence_label("toy-run@depth.e3") == "toy-run: layers by depth (epoch 3)"
+    assert sequence_label("toy-run") == "toy-run: training, by epoch"
+
+    db2 = WorkspaceDB(curves_depth_ws.root)
+    curves = T.curves(db2, "toy", "net@depth", factor=None)
+    fig = learning_curves(curves, by="factor", axis="depth")
+    assert fig.layout.xaxis.title.text == "layer (input → output)"
+    assert list(fig.layout.xaxis.ticktext) == ["b0", "b1", "embedding"]
+    assert "saved selection" in T.factors(db2, "toy", "net@depth")
+    ticks = dict(zip(*(T.epochs(db2, "toy", "net@depth")[c] for c in ("epoch", "tick"))))
+    lt = learned_table(T.learned(db2, "toy", "net@depth"), "depth", ticks)
+    assert "learned at layer" in lt.columns
+    assert set(lt["learned at layer"].dropna()) <= {"b0", "b1", "embedding"}

@@ -188,6 +188,18 @@ def sequence_name(run: str, axis: str, at=None) -> str:
     raise ValueError(f"axis must be one of {', '.join(AXES)}, got {axis!r}")
 
 
+def parse_sequence_name(name: str) -> tuple[str, str, Any]:
+    """(run, axis, at) of a name `sequence_name` made."""
+    run, sep, rest = name.partition("@")
+    if sep and rest.startswith("layer="):
+        return run, "epoch", rest[len("layer=") :]
+    if sep and rest == "depth":
+        return run, "depth", None
+    if sep and rest.startswith("depth.e") and rest[len("depth.e") :].isdigit():
+        return run, "depth", int(rest[len("depth.e") :])
+    return name, "epoch", None
+
+
 @dataclass(frozen=True)
 class Sequence:
     """An ordered list of checkpoints of one run of one dataset. axis `epoch`: a training
@@ -287,8 +299,8 @@ def unit_sequence(ctx: Context, unit: Unit) -> Sequence:
         if s.name == name:
             return s
     empty = pd.DataFrame({c: [] for c in ("checkpoint_id", "order", "epoch", "layer", "depth")})
-    axis = "depth" if "@depth" in name else "epoch"
-    return Sequence(d, name, name.split("@", 1)[0], axis, None, empty)
+    run, axis, at = parse_sequence_name(name)
+    return Sequence(d, name, run, axis, at, empty)
 
 
 def run_checkpoints(ctx: Context, unit: Unit) -> pd.DataFrame:
