@@ -1,4 +1,4 @@
-"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.3).
+"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.4).
 
 1.0 kept every derived table in one file (`clusters.parquet`, ...) and features as
 `features/ID.parquet`; 2.0 partitions them (docs/workspace.md). The migration:
@@ -18,7 +18,9 @@ as it is; migrating it writes each added column into the files that lack it, as 
 every file of a table has one schema again (2.1: `similarity_trials.round`; 2.2:
 `analysis_runs.status` and `reason`, null in the rows logged before, which were all of
 finished units; 2.3 only adds tables, `concept_events` and `learning_curves`, which a
-workspace may lack: nothing to rewrite). 2.1 also
+workspace may lack: nothing to rewrite; 2.4 adds optional columns read as null where a file
+lacks them, `checkpoints.depth`, `concept_events.axis`, `layer_from`, `layer_to` and
+`learning_curves.axis`, `layer` (sequences across depth): nothing to rewrite). 2.1 also
 stores the fingerprints of analysed inputs by their names inside the workspace (2.0 also
 hashed the folders above, so a copied or renamed workspace looked stale); the migration
 re-keys every unit that was up to date, so nothing is analysed again. Stopped half-way, a
