@@ -223,3 +223,33 @@ def test_views_and_figures_name_the_layers(depth_ws, curves_depth_ws):
     lt = learned_table(T.learned(db2, "toy", "net@depth"), "depth", ticks)
     assert "learned at layer" in lt.columns
     assert set(lt["learned at layer"].dropna()) <= {"b0", "b1", "embedding"}
+
+
+def test_baselines_rerun_a_layer_checkpoint_through_its_layer(tmp_path):
+    """Alignment, rotation and transfer embed images again: for a layer's checkpoint they
+    must go through that layer (its 32 channels), not the default 64-d embedding."""
+    torch = pytest.importorskip("torch")
+    from conceptlens.analysis.baselines import _load_model
+    from conceptlens.demo import encoders as E
+    from conceptlens.workspace import sha256_file
+
+    ws = make_workspace(tmp_path / "ws", n_images=20, n_checkpoints=1)
+    torch.manual_seed(0)
+    model = E.ConvEncoder(in_size=32, width=8)
+    path = ws.root / "models" / "enc.pt"
+    path.parent.mkdir(exist_ok=True)
+    E.save_weights(
+        path, model, {"in_size": 32, "width": 8}, {"size": 32, "mean": [0.5] * 3, "std": [0.5] * 3}
+    )
+    ck = ws.read("checkpoints").to_pandas()
+    base = {**ck.iloc[0].to_dict(), "source": E.ENCODER_SPEC, "weights": "models/enc.pt"}
+    base["weights_sha256"] = sha256_file(path)
+    rows = [
+        {**base, "checkpoint_id": "enc-d1", "layer": "features.5", "depth": 1},
+        {**base, "checkpoint_id": "enc", "layer": None, "depth": 2},
+    ]
+    ws.write("checkpoints", pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False))
+    ctx = Context(ws, progress=False)
+    x = torch.zeros(2, 3, 32, 32)
+    assert tuple(_load_model(ctx, "enc-d1").embed(x).shape) == (2, 16)  # features.5: 2 x width
+    assert tuple(_load_model(ctx, "enc").embed(x).shape) == (2, 64)
