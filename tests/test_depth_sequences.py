@@ -196,7 +196,7 @@ def test_views_and_figures_name_the_layers(depth_ws, curves_depth_ws):
     from conceptlens.views import training as T
 
     db = WorkspaceDB(depth_ws.root)
-    assert set(T.runs(db, "toy")) == {"toy-run", "toy-run@depth.e3"}
+    assert T.runs(db, "toy") == ["toy-run", "toy-run@depth.e3"]  # training runs first
     assert (T.axis("toy-run"), T.axis("toy-run@depth.e3")) == ("epoch", "depth")
     ep = T.epochs(db, "toy", "toy-run@depth.e3")
     assert list(ep["checkpoint_id"]) == ["toy-l0", "toy-l1", "ck0"] and list(ep["epoch"]) == [0, 1, 2]

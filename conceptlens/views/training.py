@@ -21,8 +21,9 @@ MAIN_SIDE = {
 
 
 def runs(db, dataset: str) -> list[str]:
-    """The runs of `dataset` with concept events or learning curves stored: the longest
-    first (most checkpoints compared, then most events), then by name."""
+    """The sequences of `dataset` with concept events or learning curves stored: training
+    runs before depth sequences, each the longest first (most checkpoints compared, then
+    most events), then by name."""
     score: dict[str, tuple] = {}
     if db.has("learning_curves"):
         q = db.query(
@@ -41,7 +42,8 @@ def runs(db, dataset: str) -> list[str]:
         for r, n, e in zip(q["run"], q["n"], q["e"]):
             old = score.get(str(r), (0, 0))
             score[str(r)] = (max(old[0], int(n)), int(e))
-    return sorted(score, key=lambda r: (-score[r][0], -score[r][1], r))
+    # Training runs first, then depth sequences; each the longest first.
+    return sorted(score, key=lambda r: (axis(r) != "epoch", -score[r][0], -score[r][1], r))
 
 
 def axis(run: str) -> str:
