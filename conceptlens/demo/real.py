@@ -735,7 +735,7 @@ def build_real(
         times["layers"] = time.time() - t0
         t0 = time.time()
         build_imagenet(ws, seed, progress=progress, n_images=counts, models=IMAGENET_MODELS[4:])
-        times["imagenet-lite1-lite2"] = time.time() - t0
+        times["imagenet-lite1"] = time.time() - t0
         if ssl:
             from .models import build_encoders
 

@@ -181,6 +181,9 @@ def event_timeline(
             tickvals=list(range(n_ck)),
             ticktext=[str(e) for e in (epochs["tick"] if "tick" in epochs else epochs["epoch"])],
             range=[-0.3, n_ck - 0.7],
+            # Layer names upright: slanted, the last one ran off the right edge and was dropped.
+            tickangle=-90 if axis == "depth" else None,
+            automargin=True,
             showgrid=True,
             zeroline=False,
         ),
