@@ -115,7 +115,7 @@ def training_section(ws, ds: str, provenance: dict) -> None:
         "epoch) or the layers of one network (checkpoints of one run at one epoch ordered by "
         "`checkpoints.depth`): how its clusters split, merge, appear and vanish between "
         "consecutive checkpoints, and when each label, factor value and saved selection becomes "
-        "learnable (docs/analysis.md, 'Along training')."
+        "learnable (docs/analysis.md, 'Along training and depth')."
     )
     runs = ws.view(T.runs, dataset=ds)
     if not runs:
