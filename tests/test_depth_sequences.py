@@ -229,7 +229,7 @@ def test_baselines_rerun_a_layer_checkpoint_through_its_layer(tmp_path):
     """Alignment, rotation and transfer embed images again: for a layer's checkpoint they
     must go through that layer (its 32 channels), not the default 64-d embedding."""
     torch = pytest.importorskip("torch")
-    from conceptlens.analysis.baselines import _load_model
+    from conceptlens.analysis import baselines
     from conceptlens.demo import encoders as E
     from conceptlens.workspace import sha256_file
 
@@ -251,5 +251,5 @@ def test_baselines_rerun_a_layer_checkpoint_through_its_layer(tmp_path):
     ws.write("checkpoints", pa.Table.from_pandas(pd.DataFrame(rows), preserve_index=False))
     ctx = Context(ws, progress=False)
     x = torch.zeros(2, 3, 32, 32)
-    assert tuple(_load_model(ctx, "enc-d1").embed(x).shape) == (2, 16)  # features.5: 2 x width
-    assert tuple(_load_model(ctx, "enc").embed(x).shape) == (2, 64)
+    assert tuple(baselines._load_model(ctx, "enc-d1").embed(x).shape) == (2, 16)  # features.5: 2 x width
+    assert tuple(baselines._load_model(ctx, "enc").embed(x).shape) == (2, 64)
