@@ -253,3 +253,35 @@ def test_baselines_rerun_a_layer_checkpoint_through_its_layer(tmp_path):
     x = torch.zeros(2, 3, 32, 32)
     assert tuple(baselines._load_model(ctx, "enc-d1").embed(x).shape) == (2, 16)  # features.5: 2 x width
     assert tuple(baselines._load_model(ctx, "enc").embed(x).shape) == (2, 64)
+
+
+def test_the_demo_holds_its_depth_sequences_analysed(demo_ws):
+    """The committed demo: the shapes encoder's layers and EfficientNet-Lite0's stages are
+    depth sequences whose events and curves are stored, and the shapes training run is
+    still the three SimCLR checkpoints by epoch."""
+    ws = Workspace(demo_ws)
+    seqs = {(s.dataset, s.name): s for s in sequences(Context(ws, progress=False))}
+    shapes = seqs["shapes", "shapes-simclr@depth.e20"]
+    assert list(shapes.checkpoints["layer"]) == [
+        "features.2",
+        "features.5",
+        "features.8",
+        "features.11",
+        None,
+    ]
+    assert list(seqs["shapes", "shapes-simclr"].checkpoints["order"]) == [1, 5, 20]
+    for ds in ("fashion", "clipart"):
+        s = seqs[ds, "imagenet-tf_efficientnet_lite0@depth"]
+        assert list(s.checkpoints["checkpoint_id"])[-1] == f"{ds}-effnet-lite0"
+    for ds, name in (
+        ("shapes", "shapes-simclr@depth.e20"),
+        ("clipart", "imagenet-tf_efficientnet_lite0@depth"),
+    ):
+        t = ws.read("learning_curves", dataset=ds, run=name).to_pandas()
+        assert set(t["axis"]) == {"depth"} and set(t["epoch"]) == {0, 1, 2, 3, 4}
+        assert set(ws.read("concept_events", dataset=ds, run=name).to_pandas()["axis"]) == {"depth"}
+    # The shapes encoder loses shape in its last block (docs/analysis.md): AUC falls.
+    t = ws.read("learning_curves", dataset="shapes", run="shapes-simclr@depth.e20").to_pandas()
+    shape = t[(t["factor"] == "shape") & t["value"].isna()].set_index("epoch")["auc_hi"]
+    low = t[(t["factor"] == "shape") & t["value"].isna()].set_index("epoch")["auc_lo"]
+    assert shape[3] < low[2]  # disjoint intervals: features.11 below features.8
