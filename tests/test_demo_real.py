@@ -160,7 +160,9 @@ def test_tiny_real_build_is_deterministic_and_valid(tmp_path):
 
 
 # ---------------------------------------------------------------- the committed demo's numbers
-REAL = [(ds, m) for ds in R.DATASETS for m in ("effnet-lite0", "mobilenet-v2", "effnet-lite1", "effnet-lite2")]
+REAL = [
+    (ds, m) for ds in R.DATASETS for m in ("effnet-lite0", "mobilenet-v2", "effnet-lite1", "effnet-lite2")
+]
 
 
 @pytest.fixture(scope="module")
