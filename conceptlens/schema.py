@@ -20,8 +20,11 @@ SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.statu
 # concept_events and learning_curves (analyses of the same names); the selections table
 # (saved selections of images, issue 26).
 # 2.4: bootstrap intervals checkpoint_metrics.knn1_acc_lo/hi and cl_heldout_lo/hi (optional);
-# the label_hierarchy table (a tree over a dataset's labels, issue 23).
-# the table aligned_projections (analysis of the same name, issue 27).
+# the label_hierarchy table (a tree over a dataset's labels, issue 23);
+# the table aligned_projections (analysis of the same name, issue 27);
+# checkpoints.depth (the order of `layer` within its network: depth sequences);
+# concept_events.axis, layer_from/layer_to and learning_curves.axis, layer (sequences over
+# depth as well as over epochs).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -390,6 +393,16 @@ CORE_TABLES: tuple[Table, ...] = (
                 "Module whose output was pooled; null = default embedding.",
                 nullable=True,
                 required=False,
+            ),
+            Column(
+                "depth",
+                INT,
+                "Order of `layer` within the network, 0 = nearest the input (`extract --depth`, "
+                "or the module's position in the model's module order). Checkpoints of one "
+                "run at one epoch with a depth form a depth sequence (issue 27).",
+                nullable=True,
+                required=False,
+                bounds=NON_NEGATIVE,
             ),
             Column(
                 "weights",

@@ -4,9 +4,11 @@ and two checkpoints A and B compared: their UMAPs with a linked selection, the c
 URL: ?ds=DATASET&k=K&a=CHECKPOINT&b=CHECKPOINT, the table's &sort=COLUMN&desc=1, the
 training curve's &metric=M, the UMAPs' &color=COLUMN and the region drawn on A's
 (&region=box:...|lasso:...), the panel scoring that region or another selection on A
-(&score=1&ssrc=..., components/selection_panel.py), the matching's &share=S&flows=F&top=N; along training
-(components/training_section.py) &run=RUN&kinds=K&cap=N&event=STEP-EVENT&factor=F (&run_ds=DATASET:
-another dataset's runs when this one has none).
+(&score=1&ssrc=..., components/selection_panel.py), the matching's &share=S&flows=F&top=N;
+along training and depth (components/training_section.py: a training run or a depth
+sequence) &run=SEQUENCE&kinds=K&cap=N&event=STEP-EVENT&factor=F (&run_ds=DATASET: another
+dataset's sequences when this one has none); the aligned projections of the sequence
+(components/aligned_section.py) &aframe=&acolor=&aregion=&aat=.
 """
 
 import streamlit as st

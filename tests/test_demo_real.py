@@ -160,7 +160,9 @@ def test_tiny_real_build_is_deterministic_and_valid(tmp_path):
 
 
 # ---------------------------------------------------------------- the committed demo's numbers
-REAL = [(ds, m) for ds in R.DATASETS for m in ("effnet-lite0", "mobilenet-v2")]
+REAL = [
+    (ds, m) for ds in R.DATASETS for m in ("effnet-lite0", "mobilenet-v2", "effnet-lite1", "effnet-lite2")
+]
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +189,28 @@ def test_real_checkpoints_beat_their_random_init_floor(real_metrics, dataset, mo
     assert len(a) and a.index.equals(b.index)
     assert (a.knn_acc > b.knn_acc + 0.05).all(), (a.knn_acc, b.knn_acc)
     assert (a.purity > b.purity).all(), (a.purity, b.purity)
+
+
+@needs_sources
+def test_tiny_depth_sequence_of_the_real_build(tmp_path, monkeypatch):
+    """build_layers: each layer of EfficientNet-Lite0 a checkpoint of the model's run with
+    its layer and depth (pooled stage outputs: 24 and 40 channels), the default embedding
+    the deepest; together one depth sequence of the analyses."""
+    from conceptlens.analysis.base import sequences
+    from conceptlens.analysis.common import Context
+    from conceptlens.validate import validate
+
+    ws = _tiny(tmp_path / "a", models=(R.IMAGENET_MODELS[0],))
+    monkeypatch.setattr(R, "DEPTH_LAYERS", ((("clipart",), "effnet-lite0", ("blocks.1", "blocks.2")),))
+    done = R.build_layers(ws, 0, progress=False)  # (no shapes-simclr-e20 here: its layers wait)
+    assert done == ["clipart-effnet-lite0-d0", "clipart-effnet-lite0-d1"]
+    ck = ws.read("checkpoints").to_pandas().set_index("checkpoint_id")
+    assert list(ck.loc[done, "layer"]) == ["blocks.1", "blocks.2"]
+    assert list(ck.loc[done, "feature_dim"]) == [24, 40]
+    assert [int(ck.loc[c, "depth"]) for c in (*done, "clipart-effnet-lite0")] == [0, 1, 2]
+    assert set(ck.loc[done, "run"]) == {ck.loc["clipart-effnet-lite0", "run"]}
+    seqs = [s for s in sequences(Context(ws, progress=False)) if s.axis == "depth"]
+    assert [(s.dataset, s.name) for s in seqs] == [("clipart", "imagenet-tf_efficientnet_lite0@depth")]
+    assert list(seqs[0].checkpoints["checkpoint_id"]) == [*done, "clipart-effnet-lite0"]
+    assert R.build_layers(ws, 0, progress=False) == done  # up to date: nothing extracted again
+    assert validate(ws.root) == []

@@ -88,7 +88,25 @@ def test_copy_weights_puts_a_copy_in_the_workspace(ws, tmp_path):
 def test_layer_and_bad_layer(ws, tiny_weights):
     cid = ex.extract(ws, "shapes", TINY, weights=tiny_weights, layer="features.3", progress=False)
     assert cid.endswith("-features.3")
-    assert _check(ws, cid, 8)["layer"] == "features.3"
+    row = _check(ws, cid, 8)
+    assert row["layer"] == "features.3"
+    # depth: the layer's position in the model's module order, unless --depth says
+    names = [n for n, _ in TinyConv(width=4, dim=6).named_modules() if n]
+    assert row["depth"] == names.index("features.3") and row["depth"] > 0
+    cid2 = ex.extract(
+        ws,
+        "shapes",
+        TINY,
+        weights=tiny_weights,
+        layer="features.3",
+        depth=2,
+        checkpoint_id="d2",
+        progress=False,
+    )
+    assert _check(ws, cid2, 8)["depth"] == 2
+    assert _check(ws, "d2")["depth"] == 2 and _check(ws, cid)["depth"] == row["depth"]
+    with pytest.raises(ValueError, match="--depth"):
+        ex.extract(ws, "shapes", TINY, weights=tiny_weights, layer="features.3", depth=-1, progress=False)
     with pytest.raises(LayerError, match="features"):
         ex.extract(ws, "shapes", TINY, weights=tiny_weights, layer="feature.9", progress=False)
 

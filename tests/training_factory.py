@@ -120,3 +120,26 @@ def write_aligned(ws: Workspace, ids, seq: pd.DataFrame) -> None:
         dataset="toy",
         run="toy-run",
     )
+
+
+def add_depth_sequence(ws: Workspace, layers: dict, run: str, epoch, base: str | None = None) -> None:
+    """Hand-built depth sequence: for each new checkpoint id -> (source checkpoint, layer,
+    depth) of `layers`, a copy of the source's features as a checkpoint of `run` at `epoch`
+    with that layer and depth; `base` (an existing checkpoint) gets depth len(layers), the
+    deepest, as `conceptlens.demo.real.build_layers` gives the embedding it probes."""
+    ck = ws.read("checkpoints").to_pandas()
+    rows = []
+    for cid, (src, layer, depth) in layers.items():
+        feats = ws.read("features", checkpoint_id=src)
+        feats = feats.drop_columns([c for c in ("checkpoint_id",) if c in feats.column_names])
+        ws.write("features", feats, checkpoint_id=cid)
+        row = ck[ck["checkpoint_id"] == src].iloc[0].to_dict()
+        rows.append({**row, "checkpoint_id": cid, "run": run, "epoch": epoch, "layer": layer, "depth": depth})
+    ck = pd.concat([ck, pd.DataFrame(rows)], ignore_index=True)
+    if "depth" not in ck:
+        ck["depth"] = None
+    if base is not None:
+        ck.loc[ck["checkpoint_id"] == base, "depth"] = len(layers)
+    ck["depth"] = ck["depth"].astype("Int64")
+    ck["epoch"] = ck["epoch"].astype("Int64")
+    ws.write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))

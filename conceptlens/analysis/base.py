@@ -168,47 +168,155 @@ def clustering_fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -
 INPUTS_SCHEME = 2
 
 
-# ---- training runs: the checkpoints of one run ordered by epoch (concept_events, learning_curves)
+# ---- sequences: checkpoints of one run ordered by epoch or by depth (concept_events, learning_curves)
 SEQUENCE_K = Option(
     "sequence_k",
     int,
     None,
-    "k of the clusterings compared along a run (default: the k most of the run's checkpoints "
+    "k of the clusterings compared along a sequence (default: the k most of its checkpoints "
     "are clustered at; ties: the smallest)",
     minimum=2,
 )
 
+AXES = ("epoch", "depth")  # what orders a sequence: training epochs, or layers of one network
+AXIS_NAMES = {"epoch": "epoch", "depth": "layer"}  # how tables and figures name the axis
+
+
+def sequence_name(run: str, axis: str, at=None) -> str:
+    """The name of a sequence (the `run` partition value of concept_events and
+    learning_curves): a training sequence of `run`'s default embedding is the run's own name
+    (so the units of training runs keep their keys); of layer `at`: `RUN@layer=AT`; a depth
+    sequence at epoch `at`: `RUN@depth` (no epoch) or `RUN@depth.eAT`."""
+    if axis == "epoch":
+        return run if at is None else f"{run}@layer={at}"
+    if axis == "depth":
+        return f"{run}@depth" if at is None else f"{run}@depth.e{int(at)}"
+    raise ValueError(f"axis must be one of {', '.join(AXES)}, got {axis!r}")
+
+
+def parse_sequence_name(name: str) -> tuple[str, str, Any]:
+    """(run, axis, at) of a name `sequence_name` made."""
+    run, sep, rest = name.partition("@")
+    if sep and rest.startswith("layer="):
+        return run, "epoch", rest[len("layer=") :]
+    if sep and rest == "depth":
+        return run, "depth", None
+    if sep and rest.startswith("depth.e") and rest[len("depth.e") :].isdigit():
+        return run, "depth", int(rest[len("depth.e") :])
+    return name, "epoch", None
+
+
+@dataclass(frozen=True)
+class Sequence:
+    """An ordered list of checkpoints of one run of one dataset. axis `epoch`: a training
+    sequence, the run's checkpoints at one `layer` (null = the default embedding) by epoch;
+    axis `depth`: a depth sequence, the run's checkpoints at one `epoch` (null for a run
+    without epochs, e.g. a downloaded model) by `depth`. `checkpoints`: columns
+    checkpoint_id, order (the epoch or the depth), epoch, layer, depth; ties by id."""
+
+    dataset: str
+    name: str
+    run: str
+    axis: str
+    at: Any  # the layer (epoch axis) or the epoch (depth axis) the sequence is taken at
+    checkpoints: pd.DataFrame
+
+    @property
+    def axis_name(self) -> str:
+        return AXIS_NAMES[self.axis]
+
+
+def _eligible(ctx: Context) -> pd.DataFrame:
+    """Checkpoints with a run and features, not concept models; columns checkpoint_id,
+    dataset, run, epoch, layer, depth (nullable; absent columns read as null)."""
+    ck = ctx.checkpoints
+    if "run" not in ck.columns:
+        return ck.iloc[:0].assign(run=None, epoch=None, layer=None, depth=None)
+    if "concept_names" in ck.columns:
+        ck = ck[ck["concept_names"].isna()]
+    ck = ck[ck["run"].notna()]
+    ck = ck[np.array([ctx.ws.has("features", checkpoint_id=c) for c in ck["checkpoint_id"]], bool)]
+    out = pd.DataFrame(
+        {
+            "checkpoint_id": ck["checkpoint_id"].astype(str),
+            "dataset": ck["dataset"].astype(str),
+            "run": ck["run"].astype(str),
+        }
+    )
+    for c in ("epoch", "depth"):
+        out[c] = ck[c].astype("Int64") if c in ck.columns else pd.Series(pd.NA, index=ck.index, dtype="Int64")
+    out["layer"] = ck["layer"] if "layer" in ck.columns else None
+    out["layer"] = out["layer"].astype(object).where(out["layer"].notna(), None)
+    return out.reset_index(drop=True)
+
+
+def sequences(ctx: Context, dataset: str | None = None) -> list[Sequence]:
+    """Every sequence of two or more checkpoints (of `dataset`, if given), by dataset and name.
+
+    What a sequence is comes from the checkpoint table alone: checkpoints of one `run` at
+    one `layer` with an `epoch` form a training sequence (by epoch); checkpoints of one
+    `run` at one `epoch` (or all without one) with a `depth` form a depth sequence (by
+    depth). A checkpoint may be in one of each (the last epoch's default embedding, with a
+    depth, ends the depth sequence of its layers). Checkpoints without a run, or that
+    declare `concept_names`, belong to no sequence."""
+    ck = _eligible(ctx)
+    if dataset is not None:
+        ck = ck[ck["dataset"] == dataset]
+    out = []
+    key = ck["layer"].map(lambda v: "" if v is None else "\x01" + str(v))
+    tr = ck[ck["epoch"].notna()]
+    for (d, r, lk), g in tr.groupby([tr["dataset"], tr["run"], key[tr.index]], sort=True):
+        if len(g) >= 2:
+            layer = None if lk == "" else lk[1:]
+            seq = g.assign(order=g["epoch"].astype("int64"))
+            out.append(Sequence(d, sequence_name(r, "epoch", layer), r, "epoch", layer, _ordered(seq)))
+    dp = ck[ck["depth"].notna()]
+    ek = dp["epoch"].map(lambda v: -1 if pd.isna(v) else int(v))
+    for (d, r, e), g in dp.groupby([dp["dataset"], dp["run"], ek], sort=True):
+        if len(g) >= 2:
+            at = None if e < 0 else int(e)
+            seq = g.assign(order=g["depth"].astype("int64"))
+            out.append(Sequence(d, sequence_name(r, "depth", at), r, "depth", at, _ordered(seq)))
+    return sorted(out, key=lambda s: (s.dataset, s.name))
+
+
+def _ordered(g: pd.DataFrame) -> pd.DataFrame:
+    cols = ["checkpoint_id", "order", "epoch", "layer", "depth"]
+    return g[cols].sort_values(["order", "checkpoint_id"], kind="stable").reset_index(drop=True)
+
 
 def run_units(ctx: Context, opts: dict) -> list[Unit]:
-    """One unit per training run of a dataset (`checkpoints.run`) with two or more
-    checkpoints whose features and epoch are there (the run of the checkpoint asked for, if
-    any): a run of one checkpoint is no sequence, not a unit waiting for an input (its unit
-    appears, due, when a second checkpoint is added). Checkpoints without a run, or that
-    declare `concept_names`, belong to no sequence."""
-    ck = ctx.checkpoints
-    if "run" not in ck.columns or "epoch" not in ck.columns:
-        return []
+    """One unit per sequence (`sequences`; the one holding the checkpoint asked for, if
+    any), partition {dataset, run: the sequence's name}: a run of one checkpoint is no
+    sequence, not a unit waiting for an input (its unit appears, due, when a second
+    checkpoint is added)."""
     wanted = opts.get("_checkpoint")
-    keep = set(checkpoints_with_features(ctx, {k: v for k, v in opts.items() if k != "_checkpoint"}))
-    ck = ck[ck["checkpoint_id"].isin(keep) & ck["run"].notna() & ck["epoch"].notna()]
-    out = []
-    for (d, r), g in ck.groupby([ck["dataset"].astype(str), ck["run"].astype(str)], sort=True):
-        if len(g) >= 2 and (wanted is None or wanted in set(g["checkpoint_id"])):
-            out.append(Unit({"dataset": d, "run": r}))
-    return out
+    return [
+        Unit({"dataset": s.dataset, "run": s.name})
+        for s in sequences(ctx)
+        if wanted is None or wanted in set(s.checkpoints["checkpoint_id"])
+    ]
+
+
+def unit_sequence(ctx: Context, unit: Unit) -> Sequence:
+    """The sequence of a unit of `run_units` (empty checkpoints when it has gone)."""
+    d, name = unit.partition["dataset"], unit.partition["run"]
+    for s in sequences(ctx, d):
+        if s.name == name:
+            return s
+    empty = pd.DataFrame({c: [] for c in ("checkpoint_id", "order", "epoch", "layer", "depth")})
+    run, axis, at = parse_sequence_name(name)
+    return Sequence(d, name, run, axis, at, empty)
 
 
 def run_checkpoints(ctx: Context, unit: Unit) -> pd.DataFrame:
-    """The checkpoints of a unit of `run_units` with features and an epoch, by epoch (ties:
-    by checkpoint id): columns checkpoint_id, epoch."""
-    ck = ctx.checkpoints
-    d, r = unit.partition["dataset"], unit.partition["run"]
-    ck = ck[(ck["dataset"] == d) & (ck["run"] == r) & ck["epoch"].notna()]
-    if "concept_names" in ck.columns:
-        ck = ck[ck["concept_names"].isna()]
-    ck = ck[np.array([ctx.ws.has("features", checkpoint_id=c) for c in ck["checkpoint_id"]], bool)]
-    out = ck[["checkpoint_id", "epoch"]].assign(epoch=ck["epoch"].astype("int64"))
-    return out.sort_values(["epoch", "checkpoint_id"], kind="stable").reset_index(drop=True)
+    """The checkpoints of a unit of `run_units` in order: columns checkpoint_id, order (the
+    epoch of a training sequence, the depth of a depth sequence), epoch (= order, the name
+    the analyses' tables use), layer, depth; `.attrs["axis"]` is `epoch` or `depth`."""
+    s = unit_sequence(ctx, unit)
+    out = s.checkpoints.assign(epoch=s.checkpoints["order"]).astype({"order": "int64", "epoch": "int64"})
+    out.attrs["axis"] = s.axis
+    return out
 
 
 def sequence_k(ctx: Context, cids, opts: dict) -> int | None:

@@ -66,7 +66,7 @@ def _load_model(ctx: Context, cid: str):
     """The checkpoint's adapter; None (with a note) when its source is no model spec
     (imported features); Skipped when its model cannot be loaded (weights missing...); a
     WeightsMismatchError when its weights are not those its features came from."""
-    from ..models import ModelLoadError, WeightsMismatchError, load_checkpoint_model, parse_spec
+    from ..models import LayerProbe, ModelLoadError, WeightsMismatchError, load_checkpoint_model, parse_spec
 
     row = ctx.checkpoint_row(cid)
     try:
@@ -78,7 +78,15 @@ def _load_model(ctx: Context, cid: str):
         )
         return None
     try:
-        return load_checkpoint_model(ctx.ws, row)
+        adapter = load_checkpoint_model(ctx.ws, row)
+        layer = row.get("layer")
+        if isinstance(layer, str) and layer:
+            # A layer's features (`extract --layer`): embed through the same module, as
+            # extraction did, not through the default embedding.
+            probe = LayerProbe(adapter, layer)
+            probe.preprocess = adapter.preprocess
+            return probe
+        return adapter
     except WeightsMismatchError:
         raise  # never another model than the features came from: refuse, saying what to pass
     except Exception as e:  # any other failure to load: the unit waits for its model

@@ -1,13 +1,15 @@
-"""`conceptlens analyze concept_events`: how concepts are born, die, split and merge along training.
+"""`conceptlens analyze concept_events`: how concepts are born, die, split and merge along training or depth.
 
-One unit per training run of a dataset (`checkpoints.run`; its checkpoints ordered by
-`epoch`). The clusterings of consecutive checkpoints (at one k: `--sequence-k`, else the
+One unit per sequence of a dataset (`base.sequences`): a training run (`checkpoints.run`,
+its checkpoints at one layer ordered by `epoch`) or a depth sequence (a run's checkpoints
+at one epoch ordered by `depth`, the layers of one network); `axis` says which. The
+clusterings of consecutive checkpoints (at one k: `--sequence-k`, else the
 k most of them are clustered at) are matched through their contingency table on the
 images both assign, and every continuation, split, merge, birth and death between them
 is written to `concept_events` (the significance rule of `metrics/events.py`:
 `--event-share`, `--event-images`, `--event-alpha`), one row per cluster taking part,
 with its size, label purity, top label and caption (where `cluster_captions` has one).
-A run with fewer than two clustered checkpoints is skipped with the reason.
+A sequence with fewer than two clustered checkpoints is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ from ..metrics.compare import contingency
 from ..metrics.scores import purity
 from ..schema import FLOAT, INT, NON_NEGATIVE, STRING, UNIT, Column, Table
 from ..workspace import files_signature
-from .base import SEQUENCE_K, Analysis, Option, Skipped, Unit, run_checkpoints, run_units, sequence_k
+from .base import (
+    AXES,
+    SEQUENCE_K,
+    Analysis,
+    Option,
+    Skipped,
+    Unit,
+    run_checkpoints,
+    run_units,
+    sequence_k,
+)
 from .common import Context
 
 SIDES = ("before", "after")
@@ -32,15 +44,22 @@ SIDES = ("before", "after")
 TABLE = Table(
     "concept_events",
     "concept_events",
-    "Concept events along a training run (issue 27): between the clusterings of consecutive "
-    "checkpoints of the run (by epoch), every continuation, split, merge, birth and death "
+    "Concept events along a sequence of checkpoints (issue 27): a training run (by epoch) or "
+    "the layers of one network (by depth). Between the clusterings of consecutive "
+    "checkpoints of the sequence, every continuation, split, merge, birth and death "
     "of a cluster (docs/analysis.md, 'Concept events'). One row per cluster taking part in "
     "an event; the event's images are those of its `before` clusters in checkpoint_from "
     "that its `after` clusters hold in checkpoint_to (births: the after cluster's, deaths: "
     "the before cluster's).",
     (
         Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
-        Column("run", STRING, "Training run, `checkpoints.run` (partition folder)."),
+        Column(
+            "run",
+            STRING,
+            "The sequence (partition folder): a training run's name (`checkpoints.run`); "
+            "`RUN@layer=L` for the run's checkpoints at layer L by epoch; `RUN@depth` or "
+            "`RUN@depth.eN` for its layers at epoch N by depth.",
+        ),
         Column(
             "step",
             INT,
@@ -55,8 +74,30 @@ TABLE = Table(
             references="checkpoints.checkpoint_id",
             differs_from="checkpoint_from",
         ),
-        Column("epoch_from", INT, "Epoch of checkpoint_from.", bounds=NON_NEGATIVE, at_most=("epoch_to",)),
-        Column("epoch_to", INT, "Epoch of checkpoint_to.", bounds=NON_NEGATIVE),
+        Column(
+            "epoch_from",
+            INT,
+            "Position of checkpoint_from along the sequence's axis: its epoch (axis `epoch`) "
+            "or its depth (axis `depth`).",
+            bounds=NON_NEGATIVE,
+            at_most=("epoch_to",),
+        ),
+        Column(
+            "epoch_to", INT, "Position of checkpoint_to along the axis (epoch or depth).", bounds=NON_NEGATIVE
+        ),
+        Column(
+            "axis",
+            STRING,
+            "`epoch`: a training sequence; `depth`: the layers of one network (null in files "
+            "written before 2.4: epoch).",
+            nullable=True,
+            required=False,
+            allowed=AXES,
+        ),
+        Column(
+            "layer_from", STRING, "`checkpoints.layer` of checkpoint_from.", nullable=True, required=False
+        ),
+        Column("layer_to", STRING, "`checkpoints.layer` of checkpoint_to.", nullable=True, required=False),
         Column("k", INT, "Clusters per clustering.", positive=True),
         Column("event", INT, "Index of the event within its step.", bounds=NON_NEGATIVE),
         Column("kind", STRING, "What happened.", allowed=E.EVENT_KINDS),
@@ -129,13 +170,15 @@ TABLE = Table(
 
 
 def _sequence(ctx: Context, unit: Unit, opts: dict) -> tuple[pd.DataFrame, int | None]:
-    """The run's checkpoints clustered at the unit's k, by epoch, and that k."""
+    """The sequence's checkpoints clustered at the unit's k, in order, and that k."""
     seq = run_checkpoints(ctx, unit)
     k = sequence_k(ctx, list(seq["checkpoint_id"]), opts)
     if k is None:
         return seq.iloc[:0], None
     have = np.array([ctx.ws.has("clusters", checkpoint_id=c, k=k) for c in seq["checkpoint_id"]], bool)
-    return seq[have].reset_index(drop=True), k
+    out = seq[have].reset_index(drop=True)
+    out.attrs["axis"] = seq.attrs.get("axis", "epoch")
+    return out, k
 
 
 def _fingerprint(ctx: Context, unit: Unit, opts: dict) -> str:
@@ -146,7 +189,9 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict) -> str:
         files += ctx.ws.partition_files("cluster_captions", checkpoint_id=c, k=k)
     # The sequence itself (which checkpoints, in which order) is part of the input.
     order = ";".join(f"{c}@{e}" for c, e in zip(seq["checkpoint_id"], seq["epoch"]))
-    return files_signature(files) + f":k={k}:{order}"
+    # (a training sequence's fingerprint is as before 2.4, so its unit stays done)
+    axis = "" if seq.attrs.get("axis", "epoch") == "epoch" else f":axis={seq.attrs['axis']}"
+    return files_signature(files) + f":k={k}:{order}{axis}"
 
 
 def _clusters(ctx: Context, cid: str, k: int) -> pd.DataFrame:
@@ -239,15 +284,18 @@ def step_rows(
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     d, r = unit.partition["dataset"], unit.partition["run"]
     seq, k = _sequence(ctx, unit, opts)
+    axis = seq.attrs.get("axis", "epoch")
     if len(seq) < 2:
         n_all = len(run_checkpoints(ctx, unit))
         if n_all < 2:
-            why = f"it has {n_all} checkpoint(s) with features and an epoch"
+            why = (
+                f"it has {n_all} checkpoint(s) with features and an {'epoch' if axis == 'epoch' else 'depth'}"
+            )
         else:
             why = f"{len(seq)} of its {n_all} checkpoints are clustered" + (f" at k = {k}" if k else "")
         raise Skipped(
-            f"run {r!r} of dataset {d!r}: {why}; concept events need two clustered checkpoints "
-            "of the run (conceptlens analyze clustering)"
+            f"sequence {r!r} of dataset {d!r}: {why}; concept events need two clustered checkpoints "
+            "of the sequence (conceptlens analyze clustering)"
         )
     fingerprint = _fingerprint(ctx, unit, opts)
     images = ctx.images[ctx.images["dataset"] == d]
@@ -263,6 +311,9 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
             "checkpoint_to": b,
             "epoch_from": int(seq["epoch"][step - 1]),
             "epoch_to": int(seq["epoch"][step]),
+            "axis": axis,
+            "layer_from": seq["layer"][step - 1],
+            "layer_to": seq["layer"][step],
             "k": int(k),
         }
         if not set(prev["image_id"]) & set(cur["image_id"]):
@@ -282,7 +333,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
 
 ANALYSIS = Analysis(
     name="concept_events",
-    title="Concept events along training: births, deaths, splits and merges of clusters",
+    title="Concept events along training and depth: births, deaths, splits and merges of clusters",
     writes=("concept_events",),
     units=run_units,
     run=_run,

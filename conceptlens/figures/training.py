@@ -78,7 +78,7 @@ def event_label(kind: str, main: int, name: str | None, before: list, after: lis
     return wrap_words(words)
 
 
-def _hover(e) -> str:
+def _hover(e, axis: str = "epoch") -> str:
     def caps(ids, captions):
         return "<br>".join(
             f"  c{c}: {html.escape(str(t))}" if isinstance(t, str) and t else f"  c{c}"
@@ -90,7 +90,7 @@ def _hover(e) -> str:
     )  # fmt: skip
     p = "" if e.p_value is None or pd.isna(e.p_value) else f"<br>largest p = {e.p_value:.2g}"
     lines = [
-        f"<b>{e.kind}</b>, epoch {e.epoch_from} → {e.epoch_to}",
+        f"<b>{e.kind}</b>, {'depth' if axis == 'depth' else 'epoch'} {e.epoch_from} → {e.epoch_to}",
         f"{e.images} images on its links{purity}{p}",
     ]
     if len(e.before):
@@ -100,8 +100,15 @@ def _hover(e) -> str:
     return "<br>".join(lines)
 
 
+AXIS_TITLES = {"epoch": "checkpoint epoch", "depth": "layer (input → output)"}
+
+
 def event_timeline(
-    events: pd.DataFrame, epochs: pd.DataFrame, cap: int = DEFAULT_CAP, title: str | None = None
+    events: pd.DataFrame,
+    epochs: pd.DataFrame,
+    cap: int = DEFAULT_CAP,
+    title: str | None = None,
+    axis: str = "epoch",
 ) -> go.Figure:
     """The concept events of a run against training: one row per event, labelled with the
     caption (else the top label, else the id) of the cluster it is about, its mark between
@@ -110,7 +117,8 @@ def event_timeline(
     images); a note above the plot counts the others.
 
     `events`: `views.training.events`; `epochs`: `views.training.epochs` (checkpoint_id,
-    epoch, in order)."""
+    epoch, in order; `tick`, where given, names each on the axis). `axis`: `epoch`, or
+    `depth` for the layers of one network (x: the layers, named by module)."""
     n_all = len(events)
     shown = events
     if cap and n_all > cap:
@@ -153,7 +161,7 @@ def event_timeline(
                         size=size[m],
                         line=dict(width=1.5 if symbol in ("x", "line-ew") else 0.5, color=colour),
                     ),
-                    text=[_hover(e) for e in shown[m].itertuples(index=False)],
+                    text=[_hover(e, axis) for e in shown[m].itertuples(index=False)],
                     hovertemplate="%{text}<extra></extra>",
                 )
             )
@@ -169,10 +177,13 @@ def event_timeline(
         # A row as tall as its label's lines (a long caption wraps onto two).
         height=120 + (28 if any("<br>" in t for t in labels) else 17) * max(len(shown), 3),
         xaxis=dict(
-            title=dict(text="checkpoint epoch"),
+            title=dict(text=AXIS_TITLES[axis]),
             tickvals=list(range(n_ck)),
-            ticktext=[str(e) for e in epochs["epoch"]],
+            ticktext=[str(e) for e in (epochs["tick"] if "tick" in epochs else epochs["epoch"])],
             range=[-0.3, n_ck - 0.7],
+            # Layer names upright: slanted, the last one ran off the right edge and was dropped.
+            tickangle=-90 if axis == "depth" else None,
+            automargin=True,
             showgrid=True,
             zeroline=False,
         ),
@@ -198,12 +209,16 @@ def event_timeline(
     return fig
 
 
-def learning_curves(curves: pd.DataFrame, by: str = "factor", title: str | None = None) -> go.Figure:
-    """AUC against epoch with its 95% interval as a band: a line per factor (`by="factor"`,
-    the factors' whole-factor rows) or per value of one factor (`by="value"`). A filled
-    marker: learned there (the interval's low end above the threshold, the dotted line).
+def learning_curves(
+    curves: pd.DataFrame, by: str = "factor", title: str | None = None, axis: str = "epoch"
+) -> go.Figure:
+    """AUC against epoch (or depth) with its 95% interval as a band: a line per factor
+    (`by="factor"`, the factors' whole-factor rows) or per value of one factor
+    (`by="value"`). A filled marker: learned there (the interval's low end above the
+    threshold, the dotted line).
 
-    `curves`: `views.training.curves`."""
+    `curves`: `views.training.curves`; `axis` `depth`: x is the layers of one network,
+    named by module (`layer`; `embedding` for the default one)."""
     names = list(dict.fromkeys(curves[by].astype(str))) if len(curves) else []
     colours = dict(zip(names, categorical(len(names))))
     fig = go.Figure()
@@ -241,7 +256,8 @@ def learning_curves(curves: pd.DataFrame, by: str = "factor", title: str | None 
                 ),
                 customdata=np.column_stack([lo, hi, g["checkpoint_id"].astype(str)]),
                 hovertemplate=(
-                    f"{html.escape(name)}<br>epoch %{{x}}<br>AUC %{{y:.3f}} "
+                    f"{html.escape(name)}<br>{'depth' if axis == 'depth' else 'epoch'} %{{x}}"
+                    "<br>AUC %{y:.3f} "
                     "[%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>%{customdata[2]}<extra></extra>"
                 ),
             )
@@ -250,15 +266,19 @@ def learning_curves(curves: pd.DataFrame, by: str = "factor", title: str | None 
         thr = float(curves["threshold"].iloc[0])
         fig.add_hline(y=thr, line=dict(color="#555555", dash="dot", width=1))
         epochs = sorted(set(curves["epoch"].astype(int)))
+        ticks = [str(e) for e in epochs]
+        if axis == "depth" and "layer" in curves:
+            named = curves.drop_duplicates("epoch").set_index("epoch")["layer"]
+            ticks = [str(named[e]) if isinstance(named.get(e), str) else "embedding" for e in epochs]
         lo = float(np.nanmin(curves["auc_lo"].astype(float))) if curves["auc_lo"].notna().any() else 0.5
         fig.update_layout(
-            xaxis=dict(tickvals=epochs, ticktext=[str(e) for e in epochs]),
+            xaxis=dict(tickvals=epochs, ticktext=ticks),
             yaxis=dict(range=[min(0.5, lo) - 0.02, 1.01]),
         )
     fig.update_layout(
         title=title,
         height=380,
-        xaxis_title="checkpoint epoch",
+        xaxis_title=AXIS_TITLES[axis],
         yaxis_title="held-out kNN AUC (one vs rest)",
         legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, font=dict(size=MIN_FONT_PX)),
         margin=dict(l=56, r=14, t=40 if title else 30, b=44),

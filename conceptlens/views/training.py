@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..analysis.base import parse_sequence_name
+
 # The events the timeline and table show by default (continuations are the rest).
 CHANGE_KINDS = ("split", "merge", "birth", "death")
 # The cluster that names an event: the one side it has a single cluster on.
@@ -19,8 +21,9 @@ MAIN_SIDE = {
 
 
 def runs(db, dataset: str) -> list[str]:
-    """The runs of `dataset` with concept events or learning curves stored: the longest
-    first (most checkpoints compared, then most events), then by name."""
+    """The sequences of `dataset` with concept events or learning curves stored: training
+    runs before depth sequences, each the longest first (most checkpoints compared, then
+    most events), then by name."""
     score: dict[str, tuple] = {}
     if db.has("learning_curves"):
         q = db.query(
@@ -39,17 +42,45 @@ def runs(db, dataset: str) -> list[str]:
         for r, n, e in zip(q["run"], q["n"], q["e"]):
             old = score.get(str(r), (0, 0))
             score[str(r)] = (max(old[0], int(n)), int(e))
-    return sorted(score, key=lambda r: (-score[r][0], -score[r][1], r))
+    # Training runs first, then depth sequences; each the longest first.
+    return sorted(score, key=lambda r: (axis(r) != "epoch", -score[r][0], -score[r][1], r))
+
+
+def axis(run: str) -> str:
+    """`epoch` for a training run, `depth` for a depth sequence (from its name,
+    `analysis.base.sequence_name`)."""
+    return parse_sequence_name(run)[1]
 
 
 def epochs(db, dataset: str, run: str) -> pd.DataFrame:
-    """The run's checkpoints with an epoch, by epoch: checkpoint_id, epoch."""
-    return db.query(
-        """
-        SELECT checkpoint_id, CAST(epoch AS BIGINT) AS epoch FROM checkpoints
-        WHERE dataset = $ds AND run = $run AND epoch IS NOT NULL ORDER BY epoch, checkpoint_id""",
-        {"ds": dataset, "run": run},
-    )
+    """The checkpoints of the sequence `run` in order (as `analysis.base.sequences` makes
+    them): checkpoint_id, epoch (its position: the epoch, or the depth of a depth
+    sequence), layer, tick (how an axis names it: the epoch, or the layer's module name,
+    `embedding` for the default one)."""
+    base, ax, at = parse_sequence_name(run)
+    cols = set(db.columns("checkpoints"))
+    layer = "layer" if "layer" in cols else "NULL"
+    args = {"ds": dataset, "run": base}
+    if ax == "depth":
+        if "depth" not in cols:
+            return pd.DataFrame(columns=["checkpoint_id", "epoch", "layer", "tick"])
+        when = "epoch IS NULL" if at is None else "epoch = $at"
+        args |= {} if at is None else {"at": int(at)}
+        q = f"""SELECT checkpoint_id, CAST(depth AS BIGINT) AS epoch, {layer} AS layer FROM checkpoints
+                WHERE dataset = $ds AND run = $run AND depth IS NOT NULL AND {when}
+                ORDER BY depth, checkpoint_id"""
+    else:
+        when = f"{layer} IS NULL" if at is None else f"{layer} = $layer"
+        args |= {} if at is None else {"layer": at}
+        q = f"""SELECT checkpoint_id, CAST(epoch AS BIGINT) AS epoch, {layer} AS layer FROM checkpoints
+                WHERE dataset = $ds AND run = $run AND epoch IS NOT NULL AND {when}
+                ORDER BY epoch, checkpoint_id"""
+    out = db.query(q, args)
+    if ax == "depth":
+        out["tick"] = [str(v) if isinstance(v, str) else "embedding" for v in out["layer"]]
+    else:
+        out["tick"] = out["epoch"].astype(str)
+    return out.reset_index(drop=True)
 
 
 def event_rows(db, dataset: str, run: str) -> pd.DataFrame:

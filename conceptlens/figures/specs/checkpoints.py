@@ -243,7 +243,11 @@ def _run_datasets(db, p) -> list[str]:
 
 
 RUN_DS = Param("ds", _run_datasets, help="dataset")
-RUN = Param("run", lambda db, p: view(db, T.runs, dataset=p["ds"]), help="training run")
+RUN = Param(
+    "run",
+    lambda db, p: view(db, T.runs, dataset=p["ds"]),
+    help="sequence: a training run, or RUN@depth[.eN] for the layers of one network",
+)
 
 
 def _timeline(db, p):
@@ -252,25 +256,26 @@ def _timeline(db, p):
     events = view(db, T.events, dataset=p["ds"], run=p["run"], kinds=KINDS[p["kinds"]])
     needs(events, f"no {p['kinds']} events in run {p['run']}")
     epochs = view(db, T.epochs, dataset=p["ds"], run=p["run"])
-    return event_timeline(events, epochs, cap=p["cap"])
+    return event_timeline(events, epochs, cap=p["cap"], axis=T.axis(p["run"]))
 
 
 def _curves(db, p):
     from ..training import learning_curves
 
+    axis = T.axis(p["run"])
     if p["factor"] == "all":
         curves = view(db, T.curves, dataset=p["ds"], run=p["run"], factor=None)
-        return learning_curves(needs(curves, f"no learning curves of run {p['run']}"), by="factor")
+        return learning_curves(needs(curves, f"no learning curves of run {p['run']}"), by="factor", axis=axis)
     curves = view(db, T.curves, dataset=p["ds"], run=p["run"], factor=p["factor"])
     curves = needs(curves[curves["value"].notna()], f"no learning curves of {p['factor']}")
-    return learning_curves(curves, by="value")
+    return learning_curves(curves, by="value", axis=axis)
 
 
 add(
     Figure(
         "checkpoints",
         "event_timeline",
-        "Concept events along training",
+        "Concept events along training or depth",
         (
             RUN_DS,
             RUN,
@@ -286,7 +291,7 @@ add(
     Figure(
         "checkpoints",
         "learning_curves",
-        "Learning curves along training",
+        "Learning curves along training or depth",
         (
             RUN_DS,
             RUN,
