@@ -447,11 +447,22 @@ def build_hierarchy(ws: Workspace, progress: bool = True) -> int:
 
 
 # ---------------------------------------------------------------- checkpoints
+def round_mantissa(X: np.ndarray, bits: int = 10) -> np.ndarray:
+    """float32 values rounded to `bits` bits of mantissa (float16's 10) with float32's
+    exponent kept: float16's relative precision (2^-11) without its range, for features
+    float16 cannot hold (a random-init MobileNetV2's are about 1e-9). Round half away from
+    zero on the magnitude; the sign bit is untouched."""
+    u = np.ascontiguousarray(X, dtype=np.float32).view(np.uint32)
+    drop = 23 - bits
+    mask = np.uint32((0xFFFFFFFF << drop) & 0xFFFFFFFF)
+    return ((u + np.uint32(1 << (drop - 1))) & mask).view(np.float32)
+
+
 def _round_float16(ws: Workspace, cid: str, stamp: dict) -> str:
     """Rewrite the checkpoint's features rounded to float16 precision, stamped; returns the
     precision kept. Features float16 cannot hold (a relative error over 1 %: e.g. a
     random-init MobileNetV2, whose pooled features are about 1e-9, below float16's range)
-    keep float32."""
+    keep float32's exponent with float16's mantissa (`round_mantissa`)."""
     import pyarrow.parquet as pq
 
     from ..extract import features_table
@@ -463,8 +474,8 @@ def _round_float16(ws: Workspace, cid: str, stamp: dict) -> str:
     X = t["embedding"].combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(len(ids), -1)
     X16 = X.astype(np.float16).astype(np.float32)
     err = np.linalg.norm(X16 - X) / max(float(np.linalg.norm(X)), np.finfo(np.float32).tiny)
-    kept = "float16" if np.isfinite(X16).all() and err < 0.01 else "float32"
-    out = features_table(ids, X16 if kept == "float16" else X)
+    kept = "float16" if np.isfinite(X16).all() and err < 0.01 else "float16-mantissa"
+    out = features_table(ids, X16 if kept == "float16" else round_mantissa(X))
     md = dict(t.schema.metadata or {})
     md[b"real_stamp"] = json.dumps(stamp, sort_keys=True).encode()
     md[b"real_precision"] = kept.encode()
