@@ -35,6 +35,9 @@ class PageSpec:
     # Tables people save from the page (the Clusters page's saved selections): read and
     # validated when present, absent in a workspace nobody saved anything into.
     saved: tuple[str, ...] = ()
+    # Tables a workspace may lack that the page uses when present (a dataset's label
+    # hierarchy): read and validated when there, never reported missing.
+    optional: tuple[str, ...] = ()
     default: bool = False
 
     @property
@@ -49,8 +52,13 @@ class PageSpec:
         out = list(BASE_TABLES)
         for name in self.steps:
             out += [t for t in steps[name].reads if t not in UNREAD]
-        out += self.reads + self.saved
+        out += self.reads + self.saved + self.optional
         return tuple(dict.fromkeys(out))
+
+    @property
+    def may_lack(self) -> tuple[str, ...]:
+        """Tables of `tables` a workspace may lack without anything being missing."""
+        return self.saved + self.optional
 
 
 PAGES = (
@@ -74,7 +82,7 @@ PAGES = (
         # Saved selections (Score this selection; conceptlens/selections.py).
         saved=("selections",),
         # A dataset's label hierarchy, when it has one (labels read at a level).
-        reads=("label_hierarchy",),
+        optional=("label_hierarchy",),
     ),
     PageSpec(
         "checkpoints",
@@ -107,6 +115,8 @@ PAGES = (
         ":material/groups:",
         # Features: what a checkpoint would choose in a trial, its nearest neighbours.
         ("similarity_trials", "features", "similarity", "convergence"),
+        # The clusterings a scored selection's caption is retrieved among, when computed.
+        optional=("cluster_metrics",),
     ),
     # Studies: the owner's side of human studies (design, progress, results, export).
     PageSpec(

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import streamlit as st
 import streamlit.components.v1 as components
 
-from conceptlens.figures.clusters import MAX_LEGEND, OTHER, PALETTE, _categories, _focus, is_categorical
+from conceptlens.figures.clusters import MAX_LEGEND, OTHER, PALETTE, _focus, categories, is_categorical
 from conceptlens.workspace import WorkspaceError, inside
 
 FRONTEND = Path(__file__).resolve().parent / "projection_frontend" / "build"
@@ -95,7 +95,7 @@ def _colours(vals: pd.Series, color: str, clusters, highlight) -> tuple[np.ndarr
         legend = list(range(nb)) + ([nb] if (~finite).any() else [])
         return codes, palette, names, legend
     text = vals.astype("string").fillna(NONE)
-    cats = _categories(text)
+    cats = categories(text)
     shown = cats if len(cats) <= MAX_LEGEND else _focus(text, cats, clusters, highlight)
     palette = [PALETTE[i % len(PALETTE)] for i in range(len(shown))]
     names = [str(c) for c in shown]

@@ -198,6 +198,12 @@ def projection(page, nth: int = 0):
     return el, frame
 
 
+def ab_projection(page, side: int):
+    """The Checkpoints page's A (0) or B (1) WebGL view: the page's last two (the aligned
+    frame of 'Along training', components/aligned_section.py, comes before them)."""
+    return projection(page, page.locator(PROJECTION).count() - 2 + side)
+
+
 def projection_pixels(el, frame, xy) -> list[tuple[float, float]]:
     """Page coordinates of data points `xy` [(x, y), ...] through the view's own transform."""
     box = el.bounding_box()

@@ -68,7 +68,9 @@ def test_a_lasso_on_checkpoint_a_is_scored_on_a(monkeypatch, factory_template):
         {"a": "ck0", "b": "ck2", "region": lasso_text(poly), "score": "1", "nnull": "20"},
     )
     assert_clean(at)
-    assert len(projection_components(at)) == 2  # A and B, both WebGL views
+    # A and B, both WebGL views, the page's last two (the aligned frame of "Along training"
+    # comes before them on the factory's training run).
+    assert len(projection_components(at)) == 3
     db = WorkspaceDB(factory_template)
     assert_scores_match(at, db, "ck0", sorted(want))
     assert "lasso on the UMAP of checkpoint A (ck0" in plain(at.markdown)

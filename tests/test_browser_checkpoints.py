@@ -5,11 +5,11 @@ import pandas as pd
 import pytest
 
 from tests.browser import (
+    ab_projection,
     choose,
     drag_path,
     main_text,
     open_page,
-    projection,
     query_of,
     screenshot,
     serve,
@@ -31,11 +31,7 @@ def link(base, **q):
 
 
 def ab(page, side: int):
-    """A's (0) or B's (1) WebGL view: the page's last two (the aligned frame of 'Along
-    training', components/aligned_section.py, comes before them)."""
-    from tests.browser import PROJECTION
-
-    return projection(page, page.locator(PROJECTION).count() - 2 + side)
+    return ab_projection(page, side)
 
 
 def highlighted(frame) -> set[str]:

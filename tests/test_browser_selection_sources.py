@@ -13,6 +13,7 @@ from matplotlib.path import Path as MplPath
 from conceptlens.embedding.psych import psych_id
 from tests.browser import (
     ARTIFACTS,
+    ab_projection,
     drag_path,
     main_text,
     open_page,
@@ -73,7 +74,7 @@ def test_a_lasso_on_checkpoint_a_is_scored(browser, app_url, factory_template):
     page = open_page(
         browser, f"{app_url}/checkpoints?a=ck0&b=ck2&score=1&nnull=20", "selection-checkpoints-start", VIEW
     )
-    el, frame = projection(page, 0)
+    el, frame = ab_projection(page, 0)
     lasso_left_half(page, el, frame)
     n, inside, text = scored_after_lasso(page, factory_template / "projections/checkpoint_id=ck0/method=umap")
     assert 0 < n < 48 and n == len(inside), (n, len(inside))

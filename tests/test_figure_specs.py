@@ -48,7 +48,7 @@ def test_a_figure_declares_what_its_page_shows_and_reads_nothing_else(factory_te
     for f in FIGURES.values():
         page = nav.BY_NAME[f.page]
         assert set(f.steps + f.optional) <= set(page.steps), f"{f.name}: steps its page does not show"
-        assert set(f.reads + f.optional_reads) <= set(page.reads + page.saved), (
+        assert set(f.reads + f.optional_reads) <= set(page.reads + page.may_lack), (
             f"{f.name}: reads its page does not declare"
         )
         assert set(f.steps + f.optional) <= set(analyses.by_name()), f.name

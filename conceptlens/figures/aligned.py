@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from . import theme
-from .clusters import FOCUS, HIGHLIGHT, MAX_LEGEND, OTHER, _categories, is_categorical
+from .clusters import FOCUS, HIGHLIGHT, MAX_LEGEND, OTHER, categories, is_categorical
 from .theme import MIN_FONT_PX
 
 FADED = 0.3  # opacity of the images outside a selection
@@ -24,7 +24,7 @@ def frame_title(epoch, checkpoint_id: str) -> str:
 def _colour_map(vals: pd.Series) -> tuple[dict, list]:
     """(value -> colour, values in legend order): up to MAX_LEGEND values each a colour, more
     and the FOCUS most frequent ones, the others grey."""
-    cats = _categories(vals)
+    cats = categories(vals)
     shown = cats
     if len(cats) > MAX_LEGEND:
         counts = vals.value_counts()
@@ -85,7 +85,7 @@ def aligned_frames(
         xs, ys = sub["x"].to_numpy("float32"), sub["y"].to_numpy("float32")
         if cat:
             col = colour_of[here]
-            for v in [*shown, None]:
+            for g, v in enumerate([*shown, None]):
                 mask = col == (cmap[v] if v is not None else OTHER)
                 if v is None and not mask.any():
                     continue
@@ -95,7 +95,7 @@ def aligned_frames(
                         y=ys[mask],
                         mode="markers",
                         name=str(v) if v is not None else f"other {colour} values",
-                        legendgroup=str(v),
+                        legendgroup=f"g{g}",  # an id, not workspace text
                         showlegend=i == 0,
                         marker=dict(size=size, color=cmap[v] if v is not None else OTHER, opacity=opacity),
                         customdata=custom[mask],
@@ -195,7 +195,7 @@ def drift_lines(summary: pd.DataFrame, colour: str = "label_name", most: int = F
     byval = s[s["value"] != ALL].groupby("value")["mean"].sum().sort_values(ascending=False)
     keep = list(byval.index[:most])
     # The frames' colours (figures of one run side by side agree), when they colour them all.
-    cats = _categories(pd.Series(list(byval.index), dtype="string"))
+    cats = categories(pd.Series(list(byval.index), dtype="string"))
     if len(cats) <= MAX_LEGEND:
         colours = dict(zip(cats, theme.categorical(len(cats))))
     else:

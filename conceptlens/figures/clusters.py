@@ -177,7 +177,7 @@ def is_categorical(s: pd.Series) -> bool:
     )
 
 
-def _categories(vals: pd.Series) -> list[str]:
+def categories(vals: pd.Series) -> list[str]:
     """The distinct values, numeric ones (cluster ids) in numeric order, missing last."""
 
     def key(v):
@@ -311,7 +311,7 @@ def projection_scatter(
         )
     else:
         vals = pts[color].astype("string").fillna("(none)")
-        cats = _categories(vals)
+        cats = categories(vals)
         rank = {c: i for i, c in enumerate(cats)}
         shown = cats
         if len(cats) > MAX_LEGEND:
