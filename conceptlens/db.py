@@ -113,13 +113,17 @@ class WorkspaceDB:
 
     def query(self, sql: str, params: dict | None = None) -> pd.DataFrame:
         """Run `sql` with named parameters (`$name` in the text, `{"name": value}`)."""
+        return self._fetch(sql, params, lambda cur: cur.execute(sql, params or {}).df())
+
+    def _fetch(self, sql: str, params: dict | None, fetch):
+        """`fetch(cursor)` on a cursor of its own, `sql`'s tables logged (named parameters only)."""
         if params is not None and not isinstance(params, dict):
             raise TypeError("queries take named parameters: a dict such as {'ckpt': 'x'}")
         cur = self.cursor()
         try:
             if _reads is not None:
                 _log(_tables_in(sql))
-            return cur.execute(sql, params or {}).df()
+            return fetch(cur)
         finally:
             cur.close()
 
@@ -130,15 +134,7 @@ class WorkspaceDB:
         integers with nulls become pandas' nullable integers, an all-null text column an
         object column of None, and other types (decimals, dates, lists, booleans with
         nulls) go through DuckDB's conversion."""
-        if params is not None and not isinstance(params, dict):
-            raise TypeError("queries take named parameters: a dict such as {'ckpt': 'x'}")
-        cur = self.cursor()
-        try:
-            if _reads is not None:
-                _log(_tables_in(sql))
-            table = cur.sql(sql, params=params or {}).to_arrow_table()
-        finally:
-            cur.close()
+        table = self._fetch(sql, params, lambda cur: cur.sql(sql, params=params or {}).to_arrow_table())
         df = table.to_pandas()
         plain = []  # columns whose Arrow conversion differs from DuckDB's: converted by DuckDB
         for f, col in zip(table.schema, table.columns):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .clusters import colour_options, parse_region, points_in_polygon
+from .clusters import colour_options, in_region, parse_region, region_box
 
 SMALL_MULTIPLES = 6  # frames drawn side by side at most (evenly along the sequence)
 
@@ -78,24 +78,13 @@ def points(db, dataset: str, run: str, colour: str = "label_name", step: int | N
 def region_ids(db, dataset: str, run: str, step: int, region: str) -> list[str]:
     """The images of frame `step` inside `region` (`views.clusters.parse_region`), by id."""
     kind, pts = parse_region(region)
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
     rows = db.query(
         """SELECT image_id, x, y FROM aligned_projections
            WHERE dataset = $ds AND run = $run AND step = $step
              AND x BETWEEN $x0 AND $x1 AND y BETWEEN $y0 AND $y1 ORDER BY image_id""",
-        {
-            "ds": dataset,
-            "run": run,
-            "step": int(step),
-            "x0": float(lo[0]),
-            "x1": float(hi[0]),
-            "y0": float(lo[1]),
-            "y1": float(hi[1]),
-        },
+        {"ds": dataset, "run": run, "step": int(step), **region_box(pts)},
     )
-    if kind == "lasso":
-        rows = rows[points_in_polygon(rows["x"].to_numpy(), rows["y"].to_numpy(), pts)]
-    return [str(i) for i in rows["image_id"]]
+    return [str(i) for i in in_region(rows, kind, pts)["image_id"]]
 
 
 region_ids.large = True  # a region may hold every image

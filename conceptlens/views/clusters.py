@@ -244,6 +244,21 @@ def selection_labels(db, checkpoint: str, k: int, clusters: tuple[int, ...]) -> 
     )
 
 
+def region_box(pts: np.ndarray) -> dict:
+    """The bounding box of a region's vertices as query parameters x0, x1, y0, y1 (the
+    SQL's `x BETWEEN $x0 AND $x1 AND y BETWEEN $y0 AND $y1` that every region view uses)."""
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    return {"x0": float(lo[0]), "x1": float(hi[0]), "y0": float(lo[1]), "y1": float(hi[1])}
+
+
+def in_region(rows: pd.DataFrame, kind: str, pts: np.ndarray) -> pd.DataFrame:
+    """The rows (columns x, y) of a box query that the region holds: all of a box's, a
+    lasso's by the even-odd rule (`points_in_polygon`)."""
+    if kind != "lasso":
+        return rows
+    return rows[points_in_polygon(rows["x"].to_numpy(), rows["y"].to_numpy(), pts)]
+
+
 def parse_region(text: str) -> tuple[str, np.ndarray]:
     """`box:x0,x1,y0,y1` or `lasso:x1,y1,x2,y2,...` (a region drawn on a projection, as
     the URL keeps it) -> (kind, vertices as an (n, 2) array; a box as its two corners)."""
@@ -290,7 +305,6 @@ def region_images(db, checkpoint: str, k: int, region: str, method: str = "umap"
     """Every image of the checkpoint's projection inside `region` (`parse_region`), with
     the columns of `selection_images`, in the same order."""
     kind, pts = parse_region(region)
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
     rows = db.query(
         """
         SELECT p.x, p.y, i.image_id, i.label_name, i.thumbnail, i.split, c.cluster, c.distance
@@ -300,19 +314,9 @@ def region_images(db, checkpoint: str, k: int, region: str, method: str = "umap"
         WHERE p.checkpoint_id = $ckpt AND p.method = $m
           AND p.x BETWEEN $x0 AND $x1 AND p.y BETWEEN $y0 AND $y1
         ORDER BY c.cluster, c.distance, i.image_id""",
-        {
-            "ckpt": checkpoint,
-            "k": int(k),
-            "m": method,
-            "x0": float(lo[0]),
-            "x1": float(hi[0]),
-            "y0": float(lo[1]),
-            "y1": float(hi[1]),
-        },
+        {"ckpt": checkpoint, "k": int(k), "m": method, **region_box(pts)},
     )
-    if kind == "lasso":
-        rows = rows[points_in_polygon(rows["x"].to_numpy(), rows["y"].to_numpy(), pts)]
-    return rows.drop(columns=["x", "y"]).reset_index(drop=True)
+    return in_region(rows, kind, pts).drop(columns=["x", "y"]).reset_index(drop=True)
 
 
 region_images.large = True  # a region may hold every image

@@ -425,25 +425,15 @@ def region_ids(db, checkpoint: str, region: str, method: str = "umap") -> list[s
     """The ids of every image of `checkpoint`'s stored projection inside `region` (a box or a
     lasso as the URL keeps it: views.clusters.parse_region), in image id order. Reads only
     the projection (e.g. the psychological embedding's map, which has no clusters)."""
-    from .clusters import parse_region, points_in_polygon
+    from .clusters import in_region, parse_region, region_box
 
     kind, pts = parse_region(region)
-    lo, hi = pts.min(axis=0), pts.max(axis=0)
     rows = db.query(
         """
         SELECT image_id, x, y FROM projections
         WHERE checkpoint_id = $c AND method = $m
           AND x BETWEEN $x0 AND $x1 AND y BETWEEN $y0 AND $y1
         ORDER BY image_id""",
-        {
-            "c": checkpoint,
-            "m": method,
-            "x0": float(lo[0]),
-            "x1": float(hi[0]),
-            "y0": float(lo[1]),
-            "y1": float(hi[1]),
-        },
+        {"c": checkpoint, "m": method, **region_box(pts)},
     )
-    if kind == "lasso":
-        rows = rows[points_in_polygon(rows["x"].to_numpy(), rows["y"].to_numpy(), pts)]
-    return rows["image_id"].astype(str).tolist()
+    return in_region(rows, kind, pts)["image_id"].astype(str).tolist()
