@@ -220,7 +220,10 @@ if computed:
 # ---- the group drawn on the map (or any other selection) scored on the checkpoint ---------------
 if computed and ckpt is not None:
     region_ids = ws.view(VS.region_ids, checkpoint=psych_id(ds), region=region) if region else []
-    ks = ws.view(VC.ks, checkpoint=ckpt)["k"] if ws.has("cluster_metrics") else []
+    broken_metrics = ws.problems(("cluster_metrics",)) if ws.has("cluster_metrics") else []
+    if broken_metrics:  # shown; the selection is scored without describability
+        data.show_problems(ws, broken_metrics, "cluster_metrics has problems: no caption for the selection")
+    ks = ws.view(VC.ks, checkpoint=ckpt)["k"] if ws.has("cluster_metrics") and not broken_metrics else []
     selection_panel(
         ws,
         ds,

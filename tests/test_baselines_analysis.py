@@ -255,7 +255,8 @@ def test_checkpoints_page_shows_baselines_and_transfer_of_the_demo(demo_ws, monk
     from tests.test_app import assert_clean, open_app
 
     db = WorkspaceDB(demo_ws)
-    assert V.transfer_targets(db, "shapes") == ["digits"]  # the shipped demo has them
+    # The shipped demo has them (its shapes encoder's layers also transfer to the real datasets).
+    assert "digits" in V.transfer_targets(db, "shapes")
     at = open_app(monkeypatch, demo_ws, "pages/checkpoints.py", {"ds": "shapes", "target": "digits"})
     assert_clean(at)
     figs = {

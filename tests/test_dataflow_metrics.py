@@ -340,6 +340,11 @@ def test_blas_threads_counts_blas_pools_only():
     if not any(p["user_api"] == "openmp" for p in threadpool_info()):
         pytest.skip("no OpenMP runtime loaded here")
     with threadpool_limits(limits=1, user_api="blas"), threadpool_limits(limits=3, user_api="openmp"):
+        blas = [p for p in threadpool_info() if p["user_api"] == "blas"]
+        if any(p.get("threading_layer") == "openmp" for p in blas):
+            # Once a BLAS that threads through OpenMP is loaded (the full suite's order), its
+            # own pool follows the OpenMP limit: BLAS may then really use 3 threads.
+            pytest.skip("a BLAS here threads through OpenMP")
         assert blas_threads() == 1
 
 

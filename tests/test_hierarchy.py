@@ -172,7 +172,10 @@ def test_levels_and_selection_histograms(toy):
 def test_clipart_top_level_is_its_label_and_its_purity_the_stored_one(demo_copy):
     from conceptlens.demo.real import build_hierarchy
 
-    before = {p: p.stat().st_mtime_ns for p in demo_copy.rglob("*.parquet")}
+    # The committed demo holds the tree already: building it again rewrites that file only.
+    before = {
+        p: p.stat().st_mtime_ns for p in demo_copy.rglob("*.parquet") if "label_hierarchy" not in p.parts
+    }
     assert build_hierarchy(Workspace(demo_copy), progress=False) > 10
     assert {p: p.stat().st_mtime_ns for p in before} == before  # nothing else rewritten
     assert _problems(demo_copy) == []
