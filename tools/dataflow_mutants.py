@@ -20,7 +20,8 @@ against it, and a mutant is killed when they fail (or time out):
 
 Every module is copied with the sources and tests into a scratch folder (`--work`), each
 mutant written there in turn (the module is unparsed from its tree: comments are gone, the
-code is the same), and the tests run with `-x` in a subprocess. The kill rate per module is
+code is the same), and the tests run with `-x` in a fork of a process that imported the heavy
+third-party modules once (`--no-fork`: a fresh interpreter per mutant). The kill rate per module is
 added to `<work>/summary.json` under `dataflow` (tools/mutate.py prints both rates), and
 each survivor, with the line it changed, to `<work>/dataflow/<module>.survivors.txt`.
 
@@ -268,7 +269,10 @@ def run_tests(
         "PYTHONPATH": str(tree),
         **(env_extra or {}),
     }
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", marker, *extra, *tests]
+    args = ["-x", "-q", "-p", "no:cacheprovider", "-m", marker, *extra, *tests]
+    if _FORK and not extra and not env_extra:
+        return _forked_pytest(tree, args, timeout, env)
+    cmd = [sys.executable, "-m", "pytest", *args]
     t0 = time.time()
     try:
         r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, timeout=timeout)
@@ -276,6 +280,80 @@ def run_tests(
         return "timeout", time.time() - t0
     status = {0: "survived", 5: "no tests"}.get(r.returncode, "killed")
     return status, time.time() - t0
+
+
+# Each mutant's pytest is a fork of this process, made after the heavy third-party modules
+# were imported once (numpy, pandas, duckdb, scikit-learn, torch, pytest and its plugins):
+# a fresh interpreter pays 2-6 s importing them, often more than the chosen tests take.
+# ConceptLens itself is never imported here, so each fork imports the mutated module.
+_FORK = hasattr(os, "fork")
+_PRELOAD = (
+    "numpy", "pandas", "pyarrow", "pyarrow.parquet", "duckdb", "scipy", "scipy.stats",
+    "scipy.spatial", "sklearn", "sklearn.cluster", "sklearn.neighbors", "sklearn.metrics",
+    "sklearn.linear_model", "sklearn.model_selection", "sklearn.decomposition",
+    "matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.io",
+    "torch", "faiss", "hypothesis", "hypothesis.extra.numpy", "PIL.Image", "umap",
+    "streamlit", "streamlit.testing.v1", "pytest", "_pytest", "pytest_cov",
+)
+_PRELOADED = False
+
+
+def _preload(env: dict) -> None:
+    """Import what every fork would import, with the environment the tests run under."""
+    global _PRELOADED
+    if _PRELOADED:
+        return
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ[k] = env[k]
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import importlib
+
+    for name in _PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - an optional module missing only means a slower fork
+            pass
+    leaked = [m for m in sys.modules if m == "conceptlens" or m.startswith("conceptlens.")]
+    if leaked:  # a preloaded module imported ours: the forks would not see the mutant
+        raise RuntimeError(f"preloading imported {leaked[0]}; run with --no-fork")
+    _PRELOADED = True
+
+
+def _forked_pytest(tree: Path, args: list[str], timeout: float, env: dict) -> tuple[str, float]:
+    _preload(env)
+    t0 = time.time()
+    pid = os.fork()
+    if pid == 0:  # the child: the tree's sources first on the path, output discarded
+        code = 3
+        try:
+            os.setpgid(0, 0)
+            os.environ.clear()
+            os.environ.update(env)
+            os.chdir(tree)
+            sys.path.insert(0, str(tree))
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            import pytest
+
+            code = int(pytest.main(args))
+        finally:
+            os._exit(code)
+    deadline = t0 + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.time() > deadline:
+            try:
+                os.killpg(pid, 9)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            return "timeout", time.time() - t0
+        time.sleep(0.05)
+    rc = os.waitstatus_to_exitcode(status)
+    return {0: "survived", 5: "no tests"}.get(rc, "killed"), time.time() - t0
 
 
 _BASELINES: dict[tuple, tuple[str, float, Path]] = {}
@@ -441,6 +519,11 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT / "tools"))
     from mutate import MARKERS, MODULES
 
+    # tools/mutate.py lists the registered analyses by importing conceptlens from ROOT: forget
+    # it, so that each fork imports the scratch tree's (mutated) copy.
+    for name in [m for m in sys.modules if m == "conceptlens" or m.startswith("conceptlens.")]:
+        del sys.modules[name]
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("modules", nargs="*", help="modules to mutate (default: all of tools/mutate.py MODULES)")
     p.add_argument("--work", type=Path, default=ROOT / "build" / "mutate", help="scratch folder")
@@ -454,8 +537,15 @@ def main(argv=None) -> int:
         action="store_true",
         help="run all the module's tests on each mutant, not only those covering it",
     )
+    p.add_argument(
+        "--no-fork",
+        action="store_true",
+        help="run each mutant's tests in a fresh interpreter (default: a fork of a preloaded one)",
+    )
     p.add_argument("--only", nargs="+", help="run only these mutants (names as printed: drop_mask#0@187)")
     args = p.parse_args(argv)
+    global _FORK
+    _FORK = _FORK and not args.no_fork
     unknown = [m for m in args.modules if m not in MODULES and not args.tests]
     if unknown:
         p.error(f"unknown module(s) {', '.join(unknown)}; choose from {', '.join(MODULES)}")
