@@ -25,6 +25,7 @@ RUN pip install -r requirements.txt
 
 COPY .streamlit .streamlit
 COPY app.py .
+COPY serve.py .
 COPY components components
 COPY pages pages
 COPY participant participant
@@ -39,6 +40,6 @@ EXPOSE 8501
 VOLUME ["/state"]
 HEALTHCHECK --interval=30s --timeout=5s \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health')"
-ENTRYPOINT ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0", "--"]
+ENTRYPOINT ["streamlit", "run", "serve.py", "--server.port=8501", "--server.address=0.0.0.0", "--"]
 # Arguments after the image name replace this, e.g. `--workspace https://host/ws`.
 CMD ["--workspace", "/workspace"]

@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 .PHONY: run test test-fast lint browser-deps postgres-deps demo-deps demo figures clean mutate projection-component
 
 run: $(VENV)/.app-deps
-	$(PY) -m streamlit run app.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true -- --workspace $(WORKSPACE)
+	$(PY) -m streamlit run serve.py --server.port $(PORT) --server.address $(ADDRESS) --server.headless true -- --workspace $(WORKSPACE)
 
 # Test files run in TEST_JOBS processes (pytest-xdist; each file stays in one process, so
 # its module fixtures are built once): most of a browser or server test is waiting.

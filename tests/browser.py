@@ -51,7 +51,7 @@ def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
             "-m",
             "streamlit",
             "run",
-            str(ROOT / "app.py"),
+            str(ROOT / "serve.py"),
             "--server.port",
             str(port),
             "--server.address",

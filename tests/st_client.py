@@ -219,8 +219,9 @@ async def participate(
 
 # ---- a server that can be killed ------------------------------------------------------------
 class Server:
-    """`streamlit run app.py` on `workspace` in its own process group, so SIGKILL takes the
-    whole server at once, as a crash or an out-of-memory kill would."""
+    """`streamlit run serve.py` (app.py behind the caching middleware) on `workspace` in its
+    own process group, so SIGKILL takes the whole server at once, as a crash or an
+    out-of-memory kill would."""
 
     def __init__(self, workspace, env: dict, port: int | None = None):
         self.workspace, self.env = workspace, env
@@ -237,7 +238,7 @@ class Server:
                 "-m",
                 "streamlit",
                 "run",
-                str(ROOT / "app.py"),
+                str(ROOT / "serve.py"),
                 "--server.port",
                 str(self.port),
                 "--server.address",

@@ -105,6 +105,9 @@ def test_the_image_copies_everything_the_dashboard_imports():
     for name in sorted(_local_imports()):
         assert name in copied or f"{name}.py" in copied, f"{name} is imported but not in the image"
     assert "app.py" in copied and ".streamlit" in copied
+    # The server's entry (app.py behind components/serving.py's middleware) is in the image.
+    entry = re.search(r'^ENTRYPOINT \["streamlit", "run", "([^"]+)"', _dockerfile(), flags=re.M).group(1)
+    assert entry == "serve.py" and entry in copied, entry
     ignored = (ROOT / ".dockerignore").read_text().split()
     for name in copied - {"requirements.txt"}:
         assert name not in ignored, f"{name} is copied but .dockerignore leaves it out"

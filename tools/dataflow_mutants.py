@@ -288,12 +288,37 @@ def run_tests(
 # ConceptLens itself is never imported here, so each fork imports the mutated module.
 _FORK = hasattr(os, "fork")
 _PRELOAD = (
-    "numpy", "pandas", "pyarrow", "pyarrow.parquet", "duckdb", "scipy", "scipy.stats",
-    "scipy.spatial", "sklearn", "sklearn.cluster", "sklearn.neighbors", "sklearn.metrics",
-    "sklearn.linear_model", "sklearn.model_selection", "sklearn.decomposition",
-    "matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.io",
-    "torch", "faiss", "hypothesis", "hypothesis.extra.numpy", "PIL.Image", "umap",
-    "streamlit", "streamlit.testing.v1", "pytest", "_pytest", "pytest_cov",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "pyarrow.parquet",
+    "duckdb",
+    "scipy",
+    "scipy.stats",
+    "scipy.spatial",
+    "sklearn",
+    "sklearn.cluster",
+    "sklearn.neighbors",
+    "sklearn.metrics",
+    "sklearn.linear_model",
+    "sklearn.model_selection",
+    "sklearn.decomposition",
+    "matplotlib",
+    "matplotlib.pyplot",
+    "plotly",
+    "plotly.graph_objects",
+    "plotly.io",
+    "torch",
+    "faiss",
+    "hypothesis",
+    "hypothesis.extra.numpy",
+    "PIL.Image",
+    "umap",
+    "streamlit",
+    "streamlit.testing.v1",
+    "pytest",
+    "_pytest",
+    "pytest_cov",
 )
 _PRELOADED = False
 
@@ -303,7 +328,8 @@ def _preload(env: dict) -> None:
     global _PRELOADED
     if _PRELOADED:
         return
-    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+    threads = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    for k in (*threads, "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         os.environ[k] = env[k]
     os.environ.setdefault("MPLBACKEND", "Agg")
     import importlib

@@ -1,0 +1,14 @@
+"""The dashboard's server entry (`make run`): app.py, served by Streamlit's ASGI app with
+`components.serving.CachingMiddleware` in front (gzip of `/static/` once per file,
+`immutable` thumbnails, ETags on component files; docs/deploy.md). Arguments after `--`
+reach app.py as with `streamlit run app.py`:
+
+    .venv/bin/python -m streamlit run serve.py -- --workspace data/demo
+"""
+
+import streamlit as st
+from starlette.middleware import Middleware
+
+from components.serving import CachingMiddleware
+
+app = st.App("app.py", middleware=[Middleware(CachingMiddleware)])

@@ -1,0 +1,118 @@
+"""The server's caching and compression (serve.py, components/serving.py; issue 25 item 3):
+measured on the real server that `make run` starts, and the middleware's own cache on a
+small ASGI app."""
+
+import asyncio
+import concurrent.futures
+import gzip
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+
+from components.serving import CachingMiddleware
+from tests.browser import open_page, projection, serve
+
+
+def _get(url: str, headers: dict | None = None):
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers, r.read()  # headers: case-insensitive
+    except urllib.error.HTTPError as e:  # 304 comes as an error in urllib
+        return e.code, e.headers, e.read()
+
+
+@pytest.fixture(scope="module")
+def demo_url(demo_ws):
+    with serve(demo_ws) as url:
+        yield url
+
+
+def test_static_bundles_are_gzipped_and_inflate_to_the_same_bytes(demo_url):
+    _, _, html = _get(demo_url + "/")
+    scripts = re.findall(r'(?:src|href)="\.?/?(static/[^"]+\.(?:js|css))"', html.decode())
+    assert scripts, "no /static/ bundle named in the root document"
+    raw_total = gz_total = 0
+    for path in scripts[:4]:
+        status, plain_h, plain = _get(f"{demo_url}/{path}")
+        assert status == 200 and "Content-Encoding" not in plain_h  # a client without gzip gets bytes
+        status, h, body = _get(f"{demo_url}/{path}", {"Accept-Encoding": "gzip"})
+        assert status == 200
+        if len(plain) >= 1024:
+            assert h.get("Content-Encoding") == "gzip", (path, h)
+            assert "Accept-Encoding" in h.get("Vary", "")
+            assert int(h["Content-Length"]) == len(body)
+            assert gzip.decompress(body) == plain, path
+            assert "immutable" in h.get("Cache-Control", "")  # Streamlit's own caching is kept
+            raw_total, gz_total = raw_total + len(plain), gz_total + len(body)
+            # The second request is served the same compressed bytes (from the middleware's cache).
+            assert _get(f"{demo_url}/{path}", {"Accept-Encoding": "gzip"})[2] == body
+    assert gz_total < 0.5 * raw_total, (gz_total, raw_total)
+
+
+@pytest.mark.browser
+def test_thumbnails_are_immutable_and_component_files_revalidate_by_etag(browser, demo_url):
+    page = open_page(browser, f"{demo_url}/clusters", "serving_clusters")
+    seen = []
+    page.on("response", lambda r: seen.append((r.url, r.status, r.headers)))
+    page.reload()
+    projection(page)  # the view's bundle has been fetched and has drawn
+    page.wait_for_timeout(1000)
+    media = [(u, h) for u, s, h in seen if "/media/" in u and s == 200]
+    assert media, "the Clusters page showed no thumbnail"
+    for u, h in media:
+        assert "immutable" in h.get("cache-control", ""), (u, h)
+    bundle = [u for u, s, h in seen if "/component/" in u and u.split("?")[0].endswith("bundle.js")]
+    assert bundle, [u for u, _, _ in seen if "/component/" in u]
+    status, h, body = _get(bundle[0])
+    assert status == 200 and h.get("ETag") and body
+    status, h304, again = _get(bundle[0], {"If-None-Match": h["ETag"]})
+    assert status == 304 and again == b"" and h304.get("ETag") == h["ETag"]
+    status, _, body2 = _get(bundle[0], {"If-None-Match": '"not-this-one"'})
+    assert status == 200 and body2 == body
+    page.close()
+
+
+def _static_app(files: dict):
+    """An ASGI app serving `files` (path -> bytes) as Streamlit serves /static/."""
+
+    async def app(scope, receive, send):
+        body = files[scope["path"]]
+        headers = [(b"content-type", b"text/javascript"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+def _call(app, path: str) -> tuple[dict, bytes]:
+    out = []
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    async def send(m):
+        out.append(m)
+
+    scope = {"type": "http", "method": "GET", "path": path, "headers": [(b"accept-encoding", b"gzip, br")]}
+    # In a thread of its own: Playwright's sync API may hold this thread's event loop.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, app(scope, receive, send)).result()
+    return dict(out[0]["headers"]), b"".join(m.get("body", b"") for m in out[1:])
+
+
+def test_the_gzip_cache_is_bounded_and_follows_a_changed_file():
+    noise = bytes(range(256)) * 40
+    files = {f"/static/{i}.js": (f"var a{i} = {i};" * 400).encode() + noise for i in range(6)}
+    mw = CachingMiddleware(_static_app(files), max_cache=3 * len(gzip.compress(files["/static/0.js"])))
+    for path in files:
+        headers, body = _call(mw, path)
+        assert headers[b"content-encoding"] == b"gzip" and gzip.decompress(body) == files[path]
+        assert mw._gz_bytes <= mw.max_cache  # a bounded amount of memory, whatever is asked
+    assert len(mw._gz) < len(files)
+    # A file that changes under the same path (a new Streamlit) is compressed again, not the stale copy.
+    files["/static/5.js"] = b"var changed = 1;" * 300
+    _, body = _call(mw, "/static/5.js")
+    assert gzip.decompress(body) == files["/static/5.js"]
