@@ -5,9 +5,9 @@ Each repeat starts a fresh Streamlit server (tests/browser.py `serve`: a new pro
 every cache and first import is cold) on a copy of the workspace and opens `--page` in a
 new browser profile. Bytes are the Chrome DevTools Protocol's encoded (on the wire) sizes:
 HTTP responses by kind (Streamlit's /static/ bundles, /media/ files such as thumbnails,
-the rest) and the websocket's frames (the page's elements). `gzip` is what the same
-/static/ and /media/ responses would weigh gzipped (level 6), which Streamlit's server does
-not do for /static/ (deliberately; a proxy in front can: docs/deploy.md). Then the same
+the projection's points file served by serve.py, the rest) and the websocket's frames (the
+page's elements). `gzip` is what the same /static/ and /media/ responses weigh gzipped
+(level 6): serve.py sends /static/ so (`streamlit run app.py` does not). Then the same
 page is opened again in the same profile: what the browser's cache saves (/static/ is
 `Cache-Control: immutable`). The machine may be shared: wall seconds, the server's CPU
 seconds and the load average are printed.
@@ -82,7 +82,7 @@ def visit(context, url: str) -> dict:
     page.locator(CHART).first.wait_for(timeout=300_000)
     drawn = time.perf_counter() - t
     page.wait_for_timeout(1500)  # late thumbnails and frames
-    kinds = {"static": 0, "media": 0, "other": 0}
+    kinds = {"static": 0, "media": 0, "points": 0, "other": 0}
     gz = {"static": 0, "media": 0}
     cached = 0
     for rid, n in done.items():
@@ -90,7 +90,15 @@ def visit(context, url: str) -> dict:
         if r is None:
             continue
         path = r["url"].split("?", 1)[0]
-        kind = "static" if "/static/" in path else "media" if "/media/" in path else "other"
+        kind = (
+            "static"
+            if "/static/" in path
+            else "media"
+            if "/media/" in path
+            else "points"
+            if "/conceptlens/points/" in path
+            else "other"
+        )
         kinds[kind] += n
         if r.get("fromDiskCache") or r.get("fromMemoryCache"):
             cached += 1

@@ -6,9 +6,12 @@ Every point is drawn; pan, zoom and hover happen in the browser and send the ser
 nothing (no rerun); a box or lasso selection is computed in the browser too and sent
 once, on mouse-up: its region (rounded as `views.clusters.region_text` keeps it in the
 URL) and the indices of the points inside. The points go to the browser as binary
-(`bytes` arguments: float32 x/y, uint16 palette codes), and Streamlit's forward-message
-cache sends an unchanged view once per session: a rerun for another widget resends no
-points. A hovered point shows its caption and thumbnail; thumbnails are served from the
+(float32 x/y, uint16 palette codes, caption lines). Served by serve.py (`make run`), they
+are one immutable file per data version (`pack`, `components.serving.POINTS`), which the
+browser fetches once and caches across sessions; under `streamlit run app.py` or AppTest
+they are `bytes` arguments, and Streamlit's forward-message cache sends an unchanged view
+once per session. Either way a rerun for another widget resends no points. A hovered
+point shows its caption and thumbnail; thumbnails are served from the
 workspace's thumbnail folder by a second, file-only component route (never the
 workspace's tables).
 
@@ -77,6 +80,31 @@ class Encoded:
     x: np.ndarray
     y: np.ndarray
     args: dict
+    packed: tuple[str, bytes] | None = None  # (key, bytes) of `pack`, made once
+
+
+POINT_SECTIONS = ("xy", "codes", "text")
+HEADER = 256  # bytes before the first section of `pack`
+
+
+def pack(args: dict) -> bytes:
+    """The points of `args` (x/y, colour codes, caption lines) as one file, as the view reads
+    it when served over HTTP (components/serving.py): a little-endian uint32 length, a JSON
+    header {n, sections: {name: [offset, length]}} padded with spaces to `HEADER` bytes, then
+    each section at a 4-byte boundary."""
+    import json
+    import struct
+
+    parts = {k: args[k] for k in POINT_SECTIONS if args.get(k)}
+    sections, offset = {}, HEADER
+    for k, b in parts.items():
+        sections[k] = [offset, len(b)]
+        offset += len(b) + (-len(b)) % 4
+    head = json.dumps({"n": len(args["xy"]) // 8, "sections": sections}).encode()
+    out = bytearray(struct.pack("<I", len(head)) + head.ljust(HEADER - 4))
+    for b in parts.values():
+        out += b + b"\0" * ((-len(b)) % 4)
+    return bytes(out)
 
 
 def _colours(vals: pd.Series, color: str, clusters, highlight) -> tuple[np.ndarray, list, list, list]:
@@ -288,8 +316,20 @@ def projection_view(
             on_change()
 
     arg, seq = _region_arg(key, data_key, region)
+    args = dict(enc.args)
+    from components.serving import POINTS, POINTS_ROUTE
+
+    if POINTS.served:  # serve.py: the points as an immutable file the browser caches
+        if enc.packed is None:
+            blob = pack(args)
+            enc.packed = (hashlib.sha256(blob).hexdigest(), blob)
+        POINTS.put(enc.packed[1], key=enc.packed[0])
+        for k in POINT_SECTIONS:
+            args.pop(k, None)
+        # The component's frame is /component/<name>/index.html: two levels below the base URL.
+        args["points_url"] = f"../../{POINTS_ROUTE}/{enc.packed[0]}"
     return _component(
-        **enc.args,
+        **args,
         region=region_arg(arg),
         region_seq=seq,
         data_key=data_key,

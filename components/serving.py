@@ -156,3 +156,61 @@ class CachingMiddleware:
             headers.append((b"content-length", str(len(body)).encode()))
         await send({**start, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+# ---- the projection's points, one immutable file per data version --------------------------
+POINTS_ROUTE = "conceptlens/points"
+MAX_POINTS_BYTES = 512 * 1024 * 1024  # blobs kept per process (a 1,000,000-point view: ~10 MB)
+
+
+class PointsStore:
+    """The projection view's points (components/projection.py `pack`), kept by the hash of
+    their bytes and served at `/conceptlens/points/<hash>` with `Cache-Control: immutable`:
+    a browser downloads one data version once, in every session that shows it. Only what a
+    page put here is served (a name is a SHA-256 of the bytes, not a path), and the store
+    keeps at most `max_bytes` (least recently used dropped; a page puts its points again
+    each time it draws them)."""
+
+    def __init__(self, max_bytes: int = MAX_POINTS_BYTES):
+        self.max_bytes = max_bytes
+        self._blobs: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()  # key -> (raw, gzip)
+        self._bytes = 0
+        self.served = False  # True once serve.py mounted the route
+
+    def put(self, blob: bytes, key: str | None = None) -> str:
+        key = key or hashlib.sha256(blob).hexdigest()
+        if key in self._blobs:
+            self._blobs.move_to_end(key)
+            return key
+        gz = gzip.compress(blob, compresslevel=1, mtime=0)
+        self._blobs[key] = (blob, gz)
+        self._bytes += len(blob) + len(gz)
+        while self._bytes > self.max_bytes and len(self._blobs) > 1:
+            _, (old, oldgz) = self._blobs.popitem(last=False)
+            self._bytes -= len(old) + len(oldgz)
+        return key
+
+    def get(self, key: str) -> tuple[bytes, bytes] | None:
+        return self._blobs.get(key)
+
+    def route(self):
+        """The Starlette route serving the stored points (serve.py mounts it)."""
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        async def points(request):
+            hit = self.get(request.path_params["key"])
+            if hit is None:
+                return Response(b"unknown points", status_code=404, media_type="text/plain")
+            headers = {"Cache-Control": IMMUTABLE, "Vary": "Accept-Encoding"}
+            raw, gz = hit
+            if "gzip" in request.headers.get("accept-encoding", "") and len(gz) < len(raw):
+                headers["Content-Encoding"] = "gzip"
+                return Response(gz, media_type="application/octet-stream", headers=headers)
+            return Response(raw, media_type="application/octet-stream", headers=headers)
+
+        self.served = True
+        return Route(f"/{POINTS_ROUTE}/{{key:str}}", points, methods=["GET"])
+
+
+POINTS = PointsStore()

@@ -51,6 +51,9 @@ def open_clusters(browser, url: str, name: str):
 
     page.on("websocket", on_ws)
     page.received = received  # the messages the server sent, for the tests that count them
+    # The points come over HTTP (serve.py), one immutable file per data version.
+    page.points = []
+    page.on("response", lambda r: page.points.append(r) if "/conceptlens/points/" in r.url else None)
     page.goto(f"{url}/clusters?ds={DS}&ckpt={CKPT}")
     page.get_by_test_id("stSidebarNav").wait_for(timeout=120_000)
     wait_for_script(page)
@@ -97,8 +100,11 @@ def test_box_and_lasso_select_the_points_inside(browser, app, tmp_path):
     url, ws = app
     pts = stored_points(ws)
     page, el, frame, _ = open_clusters(browser, url, "projection-open")
-    view_message = max(page.received)  # the view's points: the cold load's largest message
+    # The view's points: one file over HTTP, not a websocket message.
+    assert len(page.points) == 1, [r.url for r in page.points]
+    view_message = len(page.points[0].body())
     assert view_message > 8 * len(pts)
+    assert max(page.received) < view_message
     c = canvas_box(el, frame)
 
     # ---- a box over the middle of the view -------------------------------------------------
@@ -112,8 +118,9 @@ def test_box_and_lasso_select_the_points_inside(browser, app, tmp_path):
         "() => new URL(location.href).searchParams.get('sel') === 'region'", timeout=60_000
     )
     wait_for_script(page)
-    # The selection's rerun does not resend the view's points (its arguments are unchanged,
-    # so Streamlit's message cache holds it).
+    # The selection's rerun does not resend the view's points: no second file, and no
+    # websocket message anywhere near their size.
+    assert len(page.points) == 1
     assert max(page.received[before:]) < view_message / 4
     # The box as the URL keeps it: its corners to 6 significant digits.
     xs = sorted(float(f"{v[0]:.6g}") for v in corners)
@@ -204,6 +211,7 @@ def test_hover_zoom_and_pan_send_the_server_nothing(browser, app):
     page.wait_for_timeout(1500)
     el.screenshot(path=str(ARTIFACTS / "projection-zoomed.png"))
     assert len(sent) == before, f"the browser sent {len(sent) - before} messages (a rerun) for hover/zoom/pan"
+    assert len(page.points) == 1  # nor fetched the points again
     assert (
         page.evaluate(
             "() => document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state')"

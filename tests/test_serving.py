@@ -116,3 +116,72 @@ def test_the_gzip_cache_is_bounded_and_follows_a_changed_file():
     files["/static/5.js"] = b"var changed = 1;" * 300
     _, body = _call(mw, "/static/5.js")
     assert gzip.decompress(body) == files["/static/5.js"]
+
+
+@pytest.mark.browser
+def test_the_points_come_over_http_once_per_data_version(browser, demo_url):
+    """The projection's points are an immutable file: a second tab in the same browser draws
+    them from its cache, and the view still draws every point (the box and lasso tests of
+    tests/test_browser_projection.py check the ids those points carry)."""
+    context = browser.new_context()
+
+    def visit():
+        page = context.new_page()
+        cdp = context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        got = []
+        cdp.on("Network.responseReceived", lambda e: got.append(e["response"]))
+        cdp.on("Network.requestServedFromCache", lambda e: got.append({"url": "cache:" + e["requestId"]}))
+        page.goto(f"{demo_url}/clusters")
+        _, frame = projection(page)
+        n = frame.evaluate("() => document.querySelectorAll('canvas').length")
+        page.close()
+        return [r for r in got if "/conceptlens/points/" in r.get("url", "")], n
+
+    first, canvases = visit()
+    assert canvases >= 1
+    assert len(first) == 1, [r["url"] for r in first]
+    r = first[0]
+    assert r["status"] == 200 and "immutable" in r["headers"].get("cache-control", "")
+    again, _ = visit()
+    assert again and all(x.get("fromDiskCache") or x.get("fromMemoryCache") for x in again), again
+    context.close()
+    key = r["url"].rsplit("/", 1)[1]
+    status, h, body = _get(r["url"])
+    assert status == 200 and h["Content-Type"] == "application/octet-stream"
+    for bad in ("0" * 64, key[:-1], "..%2F..%2Fapp.py", "%2e%2e"):
+        assert _get(f"{demo_url}/conceptlens/points/{bad}")[0] in (400, 404), bad
+
+
+def test_packed_points_read_back_section_by_section():
+    """`pack` as the view's `unpack` reads it (components/projection_frontend/src/index.js)."""
+    import json
+    import struct
+
+    import numpy as np
+    import pandas as pd
+
+    from components.projection import HEADER, encode, pack
+
+    rng = np.random.default_rng(0)
+    pts = pd.DataFrame(
+        {
+            "x": rng.normal(size=37),
+            "y": rng.normal(size=37),
+            "image_id": [f"im{i}" for i in range(37)],
+            "cluster": rng.integers(0, 4, 37),
+            "label_name": rng.choice(["cat", "dog", "ünï"], 37),
+        }
+    )
+    enc = encode(pts, "cluster")
+    blob = pack(enc.args)
+    (length,) = struct.unpack_from("<I", blob)
+    head = json.loads(blob[4 : 4 + length])
+    assert head["n"] == 37 and length <= HEADER - 4
+    for name in ("xy", "codes", "text"):
+        off, size = head["sections"][name]
+        assert off % 4 == 0 and blob[off : off + size] == enc.args[name], name
+    off, size = head["sections"]["xy"]
+    xy = np.frombuffer(blob[off : off + size], "<f4").reshape(-1, 2)
+    order = pd.Series(range(37), index=enc.ids).loc[pts["image_id"]].to_numpy()
+    np.testing.assert_array_equal(xy[order], pts[["x", "y"]].to_numpy("float32"))

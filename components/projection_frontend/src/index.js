@@ -560,7 +560,53 @@ function fail(text) {
   setFrameHeight(document.body.scrollHeight);
 }
 
-function onRender(args) {
+// Points served over HTTP (components/serving.py): one immutable file per data version, which
+// the browser caches, instead of bytes in every session's websocket message. Layout: a
+// little-endian uint32 header length, the JSON header {n, sections: {name: [offset, length]}},
+// then the sections (float32 x/y interleaved, uint16 codes, UTF-8 caption lines).
+const fetched = new Map(); // points_url -> {xy, codes, text}
+let pendingUrl = null;
+
+function unpack(buf) {
+  const len = new DataView(buf).getUint32(0, true);
+  const head = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, len)));
+  const part = (name) => {
+    const s = head.sections[name];
+    return s ? new Uint8Array(buf, s[0], s[1]) : null;
+  };
+  return { xy: part("xy"), codes: part("codes"), text: part("text") };
+}
+
+function withPoints(args) {
+  if (!args.points_url) return args;
+  const got = fetched.get(args.points_url);
+  if (got) return { ...args, ...got };
+  if (pendingUrl !== args.points_url) {
+    pendingUrl = args.points_url;
+    const url = args.points_url;
+    fetch(url)
+      .then((r) => {
+        if (!r.ok) throw new Error(`the points answered ${r.status}`);
+        return r.arrayBuffer();
+      })
+      .then((buf) => {
+        fetched.clear(); // one data version at a time is kept
+        fetched.set(url, unpack(buf));
+        if (pendingUrl === url) pendingUrl = null;
+        if (S.args && S.args.points_url === url) onRender(S.args);
+      })
+      .catch((err) => {
+        if (pendingUrl === url) pendingUrl = null;
+        fail(`The points could not be loaded: ${err && err.message ? err.message : err}`);
+      });
+  }
+  return null;
+}
+
+function onRender(raw) {
+  S.args = raw;
+  const args = withPoints(raw);
+  if (!args) return; // drawn when the points arrive
   S.args = args;
   const height = Number(args.height) || 520;
   if (!gl) return fail("This browser has no WebGL2: the projection cannot be drawn here.");
