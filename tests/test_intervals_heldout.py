@@ -120,12 +120,12 @@ def test_mean_purity_and_coherence_intervals_are_a_direct_loop_over_seeded_resam
     resample b. Recomputed here by a loop over the documented seeded resamples, purity by
     metrics.scores.purity on each resample's labels; with cluster_metrics' seed and count
     the purity resamples are those of the stored per-cluster intervals."""
+    from components.checkpoint_tables import checkpoint_formats
     from conceptlens.db import WorkspaceDB
     from conceptlens.metrics.scores import purity
     from conceptlens.tables import find_intervals, to_csv, to_latex
     from conceptlens.views import checkpoints as V
     from conceptlens.workspace import Workspace
-    from components.checkpoint_tables import checkpoint_formats
 
     ws = Workspace(analysed)
     db = WorkspaceDB(analysed)
@@ -164,7 +164,9 @@ def test_mean_purity_and_coherence_intervals_are_a_direct_loop_over_seeded_resam
     for c in ("mean_purity", "mean_coherence", "mean_coherence_hard"):
         assert found[c] == (f"{c}_lo", f"{c}_hi"), c
         assert (table[f"{c}_lo"] <= table[c]).all() and (table[c] <= table[f"{c}_hi"]).all()
-    assert {"mean_purity_lo", "mean_coherence_hard_hi"} <= set(to_csv(table).decode().splitlines()[0].split(","))
+    assert {"mean_purity_lo", "mean_coherence_hard_hi"} <= set(
+        to_csv(table).decode().splitlines()[0].split(",")
+    )
     tex = to_latex(table, checkpoint_formats(table))
     for r in table.itertuples():
         assert f"{r.mean_purity:.3f} [{r.mean_purity_lo:.3f}, {r.mean_purity_hi:.3f}]" in tex

@@ -503,11 +503,24 @@ class Scorer:
             put("learnability", sl, self._learnability_t, member_t)
             if self.pop.annotator is not None:
                 for kind in ("random", "hard"):
-                    put(f"coherence_{kind}", sl, lambda *a: self._coherence(*a)[0], part, member_t, tags[sl], kind)
+                    put(
+                        f"coherence_{kind}",
+                        sl,
+                        lambda *a: self._coherence(*a)[0],
+                        part,
+                        member_t,
+                        tags[sl],
+                        kind,
+                    )
         ids = np.flatnonzero(with_id)
         for c in range(0, len(ids), 8):  # TwoNN fits, 8 to a job
             chunk = ids[c : c + 8]
-            put("intrinsic_dim", chunk, lambda ch: [self._intrinsic_dim_of(sets[i], tags[i]) for i in ch], chunk)
+            put(
+                "intrinsic_dim",
+                chunk,
+                lambda ch: [self._intrinsic_dim_of(sets[i], tags[i]) for i in ch],
+                chunk,
+            )
         for name, (codes, K) in self.codes.items():
             out[f"purity_{name}"] = purities(codes[sets], K)
         cap = self.pop.captions

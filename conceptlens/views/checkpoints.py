@@ -119,7 +119,9 @@ _MEAN_INTERVALS: dict = {}
 KEEP_MEAN_INTERVALS = 8
 
 
-def cluster_mean_intervals(db, dataset: str, k: int, n_boot: int = MEAN_BOOT, seed: int = MEAN_SEED) -> pd.DataFrame:
+def cluster_mean_intervals(
+    db, dataset: str, k: int, n_boot: int = MEAN_BOOT, seed: int = MEAN_SEED
+) -> pd.DataFrame:
     """95% percentile bootstrap intervals (metrics/bootstrap.py) of each checkpoint's mean
     purity and mean coherence (random, hard) over its clusters at k, derived at read time
     from what the workspace stores (no stored column): one row per checkpoint of `dataset`
