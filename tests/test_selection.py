@@ -497,6 +497,11 @@ def test_a_kept_population_is_read_again_when_its_features_or_labels_change(tmp_
     assert pop2 is not pop and not np.allclose(pop2.X, pop.X)
     after = _row(V.score(db, "toy-ckpt0", label=label, n_null=10), "learnability")["value"]
     assert after != before and after < 0.8  # random features: the label is not learnable
+    # views.selection.prepare (the panel's, before a selection): the kept population's
+    # evaluation order searched in the background, up to the largest sample
+    V.prepare(db, "toy-ckpt1").join()
+    ids1, _, kept = V.population(db, "toy-ckpt1")
+    assert kept.neighbours(0).searched() == len(ids1)  # no selection scored there
     images = pq.read_table(ws.table_path("images")).to_pandas()
     images.loc[images["image_id"] == ids[0], "label"] = 99
     ws.write("images", pa.Table.from_pandas(images, preserve_index=False))

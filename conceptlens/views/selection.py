@@ -85,9 +85,7 @@ def population(
     annotator sees the one-hot factors and label (as cluster_metrics' default); "none": no
     coherence. Kept for the process while the checkpoint's features and images.parquet are
     unchanged, so the next selection on it reuses the neighbour search of the evaluation
-    sample; a kept population starts that search at once in the background
-    (Population.prepare), so that the first selection, drawn a few seconds later, finds it
-    done."""
+    sample (see also `prepare`)."""
     if annotator not in ("factors", "none"):
         raise SelectionError(f"annotator must be 'factors' or 'none', got {annotator!r}")
     stamp = _features_stamp(db, checkpoint)
@@ -97,11 +95,23 @@ def population(
         return _POPULATIONS[key]
     out = _population(db, checkpoint, annotator)
     if stamp is not None:
-        out[2].prepare()
         _POPULATIONS[key] = out
         while len(_POPULATIONS) > KEEP_POPULATIONS:
             _POPULATIONS.pop(next(iter(_POPULATIONS)))
     return out
+
+
+def prepare(db, checkpoint: str, annotator: str = "factors", seed: int = 0):
+    """Load and keep the checkpoint's population (`population`) and start the neighbour
+    search of its evaluation order in a background thread (Population.prepare), before any
+    selection: what the dashboard's selection panel calls when it is turned on, so that the
+    first selection, drawn seconds later, is scored as fast as the next ones. Returns the
+    thread, or None where a population is not kept (a remote workspace: nothing to gain).
+    The command line does not call it (one selection, then the process ends)."""
+    if _features_stamp(db, checkpoint) is None:
+        return None
+    _, _, pop = population(db, checkpoint, annotator)
+    return pop.prepare(seed=seed)
 
 
 def _population(db, checkpoint: str, annotator: str):
