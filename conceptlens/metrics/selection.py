@@ -487,6 +487,9 @@ class Scorer:
         b, n = len(sets), len(self.pop.X)
         out: dict = {k: np.full(b, math.nan) for k in SCORES}
         step = max(1, BATCH_CELLS // max(n, len(self.eval) * self.nn.shape[1]))
+        # At least two batches per thread, of equal sizes, so that the threads finish together.
+        batches = max(-(-b // step), 2 * THREADS)
+        step = max(1, -(-b // batches))
         jobs = []
 
         def put(name, sl, fn, *args):
