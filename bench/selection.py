@@ -14,6 +14,7 @@ Prints the wall and CPU time, and the load average around each, of
     background when it loads a checkpoint; joined here and timed) and then the first
     selection on that population (the dashboard's first lasso, drawn after the search).
 The machine may be shared: compare CPU times when the load average is above the cores.
+Measurements: docs/analysis.md ("Cost" of the selection scores).
 """
 
 from __future__ import annotations
