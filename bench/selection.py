@@ -3,22 +3,18 @@ synthetic features (seeded), with every null (conceptlens.metrics.selection).
 
     python bench/selection.py [--n 50000] [--dim 512] [--size 5000] [--null 200] [--repeat 3]
 
-Prints the wall and CPU time of the first selection on the population ("cold": includes
-the one neighbour search of the evaluation sample, kept by the Population) and of the next
-ones ("warm": other selections of the same size on the same population, as the dashboard
-scores them), with the load average (the machine may be shared).
-
-Measured 2026-11-25 (defaults: 5,000 of 50,000 x 512, 2 x 200 null draws), `nice -n 10` on
-the two-core machine shared with four other helpers' jobs, load average 7 to 12 — so wall
-times are 3-4x the CPU times and no idle-core wall time could be taken:
-  before average_ranks (scipy.stats imported by the first selection), load 7.2-8.1:
-    cold wall 25.52 s / CPU 5.61 s; warm wall 10.63, 6.01, 5.39 s / CPU 2.05, 1.90, 1.93 s
-  after (numpy average ranks, the same scores bit for bit), load 12.4-12.6:
-    cold wall 19.84 s / CPU 4.84 s; warm wall 5.76, 5.45, 4.06 s / CPU 1.72, 1.90, 1.77 s
-Where a warm selection's CPU goes (cProfile): TwoNN of the selection and of 2 x 15 null
-draws (31 Gram matrices of 400 x 512 in float64) 0.7 s, coherence trials 0.3-0.6 s, the
-rest in the null draws' shares, AUCs and intervals. A cold one adds the faiss search of the
-3,000-image evaluation sample against all 50,000 (2.5 s CPU), kept by the Population.
+Prints the wall and CPU time, and the load average around each, of
+  - first, fresh process: the first selection of the process on a new population (its
+    neighbour search of the evaluation sample, scipy.special's import, faiss's first call);
+  - next: other selections of the same size on the same population (the dashboard's next
+    lasso on a checkpoint);
+  - first, new checkpoint: the first selection on another population in the same process
+    (the neighbour search, no import);
+  - prepare, then first: Population.prepare (what views.selection.population starts in the
+    background when it loads a checkpoint; joined here and timed) and then the first
+    selection on that population (the dashboard's first lasso, drawn after the search).
+The machine may be shared: compare CPU times when the load average is above the cores.
+Measurements: docs/analysis.md ("Cost" of the selection scores).
 """
 
 from __future__ import annotations
@@ -29,7 +25,11 @@ import time
 
 import numpy as np
 
-from conceptlens.metrics.selection import Population, score_selection
+from conceptlens.metrics.selection import EVAL_MAX, Population, score_selection
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _timed(fn):
@@ -44,7 +44,7 @@ def main() -> None:
     p.add_argument("--dim", type=int, default=512)
     p.add_argument("--size", type=int, default=5_000)
     p.add_argument("--null", type=int, default=200)
-    p.add_argument("--repeat", type=int, default=3, help="warm selections after the first")
+    p.add_argument("--repeat", type=int, default=3, help="next selections after the first")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     rng = np.random.default_rng(a.seed)
@@ -53,22 +53,40 @@ def main() -> None:
     X = centres[labels] + 2 * rng.normal(size=(a.n, a.dim)).astype(np.float32)
     factors = {"colour": rng.integers(0, 8, a.n), "size": labels % 5}
     annotator = np.eye(100, dtype=np.float32)[labels]
-    pop = Population(X, labels, factors, annotator)
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    for i in range(1 + a.repeat):
+    print(f"{os.cpu_count()} cores; selection of {a.size} of {a.n} x {a.dim}, {a.null} null draws x 2")
+
+    def population():
+        return _timed(lambda: Population(X, labels, factors, annotator))
+
+    def score(pop, what):
         sel = rng.choice(a.n, a.size, replace=False)
-        out, wall, cpu = _timed(lambda sel=sel: score_selection(pop, sel, n_null=a.null, seed=a.seed))
-        if i == 0:
-            for r in out["scores"]:
-                print(
-                    f"{r['score']:>22} {r['value']:.3f}  pct random {r['pct_random']:.0f}  "
-                    f"same labels {r['pct_same_labels']:.0f}"
-                )
+        before = _load()
+        out, wall, cpu = _timed(lambda: score_selection(pop, sel, n_null=a.null, seed=a.seed))
+        print(f"{what:>28}: wall {wall:5.2f} s, CPU {cpu:5.2f} s   (load {before} -> {_load()})")
+        return out
+
+    pop, wall, cpu = population()
+    print(f"{'Population()':>28}: wall {wall:5.2f} s, CPU {cpu:5.2f} s")
+    out = score(pop, "first, fresh process")
+    for r in out["scores"]:
         print(
-            f"{'cold' if i == 0 else 'warm'}: selection of {a.size} of {a.n} x {a.dim}, "
-            f"{a.null} null draws x 2: wall {wall:.2f} s, CPU {cpu:.2f} s"
+            f"{r['score']:>28} {r['value']:.3f}  pct random {r['pct_random']:.0f}  "
+            f"same labels {r['pct_same_labels']:.0f}"
         )
-    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for _ in range(a.repeat):
+        score(pop, "next")
+    del pop
+    pop, _, _ = population()
+    score(pop, "first, new checkpoint")
+    del pop
+    pop, _, _ = population()
+    before = _load()
+    _, wall, cpu = _timed(lambda: pop.prepare(seed=a.seed, background=False))
+    print(
+        f"{'prepare (background)':>28}: wall {wall:5.2f} s, CPU {cpu:5.2f} s   "
+        f"(load {before} -> {_load()}; {min(EVAL_MAX, a.n)} rows searched)"
+    )
+    score(pop, "prepare, then first")
 
 
 if __name__ == "__main__":

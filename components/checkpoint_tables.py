@@ -32,8 +32,14 @@ COLUMN_NAMES = {
     "wclid_loo": "W-CLID LOO",
     "anmi": "aNMI",
     "mean_purity": "mean purity",
+    "mean_purity_lo": "mean purity (95% low)",
+    "mean_purity_hi": "mean purity (95% high)",
     "mean_coherence": "mean coh. (R)",
+    "mean_coherence_lo": "mean coh. (R) (95% low)",
+    "mean_coherence_hi": "mean coh. (R) (95% high)",
     "mean_coherence_hard": "mean coh. (H)",
+    "mean_coherence_hard_lo": "mean coh. (H) (95% low)",
+    "mean_coherence_hard_hi": "mean coh. (H) (95% high)",
 }
 
 

@@ -30,8 +30,14 @@ CHECKPOINT_FORMATS = {
     "anmi": "%.3f",
     "clusters": "%d",
     "mean_purity": "%.3f",
+    "mean_purity_lo": "%.3f",
+    "mean_purity_hi": "%.3f",
     "mean_coherence": "%.3f",
+    "mean_coherence_lo": "%.3f",
+    "mean_coherence_hi": "%.3f",
     "mean_coherence_hard": "%.3f",
+    "mean_coherence_hard_lo": "%.3f",
+    "mean_coherence_hard_hi": "%.3f",
 }
 
 # `views.compmap.weight_accuracy`: yun2023 Table 4's headers for its values and intervals.

@@ -447,6 +447,10 @@ def selection_panel(
             "cluster, a CSV of ids or a saved selection."
         )
         return
+    try:  # the checkpoint's population and neighbour search, before the first selection
+        VS.prepare(ws.db(), checkpoint, seed=SEED)
+    except (ConceptLensError, ValueError):
+        pass  # said when a selection is scored
     src = U.url_radio(
         "Selection", list(SOURCES), key="selp_src", param="ssrc", format_func=SOURCES.get, horizontal=True
     )

@@ -111,3 +111,64 @@ def test_every_analysis_help_prints_its_options(capsys):
     with pytest.raises(SystemExit):
         main(["analyze", "cluster_metrics", "--help"])
     assert "the 95% intervals of purity" in " ".join(capsys.readouterr().out.split())
+
+
+def test_mean_purity_and_coherence_intervals_are_a_direct_loop_over_seeded_resamples(analysed):
+    """The checkpoint table's means over clusters carry 95% intervals derived at read time
+    (views.checkpoints.cluster_mean_intervals): each cluster's images (purity) or 2AFC
+    trials (coherence) resampled within it, resample b of the mean the mean of the clusters'
+    resample b. Recomputed here by a loop over the documented seeded resamples, purity by
+    metrics.scores.purity on each resample's labels; with cluster_metrics' seed and count
+    the purity resamples are those of the stored per-cluster intervals."""
+    from components.checkpoint_tables import checkpoint_formats
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.metrics.scores import purity
+    from conceptlens.tables import find_intervals, to_csv, to_latex
+    from conceptlens.views import checkpoints as V
+    from conceptlens.workspace import Workspace
+
+    ws = Workspace(analysed)
+    db = WorkspaceDB(analysed)
+    got = V.cluster_mean_intervals(db, "toy", 4, n_boot=200, seed=2).set_index("checkpoint_id")
+    images = ws.read("images").to_pandas().set_index("image_id")
+    K = images.loc[images["dataset"] == "toy", "label"].dropna().nunique()
+    for ck in ("ck0", "ck1", "ck2"):
+        cm = ws.read("cluster_metrics", checkpoint_id=ck, k=4).to_pandas().sort_values("cluster")
+        cl = ws.read("clusters", checkpoint_id=ck, k=4).to_pandas().sort_values("image_id")
+        cl["label"] = images.loc[cl["image_id"], "label"].to_numpy()
+        cl = cl.dropna(subset=["label"])
+        rng = M.rng_for(2, "purity")
+        per_cluster = []
+        for c, p, lo, hi in zip(cm["cluster"], cm["purity"], cm["purity_lo"], cm["purity_hi"]):
+            y = cl.loc[cl["cluster"] == c, "label"].to_numpy()
+            stats = [purity(y[i], K)[0] for i in direct(len(y), 200, rng)]
+            assert purity(y, K)[0] == pytest.approx(p)
+            assert (lo, hi) == pytest.approx(q(stats, p))  # the analysis's own resamples
+            per_cluster.append(stats)
+        ref = q(np.mean(per_cluster, axis=0), cm["purity"].mean())
+        assert (got.loc[ck, "mean_purity_lo"], got.loc[ck, "mean_purity_hi"]) == pytest.approx(ref)
+        for mean, col in (("mean_coherence", "coherence_random"), ("mean_coherence_hard", "coherence_hard")):
+            rng = M.rng_for(2, f"mean_{col}")
+            per_cluster = []
+            have = cm[cm[col].notna()]  # clusters under refs + 1 images have none
+            for acc, t in zip(have[col], have["coherence_trials"].astype(int)):
+                flags = np.zeros(t)
+                flags[: round(acc * t)] = 1
+                per_cluster.append([flags[i].mean() for i in direct(t, 200, rng)])
+            ref = q(np.mean(per_cluster, axis=0), have[col].mean())
+            assert (got.loc[ck, f"{mean}_lo"], got.loc[ck, f"{mean}_hi"]) == pytest.approx(ref)
+            assert got.loc[ck, f"{mean}_lo"] < got.loc[ck, f"{mean}_hi"]
+    # The table and its exports carry them (the defaults: 1,000 resamples, seed 0).
+    table = V.checkpoint_table(db, "toy", 4)
+    found = find_intervals(table)
+    for c in ("mean_purity", "mean_coherence", "mean_coherence_hard"):
+        assert found[c] == (f"{c}_lo", f"{c}_hi"), c
+        assert (table[f"{c}_lo"] <= table[c]).all() and (table[c] <= table[f"{c}_hi"]).all()
+    assert {"mean_purity_lo", "mean_coherence_hard_hi"} <= set(
+        to_csv(table).decode().splitlines()[0].split(",")
+    )
+    tex = to_latex(table, checkpoint_formats(table))
+    for r in table.itertuples():
+        assert f"{r.mean_purity:.3f} [{r.mean_purity_lo:.3f}, {r.mean_purity_hi:.3f}]" in tex
+        assert f"{r.mean_coherence:.3f} [{r.mean_coherence_lo:.3f}, {r.mean_coherence_hi:.3f}]" in tex
+    db.close()

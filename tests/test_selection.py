@@ -439,3 +439,74 @@ def test_across_figure_names_at_most_twelve_checkpoints_without_their_shared_pre
     axis = fig.layout.xaxis
     assert len(axis.ticktext) <= MAX_TICKS and axis.ticktext[0] == "run0-e0 (e0)"
     assert sum(len(tr.x) for tr in fig.data if tr.name != "random sets (median)") == 29
+
+
+def test_neighbours_do_not_depend_on_the_prefixes_asked_before():
+    """The evaluation sample's neighbours are searched in fixed blocks of the order: asked
+    in one go, in small steps, or by prepare (the background search), they are the same
+    bits, so no score depends on which selections came before (a BLAS search's last bits
+    depend on the rows searched together: here one search of 2,500 rows and one of 10 then
+    2,490 give other similarities)."""
+    pop = _population(n=3000, d=64, noise=1.0, seed=11)
+    once = S.Neighbours(pop.X, 0).prefix(2500)
+    steps = S.Neighbours(pop.X, 0)
+    for L in (10, 1100, 1500, 2500):
+        got = steps.prefix(L)
+    prepared = S.Neighbours(pop.X, 0)
+    prepared.prepare(2500)
+    assert prepared.searched() == 3000  # whole blocks: 1024, 2048, then the last 952
+    for other in (got, prepared.prefix(2500)):
+        assert all(np.array_equal(a, b) for a, b in zip(once, other))
+
+
+def test_scores_do_not_depend_on_threads_or_a_background_search(monkeypatch):
+    """The parts of one selection's scores run on threads and the neighbour search may run
+    in the background (Population.prepare): the scores are those of one thread and no
+    search before."""
+    rng = np.random.default_rng(3)
+    sel = rng.choice(1500, 200, replace=False)
+    monkeypatch.setattr(S, "THREADS", 1)
+    want = S.score_selection(_population(n=1500, seed=8), sel, n_null=40)
+    monkeypatch.setattr(S, "THREADS", 4)
+    pop = _population(n=1500, seed=8)
+    pop.prepare(seed=0, upto=1500)  # running while the selection is scored
+    got = S.score_selection(pop, sel, n_null=40)
+    assert got["scores"] == want["scores"]
+    assert np.isfinite([r["value"] for r in got["scores"]]).all()
+
+
+def test_a_kept_population_is_read_again_when_its_features_or_labels_change(tmp_path):
+    """The view keeps a checkpoint's population (and its neighbour search) for the next
+    selection; rewriting its features or images.parquet must not leave the old one."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conceptlens.db import WorkspaceDB
+    from conceptlens.views import selection as V
+    from tests.factory import factor_workspace, write_features
+
+    ws = factor_workspace(tmp_path / "ws")
+    db = WorkspaceDB(ws.root)
+    ids, meta, pop = V.population(db, "toy-ckpt0")
+    assert V.population(db, "toy-ckpt0")[2] is pop  # kept
+    label = str(meta["label"].iloc[0])
+    before = _row(V.score(db, "toy-ckpt0", label=label, n_null=10), "learnability")["value"]
+    rng = np.random.default_rng(0)
+    write_features(ws, "toy-ckpt0", list(ids), rng.normal(size=(len(ids), pop.X.shape[1])))
+    _, _, pop2 = V.population(db, "toy-ckpt0")
+    assert pop2 is not pop and not np.allclose(pop2.X, pop.X)
+    after = _row(V.score(db, "toy-ckpt0", label=label, n_null=10), "learnability")["value"]
+    assert after != before and after < 0.8  # random features: the label is not learnable
+    # views.selection.prepare (the panel's, before a selection): the kept population's
+    # evaluation order searched in the background, up to the largest sample
+    V.prepare(db, "toy-ckpt1").join()
+    ids1, _, kept = V.population(db, "toy-ckpt1")
+    assert kept.neighbours(0).searched() == len(ids1)  # no selection scored there
+    images = pq.read_table(ws.table_path("images")).to_pandas()
+    images.loc[images["image_id"] == ids[0], "label"] = 99
+    ws.write("images", pa.Table.from_pandas(images, preserve_index=False))
+    db.close()
+    db = WorkspaceDB(ws.root)  # as the pages: a changed workspace is opened again
+    _, _, pop3 = V.population(db, "toy-ckpt0")
+    assert pop3 is not pop2 and len(np.unique(pop3.labels)) == len(np.unique(pop2.labels)) + 1
+    db.close()

@@ -59,12 +59,28 @@ def _check(n_boot: int) -> None:
         raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
 
 
-def mean_interval(values, n_boot: int, rng: np.random.Generator, alpha: float = ALPHA) -> tuple[float, float]:
-    """Interval of the mean of per-image values (an accuracy from per-image correct flags)."""
+def mean_stats(values, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """The mean of each of `n_boot` resamples of per-item values (mean_interval's)."""
     _check(n_boot)
     v = np.asarray(values, dtype=np.float64)
-    stats = np.concatenate([v[idx].mean(axis=1) for idx in resamples(len(v), n_boot, rng)])
-    return percentile_interval(stats, float(v.mean()), alpha)
+    return np.concatenate([v[idx].mean(axis=1) for idx in resamples(len(v), n_boot, rng)])
+
+
+def mean_interval(values, n_boot: int, rng: np.random.Generator, alpha: float = ALPHA) -> tuple[float, float]:
+    """Interval of the mean of per-image values (an accuracy from per-image correct flags)."""
+    v = np.asarray(values, dtype=np.float64)
+    return percentile_interval(mean_stats(v, n_boot, rng), float(v.mean()), alpha)
+
+
+def group_mean_interval(stats, estimate: float, alpha: float = ALPHA) -> tuple[float, float]:
+    """Interval of a mean over groups (clusters) of a per-group statistic, each group's
+    items resampled within it and the groups held fixed (as each cluster's own interval):
+    `stats` is groups x n_boot, row g the statistic of group g on each of its resamples
+    (purity_stats, mean_stats); resample b of the mean is the mean of column b."""
+    S = np.asarray(stats, dtype=np.float64)
+    if S.ndim != 2 or S.shape[0] == 0:
+        return math.nan, math.nan
+    return percentile_interval(S.mean(axis=0), estimate, alpha)
 
 
 def ratio_interval(

@@ -36,7 +36,9 @@ uniform.
 from __future__ import annotations
 
 import math
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,45 +56,91 @@ NEAR = 1e-4  # squared distance below which TwoNN re-measures from differences
 HARD_POOL = 50  # hard negatives are drawn from this many nearest non-members
 # Sets scored at once: their membership matrix (sets x n booleans) and vote arrays stay small.
 BATCH_CELLS = 20_000_000
+# Rows of the evaluation order searched together (Neighbours).
+BLOCK = 1024
+# The evaluation sample's size (Scorer's defaults): eval_members x n / size, within these.
+EVAL_MEMBERS, EVAL_MIN, EVAL_MAX = 300, 1000, 10_000
+# Threads the parts of one selection's scores run on (the null's learnability, coherence and
+# TwoNN, the intervals): numpy releases the GIL in its loops, so two cores score at once.
+THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 class Neighbours:
     """The part of the scores that does not depend on the set: a seeded random order of the
     rows and the K_NN cosine-nearest other rows of the first L of them (the evaluation
     sample), extended on demand and kept (one exact search per row, faiss's flat inner
-    product when installed, else neighbors.nearest_cosine)."""
+    product when installed, else neighbors.nearest_cosine).
+
+    The order is searched in fixed blocks of BLOCK rows (rows [j BLOCK, (j + 1) BLOCK) of
+    it, each block alone): a BLAS search's last bits depend on the rows searched with a
+    row, so the neighbours of a row, and every score, would otherwise depend on which
+    prefixes were asked for before (and, with `prepare` searching in the background, on
+    timing)."""
 
     def __init__(self, X: np.ndarray, seed: int = 0):
         self.X = X
+        self.X32 = np.ascontiguousarray(X, np.float32)  # what faiss searches (no copy if float32)
         n = len(X)
         self.order = np.random.default_rng([seed, 1]).permutation(n)
         self.k = min(K_NN, n - 1)
-        self.sims = np.zeros((0, self.k), np.float32)
-        self.nn = np.zeros((0, self.k), np.int64)
+        self._sims: list = []  # one array per block searched, in order
+        self._nn: list = []
+        self._have = 0
         self._lock = threading.Lock()  # the dashboard's sessions share a kept population
+
+    def searched(self) -> int:
+        """Rows of the order whose neighbours are kept."""
+        return self._have
+
+    def _extend(self, L: int, blocks: int | None = None) -> None:
+        """Search the blocks up to row L (at most `blocks` of them); under the lock."""
+        n = len(self.X)
+        while self._have < min(L, n) and (blocks is None or blocks > 0):
+            a = self._have
+            b = min(n, a + BLOCK)
+            s, i = _search(self.X, self.order[a:b], self.k, self.X32)
+            self._sims.append(s)
+            self._nn.append(i)
+            self._have = b
+            if blocks is not None:
+                blocks -= 1
+        if len(self._sims) > 1:
+            self._sims, self._nn = [np.concatenate(self._sims)], [np.concatenate(self._nn)]
 
     def prefix(self, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows, similarities, neighbours) of the first L rows of the order."""
         with self._lock:
-            have = len(self.nn)
-            if L > have:
-                s, i = _search(self.X, self.order[have:L], self.k)
-                self.sims, self.nn = np.concatenate([self.sims, s]), np.concatenate([self.nn, i])
-            return self.order[:L], self.sims[:L], self.nn[:L]
+            self._extend(L)
+            if not self._sims:
+                return self.order[:0], np.zeros((0, self.k), np.float32), np.zeros((0, self.k), np.int64)
+            return self.order[:L], self._sims[0][:L], self._nn[0][:L]
+
+    def prepare(self, L: int) -> None:
+        """Search up to row L one block at a time, releasing the lock between blocks (a
+        selection scored meanwhile waits for one block at most, then searches what it
+        lacks itself): what Population.prepare runs in the background."""
+        while self._have < min(L, len(self.X)):
+            with self._lock:
+                self._extend(L, blocks=1)
 
 
-def _search(X: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k most cosine-similar other rows of X[rows] (X unit rows), best first."""
+def _search(X: np.ndarray, rows: np.ndarray, k: int, X32: np.ndarray | None = None):
+    """The k most cosine-similar other rows of X[rows] (X unit rows), best first:
+    (similarities, rows). X32: X as contiguous float32, if the caller keeps it."""
     try:
         import faiss
     except ImportError:  # pragma: no cover - faiss-cpu is a dependency
         return nearest_cosine(X[rows], X, k=k, exclude=rows, normalized=True)
-    index = faiss.IndexFlatIP(X.shape[1])
-    index.add(np.ascontiguousarray(X, np.float32))
+    # faiss.knn: IndexFlatIP's exact search (the same bits) without copying X into an index.
     # k + 1: the row itself is (nearly always) among them; dropped by index, not by rank, as
     # an exact duplicate may come first. Where it is missing (more than k duplicates tie
     # with it) the last is dropped.
-    D, nn = index.search(np.ascontiguousarray(X[rows], np.float32), k + 1)
+    D, nn = faiss.knn(
+        X32[rows] if X32 is not None else np.ascontiguousarray(X[rows], np.float32),
+        X32 if X32 is not None else np.ascontiguousarray(X, np.float32),
+        k + 1,
+        metric=faiss.METRIC_INNER_PRODUCT,
+    )
     own = nn == rows[:, None]
     own[~own.any(axis=1), -1] = True
     own[np.cumsum(own, axis=1) > 1] = False  # only the first match
@@ -204,12 +252,34 @@ class Population:
                 raise ValueError(f"annotator features must have one row per feature row ({n})")
             self.annotator = unit_rows(as_matrix(self.annotator, "annotator features")).astype(np.float64)
         self._neighbours: dict = {}
+        self._lock = threading.Lock()
 
     def neighbours(self, seed: int) -> Neighbours:
         """The evaluation order and its neighbours for this seed, kept for the next set."""
-        if seed not in self._neighbours:
-            self._neighbours[seed] = Neighbours(self.X, seed)
-        return self._neighbours[seed]
+        with self._lock:
+            if seed not in self._neighbours:
+                self._neighbours[seed] = Neighbours(self.X, seed)
+            return self._neighbours[seed]
+
+    def prepare(self, seed: int = 0, upto: int = EVAL_MAX, background: bool = True) -> threading.Thread:
+        """Do what a first selection on this population would otherwise wait for: the
+        neighbour search of the evaluation order up to row `upto` (default: the largest
+        evaluation sample, that of the smallest selections; 1.0 s of two cores per 3,000
+        rows at 50,000 x 512) and the import of scipy.special (clopper_pearson's), in a
+        daemon thread (joined before returning unless `background`). The scores are the
+        same whether or not it ran, or ran to its end (Neighbours searches fixed blocks)."""
+        nb = self.neighbours(seed)
+
+        def work():
+            import scipy.special  # noqa: F401 - clopper_pearson's import, 0.2 s
+
+            nb.prepare(upto)
+
+        t = threading.Thread(target=work, name="conceptlens-selection-prepare", daemon=True)
+        t.start()
+        if not background:
+            t.join()
+        return t
 
     def codes(self) -> dict:
         """Name -> (codes, K): the labels ("label") and every factor."""
@@ -308,7 +378,9 @@ def average_ranks(a: np.ndarray) -> np.ndarray:
     if a.ndim != 2:
         raise ValueError(f"average_ranks takes rows (2-d), got shape {a.shape}")
     n = a.shape[1]
-    order = np.argsort(a, axis=1, kind="stable")
+    # Any sort: tied values share their average rank whichever order they come in (numpy's
+    # default sort is twice as fast as its stable one here).
+    order = np.argsort(a, axis=1)
     s = np.take_along_axis(a, order, axis=1)
     pos = np.broadcast_to(np.arange(n), a.shape)
     first = np.ones(a.shape, bool)  # the first of its run of equal values
@@ -346,9 +418,9 @@ class Scorer:
         self,
         pop: Population,
         selection,
-        eval_members: int = 300,
-        eval_min: int = 1000,
-        eval_max: int = 10_000,
+        eval_members: int = EVAL_MEMBERS,
+        eval_min: int = EVAL_MIN,
+        eval_max: int = EVAL_MAX,
         n_null: int = 200,
         n_null_id: int = 15,
         id_points: int = 400,
@@ -388,42 +460,88 @@ class Scorer:
     def shares(self, member: np.ndarray) -> np.ndarray:
         """Vote shares of "in the set" of the evaluation sample (sets x L) for membership
         rows (sets x n booleans)."""
-        v = member[:, self.nn]  # sets x L x k
-        return np.einsum("blk,lk->bl", v, self.w) / self.wsum
+        return self._shares_t(np.ascontiguousarray(np.asarray(member, bool).T))
+
+    def _shares_t(self, member_t: np.ndarray) -> np.ndarray:
+        """shares from the membership transposed (n x sets): the gather by neighbour then
+        copies rows of it (a tenth of the time of gathering single booleans), and the einsum
+        runs on the same values in the same order (the same bits)."""
+        v = member_t[self.nn]  # L x k x sets
+        return np.einsum("blk,lk->bl", v.transpose(2, 0, 1), self.w) / self.wsum
 
     def learnability(self, member: np.ndarray) -> np.ndarray:
+        member = np.asarray(member, bool)
         return auc_rows(self.shares(member), member[:, self.eval])
 
-    def score_sets(self, sets: np.ndarray, tags: list, with_id: np.ndarray) -> dict:
+    def _learnability_t(self, member_t: np.ndarray) -> np.ndarray:
+        return auc_rows(self._shares_t(member_t), member_t[self.eval].T)
+
+    def score_sets(self, sets: np.ndarray, tags: list, with_id: np.ndarray, pool=None) -> dict:
         """Scores of equally large sets (rows of `sets`, member rows): name -> (sets,) array.
-        tags[i] seeds set i's trials and subsamples; with_id[i]: fit its TwoNN."""
+        tags[i] seeds set i's trials and subsamples; with_id[i]: fit its TwoNN. The parts
+        run on `pool` (a ThreadPoolExecutor; default: one of THREADS threads): each writes
+        its own entries and draws from its own seeds, so the scores do not depend on it."""
+        if pool is None:
+            with ThreadPoolExecutor(THREADS) as pool:
+                return self.score_sets(sets, tags, with_id, pool)
         b, n = len(sets), len(self.pop.X)
         out: dict = {k: np.full(b, math.nan) for k in SCORES}
         step = max(1, BATCH_CELLS // max(n, len(self.eval) * self.nn.shape[1]))
+        # At least two batches per thread, of equal sizes, so that the threads finish together.
+        batches = max(-(-b // step), 2 * THREADS)
+        step = max(1, -(-b // batches))
+        jobs = []
+
+        def put(name, sl, fn, *args):
+            def job():
+                out[name][sl] = fn(*args)
+
+            jobs.append(pool.submit(job))
+
         for s in range(0, b, step):
             part = sets[s : s + step]
-            member = np.zeros((len(part), n), bool)
-            member[np.arange(len(part))[:, None], part] = True
-            out["learnability"][s : s + step] = self.learnability(member)
+            member_t = np.zeros((n, len(part)), bool)
+            member_t[part.T, np.arange(len(part))] = True
+            sl = slice(s, s + step)
+            put("learnability", sl, self._learnability_t, member_t)
             if self.pop.annotator is not None:
                 for kind in ("random", "hard"):
-                    out[f"coherence_{kind}"][s : s + step] = self._coherence(
-                        part, member, tags[s : s + step], kind
-                    )[0]
+                    put(
+                        f"coherence_{kind}",
+                        sl,
+                        lambda *a: self._coherence(*a)[0],
+                        part,
+                        member_t,
+                        tags[sl],
+                        kind,
+                    )
+        ids = np.flatnonzero(with_id)
+        for c in range(0, len(ids), 8):  # TwoNN fits, 8 to a job
+            chunk = ids[c : c + 8]
+            put(
+                "intrinsic_dim",
+                chunk,
+                lambda ch: [self._intrinsic_dim_of(sets[i], tags[i]) for i in ch],
+                chunk,
+            )
         for name, (codes, K) in self.codes.items():
             out[f"purity_{name}"] = purities(codes[sets], K)
         cap = self.pop.captions
-        for i in np.flatnonzero(with_id):
-            out["intrinsic_dim"][i] = self.intrinsic_dim(sets[i], np.random.default_rng([*tags[i], 9]))
-            if cap is not None and cap.unavailable is None:
+        if cap is not None and cap.unavailable is None:
+            for i in ids:
                 member = np.zeros(n, bool)
                 member[sets[i]] = True
                 d = describability(cap, member)
                 out["describability_top1"][i] = d["top1"] if d else math.nan
+        for j in jobs:
+            j.result()
         return out
 
-    def _coherence(self, sets, member, tags, kind: str):
-        """(accuracy, correct, trials) of every set: arrays."""
+    def _intrinsic_dim_of(self, members, tag) -> float:
+        return self.intrinsic_dim(members, np.random.default_rng([*tag, 9]))
+
+    def _coherence(self, sets, member_t, tags, kind: str):
+        """(accuracy, correct, trials) of every set: arrays. member_t: n x sets membership."""
         b, size = sets.shape
         acc = np.full(b, math.nan)
         ok_n, tr_n = np.zeros(b, np.int64), np.zeros(b, np.int64)
@@ -434,7 +552,7 @@ class Scorer:
             # The non-members of the evaluation sample nearest (cosine) to the mean feature of
             # the set's members in it: laina2020's Eq. 2 (the nearest other cluster by
             # centroid) for a set with no neighbour cluster.
-            inE = member[:, self.eval]
+            inE = np.ascontiguousarray(member_t[self.eval].T)
             mean = inE.astype(np.float32) @ self.XE
             sim = mean @ self.XE.T
             sim[inE] = -np.inf
@@ -445,7 +563,7 @@ class Scorer:
                 for i, p in enumerate(pools)
             ]
         refs, query, neg, which, coins = [], [], [], [], []
-        n = member.shape[1]
+        n = member_t.shape[0]
         for i in range(b):
             rng = np.random.default_rng([*tags[i], 5 if kind == "random" else 6])
             if pools is not None and len(pools[i]) == 0:
@@ -453,10 +571,10 @@ class Scorer:
             pick = self._picks(sets[i], rng)
             if pools is None:  # random non-members: more candidates than needed, then the first
                 cand = rng.integers(n, size=4 * self.trials + 16)
-                cand = cand[~member[i, cand]]
+                cand = cand[~member_t[cand, i]]
                 while len(cand) < self.trials:
                     more = rng.integers(n, size=4 * self.trials + 16)
-                    cand = np.concatenate([cand, more[~member[i, more]]])
+                    cand = np.concatenate([cand, more[~member_t[more, i]]])
                 negs = cand[: self.trials]
             else:
                 negs = rng.choice(pools[i], self.trials)
@@ -510,25 +628,30 @@ class Scorer:
 
     # ---- everything -----------------------------------------------------------------------
     def run(self, bootstrap: int = 1000, alpha: float = 0.05) -> dict:
-        sets = [self.sel[None, :]]
-        tags = [(self.seed, 0, 0)]
-        for w in self.nulls:
-            i = NULLS.index(w) + 1
-            sets.append(self.draws(w, np.random.default_rng([self.seed, i, 2])))
-            tags += [(self.seed, i, 1 + j) for j in range(self.n_null)]
-        sets = np.concatenate(sets)
-        with_id = np.zeros(len(sets), bool)
-        with_id[0] = True
-        for w in self.nulls:
-            a = 1 + self.nulls.index(w) * self.n_null
-            with_id[a : a + min(self.n_null_id, self.n_null)] = True
-        vals = self.score_sets(sets, tags, with_id)
+        with ThreadPoolExecutor(THREADS) as pool:  # the intervals beside the draws and their scores
+            interval_job = pool.submit(self._intervals, bootstrap, alpha)
+            draws = [
+                pool.submit(self.draws, w, np.random.default_rng([self.seed, NULLS.index(w) + 1, 2]))
+                for w in self.nulls
+            ]
+            sets = [self.sel[None, :]] + [d.result() for d in draws]
+            tags = [(self.seed, 0, 0)]
+            for w in self.nulls:
+                i = NULLS.index(w) + 1
+                tags += [(self.seed, i, 1 + j) for j in range(self.n_null)]
+            sets = np.concatenate(sets)
+            with_id = np.zeros(len(sets), bool)
+            with_id[0] = True
+            for w in self.nulls:
+                a = 1 + self.nulls.index(w) * self.n_null
+                with_id[a : a + min(self.n_null_id, self.n_null)] = True
+            vals = self.score_sets(sets, tags, with_id, pool)
+            intervals, trials = interval_job.result()
         sel = {k: float(v[0]) for k, v in vals.items()}
         nulls = {}
         for w in self.nulls:
             a = 1 + self.nulls.index(w) * self.n_null
             nulls[w] = {k: v[a : a + self.n_null] for k, v in vals.items()}
-        intervals, trials = self._intervals(bootstrap, alpha)
         described = self._describe(intervals, alpha)
         rows = []
         for name, value in sel.items():
@@ -622,7 +745,7 @@ class Scorer:
         trials = {}
         if self.pop.annotator is not None:
             for kind in ("random", "hard"):
-                _, k, t = self._coherence(self.sel[None, :], member, [(self.seed, 0, 0)], kind)
+                _, k, t = self._coherence(self.sel[None, :], member.T.copy(), [(self.seed, 0, 0)], kind)
                 trials[kind] = int(t[0])
                 if t[0]:
                     out[f"coherence_{kind}"] = clopper_pearson(int(k[0]), int(t[0]), alpha)

@@ -94,16 +94,144 @@ TABLE_COLUMNS = (
     "anmi",
     "clusters",
     "mean_purity",
+    "mean_purity_lo",  # 95% bootstrap intervals of the means over clusters (cluster_mean_intervals)
+    "mean_purity_hi",
     "mean_coherence",
+    "mean_coherence_lo",
+    "mean_coherence_hi",
     "mean_coherence_hard",
+    "mean_coherence_hard_lo",
+    "mean_coherence_hard_hi",
 )
+
+# The means over clusters of the checkpoint table and the cluster_metrics column of each.
+CLUSTER_MEANS = {
+    "mean_purity": "purity",
+    "mean_coherence": "coherence_random",
+    "mean_coherence_hard": "coherence_hard",
+}
+# Their bootstrap: cluster_metrics' defaults (`--bootstrap 1000 --seed 0`).
+MEAN_BOOT, MEAN_SEED = 1000, 0
+# cluster_mean_intervals kept for the process by workspace fingerprint (1,000 resamples of
+# every image of every checkpoint: 0.1 s of CPU per checkpoint of 5,000 images), so that
+# sorting the table again does not redo them.
+_MEAN_INTERVALS: dict = {}
+KEEP_MEAN_INTERVALS = 8
+
+
+def cluster_mean_intervals(
+    db, dataset: str, k: int, n_boot: int = MEAN_BOOT, seed: int = MEAN_SEED
+) -> pd.DataFrame:
+    """95% percentile bootstrap intervals (metrics/bootstrap.py) of each checkpoint's mean
+    purity and mean coherence (random, hard) over its clusters at k, derived at read time
+    from what the workspace stores (no stored column): one row per checkpoint of `dataset`
+    with cluster_metrics at k, columns `checkpoint_id` and `<mean>_lo`/`_hi` of each of
+    CLUSTER_MEANS.
+
+    Each cluster's items are resampled within it, the clusters held fixed (as each
+    cluster's own interval), and resample b of the mean is the mean over the clusters of
+    their resample b (bootstrap.group_mean_interval):
+    - purity: each cluster's labelled images (`clusters` joined to images.parquet, in
+      image_id order), bootstrap.purity_stats, one stream `rng_for(seed, "purity")` over
+      the clusters in order: with cluster_metrics' seed and resample count, the very
+      resamples of the stored per-cluster intervals. K is the dataset's labels, as the
+      analysis's. Where the clusters no longer give the stored purities (re-clustered, not
+      measured again) the interval is missing;
+    - coherence: each cluster's 2AFC trials, `coherence_trials` of which
+      round(coherence x trials) were answered right, resampled (bootstrap.mean_stats), one
+      stream `rng_for(seed, "mean_coherence_random")` (or `_hard`) over the clusters."""
+    try:
+        key = (str(db.root), db.ws.fingerprint(), dataset, int(k), int(n_boot), int(seed))
+    except (AttributeError, OSError):
+        key = None
+    if key is not None and key in _MEAN_INTERVALS:
+        return _MEAN_INTERVALS[key].copy()
+    out = _cluster_mean_intervals(db, dataset, k, n_boot, seed)
+    if key is not None:
+        _MEAN_INTERVALS[key] = out
+        while len(_MEAN_INTERVALS) > KEEP_MEAN_INTERVALS:
+            _MEAN_INTERVALS.pop(next(iter(_MEAN_INTERVALS)))
+    return out.copy()
+
+
+def _cluster_mean_intervals(db, dataset: str, k: int, n_boot: int, seed: int) -> pd.DataFrame:
+    from ..metrics import bootstrap as B
+    from ..metrics.scores import purity
+
+    cols = ["checkpoint_id"] + [f"{m}_{e}" for m in CLUSTER_MEANS for e in ("lo", "hi")]
+    if not db.has("cluster_metrics"):
+        return pd.DataFrame(columns=cols)
+    params = {"ds": dataset, "k": int(k)}
+    cm = db.query(
+        """
+        SELECT m.checkpoint_id, m.cluster, m.purity, m.coherence_random, m.coherence_hard,
+               m.coherence_trials
+        FROM cluster_metrics m JOIN checkpoints c ON c.checkpoint_id = m.checkpoint_id
+        WHERE c.dataset = $ds AND m.k = $k ORDER BY m.checkpoint_id, m.cluster""",
+        params,
+    )
+    labelled = pd.DataFrame(columns=["checkpoint_id", "cluster", "label"])
+    n_classes = 0
+    if db.has("clusters") and cm["purity"].notna().any():
+        labelled = db.query(
+            """
+            SELECT l.checkpoint_id, l.cluster, i.label
+            FROM clusters l
+            JOIN checkpoints c ON c.checkpoint_id = l.checkpoint_id
+            JOIN images i ON i.image_id = l.image_id AND i.dataset = c.dataset
+            WHERE c.dataset = $ds AND l.k = $k AND i.label IS NOT NULL
+            ORDER BY l.checkpoint_id, l.cluster, l.image_id""",
+            params,
+        )
+        n_classes = int(
+            db.query(
+                "SELECT count(DISTINCT label) AS n FROM images WHERE dataset = $ds AND label IS NOT NULL",
+                {"ds": dataset},
+            )["n"].iloc[0]
+        )
+    by_ck = dict(tuple(labelled.groupby("checkpoint_id", sort=False)))
+    rows = []
+    for ck, m in cm.groupby("checkpoint_id", sort=True):
+        row = {"checkpoint_id": ck}
+        # purity
+        lo = hi = float("nan")
+        stored = m["purity"].dropna()
+        lab = by_ck.get(ck)
+        if len(stored) and lab is not None and n_classes >= 2:
+            rng = B.rng_for(seed, "purity")
+            stats, values = [], []
+            for _, g in lab.groupby("cluster", sort=True):
+                y = g["label"].to_numpy()
+                values.append(purity(y, n_classes)[0])
+                stats.append(B.purity_stats(y, n_classes, n_boot, rng))
+            estimate = float(stored.mean())
+            if len(values) == len(stored) and np.isclose(np.mean(values), estimate, rtol=0, atol=1e-9):
+                lo, hi = B.group_mean_interval(stats, estimate)
+        row["mean_purity_lo"], row["mean_purity_hi"] = lo, hi
+        # coherence
+        for mean, col in (("mean_coherence", "coherence_random"), ("mean_coherence_hard", "coherence_hard")):
+            have = m[m[col].notna() & (m["coherence_trials"].fillna(0) > 0)]
+            lo = hi = float("nan")
+            if len(have):
+                rng = B.rng_for(seed, f"mean_{col}")
+                stats = []
+                for acc, t in zip(have[col].to_numpy(float), have["coherence_trials"].to_numpy(np.int64)):
+                    right = int(round(acc * t))
+                    stats.append(B.mean_stats(np.arange(t) < right, n_boot, rng))
+                lo, hi = B.group_mean_interval(stats, float(have[col].mean()))
+            row[f"{mean}_lo"], row[f"{mean}_hi"] = lo, hi
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
 
 
 def checkpoint_table(
     db, dataset: str, k: int, clid: bool = True, sort: str = "checkpoint_id", descending: bool = False
 ) -> pd.DataFrame:
-    """`summary`'s columns of TABLE_COLUMNS, sorted by `sort` (missing values last)."""
+    """`summary`'s columns of TABLE_COLUMNS with the intervals of its means over clusters
+    (cluster_mean_intervals), sorted by `sort` (missing values last)."""
     s = summary(db, dataset, k, clid)
+    if "mean_purity" in s.columns:
+        s = s.merge(cluster_mean_intervals(db, dataset, k), on="checkpoint_id", how="left")
     if sort not in s.columns:
         raise ValueError(f"sort must be a column of the checkpoint table, got {sort!r}")
     s = s.sort_values([sort, "checkpoint_id"], ascending=[not descending, True], na_position="last")

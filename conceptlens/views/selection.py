@@ -61,17 +61,21 @@ def _codes(s: pd.Series) -> tuple[np.ndarray, dict]:
 
 
 # Populations kept for the process (their neighbour searches with them), the most recent
-# last: (workspace, checkpoint, annotator, features file's size and time) -> population.
+# last: (workspace, checkpoint, annotator, stamp of its files) -> population.
 _POPULATIONS: dict = {}
 KEEP_POPULATIONS = 2
 
 
 def _features_stamp(db, checkpoint: str):
+    """(path, inode, size, mtime) of each file a population is read from: the checkpoint's
+    features and images.parquet (labels, factors). Tables are replaced by rename, never
+    written in place, so a changed file has a new inode; None (not kept) for a remote or
+    absent file."""
     try:
-        st = os.stat(db.features_path(checkpoint))
-    except (OSError, TypeError, ValueError):
-        return None  # remote or absent: not kept
-    return (st.st_size, st.st_mtime_ns)
+        paths = [db.features_path(checkpoint), *db.ws.files("images")]
+        return tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in paths for st in [os.stat(p)])
+    except (OSError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def population(
@@ -79,8 +83,9 @@ def population(
 ) -> tuple[np.ndarray, pd.DataFrame, S.Population]:
     """(image ids, image rows, Population) of one checkpoint. annotator "factors": the proxy
     annotator sees the one-hot factors and label (as cluster_metrics' default); "none": no
-    coherence. Kept for the process while the checkpoint's features file is unchanged, so
-    the next selection on it reuses the neighbour search of the evaluation sample."""
+    coherence. Kept for the process while the checkpoint's features and images.parquet are
+    unchanged, so the next selection on it reuses the neighbour search of the evaluation
+    sample (see also `prepare`)."""
     if annotator not in ("factors", "none"):
         raise SelectionError(f"annotator must be 'factors' or 'none', got {annotator!r}")
     stamp = _features_stamp(db, checkpoint)
@@ -94,6 +99,19 @@ def population(
         while len(_POPULATIONS) > KEEP_POPULATIONS:
             _POPULATIONS.pop(next(iter(_POPULATIONS)))
     return out
+
+
+def prepare(db, checkpoint: str, annotator: str = "factors", seed: int = 0):
+    """Load and keep the checkpoint's population (`population`) and start the neighbour
+    search of its evaluation order in a background thread (Population.prepare), before any
+    selection: what the dashboard's selection panel calls when it is turned on, so that the
+    first selection, drawn seconds later, is scored as fast as the next ones. Returns the
+    thread, or None where a population is not kept (a remote workspace: nothing to gain).
+    The command line does not call it (one selection, then the process ends)."""
+    if _features_stamp(db, checkpoint) is None:
+        return None
+    _, _, pop = population(db, checkpoint, annotator)
+    return pop.prepare(seed=seed)
 
 
 def _population(db, checkpoint: str, annotator: str):
