@@ -292,3 +292,194 @@ def test_new_features_of_a_later_checkpoint_make_the_curves_due(curves_ws, tmp_p
     assert runner.missing(root, ["learning_curves"])["learning_curves"] == []
     _replace(Workspace(root), "features", lambda d: d.iloc[::-1], checkpoint_id="toy-ckpt2")
     assert runner.missing(root, ["learning_curves"])["learning_curves"] != []
+
+
+# ---- convergence -------------------------------------------------------------------------------
+CONV_OPTS = {"rounds": 2, "convergence_members": 2, "max_epochs": 2}
+
+
+def _append_trials(ws: Workspace, rows: list[dict]) -> None:
+    ws.append(
+        "similarity_trials",
+        pa.Table.from_pylist(rows, schema=schema.arrow_schema("similarity_trials", partition=False)),
+        dataset="toy",
+    )
+
+
+def _spy_convergence(monkeypatch, root):
+    """Run convergence recording what each fit and each coarse loss is given."""
+    from conceptlens.embedding import active, psych
+
+    fits, losses = [], []
+    real_fit, real_loss = psych.fit_embedding, active.coarse_grained_loss
+
+    def fit(share, n, dim, **kw):
+        fits.append((share, kw["seed"], kw["member"]))
+        return real_fit(share, n, dim, **kw)
+
+    def loss(ens, stim, sel, beta):
+        losses.append((np.array(stim), np.array(sel)))
+        return real_loss(ens, stim, sel, beta)
+
+    monkeypatch.setattr(psych, "fit_embedding", fit)
+    monkeypatch.setattr(active, "coarse_grained_loss", loss)
+    runner.run(root, "convergence", CONV_OPTS, with_dependencies=False, progress_bars=False)
+    return fits, losses
+
+
+def _stranger_trials(ws: Workspace) -> pd.DataFrame:
+    """The factory's trials plus catch trials and trials showing an image the embedding
+    lacks (train and test); returns every trial."""
+    from conceptlens.embedding.psych import read_embedding
+
+    t = ws.read("similarity_trials", dataset="toy").to_pandas().drop(columns="dataset")
+    embedded, _ = read_embedding(ws, "toy")
+    stranger = next(i for i in ws.read("images")["image_id"].to_pylist() if i not in set(embedded))
+    t = t.astype(object).where(t.notna(), None)
+    base = t[(t["split"] == "train")].head(6).to_dict("records")
+    new = [{**r, "trial_id": f"u{j}", "is_catch": True, "chosen": list(r["references"][-2:])} for j, r in enumerate(base[:4])]
+    new += [{**r, "trial_id": f"v{j}", "query": stranger} for j, r in enumerate(base[4:6])]
+    new += [{**r, "trial_id": f"w{j}", "query": stranger, "split": "test"} for j, r in enumerate(base[:2])]
+    _append_trials(ws, new)
+    return ws.read("similarity_trials", dataset="toy").to_pandas()
+
+
+def test_convergence_fits_known_non_catch_train_trials_in_order_and_scores_the_test_ones(
+    factory_template, tmp_path, monkeypatch
+):
+    """Each share is the first trials, in trial-id order, of the non-catch `train` trials
+    whose images are all embedded; the coarse loss is measured on the `test` ones; each
+    member of a share has its own seed. Catches catch trials or trials of unknown images
+    fitted or measured (any of the filters and their aligned weights dropped), the shares
+    taken in reverse collection order, and every member fitted with the first's seed."""
+    from conceptlens.analysis.common import encode
+    from conceptlens.embedding.psych import read_embedding
+
+    root = copy_ws(factory_template, tmp_path / "ws")
+    ws = Workspace(root)
+    t = _stranger_trials(ws)
+    fits, losses = _spy_convergence(monkeypatch, root)
+    index = {s: k for k, s in enumerate(read_embedding(ws, "toy")[0])}
+    ok = ~t["is_catch"]
+    train = t[ok & (t["split"] == "train")].sort_values("trial_id")
+    stim, sel = encode(train, index)
+    train, stim, sel = train[stim[:, 0] >= 0], stim[stim[:, 0] >= 0], sel[stim[:, 0] >= 0]
+    assert len(fits) == 4
+    ends = [round(len(stim) / 2), len(stim)]
+    for (share, seed, member), (r, m) in zip(fits, [(0, 0), (0, 1), (1, 0), (1, 1)]):
+        assert (seed, member) == (r * 10 + m, m)
+        np.testing.assert_array_equal(share.stimulus_set, stim[: ends[r]])
+        np.testing.assert_array_equal(share.n_select, sel[: ends[r]])
+        np.testing.assert_array_equal(share.weight, train["weight"].to_numpy(float)[: ends[r]])
+    test = t[ok & (t["split"] == "test")].sort_values("trial_id")
+    cstim, csel = encode(test, index)
+    for s, c in losses:
+        np.testing.assert_array_equal(s, cstim[cstim[:, 0] >= 0])
+        np.testing.assert_array_equal(c, csel[cstim[:, 0] >= 0])
+
+
+def test_without_test_trials_the_coarse_set_is_held_out_of_every_share(factory_template, tmp_path, monkeypatch):
+    """No `test` trial: a seeded tenth of the train trials is the coarse set, and no share
+    fits any of them. Catches the held-out tenth left in the train trials."""
+    root = copy_ws(factory_template, tmp_path / "ws")
+    ws = Workspace(root)
+    t = ws.read("similarity_trials", dataset="toy").drop_columns(["dataset"]).to_pandas()
+    import shutil
+
+    shutil.rmtree(ws.partition_dir("similarity_trials", dataset="toy"))  # append-only: start again
+    _append_trials(ws, t.assign(split="train").astype(object).where(t.notna(), None).to_dict("records"))
+    fits, losses = _spy_convergence(monkeypatch, root)
+    coarse = {tuple(r) for r in losses[0][0]}
+    assert 0 < len(coarse) < len(t)
+    last = fits[-1][0].stimulus_set
+    assert len(last) + len(losses[0][0]) == len(t)
+    assert not coarse & {tuple(r) for r in last}
+
+
+# ---- which units: the filters by dataset, checkpoint and VL model --------------------------------
+@pytest.fixture(scope="module")
+def two_datasets(factory_template, tmp_path_factory):
+    """The factory workspace plus: images of dataset `other`; checkpoint ck7 of `toy` without
+    features or metrics; ck8 of `other` with (ck0's) features and metrics, trials and an
+    embedding; ck9 of `other` with nothing; VL model vl-other of `other`, without
+    primitives; concept labels of `toy` only."""
+    root = copy_ws(factory_template, tmp_path_factory.mktemp("two") / "ws")
+    ws = Workspace(root)
+    img = ws.read("images")
+    df = img.to_pandas()
+    other = df.head(24).assign(image_id=[f"other-{i}" for i in range(24)], dataset="other")
+    ws.write("images", pa.Table.from_pandas(pd.concat([df, other]), schema=img.schema, preserve_index=False))
+    ck = ws.read("checkpoints")
+    c = ck.to_pandas()
+    new = pd.concat(
+        [c.head(1).assign(checkpoint_id=i, dataset=d, run=None) for i, d in (("ck7", "toy"), ("ck8", "other"), ("ck9", "other"))]
+    )
+    ws.write("checkpoints", pa.Table.from_pandas(pd.concat([c, new]), schema=ck.schema, preserve_index=False))
+    ren = {f"toy-{i:04d}": f"other-{i}" for i in range(24)}
+    f = ws.read("features", checkpoint_id="ck0").drop_columns(["checkpoint_id"]).to_pandas()
+    f = f[f["image_id"].isin(ren)].assign(image_id=lambda d: d["image_id"].map(ren))
+    ws.write("features", pa.Table.from_pandas(f, preserve_index=False), checkpoint_id="ck8")
+    for table, part in (("checkpoint_metrics", {"k": 4}),):
+        t = ws.read(table, checkpoint_id="ck0", **part).drop_columns(["checkpoint_id", *part])
+        ws.write(table, t, checkpoint_id="ck8", **part)
+    t = ws.read("similarity_trials", dataset="toy").to_pandas().drop(columns="dataset")
+    t = t.assign(query=t["query"].map(ren), references=t["references"].map(lambda r: [ren[i] for i in r]))
+    t = t.assign(chosen=t["chosen"].map(lambda r: [ren[i] for i in r]))
+    t = t.astype(object).where(t.notna(), None)
+    ws.append(
+        "similarity_trials",
+        pa.Table.from_pylist(t.to_dict("records"), schema=schema.arrow_schema("similarity_trials", partition=False)),
+        dataset="other",
+    )
+    e = ws.read("psych_embedding", dataset="toy").drop_columns(["dataset"]).to_pandas()
+    e = e.assign(image_id=e["image_id"].map(ren))
+    ws.write(
+        "psych_embedding",
+        pa.Table.from_pandas(e, schema=schema.arrow_schema("psych_embedding", partition=False), preserve_index=False),
+        dataset="other",
+    )
+    vl = ws.read("vl_models")
+    v = vl.to_pandas()
+    v = pd.concat([v, v.assign(vl_model_id="vl-other", dataset="other")])
+    ws.write("vl_models", pa.Table.from_pandas(v, schema=vl.schema, preserve_index=False))
+    return root
+
+
+def _units(root, name, **opts) -> list[dict]:
+    from conceptlens.analysis import by_name
+
+    ctx = Context(Workspace(root), progress=False)
+    return [u.partition for u in by_name()[name].units(ctx, opts)]
+
+
+def test_units_are_those_of_the_datasets_with_inputs(two_datasets):
+    """One unit per dataset (VL model) that has the analysis' inputs; with a checkpoint
+    given (`--checkpoint`), the units of its dataset only. Catches each of these filters
+    dropped: another dataset's unit run, or a dataset without inputs given a unit."""
+    assert _units(two_datasets, "comparisons") == [{"dataset": "other"}, {"dataset": "toy"}]
+    assert _units(two_datasets, "comparisons", _checkpoint="ck0") == [{"dataset": "toy"}]
+    assert _units(two_datasets, "comparisons", _checkpoint="ck8") == [{"dataset": "other"}]
+    assert _units(two_datasets, "comparisons", _checkpoint="ck7") == []  # not measured
+    assert _units(two_datasets, "comparisons", _checkpoint="ck9") == []
+    for name in ("similarity", "convergence"):
+        assert _units(two_datasets, name) == [{"dataset": "other"}, {"dataset": "toy"}]
+        assert _units(two_datasets, name, _checkpoint="ck1") == [{"dataset": "toy"}]
+        assert _units(two_datasets, name, _checkpoint="ck9") == [{"dataset": "other"}]
+    assert _units(two_datasets, "compmap") == [{"vl_model": "vl-toy"}]  # `other` has no primitives
+    assert _units(two_datasets, "compmap", vl=["vl-toy"]) == [{"vl_model": "vl-toy"}]
+    assert _units(two_datasets, "compmap", _checkpoint="ck9") == []
+    assert [u["checkpoint_id"] for u in _units(two_datasets, "concepts")] == ["ck0", "ck1", "ck2"]
+
+
+def test_a_datasets_checkpoints_are_its_own(two_datasets):
+    """comparisons compares every checkpoint of the dataset; similarity scores those with
+    features; neither takes another dataset's."""
+    from conceptlens.analysis import comparisons, compmap, similarity
+
+    ctx = Context(Workspace(two_datasets), progress=False)
+    assert comparisons._checkpoints_of(ctx, "toy") == ["ck0", "ck1", "ck2", "ck7"]
+    assert similarity._checkpoints_of(ctx, "toy") == ["ck0", "ck1", "ck2"]
+    assert similarity._checkpoints_of(ctx, "other") == ["ck8"]
+    assert list(compmap._vl_rows(ctx, {"vl": ["vl-other"]})["vl_model_id"]) == ["vl-other"]
+    assert list(compmap._vl_rows(ctx, {"_checkpoint": "ck8"})["vl_model_id"]) == ["vl-other"]
+    assert list(compmap._vl_rows(ctx, {})["vl_model_id"]) == ["vl-other", "vl-toy"]
