@@ -483,3 +483,39 @@ def test_a_datasets_checkpoints_are_its_own(two_datasets):
     assert list(compmap._vl_rows(ctx, {"vl": ["vl-other"]})["vl_model_id"]) == ["vl-other"]
     assert list(compmap._vl_rows(ctx, {"_checkpoint": "ck8"})["vl_model_id"]) == ["vl-other"]
     assert list(compmap._vl_rows(ctx, {})["vl_model_id"]) == ["vl-other", "vl-toy"]
+
+
+# ---- comparisons: CLID over the comparable checkpoints -------------------------------------------
+def test_clid_leaves_out_and_names_only_the_checkpoints_of_other_images():
+    """Four checkpoints at one k, one (c) embedded other images, no baseline predictor
+    columns given: the note names c alone, c's scores are null, the others' CLID is
+    z(CL) + z(ID) over the three comparable ones. Catches the note listing every
+    checkpoint and a missing predictor column added for the first predictor only."""
+    from conceptlens.analysis.comparisons import clid_and_correlations
+
+    m = pd.DataFrame(
+        {
+            "checkpoint_id": ["a", "b", "c", "d"],
+            "k": 4,
+            "image_set": ["s", "s", "t", "s"],
+            "n_images": [48, 48, 40, 48],
+            "cl": [0.2, 0.5, 0.9, 0.4],
+            "id": [3.0, 5.0, 1.0, 9.0],
+            "knn_acc": [0.6, 0.7, 0.1, 0.9],
+        }
+    )
+    for c in schema.PREDICTORS:
+        if c not in m:
+            m[c] = np.linspace(0.1, 0.4, 4)
+    from conceptlens.analysis.comparisons import BASELINE_COLUMNS
+
+    m = m.drop(columns=[c for c in BASELINE_COLUMNS if c in m])
+    scores, corr, notes = clid_and_correlations(m, seed=0)
+    assert len(notes) == 1 and "c embedded other images" in notes[0] and "a," not in notes[0]
+    s = pd.DataFrame(scores).set_index("checkpoint_id")
+    assert s.loc["c"].isna()[["clid", "wclid", "wclid_loo"]].all()
+    keep = m[m["checkpoint_id"] != "c"]
+    z = lambda v: (v - v.mean()) / v.std(ddof=0)  # noqa: E731
+    want = (z(keep["cl"]) + z(keep["id"])).to_numpy()
+    assert s.loc[["a", "b", "d"], "clid"].to_numpy(float) == pytest.approx(want)
+    assert {r["predictor"] for r in corr} == set(schema.PREDICTORS)
