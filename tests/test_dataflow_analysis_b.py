@@ -519,3 +519,53 @@ def test_clid_leaves_out_and_names_only_the_checkpoints_of_other_images():
     want = (z(keep["cl"]) + z(keep["id"])).to_numpy()
     assert s.loc[["a", "b", "d"], "clid"].to_numpy(float) == pytest.approx(want)
     assert {r["predictor"] for r in corr} == set(schema.PREDICTORS)
+
+
+# ---- similarity: what a checkpoint is scored on --------------------------------------------------
+def test_a_checkpoint_is_scored_on_the_trials_and_images_it_has_features_for(factory_copy):
+    """ck0 lacks the features of one embedded image, and another image has no label: the
+    triplet accuracy is over the trials whose images all have features (counted here
+    triplet by triplet), RSA over the embedded images with features, per-label rows only
+    for real labels. Catches the trials or images without features kept (or their weights
+    misaligned), and an unlabelled image making a label group."""
+    from conceptlens.analysis.common import read_trials
+    from conceptlens.analysis.similarity import _Scorer
+    from conceptlens.embedding.psych import read_embedding
+
+    ws = Workspace(factory_copy)
+    embedded, _ = read_embedding(ws, "toy")
+    trials = ws.read("similarity_trials", dataset="toy").to_pandas()
+    gone = trials["query"].iloc[0]
+    unlabelled = next(i for i in embedded if i != gone)
+    img = ws.read("images")
+    df = img.to_pandas()
+    df.loc[df["image_id"] == unlabelled, ["label", "label_name"]] = None
+    ws.write("images", pa.Table.from_pandas(df, schema=img.schema, preserve_index=False))
+    ctx = Context(ws, progress=False)
+    ids, X = ctx.features("ck0")
+    keep = ids != gone
+    ids, X = ids[keep], X[keep]
+    opts = {"seed": 0, "n_boot": 20, "rsa_max": 1000, "beta": 10.0}
+    rows = pd.DataFrame(_Scorer(ctx, "toy", read_trials(ctx, "toy"), opts).score(ids, X))
+
+    pos = {s: k for k, s in enumerate(ids)}
+    num = den = used = 0
+    for r in trials[~trials["is_catch"]].itertuples():
+        shown = [r.query, *r.references]
+        if any(s not in pos for s in shown):
+            continue
+        d = {s: float(np.linalg.norm(X[pos[s]] - X[pos[r.query]])) for s in r.references}
+        chosen = list(r.chosen)
+        rest = [s for s in r.references if s not in chosen]
+        for i, a in enumerate(chosen):
+            for b in chosen[i + 1 :] + rest:
+                num += r.weight * (1.0 if d[a] < d[b] else 0.5 if d[a] == d[b] else 0.0)
+                den += r.weight
+        used += 1
+    assert 0 < used < (~trials["is_catch"]).sum()
+    overall = rows[(rows["metric"] == "triplet_accuracy") & (rows["distance"] == "l2") & rows["label"].isna()]
+    assert overall["value"].iloc[0] == pytest.approx(num / den)
+    assert overall["n_units"].iloc[0] == used
+    rsa = rows[(rows["metric"] == "rsa") & rows["label"].isna()]
+    assert set(rsa["n_units"]) == {len([s for s in embedded if s in pos])}
+    assert set(rows["label"].dropna()) <= {0, 1, 2}
