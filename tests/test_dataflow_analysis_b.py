@@ -569,3 +569,23 @@ def test_a_checkpoint_is_scored_on_the_trials_and_images_it_has_features_for(fac
     rsa = rows[(rows["metric"] == "rsa") & rows["label"].isna()]
     assert set(rsa["n_units"]) == {len([s for s in embedded if s in pos])}
     assert set(rows["label"].dropna()) <= {0, 1, 2}
+
+
+def test_pairs_are_compared_within_each_k(factory_copy):
+    """ck0 also clustered at k = 3, alone: the pairs at k = 4 are compared, none at k = 3
+    (no other checkpoint has k = 3). Catches a pair's second (or first) checkpoint taken
+    from every k."""
+    ws = Workspace(factory_copy)
+    for table in ("clusters", "checkpoint_metrics"):
+        t = ws.read(table, checkpoint_id="ck0", k=4).drop_columns(["checkpoint_id", "k"])
+        if table == "clusters":
+            i = t.schema.get_field_index("cluster")
+            t = t.set_column(i, t.schema.field(i), pa.array(np.arange(len(t)) % 3, t.schema.field(i).type))
+        ws.write(table, t, checkpoint_id="ck0", k=3)
+    runner.run(factory_copy, "comparisons", with_dependencies=False, progress_bars=False)
+    s = ws.read("clustering_similarity", dataset="toy").to_pandas()
+    assert sorted(zip(s["k"], s["checkpoint_a"], s["checkpoint_b"])) == [
+        (4, "ck0", "ck1"),
+        (4, "ck0", "ck2"),
+        (4, "ck1", "ck2"),
+    ]
