@@ -589,3 +589,19 @@ def test_pairs_are_compared_within_each_k(factory_copy):
         (4, "ck0", "ck2"),
         (4, "ck1", "ck2"),
     ]
+
+
+def test_round_shares_count_only_the_trials_fitted(factory_copy):
+    """Trials before the rounds (two of them showing an image the embedding lacks) and one
+    study round: the first share ends after the known trials before the rounds. Catches
+    the rounds read from every train trial, the dropped ones included."""
+    ws = Workspace(factory_copy)
+    t = _stranger_trials(ws)
+    fitted = t[~t["is_catch"] & (t["split"] == "train")]
+    again = fitted[fitted["trial_id"].str.startswith("t")].head(10).astype(object)
+    again = again.assign(trial_id="r0." + again["trial_id"], round=0).drop(columns="dataset")
+    _append_trials(ws, again.where(again.notna(), None).to_dict("records"))
+    runner.run(factory_copy, "convergence", CONV_OPTS, with_dependencies=False, progress_bars=False)
+    c = ws.read("similarity_convergence", dataset="toy").to_pandas().sort_values("round")
+    known = len(fitted) - 2  # v0 and v1 show the stranger
+    assert list(c["n_trials"]) == [known, known + 10]
