@@ -338,7 +338,11 @@ def _stranger_trials(ws: Workspace) -> pd.DataFrame:
     t = t.astype(object).where(t.notna(), None)
     base = t[(t["split"] == "train")].head(6).to_dict("records")
     new = [{**r, "trial_id": f"u{j}", "is_catch": True, "chosen": list(r["references"][-2:])} for j, r in enumerate(base[:4])]
-    new += [{**r, "trial_id": f"v{j}", "query": stranger} for j, r in enumerate(base[4:6])]
+    # First in trial-id order, with their own weight and n_select: dropping them shifts the rest.
+    new += [
+        {**r, "trial_id": f"a{j}", "query": stranger, "weight": 0.5, "n_select": 1, "chosen": list(r["chosen"][:1])}
+        for j, r in enumerate(base[4:6])
+    ]
     new += [{**r, "trial_id": f"w{j}", "query": stranger, "split": "test"} for j, r in enumerate(base[:2])]
     _append_trials(ws, new)
     return ws.read("similarity_trials", dataset="toy").to_pandas()
@@ -603,5 +607,5 @@ def test_round_shares_count_only_the_trials_fitted(factory_copy):
     _append_trials(ws, again.where(again.notna(), None).to_dict("records"))
     runner.run(factory_copy, "convergence", CONV_OPTS, with_dependencies=False, progress_bars=False)
     c = ws.read("similarity_convergence", dataset="toy").to_pandas().sort_values("round")
-    known = len(fitted) - 2  # v0 and v1 show the stranger
+    known = len(fitted) - 2  # a0 and a1 show the stranger
     assert list(c["n_trials"]) == [known, known + 10]
