@@ -158,6 +158,11 @@ MARKERS = {
     "conceptlens/embedding/psych.py": "not browser",  # the ensemble test of test_dataflow_metrics is slow
 }
 
+# Issue 29, analysis area b: the data-flow tests of seven analyses.
+for _m in ("comparisons", "compmap", "concept_events", "concepts", "convergence", "learning_curves", "similarity"):
+    _m = f"conceptlens/analysis/{_m}.py"
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_b.py"]
+
 
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""

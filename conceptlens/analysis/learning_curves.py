@@ -340,7 +340,7 @@ def checkpoint_rows(
         for j, v in enumerate(classes.tolist()):
             best = (None, None, None)
             if lab is not None:
-                has = np.array([w == v for w in y], bool)
+                has = np.array([False if w is pd.NA or w is None else w == v for w in y], bool)
                 c, prec, rec = L.best_cluster(lab, has)
                 best = (c, _num(prec), _num(rec))
             rows.append(
