@@ -158,6 +158,10 @@ MARKERS = {
     "conceptlens/embedding/psych.py": "not browser",  # the ensemble test of test_dataflow_metrics is slow
 }
 
+# Data-flow tests of `conceptlens validate` (issue 29).
+for _m in ("conceptlens/validate.py",):
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_validate.py"]
+
 
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
