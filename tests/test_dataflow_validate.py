@@ -265,6 +265,23 @@ def test_cluster_sizes_are_compared_with_their_own_partition(ws):
     ], format_problems(problems)
 
 
+def test_a_link_count_is_bounded_by_both_cluster_sizes(ws):
+    """A link between clusters a and b counts at most min(size_a, size_b) images. Catches
+    comparing the count with the first bound (size_a) as many times as there are bounds."""
+    rows = [
+        {"k": 4, "checkpoint_a": "ck0", "checkpoint_b": "ck1", "a": 0, "b": 1, "count": 5, "size_a": 12, "size_b": 6},
+        {"k": 4, "checkpoint_a": "ck0", "checkpoint_b": "ck1", "a": 1, "b": 2, "count": 7, "size_a": 12, "size_b": 6},
+    ]
+    t = pa.Table.from_pylist(rows, schema=schema.arrow_schema("cluster_links", partition=False))
+    rel = "cluster_links/dataset=toy/part-0.parquet"
+    write_raw(ws, rel, t)
+    problems = validate(ws.root, deep=False)
+    assert [(p.file, p.column, p.message) for p in problems] == [
+        (rel, "count", "1 value(s) greater than size_b")
+    ], format_problems(problems)
+    assert "(row 1)" in problems[0].example
+
+
 # ---- paths ---------------------------------------------------------------------------
 def test_each_kind_of_bad_path_is_its_own_problem(ws):
     """Catches reporting the first kind of bad thumbnail path for every kind."""
