@@ -427,7 +427,8 @@ def test_a_second_images_column_in_a_dataset_is_reported(ws):
 )
 def test_a_check_that_fails_names_its_file_and_table(ws, monkeypatch, method, tables, where):
     """Catches the file and table of a failed check given to `guarded` the other way round
-    (the problem is then filed under a table nobody asked for, and dropped)."""
+    (the problem is then filed under a table nobody asked for, and dropped), and a check
+    left unguarded (its error would stop the whole validation)."""
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk on fire")
