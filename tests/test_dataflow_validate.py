@@ -269,8 +269,26 @@ def test_a_link_count_is_bounded_by_both_cluster_sizes(ws):
     """A link between clusters a and b counts at most min(size_a, size_b) images. Catches
     comparing the count with the first bound (size_a) as many times as there are bounds."""
     rows = [
-        {"k": 4, "checkpoint_a": "ck0", "checkpoint_b": "ck1", "a": 0, "b": 1, "count": 5, "size_a": 12, "size_b": 6},
-        {"k": 4, "checkpoint_a": "ck0", "checkpoint_b": "ck1", "a": 1, "b": 2, "count": 7, "size_a": 12, "size_b": 6},
+        {
+            "k": 4,
+            "checkpoint_a": "ck0",
+            "checkpoint_b": "ck1",
+            "a": 0,
+            "b": 1,
+            "count": 5,
+            "size_a": 12,
+            "size_b": 6,
+        },
+        {
+            "k": 4,
+            "checkpoint_a": "ck0",
+            "checkpoint_b": "ck1",
+            "a": 1,
+            "b": 2,
+            "count": 7,
+            "size_a": 12,
+            "size_b": 6,
+        },
     ]
     t = pa.Table.from_pylist(rows, schema=schema.arrow_schema("cluster_links", partition=False))
     rel = "cluster_links/dataset=toy/part-0.parquet"
@@ -291,13 +309,18 @@ def test_each_kind_of_bad_path_is_its_own_problem(ws):
         lambda t: put(
             t,
             "thumbnail",
-            ["thumbnails/toy/nope.png" if i == 4 else "/abs/x.png" if i == 9 else r for i, r in
-             enumerate(t["thumbnail"].to_pylist())],
+            [
+                "thumbnails/toy/nope.png" if i == 4 else "/abs/x.png" if i == 9 else r
+                for i, r in enumerate(t["thumbnail"].to_pylist())
+            ],
         ),
     )
     problems = of(validate(ws.root, deep=False), "images", "thumbnail")
     assert sorted((p.message, p.example) for p in problems) == [
-        ("1 path(s) are not relative to the workspace (absolute or empty)", "image_id='toy-0009', thumbnail='/abs/x.png' (row 9)"),
+        (
+            "1 path(s) are not relative to the workspace (absolute or empty)",
+            "image_id='toy-0009', thumbnail='/abs/x.png' (row 9)",
+        ),
         ("1 path(s) do not exist", "image_id='toy-0004', thumbnail='thumbnails/toy/nope.png' (row 4)"),
     ], format_problems(problems)
 
