@@ -163,6 +163,10 @@ for _m in ("comparisons", "compmap", "concept_events", "concepts", "convergence"
     _m = f"conceptlens/analysis/{_m}.py"
     MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_b.py"]
 
+# Data-flow tests of `conceptlens validate` (issue 29).
+for _m in ("conceptlens/validate.py",):
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_validate.py"]
+
 
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
