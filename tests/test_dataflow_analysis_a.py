@@ -146,6 +146,9 @@ SEQ_CKS = [
     {"checkpoint_id": "r0-d2", "run": "r0", "depth": 2, "layer": "l2"},
     {"checkpoint_id": "r0-d0", "run": "r0", "depth": 0, "layer": "l0"},
     {"checkpoint_id": "r0-d1", "run": "r0", "depth": 1, "layer": "l1"},
+    # run r5: a depth sequence at epoch 4 (each layer alone at its epoch: no training sequence)
+    {"checkpoint_id": "r5-d1", "run": "r5", "epoch": 4, "depth": 1, "layer": "b"},
+    {"checkpoint_id": "r5-d0", "run": "r5", "epoch": 4, "depth": 0, "layer": "a"},
     # no run: no sequence, even with epochs
     {"checkpoint_id": "free-1", "epoch": 1},
     {"checkpoint_id": "free-2", "epoch": 2},
@@ -171,6 +174,7 @@ def test_sequences_group_runs_layers_and_depths_in_order(seq_ws):
         ("toy", "r0@depth", "depth", None, ["r0-d0", "r0-d1", "r0-d2"]),
         ("toy", "r1", "epoch", None, ["r1-e1", "r1-e3", "r1-e5"]),
         ("toy", "r1@layer=L", "epoch", "L", ["r1-L-e1", "r1-L-e2"]),
+        ("toy", "r5@depth.e4", "depth", 4, ["r5-d0", "r5-d1"]),
     ]
     s = {s.name: s for s in base.sequences(ctx)}
     assert s["r1"].checkpoints["order"].tolist() == [1, 3, 5]
@@ -180,13 +184,20 @@ def test_sequences_group_runs_layers_and_depths_in_order(seq_ws):
     assert s["r1"].checkpoints["epoch"].tolist() == [1, 3, 5]
     assert s["r1"].checkpoints["depth"].isna().all()
     assert [x.name for x in base.sequences(ctx, "other")] == ["r3"]
-    assert [x.name for x in base.sequences(ctx, "toy")] == ["r0@depth", "r1", "r1@layer=L"]
+    assert [x.name for x in base.sequences(ctx, "toy")] == ["r0@depth", "r1", "r1@layer=L", "r5@depth.e4"]
+    assert s["r5@depth.e4"].checkpoints["epoch"].tolist() == [4, 4]
 
 
 def test_run_units_and_their_checkpoints(seq_ws):
     ctx = ctx_of(seq_ws)
     labels = [u.label for u in base.run_units(ctx, {})]
-    assert labels == ["dataset=other/run=r3", "dataset=toy/run=r0@depth", "dataset=toy/run=r1", "dataset=toy/run=r1@layer=L"]
+    assert labels == [
+        "dataset=other/run=r3",
+        "dataset=toy/run=r0@depth",
+        "dataset=toy/run=r1",
+        "dataset=toy/run=r1@layer=L",
+        "dataset=toy/run=r5@depth.e4",
+    ]
     assert [u.label for u in base.run_units(ctx, {"_checkpoint": "r1-e3"})] == ["dataset=toy/run=r1"]
     # Each unit's own sequence, not the dataset's first.
     ck = base.run_checkpoints(ctx, Unit({"dataset": "toy", "run": "r1@layer=L"}))
