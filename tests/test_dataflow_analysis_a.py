@@ -757,8 +757,8 @@ def bl_ws(tmp_path):
             {"checkpoint_id": "b", "weights_sha256": "s", "layer": None, "preprocessing": "p"},
             {"checkpoint_id": "a", "weights_sha256": "s", "layer": None, "preprocessing": "p"},
             {"checkpoint_id": "c", "weights_sha256": "s", "layer": None, "preprocessing": "p"},
-            # twins on `other`: z has no features; y and x do (x first by id)
-            {"checkpoint_id": "z", "dataset": "other", "weights_sha256": "s", "preprocessing": "p", "_features": False},
+            # twins on `other`: u (first by id) has no features; y and x do
+            {"checkpoint_id": "u", "dataset": "other", "weights_sha256": "s", "preprocessing": "p", "_features": False},
             {"checkpoint_id": "y", "dataset": "other", "weights_sha256": "s", "preprocessing": "p"},
             {"checkpoint_id": "x", "dataset": "other", "weights_sha256": "s", "preprocessing": "p"},
             # not twins: another hash, another layer
