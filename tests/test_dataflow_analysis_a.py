@@ -433,6 +433,8 @@ def test_a_run_logs_its_own_public_options_and_ignores_none(fresh):
     runner.run(fresh.root, ["clustering"], {"k": [2], "n_init": None, "trials": 30}, progress_bars=False)
     opts = logged_options(fresh, "clustering")
     assert len(opts) == 2
+    assert sorted(map(tuple, (p.values() for p in fresh.partitions("clusters")))) == [("a", 2), ("b", 2)]
+    assert runner.missing(fresh.root, ["clustering"]) == {"clustering": []}  # each unit computed, once
     for o in opts:
         assert o == {"seed": 0, "k": [2], "n_init": 3, "kmeans": "auto"}  # no _force, no other analysis' trials
 
@@ -972,3 +974,10 @@ def test_aligned_frames_are_each_checkpoints_own_on_the_shared_images(tmp_path, 
     assert runner.due(ctx, a, unit) is None
     write_features(ws, "e3", keep, rng.normal(size=(7, 4)))
     assert runner.due(ctx_of(ws), a, unit) == "inputs changed"
+
+
+def test_a_run_with_dependencies_runs_each_analysis_in_order(monkeypatch, fresh):
+    fake = {n: _fake(n, d) for n, d in (("w", ()), ("y", ("w",)), ("z", ("w",)), ("x", ("y", "z")))}
+    monkeypatch.setattr(runner, "by_name", lambda: fake)
+    ctx = runner.run(fresh.root, ["x"], progress_bars=False)
+    assert ctx.notes == [f"{n}: nothing to analyse" for n in "wyzx"]
