@@ -56,7 +56,14 @@ def build(root, checkpoints: list[dict], datasets=("toy",), n=8, labels=None, fe
     ws.write("images", pa.Table.from_pylist(rows, schema=schema.arrow_schema("images")))
     cks = []
     for c in checkpoints:
-        c = {"dataset": "toy", "model": "m", "method": "simclr", "feature_dim": dim, "source": "plain:toy", **c}
+        c = {
+            "dataset": "toy",
+            "model": "m",
+            "method": "simclr",
+            "feature_dim": dim,
+            "source": "plain:toy",
+            **c,
+        }
         cks.append(c)
         if c.pop("_features", True):
             ids = [r["image_id"] for r in rows if r["dataset"] == c["dataset"]]
@@ -65,7 +72,10 @@ def build(root, checkpoints: list[dict], datasets=("toy",), n=8, labels=None, fe
     for c in cks:
         names += [k for k in c if k not in names]
     fields = [f for f in schema.arrow_schema("checkpoints") if f.name in names]
-    ws.write("checkpoints", pa.Table.from_pylist([{k: c.get(k) for k in names} for c in cks], schema=pa.schema(fields)))
+    ws.write(
+        "checkpoints",
+        pa.Table.from_pylist([{k: c.get(k) for k in names} for c in cks], schema=pa.schema(fields)),
+    )
     return ws
 
 
@@ -168,7 +178,9 @@ def seq_ws(tmp_path_factory):
 
 def test_sequences_group_runs_layers_and_depths_in_order(seq_ws):
     ctx = ctx_of(seq_ws)
-    got = [(s.dataset, s.name, s.axis, s.at, list(s.checkpoints["checkpoint_id"])) for s in base.sequences(ctx)]
+    got = [
+        (s.dataset, s.name, s.axis, s.at, list(s.checkpoints["checkpoint_id"])) for s in base.sequences(ctx)
+    ]
     assert got == [
         ("other", "r3", "epoch", None, ["o-e1", "o-e2"]),
         ("toy", "r0@depth", "depth", None, ["r0-d0", "r0-d1", "r0-d2"]),
@@ -394,7 +406,9 @@ def test_vl_image_embeddings_are_cached_per_image(tmp_path, monkeypatch):
             return np.array([[float(len(t))] for t in texts])
 
     monkeypatch.setattr(vl.VLModel, "from_workspace", classmethod(lambda cls, root, ds: Fake()))
-    ws = Workspace.create(tmp_path / "ws", name="t", description="", provenance={}, created="2026-01-01T00:00:00+00:00")
+    ws = Workspace.create(
+        tmp_path / "ws", name="t", description="", provenance={}, created="2026-01-01T00:00:00+00:00"
+    )
     ctx = ctx_of(ws)
     ctx._small["vl_models"] = pd.DataFrame({"dataset": ["toy"]})
     meta = pd.DataFrame({"image_id": ["a", "b"], "thumbnail": ["t/i1", "t/i2"]})
@@ -426,7 +440,11 @@ def fresh(two_ds, tmp_path):
 
 def logged_options(ws, name):
     """The options of every analysis_runs row of `name`."""
-    return [json.loads(o) for f in ws.partition_files("analysis_runs", analysis=name) for o in pq.read_table(f)["options"].to_pylist()]
+    return [
+        json.loads(o)
+        for f in ws.partition_files("analysis_runs", analysis=name)
+        for o in pq.read_table(f)["options"].to_pylist()
+    ]
 
 
 def test_a_run_logs_its_own_public_options_and_ignores_none(fresh):
@@ -436,7 +454,12 @@ def test_a_run_logs_its_own_public_options_and_ignores_none(fresh):
     assert sorted(map(tuple, (p.values() for p in fresh.partitions("clusters")))) == [("a", 2), ("b", 2)]
     assert runner.missing(fresh.root, ["clustering"]) == {"clustering": []}  # each unit computed, once
     for o in opts:
-        assert o == {"seed": 0, "k": [2], "n_init": 3, "kmeans": "auto"}  # no _force, no other analysis' trials
+        assert o == {
+            "seed": 0,
+            "k": [2],
+            "n_init": 3,
+            "kmeans": "auto",
+        }  # no _force, no other analysis' trials
 
 
 def test_a_dataset_restricts_the_units_to_its_checkpoints(fresh):
@@ -516,7 +539,9 @@ def test_log_rows_written_before_status_and_reason_read_as_done(fresh):
         ),
         d / "old.parquet",
     )
-    assert runner.last_runs(fresh) == {("clustering", "checkpoint_id=a/k=2"): {"status": "done", "reason": None}}
+    assert runner.last_runs(fresh) == {
+        ("clustering", "checkpoint_id=a/k=2"): {"status": "done", "reason": None}
+    }
 
 
 def test_the_ray_driver_logs_each_result_and_passes_on_every_note(fresh, monkeypatch):
@@ -531,7 +556,10 @@ def test_the_ray_driver_logs_each_result_and_passes_on_every_note(fresh, monkeyp
     monkeypatch.setattr(runner, "run_ray", fake_run_ray)
     ctx = runner.run(fresh.root, ["clustering"], {"k": [2, 3]}, engine="ray", progress_bars=False)
     assert sorted(map(tuple, (p.values() for p in fresh.partitions("clusters")))) == [
-        ("a", 2), ("a", 3), ("b", 2), ("b", 3)
+        ("a", 2),
+        ("a", 3),
+        ("b", 2),
+        ("b", 3),
     ]
     assert runner.missing(fresh.root, ["clustering"]) == {"clustering": []}
     for u in ("checkpoint_id=a/k=2", "checkpoint_id=b/k=3"):
@@ -583,7 +611,7 @@ def _fake_ray(die_after: dict):
 
     ray.is_initialized = lambda: True
     ray.cluster_resources = lambda: {"CPU": 2}
-    ray.remote = lambda **kw: (lambda fn: Remote())
+    ray.remote = lambda **kw: lambda fn: Remote()
     ray.wait = wait
     ray.get = lambda x: x
     return ray
@@ -644,7 +672,8 @@ def _caption_ctx(tmp_path):
     rows += [(i, "groundtruth", f"gt {i}") for i in ids]
     rows += [(f"far-{j % 8}", "git", f"git {j}") for j in range(20)]
     caps = pa.Table.from_pylist(
-        [{"image_id": i, "captioner": c, "text": t} for i, c, t in rows], schema=schema.arrow_schema("captions")
+        [{"image_id": i, "captioner": c, "text": t} for i, c, t in rows],
+        schema=schema.arrow_schema("captions"),
     )
     ctx = ctx_of(ws)
     ctx._small["captions"] = caps.to_pandas()
@@ -670,11 +699,21 @@ def test_describability_self_is_judged_on_the_checkpoints_own_datasets_vl_model(
     ws = build(tmp_path / "ws", [{"checkpoint_id": "a", "weights_sha256": "s1"}])
     ctx = ctx_of(ws)
     ctx._small["vl_models"] = pd.DataFrame(
-        {"dataset": ["other", "toy"], "spec": ["x", "y"], "weights": [None, None], "weights_sha256": ["s1", "s2"]}
+        {
+            "dataset": ["other", "toy"],
+            "spec": ["x", "y"],
+            "weights": [None, None],
+            "weights_sha256": ["s1", "s2"],
+        }
     )
     assert cc.describability_self(ctx, "a", "toy") is False
     ctx._small["vl_models"] = pd.DataFrame(
-        {"dataset": ["other", "toy"], "spec": ["x", "y"], "weights": [None, None], "weights_sha256": ["s2", "s1"]}
+        {
+            "dataset": ["other", "toy"],
+            "spec": ["x", "y"],
+            "weights": [None, None],
+            "weights_sha256": ["s2", "s1"],
+        }
     )
     assert cc.describability_self(ctx, "a", "toy") is True
     # Without hashes: the same weights file and the same spec.
@@ -719,7 +758,12 @@ def test_purity_counts_the_classes_of_the_checkpoints_own_dataset(tmp_path):
 
 def _fake(name, depends=(), units=()):
     return base.Analysis(
-        name=name, title=name, writes=("clusters",), units=lambda ctx, opts: list(units), run=lambda c, u, o: None, depends=depends
+        name=name,
+        title=name,
+        writes=("clusters",),
+        units=lambda ctx, opts: list(units),
+        run=lambda c, u, o: None,
+        depends=depends,
     )
 
 
@@ -760,12 +804,24 @@ def bl_ws(tmp_path):
             {"checkpoint_id": "a", "weights_sha256": "s", "layer": None, "preprocessing": "p"},
             {"checkpoint_id": "c", "weights_sha256": "s", "layer": None, "preprocessing": "p"},
             # twins on `other`: u (first by id) has no features; y and x do
-            {"checkpoint_id": "u", "dataset": "other", "weights_sha256": "s", "preprocessing": "p", "_features": False},
+            {
+                "checkpoint_id": "u",
+                "dataset": "other",
+                "weights_sha256": "s",
+                "preprocessing": "p",
+                "_features": False,
+            },
             {"checkpoint_id": "y", "dataset": "other", "weights_sha256": "s", "preprocessing": "p"},
             {"checkpoint_id": "x", "dataset": "other", "weights_sha256": "s", "preprocessing": "p"},
             # not twins: another hash, another layer
             {"checkpoint_id": "w", "dataset": "other", "weights_sha256": "t", "preprocessing": "p"},
-            {"checkpoint_id": "v", "dataset": "other", "weights_sha256": "s", "preprocessing": "p", "layer": "L"},
+            {
+                "checkpoint_id": "v",
+                "dataset": "other",
+                "weights_sha256": "s",
+                "preprocessing": "p",
+                "layer": "L",
+            },
         ],
         datasets=("toy", "other", "third"),
         labels=labels,
@@ -873,8 +929,11 @@ def test_a_baselines_unit_probes_each_targets_own_splits_and_measures_each_k(tmp
     ):
         y = labels[target]
         want = B.linear_probe(
-            emb([f"{target}-{i}" for i in tr]), np.array([y[i] for i in tr]),
-            emb([f"{target}-{i}" for i in te]), np.array([y[i] for i in te]), 0,
+            emb([f"{target}-{i}" for i in tr]),
+            np.array([y[i] for i in tr]),
+            emb([f"{target}-{i}" for i in te]),
+            np.array([y[i] for i in te]),
+            0,
         )
         assert (t.loc[target, "n_train"], t.loc[target, "n_test"]) == (len(tr), len(te))
         assert t.loc[target, "accuracy"] == pytest.approx(want["accuracy"])
@@ -967,7 +1026,9 @@ def test_aligned_frames_are_each_checkpoints_own_on_the_shared_images(tmp_path, 
         want = Xn - Xn.mean(axis=0) if prev is None else ap.procrustes_onto(Xn, prev)
         np.testing.assert_allclose(f[["x", "y"]].to_numpy(), want, rtol=1e-5, atol=1e-6)
         if prev is not None:
-            np.testing.assert_allclose(f["drift"].to_numpy(float), np.linalg.norm(want - prev, axis=1), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                f["drift"].to_numpy(float), np.linalg.norm(want - prev, axis=1), rtol=1e-5, atol=1e-6
+            )
         prev = want
     # A later checkpoint's features rewritten: the unit is due.
     ctx = ctx_of(ws)
