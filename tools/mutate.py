@@ -338,3 +338,17 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+# Issue 29, data-flow tests of the analysis framework and the clustering analyses (session mut-aa).
+for _m in (
+    "conceptlens/analysis/base.py",
+    "conceptlens/analysis/runner.py",
+    "conceptlens/analysis/common.py",
+    "conceptlens/analysis/engines.py",
+    "conceptlens/analysis/clustering.py",
+    "conceptlens/analysis/cluster_metrics.py",
+    "conceptlens/analysis/cluster_captions.py",
+    "conceptlens/analysis/baselines.py",
+    "conceptlens/analysis/aligned_projections.py",
+):
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_a.py"]
