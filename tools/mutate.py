@@ -158,6 +158,16 @@ MARKERS = {
     "conceptlens/embedding/psych.py": "not browser",  # the ensemble test of test_dataflow_metrics is slow
 }
 
+# Data-flow tests of the second metrics area (issue 29): learnability, similarity, selection,
+# and the active selection's survivors.
+for _m in (
+    "conceptlens/metrics/learnability.py",
+    "conceptlens/metrics/similarity.py",
+    "conceptlens/metrics/selection.py",
+    "conceptlens/embedding/active.py",
+):
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_metrics_b.py"]
+
 
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
