@@ -268,3 +268,14 @@ def test_bootstrap_ratio_fills_every_resample_of_a_large_sample():
     den = np.random.default_rng(2).integers(1, 5, 4000).astype(np.float64)
     out = S.bootstrap_ratio(2 * den, den, n_boot=520, seed=0)  # chunks of 500 resamples
     assert out.shape == (520, 1) and (out == 2.0).all()
+
+
+def test_each_null_gets_its_own_intrinsic_dimension_draws():
+    """TwoNN is fitted on the first n_null_id sets of EACH null, not of the first one only."""
+    from conceptlens.metrics import selection as SE
+
+    pop = _population(annotator=False)
+    out = SE.score_selection(pop, np.flatnonzero(pop.labels == 1), n_null=8, n_null_id=3, seed=0, bootstrap=0)
+    r = _row(out, "intrinsic_dim")
+    assert r["null_random_n"] == 3 and r["null_same_labels_n"] == 3
+    assert np.isfinite(r["pct_same_labels"])
