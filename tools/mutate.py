@@ -167,6 +167,16 @@ for _m in ("comparisons", "compmap", "concept_events", "concepts", "convergence"
 for _m in ("conceptlens/validate.py",):
     MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_validate.py"]
 
+# Data-flow tests of the second metrics area (issue 29): learnability, similarity, selection,
+# and the active selection's survivors.
+for _m in (
+    "conceptlens/metrics/learnability.py",
+    "conceptlens/metrics/similarity.py",
+    "conceptlens/metrics/selection.py",
+    "conceptlens/embedding/active.py",
+):
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_metrics_b.py"]
+
 
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
