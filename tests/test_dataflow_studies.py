@@ -90,6 +90,31 @@ def test_owner_writes_create_what_the_design_says_and_refusals_write_nothing(env
     assert S.open_store().status("mine1") == "closed"
 
 
+def test_owner_next_round_reports_the_new_round_and_what_the_last_one_exported(env, monkeypatch, factory_copy):
+    """`Owner.next_round` (the Studies page's button): the new study's sessions and tasks, the
+    trials the previous round exported, and the analysis' notes first. The analysis itself is
+    test_study_rounds' (here it is replaced by a stand-in that keeps the factory's embedding)."""
+    from types import SimpleNamespace
+
+    from conceptlens.analysis import runner
+
+    calls = []
+    monkeypatch.setattr(
+        runner, "run", lambda root, name, options, **kw: calls.append((name, kw)) or SimpleNamespace(notes=["inferred"])
+    )
+    store = S.open_store()
+    sid, _, d = create(store, factory_copy, "similarity", study_id="round0")
+    p = store.join(sid).participant_id
+    n = len(answer_all(store, sid, p))
+    out = V.Owner(None, "127.0.0.1").next_round(factory_copy, sid, 12, None, False)
+    nxt = store.study(out["study_id"])
+    assert calls == [("similarity", {"progress_bars": False, "dataset": "toy"})]
+    assert (nxt.spec.round, nxt.spec.after, nxt.spec.selection, nxt.spec.tasks) == (1, sid, "active", 12)
+    assert out["after"] == sid and out["exported"] == n and out["token"] is None
+    assert out["notes"][0] == "inferred" and out["tasks"] == 12 and out["sessions"] == nxt.n_sessions
+    assert out["planned"] == nxt.n_slots and out["catch"] == nxt.n_tasks - 12
+
+
 # ---- the participant -----------------------------------------------------------------------
 def test_a_participant_id_comes_from_a_wellformed_link_else_the_cookie():
     link, cookie = "L" * 16, "C" * 16
@@ -349,6 +374,7 @@ def test_every_rule_that_is_set_counts_one_failed_check():
     """With only max_minutes and max_side_bias set, failing both is two failed checks (excluded);
     each alone is one. Worked out by hand from the answers below."""
     spec = StudySpec("coherence", "ck0", 4, max_minutes=10, max_side_bias=0.7)
+    assert spec.rules == {"max_minutes": 10, "max_side_bias": 0.7} and SPECS["coherence"].rules == {}
     t0 = "2026-01-01T00:00:00+00:00"
     people = _people(
         [
