@@ -569,6 +569,19 @@ def test_a_spec_stored_by_a_newer_version_loads_without_its_unknown_fields():
     assert StudySpec.from_json(newer) == spec
 
 
+@pytest.mark.parametrize("tasks", [10, 14])
+def test_an_active_round_has_as_many_trials_as_asked(factory_copy, tasks):
+    """Trials are selected three per query: when the trials asked are not a multiple of three,
+    the least informative selected ones are dropped, not shown as extra tasks."""
+    from tests.test_study_rounds import SPEC as ROUND
+
+    spec = replace(ROUND, selection="active", round=1, after="sim-0", tasks=tasks)
+    d = design(Workspace(factory_copy), spec)
+    real = [t for t in d.tasks if not t.is_catch]
+    assert len(real) == tasks and len({t.task_id for t in real}) == tasks
+    assert not any("distinct trials" in n for n in d.notes)
+
+
 def test_an_active_round_does_not_count_catch_trials_as_asked_queries(factory_copy):
     """The queries already asked (fewer asked: more likely chosen) are those of real trials:
     catch trials added to similarity_trials leave the active design as it was, the same trials
