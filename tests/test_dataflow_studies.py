@@ -593,7 +593,7 @@ def test_an_active_round_does_not_count_catch_trials_as_asked_queries(factory_co
 
     ws = Workspace(factory_copy)
     write_embedding(ws)
-    spec = replace(ROUND, selection="active", round=1, after="sim-0")
+    spec = replace(ROUND, selection="active", round=1, after="sim-0", tasks=12)
     before = [t.payload for t in design(ws, spec).tasks if not t.is_catch]
     ids = sorted(ws.read("images", columns=["image_id"]).to_pandas()["image_id"])
 
