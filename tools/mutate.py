@@ -177,6 +177,13 @@ for _m in (
 ):
     MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_metrics_b.py"]
 
+# Issue 29, studies/: the data-flow tests of the studies (who may read or write what, values
+# from the right place, nothing silently dropped).
+for _m in ("design", "plan", "results", "rounds", "service", "store"):
+    MODULES[f"conceptlens/studies/{_m}.py"] = MODULES.get(f"conceptlens/studies/{_m}.py", []) + [
+        "tests/test_dataflow_studies.py"
+    ]
+
 
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
