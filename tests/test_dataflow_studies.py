@@ -611,3 +611,13 @@ def test_an_active_round_does_not_count_catch_trials_as_asked_queries(factory_co
 
     assert add(is_catch=True) == before
     assert add(is_catch=False) != before
+
+
+def test_an_mturk_preview_is_no_participant_even_with_a_worker_id():
+    """MTurk marks a HIT's preview by its assignmentId, not its workerId."""
+    from conceptlens.studies.store import Platform, platform_from
+
+    preview = {"workerId": "W1", "hitId": "H1", "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}
+    assert platform_from(preview) is None
+    accepted = {**preview, "assignmentId": "A1"}
+    assert platform_from(accepted) == Platform("mturk", "W1", "H1", "A1")

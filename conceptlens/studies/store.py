@@ -109,7 +109,7 @@ def platform_from(params) -> Platform | None:
             for key, v in zip((pid, study, session), vals):
                 if v is not None and not (isinstance(v, str) and PLATFORM_ID.fullmatch(v)):
                     raise StudyError(f"{key} {short(v)} is not valid: it must match {PLATFORM_ID.pattern}")
-            if name == "mturk" and vals[0] == "ASSIGNMENT_ID_NOT_AVAILABLE":
+            if name == "mturk" and vals[2] == "ASSIGNMENT_ID_NOT_AVAILABLE":  # a HIT preview
                 return None
             return Platform(name, *vals)
     return None
