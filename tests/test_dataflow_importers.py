@@ -531,3 +531,28 @@ def test_thumbnails_made_by_a_worker_pool_are_each_image_s_own(tmp_path, monkeyp
     assert [(p.workers, p.closed) for p in pools] == [(2, True)]
     assert (r.made, r.n_images) == (4, 4)
     assert images_table(ws)["width"].tolist() == [16, 17, 18, 19]
+
+
+def test_other_thumbnail_settings_after_an_interruption_make_every_thumbnail_again(tmp_path, monkeypatch):
+    ws = workspace(tmp_path)
+    paths = [draw(tmp_path / "src" / f"{i}.png", RGB["red"], i, size=(40, 20)) for i in range(3)]
+    job, calls = imp.thumbnail_job, {"n": 0}
+
+    def interrupted(j):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return job(j)
+
+    monkeypatch.setattr(imp, "FLUSH_EVERY", 1)
+    monkeypatch.setattr(imp, "thumbnail_job", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(ws, "s", _listing(paths))  # two 40 x 20 thumbnails recorded
+    monkeypatch.setattr(imp, "thumbnail_job", job)
+    r = run(ws, "s", _listing(paths), thumbs=imp.Thumbs(size=16))
+    assert (r.made, r.reused) == (3, 0)
+    t = images_table(ws)
+    assert t["width"].tolist() == [16] * 3 and t["height"].tolist() == [8] * 3
+    for tid in t["thumbnail"]:
+        with Image.open(ws.root / tid) as im:
+            assert im.size == (16, 8)
