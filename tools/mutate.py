@@ -185,6 +185,58 @@ for _m in ("design", "plan", "results", "rounds", "service", "store"):
     ]
 
 
+# Issue 29, data-flow tests of the analysis framework and the clustering analyses (session mut-aa).
+for _m in (
+    "conceptlens/analysis/base.py",
+    "conceptlens/analysis/runner.py",
+    "conceptlens/analysis/common.py",
+    "conceptlens/analysis/engines.py",
+    "conceptlens/analysis/clustering.py",
+    "conceptlens/analysis/cluster_metrics.py",
+    "conceptlens/analysis/cluster_captions.py",
+    "conceptlens/analysis/baselines.py",
+    "conceptlens/analysis/aligned_projections.py",
+):
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_a.py"]
+
+# Issue 29, importers: the other test files that exercise these modules (hsj's importer is
+# tested in test_similarity.py; manifests, nested folders and imagenet through
+# test_import_hierarchy.py).
+_HSJ_TESTS = [
+    f"tests/test_similarity.py::{t}"
+    for t in (
+        "test_import_release",
+        "test_import_psiz_hdf5",
+        "test_import_errors_name_file_and_sequence",
+        "test_import_unmatched_stimuli_and_bad_hdf5",
+        "test_import_cli",
+    )
+]
+for _m, _extra in {
+    "images": ["tests/test_import_hierarchy.py"],
+    "manifest": ["tests/test_import_hierarchy.py"],
+    "imagefolder": ["tests/test_import_hierarchy.py"],
+    "hsj": _HSJ_TESTS,
+}.items():
+    _p = f"conceptlens/importers/{_m}.py"
+    MODULES[_p] = MODULES.get(_p, []) + _extra
+for _m in ("images", "manifest", "imagefolder", "features", "captions", "hsj"):
+    _p = f"conceptlens/importers/{_m}.py"
+    MODULES[_p] = MODULES.get(_p, []) + ["tests/test_dataflow_importers.py"]
+# The other importers had no entry, so `dataflow_mutants.py --list` refused them ("unknown
+# module"); their tests (not run in the session that added them, see docs/mutation.md):
+for _m, _tests in {
+    "imagenet": ["tests/test_importers.py", "tests/test_import_hierarchy.py"],
+    "wordnet": ["tests/test_import_hierarchy.py"],
+    "hf": ["tests/test_importers.py"],
+    "cub": ["tests/test_compmap.py"],
+    "mit_states": ["tests/test_compmap.py"],
+    "primitives": ["tests/test_compmap.py"],
+    "cli": ["tests/test_importers.py", "tests/test_import_hierarchy.py", "tests/test_cli.py"],
+}.items():
+    MODULES.setdefault(f"conceptlens/importers/{_m}.py", _tests)
+
+
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
     for name in ("conceptlens", "tests", "mutants"):
@@ -355,17 +407,3 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-# Issue 29, data-flow tests of the analysis framework and the clustering analyses (session mut-aa).
-for _m in (
-    "conceptlens/analysis/base.py",
-    "conceptlens/analysis/runner.py",
-    "conceptlens/analysis/common.py",
-    "conceptlens/analysis/engines.py",
-    "conceptlens/analysis/clustering.py",
-    "conceptlens/analysis/cluster_metrics.py",
-    "conceptlens/analysis/cluster_captions.py",
-    "conceptlens/analysis/baselines.py",
-    "conceptlens/analysis/aligned_projections.py",
-):
-    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_a.py"]
