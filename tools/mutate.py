@@ -159,7 +159,16 @@ MARKERS = {
 }
 
 # Issue 29, analysis area b: the data-flow tests of seven analyses.
-for _m in ("comparisons", "compmap", "concept_events", "concepts", "convergence", "learning_curves", "similarity"):
+_ANALYSIS_B = (
+    "comparisons",
+    "compmap",
+    "concept_events",
+    "concepts",
+    "convergence",
+    "learning_curves",
+    "similarity",
+)
+for _m in _ANALYSIS_B:
     _m = f"conceptlens/analysis/{_m}.py"
     MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_b.py"]
 
