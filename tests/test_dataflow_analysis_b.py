@@ -31,7 +31,9 @@ def _replace(ws: Workspace, table: str, change, **part):
     md = ws.read_metadata(table, **part)
     t = t.drop_columns([c for c in part if c in t.column_names])
     df = change(t.to_pandas())
-    ws.write(table, pa.Table.from_pandas(df, schema=t.schema, preserve_index=False), metadata=md or None, **part)
+    ws.write(
+        table, pa.Table.from_pandas(df, schema=t.schema, preserve_index=False), metadata=md or None, **part
+    )
 
 
 # ---- concept_events ----------------------------------------------------------------------------
@@ -134,7 +136,9 @@ def test_events_purity_counts_the_datasets_own_classes_and_null_captions_stay_nu
     t = ws.read("concept_events", dataset="toy", run="toy-run").to_pandas()
     img = ws.read("images").to_pandas().set_index("image_id")
     assert len(t) > 0
-    for (cid, side), g in t.groupby([np.where(t["side"] == "before", t["checkpoint_from"], t["checkpoint_to"]), "side"]):
+    for (cid, _side), g in t.groupby(
+        [np.where(t["side"] == "before", t["checkpoint_from"], t["checkpoint_to"]), "side"]
+    ):
         cl = ws.read("clusters", columns=["image_id", "cluster"], checkpoint_id=cid, k=4).to_pandas()
         for c, r in g.drop_duplicates("cluster").set_index("cluster").iterrows():
             lab = img.loc[cl.loc[cl["cluster"] == c, "image_id"], "label"].to_numpy(np.int64)
@@ -337,10 +341,20 @@ def _stranger_trials(ws: Workspace) -> pd.DataFrame:
     stranger = next(i for i in ws.read("images")["image_id"].to_pylist() if i not in set(embedded))
     t = t.astype(object).where(t.notna(), None)
     base = t[(t["split"] == "train")].head(6).to_dict("records")
-    new = [{**r, "trial_id": f"u{j}", "is_catch": True, "chosen": list(r["references"][-2:])} for j, r in enumerate(base[:4])]
+    new = [
+        {**r, "trial_id": f"u{j}", "is_catch": True, "chosen": list(r["references"][-2:])}
+        for j, r in enumerate(base[:4])
+    ]
     # First in trial-id order, with their own weight and n_select: dropping them shifts the rest.
     new += [
-        {**r, "trial_id": f"a{j}", "query": stranger, "weight": 0.5, "n_select": 1, "chosen": list(r["chosen"][:1])}
+        {
+            **r,
+            "trial_id": f"a{j}",
+            "query": stranger,
+            "weight": 0.5,
+            "n_select": 1,
+            "chosen": list(r["chosen"][:1]),
+        }
         for j, r in enumerate(base[4:6])
     ]
     new += [{**r, "trial_id": f"w{j}", "query": stranger, "split": "test"} for j, r in enumerate(base[:2])]
@@ -382,7 +396,9 @@ def test_convergence_fits_known_non_catch_train_trials_in_order_and_scores_the_t
         np.testing.assert_array_equal(c, csel[cstim[:, 0] >= 0])
 
 
-def test_without_test_trials_the_coarse_set_is_held_out_of_every_share(factory_template, tmp_path, monkeypatch):
+def test_without_test_trials_the_coarse_set_is_held_out_of_every_share(
+    factory_template, tmp_path, monkeypatch
+):
     """No `test` trial: a seeded tenth of the train trials is the coarse set, and no share
     fits any of them. Catches the held-out tenth left in the train trials."""
     root = copy_ws(factory_template, tmp_path / "ws")
@@ -416,7 +432,10 @@ def two_datasets(factory_template, tmp_path_factory):
     ck = ws.read("checkpoints")
     c = ck.to_pandas()
     new = pd.concat(
-        [c.head(1).assign(checkpoint_id=i, dataset=d, run=None) for i, d in (("ck7", "toy"), ("ck8", "other"), ("ck9", "other"))]
+        [
+            c.head(1).assign(checkpoint_id=i, dataset=d, run=None)
+            for i, d in (("ck7", "toy"), ("ck8", "other"), ("ck9", "other"))
+        ]
     )
     ws.write("checkpoints", pa.Table.from_pandas(pd.concat([c, new]), schema=ck.schema, preserve_index=False))
     ren = {f"toy-{i:04d}": f"other-{i}" for i in range(24)}
@@ -432,14 +451,18 @@ def two_datasets(factory_template, tmp_path_factory):
     t = t.astype(object).where(t.notna(), None)
     ws.append(
         "similarity_trials",
-        pa.Table.from_pylist(t.to_dict("records"), schema=schema.arrow_schema("similarity_trials", partition=False)),
+        pa.Table.from_pylist(
+            t.to_dict("records"), schema=schema.arrow_schema("similarity_trials", partition=False)
+        ),
         dataset="other",
     )
     e = ws.read("psych_embedding", dataset="toy").drop_columns(["dataset"]).to_pandas()
     e = e.assign(image_id=e["image_id"].map(ren))
     ws.write(
         "psych_embedding",
-        pa.Table.from_pandas(e, schema=schema.arrow_schema("psych_embedding", partition=False), preserve_index=False),
+        pa.Table.from_pandas(
+            e, schema=schema.arrow_schema("psych_embedding", partition=False), preserve_index=False
+        ),
         dataset="other",
     )
     vl = ws.read("vl_models")

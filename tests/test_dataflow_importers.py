@@ -55,7 +55,10 @@ def run(ws, dataset, listing, **kw):
 
 # ---- features: ids -> images --------------------------------------------------------------
 def _rows(paths):
-    return [{"image_id": f"d-{i}", "thumbnail": f"thumbnails/d/d-{i}.jpg", "source_path": p} for i, p in enumerate(paths)]
+    return [
+        {"image_id": f"d-{i}", "thumbnail": f"thumbnails/d/d-{i}.jpg", "source_path": p}
+        for i, p in enumerate(paths)
+    ]
 
 
 def test_an_ambiguous_path_end_matches_no_image_whatever_the_order_of_the_images():
@@ -89,7 +92,13 @@ def test_the_one_matrix_of_a_file_holds_the_vectors_whatever_its_name(tmp_path):
 
 def test_a_parquet_list_column_of_any_name_holds_the_vectors(tmp_path):
     X = np.arange(6, dtype=np.float32).reshape(3, 2)
-    t = pa.table({"image_id": ["a", "b", "c"], "note": ["x", "y", "z"], "vec": pa.array(list(X), pa.list_(pa.float32()))})
+    t = pa.table(
+        {
+            "image_id": ["a", "b", "c"],
+            "note": ["x", "y", "z"],
+            "vec": pa.array(list(X), pa.list_(pa.float32())),
+        }
+    )
     pq.write_table(t, tmp_path / "v.parquet")
     ids, got = F.read_vectors(tmp_path / "v.parquet")
     assert ids == ["a", "b", "c"]
@@ -207,10 +216,17 @@ def test_unlabeled_rows_of_a_label_name_column_do_not_shift_the_labels(tmp_path)
     for i in range(4):
         draw(tmp_path / f"{i}.png", RGB["red"], i)
     names = ["zebra", None, "apple", "zebra"]
-    pd.DataFrame({"path": [f"{i}.png" for i in range(4)], "label_name": names}).to_csv(tmp_path / "m.csv", index=False)
+    pd.DataFrame({"path": [f"{i}.png" for i in range(4)], "label_name": names}).to_csv(
+        tmp_path / "m.csv", index=False
+    )
     items = M.scan(tmp_path / "m.csv", unlabeled=True).items
     # labels 0..K-1 over the names present, in sorted order; an empty name is no label
-    assert [(it.label, it.label_name) for it in items] == [(1, "zebra"), (None, None), (0, "apple"), (1, "zebra")]
+    assert [(it.label, it.label_name) for it in items] == [
+        (1, "zebra"),
+        (None, None),
+        (0, "apple"),
+        (1, "zebra"),
+    ]
 
 
 # ---- images: checks and splits -------------------------------------------------------------
@@ -220,7 +236,9 @@ def _item(i, **kw):
 
 def test_a_factor_that_shadows_a_core_column_is_refused_on_any_item():
     items = [_item(0, factors={"shade": 1}), _item(1, factors={"width": 3, "height": 4, "shade": 2})]
-    with pytest.raises(imp.ImportInputError, match=r"^row 1: column\(s\) height, width are set by the import"):
+    with pytest.raises(
+        imp.ImportInputError, match=r"^row 1: column\(s\) height, width are set by the import"
+    ):
         imp.check_items(items, imp.make_ids("d", items))
 
 
@@ -231,7 +249,10 @@ def test_labels_are_checked_on_every_item():
 
 
 def test_a_bad_split_names_the_accepted_ones_in_order():
-    with pytest.raises(imp.ImportInputError, match=r"split 'dev' is not one of test, testing, train, training, val, valid, validation$"):
+    with pytest.raises(
+        imp.ImportInputError,
+        match=r"split 'dev' is not one of test, testing, train, training, val, valid, validation$",
+    ):
         imp.split_of("dev", "x")
 
 
@@ -281,7 +302,9 @@ def test_flat_and_repeated_thumbnails_are_counted_exactly():
     }
     flat, rep = imp._suspects(items, ids, done, "#ffffff")
     assert flat.startswith("2 of 6 image(s) are a single flat colour") and "(e.g. row 2, row 4)" in flat
-    assert rep.startswith("2 of 6 image(s) have the same pixels as another image (1 group(s), the largest of 2: row 1, row 3)")
+    assert rep.startswith(
+        "2 of 6 image(s) have the same pixels as another image (1 group(s), the largest of 2: row 1, row 3)"
+    )
 
 
 # ---- images: the import ----------------------------------------------------------------------
@@ -371,7 +394,11 @@ def test_a_resumed_import_keeps_the_newest_record_of_an_image_and_records_each_o
     calls.update(n=0, stop=2)
     with pytest.raises(KeyboardInterrupt):
         run(ws, "g", _listing(paths))
-    assert [[(r["image_id"], r["width"]) for r in p] for p in _parts(partial)] == [[("g-0", 20)], [("g-1", 20)], [("g-0", 30)]]
+    assert [[(r["image_id"], r["width"]) for r in p] for p in _parts(partial)] == [
+        [("g-0", 20)],
+        [("g-1", 20)],
+        [("g-0", 30)],
+    ]
     monkeypatch.setattr(imp, "thumbnail_job", job)
     r = run(ws, "g", _listing(paths))
     assert (r.made, r.reused) == (1, 2)
@@ -396,9 +423,14 @@ def test_psiz_rows_end_in_padding_and_missing_columns_take_their_defaults(tmp_pa
     stim = np.array([[0, 1, 2, -1], [3, 4, 5, 6]], np.int32)
     raws = H.read_hdf5(_h5(tmp_path / "obs.hdf5", stimulus_set=stim, n_select=np.array([1, 2])))
     got = [(r.query, r.references, r.chosen, r.kind, r.weight, r.rt_ms, r.agent_id) for r in raws]
-    assert got == [(0, [1, 2], [1], "2rank1", 1.0, None, "0"), (3, [4, 5, 6], [4, 5], "3rank2", 1.0, None, "0")]
+    assert got == [
+        (0, [1, 2], [1], "2rank1", 1.0, None, "0"),
+        (3, [4, 5, 6], [4, 5], "3rank2", 1.0, None, "0"),
+    ]
     _h5(tmp_path / "no_select.hdf5", stimulus_set=stim)
-    with pytest.raises(imp.ImportInputError, match="no_select.hdf5: psiz observations lack dataset 'n_select'"):
+    with pytest.raises(
+        imp.ImportInputError, match="no_select.hdf5: psiz observations lack dataset 'n_select'"
+    ):
         H.read_hdf5(tmp_path / "no_select.hdf5")
     _h5(tmp_path / "short.hdf5", stimulus_set=stim, n_select=np.array([1, 2]), weight=np.array([0.5]))
     with pytest.raises(imp.ImportInputError, match="short.hdf5: weight has 1 values for 2 trials"):
@@ -412,7 +444,11 @@ def test_a_folder_of_psiz_observations_is_found_beside_its_catalog(tmp_path):
     src.mkdir()
     stim = np.array([[0, 1, 2]], np.int32)
     _h5(src / "obs.hdf5", stimulus_set=stim, n_select=np.array([1]))
-    _h5(src / "catalog.hdf5", stimulus_id=np.arange(3), stimulus_filepath=np.array([b"a.png", b"b.png", b"c.png"]))
+    _h5(
+        src / "catalog.hdf5",
+        stimulus_id=np.arange(3),
+        stimulus_filepath=np.array([b"a.png", b"b.png", b"c.png"]),
+    )
     (src / "notes.txt").write_text("x")
     assert H.detect(src) == ("hdf5", src / "obs.hdf5")
 
@@ -448,11 +484,18 @@ def _release(src, stimuli, files):
     from tests.hsj_fixtures import local_id, timestep
 
     src.mkdir(parents=True)
-    lines = ["local_id|filepath|wordnet_id"] + [f"{local_id(k)}|{p}|n0" for k, p in enumerate(stimuli, start=1)]
+    lines = ["local_id|filepath|wordnet_id"] + [
+        f"{local_id(k)}|{p}|n0" for k, p in enumerate(stimuli, start=1)
+    ]
     (src / "stimuli.txt").write_text("\n".join(lines) + "\n")
     for name, seqs in files.items():
         data = [
-            {"sequence_id": sid, "anonymous_id": f"p{sid}", "grade": 80, "sequence": [timestep(p, *t) for p, t in enumerate(steps)]}
+            {
+                "sequence_id": sid,
+                "anonymous_id": f"p{sid}",
+                "grade": 80,
+                "sequence": [timestep(p, *t) for p, t in enumerate(steps)],
+            }
             for sid, steps in seqs
         ]
         (src / name).parent.mkdir(parents=True, exist_ok=True)
@@ -489,11 +532,20 @@ def test_stimuli_match_the_named_dataset_s_images_by_id_or_file_name(tmp_path, h
         ("9-0", "test", image[3], [image[3], image[5]], [image[3]], True),
     ]
     # the same trials again: refused, naming the first of them
-    with pytest.raises(imp.ImportInputError, match=r"seq_a.json: sequence 1, position 0: trial '1-0' is already in"):
+    with pytest.raises(
+        imp.ImportInputError, match=r"seq_a.json: sequence 1, position 0: trial '1-0' is already in"
+    ):
         import_hsj(ws.root, src, dataset="d")
     # a file name two images of d share matches neither
-    amb = _release(tmp_path / "amb", ["/imgs/p1.png", "/imgs/p0.png", "/imgs/q0.png"], {"train_seqs/seq_0.json": [(7, [(2, [1, 3], [3])])]})
-    with pytest.raises(imp.ImportInputError, match=r"stimulus '/imgs/p1.png' matches no image .*\(ambiguous: d-a-p1, d-c-p1\)"):
+    amb = _release(
+        tmp_path / "amb",
+        ["/imgs/p1.png", "/imgs/p0.png", "/imgs/q0.png"],
+        {"train_seqs/seq_0.json": [(7, [(2, [1, 3], [3])])]},
+    )
+    with pytest.raises(
+        imp.ImportInputError,
+        match=r"stimulus '/imgs/p1.png' matches no image .*\(ambiguous: d-a-p1, d-c-p1\)",
+    ):
         import_hsj(ws.root, amb, dataset="d")
 
 

@@ -135,7 +135,9 @@ def test_purity_counts_only_known_labels_and_its_interval_holds_it():
     from conceptlens.metrics.scores import purity
 
     pop = _population(unknown=60, annotator=False)
-    sel = np.r_[np.arange(0, 60, 3), np.flatnonzero(pop.labels == 2)[:30], np.flatnonzero(pop.labels == 3)[:10]]
+    sel = np.r_[
+        np.arange(0, 60, 3), np.flatnonzero(pop.labels == 2)[:30], np.flatnonzero(pop.labels == 3)[:10]
+    ]
     out = SE.score_selection(pop, sel, n_null=5, n_null_id=2, seed=0, bootstrap=200)
     y = pop.labels[np.unique(sel)]
     want = purity(y[y >= 0], 4)[0]
@@ -259,7 +261,9 @@ def test_l1_similarity_of_more_rows_than_a_block_is_minus_the_cityblock_distance
     from scipy.spatial.distance import cdist
 
     X = np.random.default_rng(1).normal(size=(300, 3))
-    np.testing.assert_allclose(S.similarity_matrix(X, "l1"), -cdist(X, X, "cityblock"), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        S.similarity_matrix(X, "l1"), -cdist(X, X, "cityblock"), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_bootstrap_ratio_fills_every_resample_of_a_large_sample():

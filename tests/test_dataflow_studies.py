@@ -50,7 +50,12 @@ def test_the_owner_is_who_gives_the_secret_not_who_names_an_address(env, monkeyp
     server listens on: swapping the two lets nobody (or the wrong person) in."""
     monkeypatch.setenv(V.OWNER_SECRET, SECRET)
     assert V.Owner(SECRET, "0.0.0.0").ok and V.Owner(SECRET, "127.0.0.1").ok
-    for given, address in ((None, "127.0.0.1"), ("wrong", "0.0.0.0"), ("0.0.0.0", SECRET), (SECRET * 2, "::1")):
+    for given, address in (
+        (None, "127.0.0.1"),
+        ("wrong", "0.0.0.0"),
+        ("0.0.0.0", SECRET),
+        (SECRET * 2, "::1"),
+    ):
         assert not V.Owner(given, address).ok, (given, address)
     monkeypatch.delenv(V.OWNER_SECRET)
     assert V.Owner(None, "127.0.0.1").ok and V.Owner(None, "[::1]").ok  # a local `make run`
@@ -58,7 +63,9 @@ def test_the_owner_is_who_gives_the_secret_not_who_names_an_address(env, monkeyp
         assert not V.Owner(given, address).ok, (given, address)
 
 
-def test_owner_writes_create_what_the_design_says_and_refusals_write_nothing(env, monkeypatch, factory_template):
+def test_owner_writes_create_what_the_design_says_and_refusals_write_nothing(
+    env, monkeypatch, factory_template
+):
     spec = replace(SPECS["coherence"], answers=1)
     d = design(Workspace(factory_template), spec)
     stranger = V.Owner("guess", "0.0.0.0")  # no secret, listening beyond this machine
@@ -90,7 +97,9 @@ def test_owner_writes_create_what_the_design_says_and_refusals_write_nothing(env
     assert S.open_store().status("mine1") == "closed"
 
 
-def test_owner_next_round_reports_the_new_round_and_what_the_last_one_exported(env, monkeypatch, factory_copy):
+def test_owner_next_round_reports_the_new_round_and_what_the_last_one_exported(
+    env, monkeypatch, factory_copy
+):
     """`Owner.next_round` (the Studies page's button): the new study's sessions and tasks, the
     trials the previous round exported, and the analysis' notes first. The analysis itself is
     test_study_rounds' (here it is replaced by a stand-in that keeps the factory's embedding)."""
@@ -100,7 +109,9 @@ def test_owner_next_round_reports_the_new_round_and_what_the_last_one_exported(e
 
     calls = []
     monkeypatch.setattr(
-        runner, "run", lambda root, name, options, **kw: calls.append((name, kw)) or SimpleNamespace(notes=["inferred"])
+        runner,
+        "run",
+        lambda root, name, options, **kw: calls.append((name, kw)) or SimpleNamespace(notes=["inferred"]),
     )
     store = S.open_store()
     sid, _, d = create(store, factory_copy, "similarity", study_id="round0")
@@ -140,7 +151,9 @@ def test_what_a_participant_reads_never_shows_the_store():
         said[cls] = V.for_participant(cls(where))
         assert "/srv/secret" not in said[cls] and "sqlite" not in said[cls], cls
     assert len(set(said.values())) == len(said)  # each says what happened to them
-    assert V.for_participant(StudyError("task x is not yours")) == "This link is not valid: task x is not yours"
+    assert (
+        V.for_participant(StudyError("task x is not yours")) == "This link is not valid: task x is not yours"
+    )
     assert V.for_participant(StudyError("bad"), answering=True) == "That answer was not stored: bad"
 
 
@@ -190,7 +203,9 @@ def test_enter_and_answer_use_the_sessions_own_place(env, factory_template):
     assert said and "not stored" in said and store.answers(sid).empty
     assert V.answer(sid, e.participant_id, first.task_id, "left", 500.0, places) is None
     a = store.answers(sid)
-    assert list(zip(a["participant_id"], a["task_id"], a["response"])) == [(e.participant_id, first.task_id, "left")]
+    assert list(zip(a["participant_id"], a["task_id"], a["response"])) == [
+        (e.participant_id, first.task_id, "left")
+    ]
     # The same browser asking for another place keeps its own.
     again = V.enter(sid, None, other, places, {}, [factory_template])
     assert again.error and "already holds a place" in again.error and places[sid] == e.participant_id
@@ -242,7 +257,8 @@ def _set_last_active(store, sid, when: dict) -> None:
     for session, t in when.items():
         store._transact(
             lambda c, t=t, session=session: c.run(
-                "UPDATE participants SET last_active = ? WHERE study_id = ? AND session = ?", [t, sid, session]
+                "UPDATE participants SET last_active = ? WHERE study_id = ? AND session = ?",
+                [t, sid, session],
             ),
             True,
         )
@@ -365,9 +381,7 @@ def test_postgres_never_returns_nothing_for_a_call_on_dropped_connections(pg_ser
 
 # ---- results ---------------------------------------------------------------------------------
 def _people(rows):
-    return pd.DataFrame(
-        rows, columns=["participant_id", "started", "finished", "last_active"]
-    )
+    return pd.DataFrame(rows, columns=["participant_id", "started", "finished", "last_active"])
 
 
 def test_every_rule_that_is_set_counts_one_failed_check():
@@ -469,11 +483,17 @@ def _with_another_dataset(root) -> Workspace:
     other["image_id"] = "other-" + other["image_id"]
     other["dataset"] = "other"
     other["label_name"] = "aaa " + other["label_name"].astype(str)
-    ws.write("images", pa.concat_tables([img, pa.Table.from_pandas(other, schema=img.schema, preserve_index=False)]))
+    ws.write(
+        "images",
+        pa.concat_tables([img, pa.Table.from_pandas(other, schema=img.schema, preserve_index=False)]),
+    )
     ck = ws.read("checkpoints")
     first = ck.slice(0, 1).to_pandas()
     first["checkpoint_id"], first["dataset"] = "aaa", "other"
-    ws.write("checkpoints", pa.concat_tables([pa.Table.from_pandas(first, schema=ck.schema, preserve_index=False), ck]))
+    ws.write(
+        "checkpoints",
+        pa.concat_tables([pa.Table.from_pandas(first, schema=ck.schema, preserve_index=False), ck]),
+    )
     return ws
 
 
@@ -509,25 +529,40 @@ def test_an_empty_caption_is_no_description(factory_copy):
     cap = ws.read("cluster_captions", checkpoint_id="ck0", k=4).to_pandas()
     cap.loc[cap["cluster"] == 1, "caption"] = "   "
     sch = ws.read("cluster_captions", checkpoint_id="ck0", k=4).schema
-    ws.write("cluster_captions", pa.Table.from_pandas(cap, schema=sch, preserve_index=False), checkpoint_id="ck0", k=4)
+    ws.write(
+        "cluster_captions",
+        pa.Table.from_pandas(cap, schema=sch, preserve_index=False),
+        checkpoint_id="ck0",
+        k=4,
+    )
     d = design(ws, replace(SPECS["describability"], per_participant=2))
     assert {t.unit for t in d.tasks} == {0, 2}
     assert all(t.payload["description"].strip() for t in d.tasks)
-    assert any("cluster 1 of checkpoint 'ck0' at k=4 has no 'caption' description" in n for n in d.notes), d.notes
+    assert any("cluster 1 of checkpoint 'ck0' at k=4 has no 'caption' description" in n for n in d.notes), (
+        d.notes
+    )
 
 
 def test_notes_and_errors_name_the_cluster_they_are_about(factory_template):
     ws = Workspace(factory_template)
     d = design(ws, SPECS["coherence"])
-    assert d.notes == ["1 cluster(s) left out: cluster 3 of checkpoint 'ck0' at k=4 has 1 images; a task needs refs + 1 = 6"]
-    with pytest.raises(StudyError, match=r"^cluster 7 is not a cluster of checkpoint 'ck0' at k=4 \(clusters: 0\.\.3\) \(and 1 more\)$"):
+    assert d.notes == [
+        "1 cluster(s) left out: cluster 3 of checkpoint 'ck0' at k=4 has 1 images; a task needs refs + 1 = 6"
+    ]
+    with pytest.raises(
+        StudyError,
+        match=r"^cluster 7 is not a cluster of checkpoint 'ck0' at k=4 \(clusters: 0\.\.3\) \(and 1 more\)$",
+    ):
         design(ws, replace(SPECS["coherence"], clusters=(9, 7)))
 
 
 @pytest.mark.parametrize(
     "changes, words",
     [
-        ({"kind": "similarity", "dataset": "../x", "checkpoint_id": None, "k": None}, "dataset: .*may only use letters"),
+        (
+            {"kind": "similarity", "dataset": "../x", "checkpoint_id": None, "k": None},
+            "dataset: .*may only use letters",
+        ),
         ({"min_minutes": -1}, "min_minutes: must be a number in \\[0, 1440\\]"),
         ({"max_minutes": 1441}, "max_minutes: must be a number in \\[0, 1440\\]"),
         ({"max_side_bias": True}, "max_side_bias: must be a number"),
@@ -589,7 +624,8 @@ def test_an_active_round_does_not_count_catch_trials_as_asked_queries(factory_co
     import pyarrow as pa
 
     from conceptlens import schema
-    from tests.test_study_rounds import SPEC as ROUND, write_embedding
+    from tests.test_study_rounds import SPEC as ROUND
+    from tests.test_study_rounds import write_embedding
 
     ws = Workspace(factory_copy)
     write_embedding(ws)
@@ -599,14 +635,18 @@ def test_an_active_round_does_not_count_catch_trials_as_asked_queries(factory_co
 
     def add(is_catch: bool):
         rows = [
-            {"trial_id": f"x{is_catch}{n}", "agent_id": "a", "query": q, "references": ids[:8], "chosen": ids[:2],
-             "n_select": 2, "kind": "8rank2", "weight": 1.0, "rt_ms": 1.0, "split": "train",
+            {"trial_id": f"x{is_catch}{n}", "agent_id": "a", "query": q,
+             "references": ids[:8], "chosen": ids[:2], "n_select": 2, "kind": "8rank2", "weight": 1.0, "rt_ms": 1.0, "split": "train",
              "is_catch": is_catch, "round": 0}
             for n, q in enumerate(q for q in ids[: len(ids) // 2] for _ in range(6))
         ]  # fmt: skip
         new = pd.DataFrame(rows)
         sch = schema.arrow_schema("similarity_trials", partition=False)
-        ws.append("similarity_trials", pa.Table.from_pandas(new[[f.name for f in sch]], schema=sch, preserve_index=False), dataset="toy")
+        ws.append(
+            "similarity_trials",
+            pa.Table.from_pandas(new[[f.name for f in sch]], schema=sch, preserve_index=False),
+            dataset="toy",
+        )
         return [t.payload for t in design(ws, spec).tasks if not t.is_catch]
 
     assert add(is_catch=True) == before
