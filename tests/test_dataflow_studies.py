@@ -636,7 +636,8 @@ def test_an_active_round_does_not_count_catch_trials_as_asked_queries(factory_co
     def add(is_catch: bool):
         rows = [
             {"trial_id": f"x{is_catch}{n}", "agent_id": "a", "query": q,
-             "references": ids[:8], "chosen": ids[:2], "n_select": 2, "kind": "8rank2", "weight": 1.0, "rt_ms": 1.0, "split": "train",
+             "references": ids[:8], "chosen": ids[:2], "n_select": 2, "kind": "8rank2",
+             "weight": 1.0, "rt_ms": 1.0, "split": "train",
              "is_catch": is_catch, "round": 0}
             for n, q in enumerate(q for q in ids[: len(ids) // 2] for _ in range(6))
         ]  # fmt: skip
