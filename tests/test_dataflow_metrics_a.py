@@ -1,0 +1,102 @@
+"""Data-flow properties of the metrics of issue 29's second metrics batch (bootstrap,
+learning, compare, compmap, concepts, events): each test is written against a bug that
+computes correctly on what it is given but is given the wrong thing (a filter not applied,
+the first element reused, two arguments swapped, a sort the other way), and pins values
+to something computed another way (a direct loop, a hand count, a known formula).
+
+Small inputs throughout: every test runs well under a second."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from conceptlens.metrics import bootstrap as B
+from conceptlens.metrics import learning as L
+from conceptlens.metrics.intrinsic import twonn_fit
+from conceptlens.metrics.scores import purity
+
+
+def direct(n: int, n_boot: int, rng) -> list[np.ndarray]:
+    """The resamples of the definition: one `rng.integers(0, n, n)` per resample."""
+    return [rng.integers(0, n, n) for _ in range(n_boot)]
+
+
+def q(stats, est):
+    lo, hi = np.quantile(stats, [0.025, 0.975])
+    return min(lo, est), max(hi, est)
+
+
+# ---- bootstrap: every resample block is used, not the first one again ------------------------
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """`resamples` cut into blocks of 3 resamples each (at the real MAX_CELLS, a test needs
+    millions of index cells for a second block): the stream is the same, so every interval
+    must be too; one that reuses a block for the next ones is not."""
+    real = B.resamples
+
+    def few_rows(n, n_boot, rng, max_cells=B.MAX_CELLS):
+        return real(n, n_boot, rng, max_cells=3 * n)
+
+    monkeypatch.setattr(B, "resamples", few_rows)
+
+
+def test_a_ratio_interval_over_many_blocks_is_the_direct_loop(small_blocks):
+    rng0 = np.random.default_rng(11)
+    den = rng0.integers(1, 5, 60)
+    num = rng0.binomial(den, 0.5)
+    lo, hi = B.ratio_interval(num, den, 200, B.rng_for(2, "cl"))
+    est = num.sum() / den.sum()
+    ref = q([num[i].sum() / den[i].sum() for i in direct(60, 200, B.rng_for(2, "cl"))], est)
+    assert (lo, hi) == pytest.approx(ref, abs=1e-12)
+    # the spread of a ratio of 60 images: a few standard errors wide, not a point
+    assert hi - lo > 0.1
+
+
+def test_purity_statistics_over_many_blocks_are_one_per_resample(small_blocks):
+    y = np.random.default_rng(12).choice([0, 2, 5], size=50, p=[0.6, 0.3, 0.1])
+    stats = B.purity_stats(y, 6, 100, B.rng_for(1, "purity"))
+    ref = [purity(y[i], 6)[0] for i in direct(50, 100, B.rng_for(1, "purity"))]
+    assert stats == pytest.approx(ref, abs=1e-12)
+    assert len(set(np.round(stats, 12))) > 10  # resamples differ, so do their purities
+
+
+def test_twonn_statistics_over_many_blocks_are_one_per_resample(small_blocks):
+    mu = 1 + np.random.default_rng(13).pareto(3.0, 120)  # a TwoNN ratio of dimension 3
+    stats = B.twonn_stats(mu, 60, B.rng_for(0, "id"))
+    srt = np.sort(mu)
+    ref = [twonn_fit(srt[i]) for i in direct(120, 60, B.rng_for(0, "id"))]
+    assert stats == pytest.approx(ref, rel=1e-10)
+    assert np.std(stats) > 0.05
+
+
+def test_purity_statistics_at_the_real_block_size_are_n_boot_distinct_resamples():
+    """Two real blocks (n = 2,049 labels: 2,047 resamples a block): n_boot statistics, the
+    second block's its own."""
+    y = np.random.default_rng(14).choice([0, 1, 2, 3], size=2049)
+    stats = B.purity_stats(y, 4, 2060, B.rng_for(3, "purity"))
+    assert len(stats) == 2060
+    tail = [purity(y[i], 4)[0] for i in direct(2049, 2060, B.rng_for(3, "purity"))[-13:]]
+    assert stats[-13:] == pytest.approx(tail, abs=1e-12)
+
+
+# ---- learning: neighbours without a scored value do not vote ---------------------------------
+def test_neighbours_whose_value_is_not_scored_cast_no_vote():
+    """A training image without the factor's value (None) or with a value outside `classes`
+    is a neighbour that must not vote: the shares are those of a loop over the scored
+    neighbours only."""
+    sims = np.array([[0.9, 0.8, 0.7, 0.6], [0.95, 0.5, 0.4, 0.3], [0.2, 0.1, 0.0, -0.1]])
+    nb = np.array([["a", None, "b", "z"], [None, "b", "b", "a"], [None, "z", None, "z"]], dtype=object)
+    classes = np.array(["a", "b"], dtype=object)
+    shares = L.shares_from_neighbours(sims, nb, classes, temperature=0.1)
+    ref = np.zeros((3, 2))
+    for r in range(3):
+        for s, lab in zip(sims[r], nb[r]):
+            if lab in ("a", "b"):
+                ref[r, ["a", "b"].index(lab)] += np.exp(s / 0.1)
+        if ref[r].sum():
+            ref[r] /= ref[r].sum()
+    assert shares == pytest.approx(ref, abs=1e-12)
+    assert shares[2].tolist() == [0.0, 0.0]  # no scored neighbour: no vote at all
