@@ -8,13 +8,15 @@ Small inputs throughout: every test runs well under a second."""
 
 from __future__ import annotations
 
-import functools
+import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conceptlens.metrics import bootstrap as B
 from conceptlens.metrics import learning as L
+from conceptlens.metrics.compare import purity_bins, runs_with_stages
 from conceptlens.metrics.intrinsic import twonn_fit
 from conceptlens.metrics.scores import purity
 
@@ -100,3 +102,71 @@ def test_neighbours_whose_value_is_not_scored_cast_no_vote():
             ref[r] /= ref[r].sum()
     assert shares == pytest.approx(ref, abs=1e-12)
     assert shares[2].tolist() == [0.0, 0.0]  # no scored neighbour: no vote at all
+
+
+# ---- compare: purity bins pool only the clusters with a value --------------------------------
+def test_a_bin_without_trials_averages_only_the_clusters_with_a_value():
+    """A cluster whose coherence is null is not a cluster with coherence 0 or NaN: the normal
+    interval is that of the clusters with a value."""
+    m = pd.DataFrame({"purity": [0.3, 0.35, 0.4, 0.32], "coherence_random": [0.5, np.nan, 0.7, 0.6]})
+    b = purity_bins(m, edges=(0, 0.5, 1)).iloc[0]
+    x = np.array([0.5, 0.7, 0.6])
+    half = 1.96 * x.std(ddof=1) / math.sqrt(3)
+    assert (b["coherence_random_lo"], b["coherence_random_hi"]) == pytest.approx((0.6 - half, 0.6 + half))
+    assert b["coherence_random_n"] == 3 and b["clusters"] == 4
+
+
+def test_pooled_trials_are_those_of_the_clusters_with_a_value():
+    """A cluster with trials but no coherence value (a study not scored yet) adds no trials to
+    its bin's pool: 12 of 20 + 16 of 20 = 28 of 40, not of 60."""
+    from scipy.stats import beta
+
+    m = pd.DataFrame(
+        {
+            "purity": [0.31, 0.33, 0.36],
+            "coherence_random": [0.6, np.nan, 0.8],
+            "coherence_trials": [20, 20, 20],
+        }
+    )
+    b = purity_bins(m, values=("coherence_random",)).iloc[0]
+    assert b["interval"] == "clopper-pearson"
+    lo, hi = beta.ppf(0.025, 28, 13), beta.isf(0.025, 29, 12)
+    assert (b["coherence_random_lo"], b["coherence_random_hi"]) == pytest.approx((lo, hi))
+
+
+def test_purity_bins_do_not_depend_on_the_index_of_the_cluster_table():
+    """Two checkpoints' cluster tables concatenated keep their repeated row labels: each bin's
+    trials must still be its own rows', as with a fresh index."""
+    one = pd.DataFrame(
+        {
+            "purity": [0.15, 0.55, 0.95, 0.52],
+            "coherence_random": [0.5, 0.7, 0.9, 0.6],
+            "coherence_hard": [0.4, 0.6, 0.8, 0.5],
+            "coherence_trials": [10, 20, 30, 40],
+        }
+    )
+    two = one.assign(purity=[0.58, 0.12, 0.91, 0.14], coherence_trials=[5, 15, 25, 35])
+    repeated = pd.concat([one, two])
+    assert repeated.index.has_duplicates
+    got = purity_bins(repeated)
+    ref = purity_bins(repeated.reset_index(drop=True))
+    pd.testing.assert_frame_equal(got, ref)
+    assert (got["interval"] == "clopper-pearson").all()
+
+
+# ---- compare: checkpoints over training ------------------------------------------------------
+def test_a_checkpoint_without_an_epoch_is_left_out_of_a_run_with_stages():
+    """A run's final checkpoint stored without an epoch is not a stage: the run keeps its
+    other checkpoints, in epoch order."""
+    ck = pd.DataFrame(
+        {
+            "checkpoint_id": ["a_final", "a3", "a1", "b1", "b2"],
+            "model": ["x"] * 5,
+            "method": ["s"] * 5,
+            "run": ["A", "A", "A", "B", "B"],
+            "epoch": [None, 3, 1, 2, 1],
+        }
+    )
+    st = runs_with_stages(ck)
+    assert list(st["checkpoint_id"]) == ["a1", "a3", "b2", "b1"]
+    assert st["epoch"].tolist() == [1, 3, 1, 2]
