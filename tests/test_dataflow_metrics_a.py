@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 
 from conceptlens.metrics import bootstrap as B
+from conceptlens.metrics import compmap as CM
 from conceptlens.metrics import learning as L
-from conceptlens.metrics.compare import purity_bins, runs_with_stages
+from conceptlens.metrics.compare import contingency, pairwise_anmi, purity_bins, runs_with_stages
 from conceptlens.metrics.intrinsic import twonn_fit
 from conceptlens.metrics.scores import purity
 
@@ -170,3 +171,47 @@ def test_a_checkpoint_without_an_epoch_is_left_out_of_a_run_with_stages():
     st = runs_with_stages(ck)
     assert list(st["checkpoint_id"]) == ["a1", "a3", "b2", "b1"]
     assert st["epoch"].tolist() == [1, 3, 1, 2]
+
+
+@pytest.mark.parametrize("lacking", ["checkpoint_id", "image_id", "cluster"])
+def test_every_missing_assignment_column_is_named(lacking):
+    """Each required column is checked, not only the first of the list: a table without it
+    is refused with its name (not a KeyError from deep inside pandas)."""
+    full = pd.DataFrame({"checkpoint_id": ["a", "a", "b", "b"], "image_id": [1, 2, 1, 2], "cluster": [0, 1, 1, 0]})
+    with pytest.raises(ValueError, match=f"assignments lacks column '{lacking}'"):
+        pairwise_anmi(full.drop(columns=lacking))
+    if lacking != "checkpoint_id":
+        one = full[full["checkpoint_id"] == "a"].drop(columns="checkpoint_id")
+        with pytest.raises(ValueError, match=f"b lacks column '{lacking}'"):
+            contingency(one, one.drop(columns=lacking))
+
+
+def test_a_bin_names_its_interval_methods_in_a_fixed_order():
+    """Coherence pooled over trials, describability by the normal interval: the bin names
+    both, sorted (a set's order changes from one process to the next)."""
+    m = pd.DataFrame(
+        {
+            "purity": [0.31, 0.33, 0.36],
+            "coherence_random": [0.6, 0.7, 0.8],
+            "coherence_trials": [20, 20, 20],
+            "describability_binary": [0.2, 0.5, 0.4],
+        }
+    )
+    b = purity_bins(m).iloc[0]
+    assert b["interval"] == "clopper-pearson, normal"
+
+
+# ---- compmap ---------------------------------------------------------------------------------
+def test_a_few_shot_mean_leaves_out_the_episodes_without_a_value():
+    v = np.array([0.2, np.nan, 0.4, 0.9, np.nan, 0.5, 0.6])
+    x = v[~np.isnan(v)]
+    half = 1.959963984540054 * x.std(ddof=1) / math.sqrt(len(x))
+    assert CM.mean_interval(v, (0, 1)) == pytest.approx((x.mean(), x.mean() - half, x.mean() + half))
+
+
+def test_activation_errors_list_the_bad_values_sorted():
+    z = np.zeros((2, 3))
+    with pytest.raises(ValueError, match=r"got \['max', 'none'\]$"):
+        CM.activations(z, ["a", "a", "b"], ["none", "raw", "max"])
+    with pytest.raises(ValueError, match=r"group 'a' mixes normalize values \['raw', 'softmax'\]$"):
+        CM.activations(z, ["a", "a", "b"], ["softmax", "raw", "raw"])
