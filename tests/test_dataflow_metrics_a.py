@@ -16,6 +16,7 @@ import pytest
 
 from conceptlens.metrics import bootstrap as B
 from conceptlens.metrics import compmap as CM
+from conceptlens.metrics import concepts as CQ
 from conceptlens.metrics import learning as L
 from conceptlens.metrics.compare import contingency, pairwise_anmi, purity_bins, runs_with_stages
 from conceptlens.metrics.intrinsic import twonn_fit
@@ -215,3 +216,26 @@ def test_activation_errors_list_the_bad_values_sorted():
         CM.activations(z, ["a", "a", "b"], ["none", "raw", "max"])
     with pytest.raises(ValueError, match=r"group 'a' mixes normalize values \['raw', 'softmax'\]$"):
         CM.activations(z, ["a", "a", "b"], ["softmax", "raw", "raw"])
+
+
+# ---- concepts --------------------------------------------------------------------------------
+def test_one_vs_rest_auc_skips_classes_absent_from_the_targets():
+    """Class 2 has a column but no row: the macro mean is over classes 0, 1 and 3 only."""
+    rng = np.random.default_rng(21)
+    y = rng.choice([0, 1, 3], 300)
+    p = rng.dirichlet(np.ones(4), 300) + 0.3 * np.eye(4)[y]
+    want = np.mean([CQ.binary_auc(y == c, p[:, c]) for c in (0, 1, 3)])
+    assert CQ.ovr_auc(y, p) == pytest.approx(want, abs=1e-12)
+    assert CQ.multiclass_auc(y, p, multiclass="ovr") == pytest.approx(want, abs=1e-12)
+
+
+@pytest.mark.parametrize("auc", ["ovo_auc", "ovr_auc"])
+def test_auc_errors_list_the_unknown_targets_sorted(auc):
+    y = np.array([0, 7, 1, 5, 0, 1])
+    with pytest.raises(ValueError, match=r"y_true has values \[5, 7\] that proba"):
+        getattr(CQ, auc)(y, np.full((6, 3), 1 / 3))
+
+
+def test_an_impurity_error_gives_the_shapes_in_argument_order():
+    with pytest.raises(ValueError, match=r"got \(3, 3\) and \(2, 2\)$"):
+        CQ.ois(np.eye(3), np.eye(2))
