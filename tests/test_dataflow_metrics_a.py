@@ -19,6 +19,7 @@ from conceptlens.metrics import compmap as CM
 from conceptlens.metrics import concepts as CQ
 from conceptlens.metrics import learning as L
 from conceptlens.metrics.compare import contingency, pairwise_anmi, purity_bins, runs_with_stages
+from conceptlens.metrics.events import concept_events
 from conceptlens.metrics.intrinsic import twonn_fit
 from conceptlens.metrics.scores import purity
 
@@ -239,3 +240,36 @@ def test_auc_errors_list_the_unknown_targets_sorted(auc):
 def test_an_impurity_error_gives_the_shapes_in_argument_order():
     with pytest.raises(ValueError, match=r"got \(3, 3\) and \(2, 2\)$"):
         CQ.ois(np.eye(3), np.eye(2))
+
+
+# ---- events ----------------------------------------------------------------------------------
+def test_a_merge_gives_each_earlier_cluster_its_own_share():
+    """Clusters 2 and 3 (50 images each) merge into 2, except 10 images of cluster 2 that
+    scatter (5 to 0, 5 to 1: not significant). By hand: cluster 2 puts 40 of its 50 images
+    into the merge, cluster 3 all 50; the merge holds 90 images."""
+    before = np.repeat([0, 1, 2, 3], 50)
+    after = before.copy()
+    after[after == 3] = 2
+    after[100:105], after[105:110] = 0, 1
+    ev = concept_events(before, after)
+    merge = ev[ev["kind"] == "merge"].iloc[0]
+    assert merge["before"] == (2, 3) and merge["after"] == (2,)
+    assert merge["size_before"] == (50, 50) and merge["size_after"] == (90,)
+    assert merge["shares_before"] == (0.8, 1.0) and merge["shares_after"] == (1.0,)
+    assert merge["images"] == 90
+
+
+def test_greedy_alignment_keeps_the_concepts_aligned_by_name_and_uses_each_once():
+    """"a" is aligned by name; c1 predicts a best of all (0.99), but a is taken: the greedy
+    step chooses among the true concepts left (y) and the learnt ones left (c1, c2), and a
+    learnt concept is never used twice (c2 is best for both y and z)."""
+    P = np.array(
+        [
+            [0.90, 0.95, 0.97],  # a: taken by name, even though it predicts y and z best
+            [0.99, 0.60, 0.55],  # c1
+            [0.50, 0.70, 0.80],  # c2
+            [0.50, 0.52, 0.51],  # c3
+        ]
+    )
+    # by hand: z gets c2 (0.80, the best cell left), then y gets c1 (0.60 > c3's 0.52)
+    assert CQ.align(P, ["a", "c1", "c2", "c3"], ["a", "y", "z"]) == [0, 1, 2]
