@@ -273,3 +273,59 @@ def test_greedy_alignment_keeps_the_concepts_aligned_by_name_and_uses_each_once(
     )
     # by hand: z gets c2 (0.80, the best cell left), then y gets c1 (0.60 > c3's 0.52)
     assert CQ.align(P, ["a", "c1", "c2", "c3"], ["a", "y", "z"]) == [0, 1, 2]
+    # every concept of the same name is aligned by name, not only the first one
+    Q = np.array([[0.9, 0.95], [0.8, 0.6], [0.7, 0.65]])
+    assert CQ.align(Q, ["c1", "a", "b"], ["a", "b"]) == [1, 2]
+
+
+def test_a_batched_classifier_is_the_adam_loop_of_its_definition(monkeypatch):
+    """One pair (3-D input, binary target), trained 25 steps: the probabilities it scores on
+    the test rows are those of a plain loop of the documented classifier (the same seeded
+    initialisation and minibatches, softmax cross-entropy with L2, Adam with its bias
+    corrections at each step t)."""
+    rng = np.random.default_rng(31)
+    n, H, steps, bs, lr, alpha = 120, 8, 25, 16, 0.02, 1e-4
+    X = rng.normal(size=(n, 3))
+    y = ((X[:, 0] * X[:, 1] + X[:, 2]) > 0).astype(np.int64)
+    train, test = np.arange(80), np.arange(80, n)
+    seen = []
+    real_auc = CQ.multiclass_auc
+    monkeypatch.setattr(CQ, "multiclass_auc", lambda yj, p, **kw: seen.append(p.copy()) or real_auc(yj, p, **kw))
+    CQ.pairwise_mlp_auc([X], y[:, None], train, test, hidden=H, steps=steps, batch_size=bs, lr=lr, alpha=alpha)
+
+    # the loop, in float64
+    Xs = X.astype(np.float32).astype(np.float64)
+    Xs = (Xs - Xs[train].mean(axis=0)) / Xs[train].std(axis=0)
+    r = np.random.default_rng(0)
+    l1, l2 = np.sqrt(6 / (3 + H)), np.sqrt(6 / (H + 2))
+    params = [r.uniform(-l1, l1, (1, 3, H))[0], r.uniform(-l1, l1, (1, 1, H))[0]]
+    params += [r.uniform(-l2, l2, (1, H, 2))[0], r.uniform(-l2, l2, (1, 1, 2))[0]]
+    params = [p.astype(np.float32).astype(np.float64) for p in params]
+    onehot = np.eye(2)[y]
+
+    def forward(rows):
+        W1, c1, W2, c2 = params
+        pre = Xs[rows] @ W1 + c1
+        h = np.maximum(pre, 0)
+        z = h @ W2 + c2
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return pre, h, e / e.sum(axis=1, keepdims=True)
+
+    m1 = [np.zeros_like(p) for p in params]
+    m2 = [np.zeros_like(p) for p in params]
+    order = np.empty(0, np.int64)
+    for t in range(1, steps + 1):
+        if len(order) < bs:
+            order = np.concatenate([order, r.permutation(train)])
+        idx, order = order[:bs], order[bs:]
+        pre, h, p = forward(idx)
+        W1, _, W2, _ = params
+        g = (p - onehot[idx]) / bs
+        gh = (g @ W2.T) * (pre > 0)
+        grads = [Xs[idx].T @ gh + alpha * W1, gh.sum(0, keepdims=True), h.T @ g + alpha * W2, g.sum(0, keepdims=True)]
+        for k, gr in enumerate(grads):
+            m1[k] = 0.9 * m1[k] + 0.1 * gr
+            m2[k] = 0.999 * m2[k] + 0.001 * gr * gr
+            params[k] = params[k] - lr * (m1[k] / (1 - 0.9**t)) / (np.sqrt(m2[k] / (1 - 0.999**t)) + 1e-8)
+    assert len(seen) == 1
+    assert seen[0] == pytest.approx(forward(test)[2], abs=2e-4)
