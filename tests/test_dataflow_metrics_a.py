@@ -329,3 +329,13 @@ def test_a_batched_classifier_is_the_adam_loop_of_its_definition(monkeypatch):
             params[k] = params[k] - lr * (m1[k] / (1 - 0.9**t)) / (np.sqrt(m2[k] / (1 - 0.999**t)) + 1e-8)
     assert len(seen) == 1
     assert seen[0] == pytest.approx(forward(test)[2], abs=2e-4)
+
+
+def test_concept_columns_follow_each_concepts_own_width():
+    """Concepts of widths 1, 3 and 2 (a 3-D one given as (n, 3, 1)) occupy these columns of
+    `np.hstack`: each width is its own concept's, not the first one's."""
+    reps = [np.zeros((4, 1)), np.ones((4, 3, 1)), np.full((4, 2), 2.0)]
+    cols = CQ.concept_columns(reps)
+    assert [c.tolist() for c in cols] == [[0], [1, 2, 3], [4, 5]]
+    flat = np.hstack([r.reshape(4, -1) for r in reps])
+    assert [set(flat[:, c].ravel().tolist()) for c in cols] == [{0.0}, {1.0}, {2.0}]
