@@ -276,6 +276,8 @@ def test_greedy_alignment_keeps_the_concepts_aligned_by_name_and_uses_each_once(
     # every concept of the same name is aligned by name, not only the first one
     Q = np.array([[0.9, 0.95], [0.8, 0.6], [0.7, 0.65]])
     assert CQ.align(Q, ["c1", "a", "b"], ["a", "b"]) == [1, 2]
+    # the greedy step weighs every learnt concept left, not only the first one
+    assert CQ.align(np.array([[0.5, 0.6], [0.9, 0.55], [0.7, 0.8]]), ["c1", "c2", "c3"], ["y", "z"]) == [1, 2]
 
 
 def test_a_batched_classifier_is_the_adam_loop_of_its_definition(monkeypatch):
