@@ -257,6 +257,12 @@ def test_a_merge_gives_each_earlier_cluster_its_own_share():
     assert merge["size_before"] == (50, 50) and merge["size_after"] == (90,)
     assert merge["shares_before"] == (0.8, 1.0) and merge["shares_after"] == (1.0,)
     assert merge["images"] == 90
+    # rows by kind (EVENT_KINDS order), then cluster ids
+    assert list(zip(ev["kind"], ev["before"], ev["after"])) == [
+        ("continuation", (0,), (0,)),
+        ("continuation", (1,), (1,)),
+        ("merge", (2, 3), (2,)),
+    ]
 
 
 def test_greedy_alignment_keeps_the_concepts_aligned_by_name_and_uses_each_once():
