@@ -179,7 +179,9 @@ def test_a_checkpoint_without_an_epoch_is_left_out_of_a_run_with_stages():
 def test_every_missing_assignment_column_is_named(lacking):
     """Each required column is checked, not only the first of the list: a table without it
     is refused with its name (not a KeyError from deep inside pandas)."""
-    full = pd.DataFrame({"checkpoint_id": ["a", "a", "b", "b"], "image_id": [1, 2, 1, 2], "cluster": [0, 1, 1, 0]})
+    full = pd.DataFrame(
+        {"checkpoint_id": ["a", "a", "b", "b"], "image_id": [1, 2, 1, 2], "cluster": [0, 1, 1, 0]}
+    )
     with pytest.raises(ValueError, match=f"assignments lacks column '{lacking}'"):
         pairwise_anmi(full.drop(columns=lacking))
     if lacking != "checkpoint_id":
@@ -266,7 +268,7 @@ def test_a_merge_gives_each_earlier_cluster_its_own_share():
 
 
 def test_greedy_alignment_keeps_the_concepts_aligned_by_name_and_uses_each_once():
-    """"a" is aligned by name; c1 predicts a best of all (0.99), but a is taken: the greedy
+    """ "a" is aligned by name; c1 predicts a best of all (0.99), but a is taken: the greedy
     step chooses among the true concepts left (y) and the learnt ones left (c1, c2), and a
     learnt concept is never used twice (c2 is best for both y and z)."""
     P = np.array(
@@ -298,8 +300,12 @@ def test_a_batched_classifier_is_the_adam_loop_of_its_definition(monkeypatch):
     train, test = np.arange(80), np.arange(80, n)
     seen = []
     real_auc = CQ.multiclass_auc
-    monkeypatch.setattr(CQ, "multiclass_auc", lambda yj, p, **kw: seen.append(p.copy()) or real_auc(yj, p, **kw))
-    CQ.pairwise_mlp_auc([X], y[:, None], train, test, hidden=H, steps=steps, batch_size=bs, lr=lr, alpha=alpha)
+    monkeypatch.setattr(
+        CQ, "multiclass_auc", lambda yj, p, **kw: seen.append(p.copy()) or real_auc(yj, p, **kw)
+    )
+    CQ.pairwise_mlp_auc(
+        [X], y[:, None], train, test, hidden=H, steps=steps, batch_size=bs, lr=lr, alpha=alpha
+    )
 
     # the loop, in float64
     Xs = X.astype(np.float32).astype(np.float64)
@@ -330,7 +336,12 @@ def test_a_batched_classifier_is_the_adam_loop_of_its_definition(monkeypatch):
         W1, _, W2, _ = params
         g = (p - onehot[idx]) / bs
         gh = (g @ W2.T) * (pre > 0)
-        grads = [Xs[idx].T @ gh + alpha * W1, gh.sum(0, keepdims=True), h.T @ g + alpha * W2, g.sum(0, keepdims=True)]
+        grads = [
+            Xs[idx].T @ gh + alpha * W1,
+            gh.sum(0, keepdims=True),
+            h.T @ g + alpha * W2,
+            g.sum(0, keepdims=True),
+        ]
         for k, gr in enumerate(grads):
             m1[k] = 0.9 * m1[k] + 0.1 * gr
             m2[k] = 0.999 * m2[k] + 0.001 * gr * gr
