@@ -245,6 +245,11 @@ for _m, _tests in {
 }.items():
     MODULES.setdefault(f"conceptlens/importers/{_m}.py", _tests)
 
+# Issue 29, metrics batch A: the data-flow tests written against these modules' survivors.
+for _m in ("bootstrap", "compare", "compmap", "concepts", "events", "learning"):
+    _p = f"conceptlens/metrics/{_m}.py"
+    MODULES[_p] = MODULES.get(_p, []) + ["tests/test_dataflow_metrics_a.py"]
+
 
 def scratch_copy(work: Path) -> None:
     """The sources and tests mutmut copies from, and the demo workspace (linked) some tests read."""
