@@ -556,7 +556,7 @@ def test_a_checkpoint_is_scored_on_the_trials_and_images_it_has_features_for(fac
     for real labels. Catches the trials or images without features kept (or their weights
     misaligned), and an unlabelled image making a label group."""
     from conceptlens.analysis.common import read_trials
-    from conceptlens.analysis.similarity import _Scorer
+    from conceptlens.analysis.similarity import Scorer
     from conceptlens.embedding.psych import read_embedding
 
     ws = Workspace(factory_copy)
@@ -573,7 +573,7 @@ def test_a_checkpoint_is_scored_on_the_trials_and_images_it_has_features_for(fac
     keep = ids != gone
     ids, X = ids[keep], X[keep]
     opts = {"seed": 0, "n_boot": 20, "rsa_max": 1000, "beta": 10.0}
-    rows = pd.DataFrame(_Scorer(ctx, "toy", read_trials(ctx, "toy"), opts).score(ids, X))
+    rows = pd.DataFrame(Scorer(ctx, "toy", read_trials(ctx, "toy"), opts).score(ids, X))
 
     pos = {s: k for k, s in enumerate(ids)}
     num = den = used = 0

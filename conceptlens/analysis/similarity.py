@@ -200,7 +200,7 @@ def umap_euclidean(X: np.ndarray, seed: int) -> np.ndarray:
 
 
 # ---- agreement of a checkpoint with people -------------------------------------------------
-class _Scorer:
+class Scorer:
     """What every checkpoint of a dataset is scored against: the trials and the embedding."""
 
     def __init__(self, ctx: Context, ds: str, trials: pd.DataFrame, opts: dict):
@@ -351,7 +351,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         if old is not None and old_md.get("features", {}).get(cid) == sigs[cid]:
             rows += old[old["checkpoint_id"] == cid].drop(columns="dataset").to_dict("records")
             continue
-        scorer = scorer or _Scorer(ctx, ds, trials, opts)
+        scorer = scorer or Scorer(ctx, ds, trials, opts)
         ids, X = ctx.features(cid)
         rows += [{"checkpoint_id": cid, **r} for r in scorer.score(ids, X)]
     md = {"fit": fit_sig, "options": score_opts, "features": sigs}
