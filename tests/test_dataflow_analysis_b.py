@@ -22,19 +22,7 @@ from conceptlens.analysis.common import Context
 from conceptlens.metrics.scores import purity
 from conceptlens.workspace import Workspace
 from tests.conftest import copy_ws
-
-
-def _replace(ws: Workspace, table: str, change, **part):
-    """Rewrite one partition of `table` through `change(DataFrame)` (a new file: the copies'
-    files are hard links, never written into)."""
-    t = ws.read(table, **part)
-    md = ws.read_metadata(table, **part)
-    t = t.drop_columns([c for c in part if c in t.column_names])
-    df = change(t.to_pandas())
-    ws.write(
-        table, pa.Table.from_pandas(df, schema=t.schema, preserve_index=False), metadata=md or None, **part
-    )
-
+from tests.test_dataflow_comparisons import replace_partition
 
 # ---- concept_events ----------------------------------------------------------------------------
 EVENT_OPTS = {"event_share": 0.2, "event_images": 3, "event_alpha": 0.01}
@@ -117,7 +105,7 @@ def events_ws(factory_template, tmp_path_factory):
         image_id=[f"other-{i}" for i in range(6)], dataset="other", label=[3, 4, 5, 3, 4, 5], label_name="zz"
     )
     ws.write("images", pa.Table.from_pandas(pd.concat([df, other]), schema=img.schema, preserve_index=False))
-    _replace(
+    replace_partition(
         ws,
         "cluster_captions",
         lambda d: d.assign(caption=[None, *d["caption"].iloc[1:]]),
@@ -154,7 +142,7 @@ def test_reclustering_a_later_checkpoint_of_the_run_makes_events_due(events_ws, 
     fingerprint over the first checkpoint's files only (for every checkpoint)."""
     root = copy_ws(events_ws, tmp_path / "ws")
     assert runner.missing(root, ["concept_events"])["concept_events"] == []
-    _replace(
+    replace_partition(
         Workspace(root),
         "clusters",
         lambda d: d.assign(cluster=np.roll(d["cluster"].to_numpy(), 1)),
@@ -294,7 +282,7 @@ def test_new_features_of_a_later_checkpoint_make_the_curves_due(curves_ws, tmp_p
 
     root = shutil.copytree(curves_ws.root, tmp_path / "ws")
     assert runner.missing(root, ["learning_curves"])["learning_curves"] == []
-    _replace(Workspace(root), "features", lambda d: d.iloc[::-1], checkpoint_id="toy-ckpt2")
+    replace_partition(Workspace(root), "features", lambda d: d.iloc[::-1], checkpoint_id="toy-ckpt2")
     assert runner.missing(root, ["learning_curves"])["learning_curves"] != []
 
 

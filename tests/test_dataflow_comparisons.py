@@ -57,8 +57,12 @@ def clusters(root, cid) -> pd.DataFrame:
 
 def rewrite(root, table, cid, change, **part):
     """Replace one partition file of `table` (the copy's files are hard links: never write into one)."""
-    ws = Workspace(root)
-    part = {"checkpoint_id": cid, **part}
+    replace_partition(Workspace(root), table, change, checkpoint_id=cid, **part)
+
+
+def replace_partition(ws, table, change, **part):
+    """Rewrite one partition of `table` through `change(DataFrame)`: a new file (a copy's
+    files are hard links, never written into), its metadata kept."""
     t = ws.read(table, **part)
     md = ws.read_metadata(table, **part)
     t = t.drop_columns([c for c in part if c in t.column_names])

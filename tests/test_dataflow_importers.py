@@ -20,6 +20,7 @@ from conceptlens.importers import manifest as M
 from conceptlens.importers.captions import import_captions
 from conceptlens.importers.imagefolder import scan as scan_folder
 from conceptlens.workspace import Workspace
+from tests.test_importers import interrupt_thumbnails
 
 RGB = {"red": (220, 40, 40), "green": (40, 200, 60), "blue": (40, 60, 220)}
 
@@ -588,16 +589,7 @@ def test_thumbnails_made_by_a_worker_pool_are_each_image_s_own(tmp_path, monkeyp
 def test_other_thumbnail_settings_after_an_interruption_make_every_thumbnail_again(tmp_path, monkeypatch):
     ws = workspace(tmp_path)
     paths = [draw(tmp_path / "src" / f"{i}.png", RGB["red"], i, size=(40, 20)) for i in range(3)]
-    job, calls = imp.thumbnail_job, {"n": 0}
-
-    def interrupted(j):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return job(j)
-
-    monkeypatch.setattr(imp, "FLUSH_EVERY", 1)
-    monkeypatch.setattr(imp, "thumbnail_job", interrupted)
+    job = interrupt_thumbnails(monkeypatch, at=3, flush_every=1)
     with pytest.raises(KeyboardInterrupt):
         run(ws, "s", _listing(paths))  # two 40 x 20 thumbnails recorded
     monkeypatch.setattr(imp, "thumbnail_job", job)

@@ -131,6 +131,23 @@ def test_imagefolder_with_splits(tmp_path, capsys):
     assert prov["format"] == "imagefolder" and prov["images"] == 36 and prov["skipped"] == 1
 
 
+def interrupt_thumbnails(monkeypatch, at: int, flush_every: int):
+    """Make the import's thumbnail job raise KeyboardInterrupt on its `at`-th call, records
+    flushed every `flush_every` images (an interrupted import); returns the real job, to
+    set back for the resumed import."""
+    job, calls = imp.thumbnail_job, {"n": 0}
+
+    def interrupted(j):
+        calls["n"] += 1
+        if calls["n"] == at:
+            raise KeyboardInterrupt
+        return job(j)
+
+    monkeypatch.setattr(imp, "FLUSH_EVERY", flush_every)
+    monkeypatch.setattr(imp, "thumbnail_job", interrupted)
+    return job
+
+
 def test_strict_fails_naming_the_file_and_leaves_the_table(tmp_path, capsys):
     src = make_imagefolder(tmp_path / "src", splits=None)
     ws = init(tmp_path)
@@ -180,17 +197,7 @@ def test_ids_are_unique_safe_and_the_same_on_every_run(tmp_path):
 def test_interrupted_import_resumes_and_stale_thumbnails_are_redone(tmp_path, monkeypatch):
     src = make_imagefolder(tmp_path / "src", splits=None)
     ws = init(tmp_path)
-    calls = {"n": 0}
-    job = imp.thumbnail_job
-
-    def interrupted(j):
-        calls["n"] += 1
-        if calls["n"] == 14:
-            raise KeyboardInterrupt
-        return job(j)
-
-    monkeypatch.setattr(imp, "FLUSH_EVERY", 5)
-    monkeypatch.setattr(imp, "thumbnail_job", interrupted)
+    job = interrupt_thumbnails(monkeypatch, at=14, flush_every=5)
     with pytest.raises(KeyboardInterrupt):
         imp.import_images(ws, "c", scan_folder(src), workers=1, progress=False)
     assert len(table(ws)) == 0  # nothing half-written
