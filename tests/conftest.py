@@ -1,3 +1,4 @@
+import atexit
 import os
 import shutil
 import tempfile
@@ -10,6 +11,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Studies' answers go to a store outside every workspace: in tests, a fresh folder, never the
 # user's own (and never a PostgreSQL database named in the environment).
 os.environ["CONCEPTLENS_STATE_DIR"] = tempfile.mkdtemp(prefix="conceptlens-state-")
+# Removed when this process ends (each pytest process, xdist's workers included, has its
+# own): 1,837 of them had piled up in /tmp after a day of runs.
+atexit.register(shutil.rmtree, os.environ["CONCEPTLENS_STATE_DIR"], True)
 os.environ.pop("CONCEPTLENS_ANSWERS_URL", None)
 
 ROOT = Path(__file__).resolve().parent.parent
