@@ -73,9 +73,23 @@ def click_row(page, grid, row: int) -> None:
     canvas and the number of rows its accessible table holds (header + rows, one height)."""
     # The grid fills its accessible table late: counted before, no rows gave one tall row
     # and a click below the grid (a CI flake).
+    wait_for_script(page)  # a click while the grid is redrawn by a rerun is lost
     grid.locator("tbody tr").first.wait_for(state="attached", timeout=30_000)
+    # ... and row by row: a count taken while it fills gave too tall rows and a click on
+    # another row (CI and a full local run, once each). The count must reach the row and
+    # hold still for 300 ms.
+    rows, since = -1, time.monotonic()
+    deadline = since + 30
+    while time.monotonic() < deadline:
+        n = grid.locator("tbody tr").count()
+        if n != rows:
+            rows, since = n, time.monotonic()
+        elif n > row and time.monotonic() - since >= 0.3:
+            break
+        page.wait_for_timeout(50)
+    assert rows > row, f"the clusters table shows {rows} rows; row {row} cannot be clicked"
     box = grid.get_by_test_id("data-grid-canvas").bounding_box()
-    height = box["height"] / (grid.locator("tbody tr").count() + 1)
+    height = box["height"] / (rows + 1)
     page.mouse.click(box["x"] + 15, box["y"] + height * (row + 1.5))
 
 
