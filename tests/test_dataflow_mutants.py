@@ -151,3 +151,49 @@ def test_a_mutant_runs_the_tests_that_execute_its_lines_fastest_first(monkeypatc
     monkeypatch.setattr(D, "_DURATIONS", {"t.py::slow": 5.0, "t.py::fast": 0.1})
     assert D.tests_for(m, lines, ["t.py"]) == ["t.py::fast", "t.py::slow"]
     assert D.tests_for(D.Mutant("swap_args", 0, 30, "", "", end_line=30), lines, ["t.py"]) == ["t.py"]
+
+
+def test_the_report_leaves_out_only_equivalents_whose_line_is_unchanged(tmp_path, capsys):
+    """An equivalent mutant is named with the text of the line it changed: after that line
+    changes, the same name is another mutant and counts as a survivor again. The score per
+    area is killed / (mutants - equivalent), summed over the area's modules."""
+    import json
+
+    import mutate as MU
+
+    eq_file = tmp_path / "eq.json"
+    eq_file.write_text(
+        json.dumps(
+            [
+                {
+                    "module": "conceptlens/studies/a.py",
+                    "mutant": "swap_args#0@3",
+                    "before": "min(a, b)",
+                    "why": "min",
+                },
+                # The same name, but the line now says something else: not this mutant.
+                {
+                    "module": "conceptlens/studies/a.py",
+                    "mutant": "drop_mask#1@9",
+                    "before": "x[old]",
+                    "why": "-",
+                },
+            ]
+        )
+    )
+    df = lambda k, n, surv: {"killed": k, "mutants": n, "kill_rate": k / n, "survivors": surv}  # noqa: E731
+    summary = {
+        "conceptlens/studies/a.py": {
+            "dataflow": df(8, 10, ["swap_args#0@3: min(a, b)", "drop_mask#1@9: x[new]"])
+        },
+        "conceptlens/studies/b.py": {"dataflow": df(10, 10, [])},
+        "conceptlens/validate.py": {"dataflow": df(3, 4, ["first_item#0@2: for f in files"])},
+    }
+    MU.report(summary, MU.equivalents(eq_file))
+    out = capsys.readouterr().out
+    studies = next(line for line in out.splitlines() if line.startswith("studies/"))
+    # 18 of 20 killed, 1 equivalent, 1 left: 18 / 19.
+    assert studies.split() == ["studies/", "18/20", "90%", "1", "1", "94.7%"]
+    validate = next(line for line in out.splitlines() if line.startswith("validate.py"))
+    assert validate.split()[-3:] == ["0", "1", "75.0%"]
+    assert MU.area("conceptlens/metrics/selection.py") == "metrics/"

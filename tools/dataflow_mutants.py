@@ -513,6 +513,8 @@ def run_module(
         "kill_rate": round(killed / len(results), 4) if results else None,
         "by_operator": by_op,
         "survivors": [f"{m.name}: {m.before}" for m, _ in survivors],
+        # Counted as killed; a loaded machine can time out a mutant its tests do not catch.
+        "timeouts": [m.name for m, s in results if s == "timeout"],
         "ran": [m.name for m, _ in results],
         "tests": tests,
     }
@@ -536,6 +538,9 @@ def merged(prev: dict, rerun: dict) -> dict:
         "kill_rate": round(killed / prev["mutants"], 4) if prev["mutants"] else None,
         "by_operator": by_op,
         "survivors": still,
+        "timeouts": sorted(
+            {t for t in prev.get("timeouts", []) if t not in ran} | set(rerun.get("timeouts", []))
+        ),
         "ran": prev.get("ran", []),
         "tests": sorted(set(prev["tests"]) | set(rerun["tests"])),
     }

@@ -362,23 +362,56 @@ def _rate(r: dict | None) -> str:
     return f"{r['killed']:>5}/{r['mutants']:<5} {r['kill_rate']:>6.0%}{tag}    "
 
 
-def report(summary: dict) -> None:
+# Surviving data-flow mutants argued equivalent (the module's behaviour does not change), each
+# with its reason: docs/mutation.md lists them. One is matched by module, mutant name and the
+# text of the line it changed, so an entry stops counting once that code changes.
+EQUIVALENT = Path(__file__).resolve().parent / "mutants_equivalent.json"
+AREAS = ("metrics/", "analysis/", "embedding/", "studies/", "importers/")
+
+
+def equivalents(path: Path = EQUIVALENT) -> dict[tuple[str, str], dict]:
+    """(module, survivor as the data-flow summary lists it: `name: line text`) -> entry."""
+    if not path.exists():
+        return {}
+    return {(e["module"], f"{e['mutant']}: {e['before']}"): e for e in json.loads(path.read_text())}
+
+
+def area(module: str) -> str:
+    """The part of the library a module belongs to, as issue 29's target names them."""
+    rel = module.removeprefix("conceptlens/")
+    return next((a for a in AREAS if rel.startswith(a)), rel)
+
+
+def report(summary: dict, equivalent: dict | None = None) -> None:
     """Both kill rates per module: mutmut's operator mutants and the data-flow mutants
-    (tools/dataflow_mutants.py); `s`: a sample."""
-    print(f"\n{'module':45} {'operators (mutmut)':>22} {'data flow':>22}")
+    (tools/dataflow_mutants.py); `s`: a sample. Then, per area, the data-flow rate and the
+    mutation score with the mutants argued equivalent (EQUIVALENT) left out."""
+    equivalent = equivalents() if equivalent is None else equivalent
+    print(f"\n{'module':45} {'operators (mutmut)':>22} {'data flow':>22}  equivalent")
     totals = {"op": [0, 0], "df": [0, 0]}
+    areas: dict[str, list[int]] = {}
     for m, r in sorted(summary.items()):
         op = r if "kill_rate" in r or "error" in r else None
         df = r.get("dataflow")
-        print(f"{m:45} {_rate(op)} {_rate(df)}")
+        eq = [s for s in (df or {}).get("survivors", []) if (m, s) in equivalent]
+        print(f"{m:45} {_rate(op)} {_rate(df)}  {len(eq) if df else '':>10}")
         for key, x in (("op", op), ("df", df)):
             if x and "error" not in x:
                 totals[key][0] += x["killed"]
                 totals[key][1] += x["mutants"]
+        if df and "error" not in df:
+            a = areas.setdefault(area(m), [0, 0, 0])
+            a[0], a[1], a[2] = a[0] + df["killed"], a[1] + df["mutants"], a[2] + len(eq)
     for key, name in (("op", "operators"), ("df", "data flow")):
         k, n = totals[key]
         if n:
             print(f"{'all modules, ' + name:45} {k}/{n} killed ({k / n:.0%})")
+    if areas:
+        print(f"\n{'data flow, per area':22} {'killed':>14} {'equivalent':>11} {'left':>5} {'score':>7}")
+        for a, (k, n, e) in sorted(areas.items()):
+            score = k / (n - e) if n > e else 1.0
+            print(f"{a:22} {k:>5}/{n:<5} {k / n:>3.0%} {e:>11} {n - k - e:>5} {score:>7.1%}")
+        print("score: killed / (mutants - equivalent); equivalents and their reasons: " + EQUIVALENT.name)
 
 
 def main(argv=None) -> int:
