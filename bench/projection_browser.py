@@ -17,6 +17,8 @@ Measured per tool and size, `--repeat` times interleaved (ConceptLens, Atlas, Co
 - zoom: one wheel step over the plot -> the canvas's pixels change (polled screenshots).
 - bytes per pan/zoom: websocket and HTTP bytes the browser sends and receives during
   five wheel steps and a drag.
+- `--view-alone`: the cold load of a page that holds the view alone (bench/view_alone/),
+  served the same way: what the Clusters page's other elements add to a cold load.
 - ConceptLens only: a box drawn in Box mode -> the view shows the selection (timed inside
   the component: pointer-up to the selection drawn, `gl.finish()`), and the bytes of the
   rerun that commits it (the page's selection table and images).
@@ -268,6 +270,71 @@ def run_conceptlens(browser, url: str, ckpt: str) -> dict:
     }
 
 
+@contextlib.contextmanager
+def alone_server(workspace: Path):
+    """bench/view_alone/serve.py on `workspace`: a page with the projection view alone."""
+    port = free_port()
+    log = open(workspace.parent / f"alone-{port}.log", "w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "bench" / "view_alone" / "serve.py"),
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+            "--",
+            str(workspace),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"the view-alone page did not start; see {log.name}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def run_alone(browser, url: str) -> dict:
+    ctx = browser.new_context(viewport=VIEW)
+    page = ctx.new_page()
+    t = traffic(page)
+    t0 = time.perf_counter()
+    page.goto(url)
+    cold, _ = wait_drawn(page, t0, timeout=600)
+    cold_bytes = sum(t.values())
+    ctx.close()
+    return {"cold_s": cold, "cold_bytes": cold_bytes}
+
+
 def run_atlas(browser, url: str) -> dict:
     ctx = browser.new_context(viewport=VIEW)
     page = ctx.new_page()
@@ -299,6 +366,11 @@ def main() -> None:
     )
     ap.add_argument("--no-atlas", action="store_true", help="ConceptLens only")
     ap.add_argument("--no-conceptlens", action="store_true", help="Embedding Atlas only")
+    ap.add_argument(
+        "--view-alone",
+        action="store_true",
+        help="also a page with the projection view alone (bench/view_alone/)",
+    )
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
 
@@ -318,9 +390,10 @@ def main() -> None:
                 import pandas as pd
 
                 ckpt = str(pd.read_parquet(ws / "checkpoints.parquet")["checkpoint_id"].iloc[0])
-            cl, at = [], []
+            cl, at, al = [], [], []
             with contextlib.ExitStack() as stack:
                 url = None if args.no_conceptlens else stack.enter_context(serve(ws, timeout=300))
+                lurl = stack.enter_context(alone_server(ws)) if args.view_alone else None
                 aurl = None
                 if not args.no_atlas:
                     aurl = stack.enter_context(
@@ -330,10 +403,13 @@ def main() -> None:
                     if url:
                         cl.append(run_conceptlens(browser, url, ckpt))
                         print(f"{n:>9,} ConceptLens run {i + 1}: {json.dumps(cl[-1])}", flush=True)
+                    if lurl:
+                        al.append(run_alone(browser, lurl))
+                        print(f"{n:>9,} view alone  run {i + 1}: {json.dumps(al[-1])}", flush=True)
                     if aurl:
                         at.append(run_atlas(browser, aurl))
                         print(f"{n:>9,} Atlas       run {i + 1}: {json.dumps(at[-1])}", flush=True)
-            results[n] = {"conceptlens": cl, "atlas": at}
+            results[n] = {"conceptlens": cl, "atlas": at, "view_alone": al}
         browser.close()
 
     print("\n| points | measure | ConceptLens | Embedding Atlas 0.21 | ratio |")
@@ -356,6 +432,10 @@ def main() -> None:
                 return f"{v:,.0f} B" if unit == "B" else f"{v:,.3g} {unit}"
 
             print(f"| {n:,} | {name} | {fmt(a)} | {fmt(b)} | {ratio} |")
+        if r.get("view_alone"):
+            a, b = median(r["view_alone"], "cold_s"), median(r["atlas"], "cold_s")
+            ratio = f"{a / b:.2f}x" if b else "—"
+            print(f"| {n:,} | cold: a page with the view alone | {a:,.3g} s | {fmt(b, 's')} | {ratio} |")
     if args.json:
         Path(args.json).write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
 
