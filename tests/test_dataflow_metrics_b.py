@@ -283,3 +283,25 @@ def test_each_null_gets_its_own_intrinsic_dimension_draws():
     r = _row(out, "intrinsic_dim")
     assert r["null_random_n"] == 3 and r["null_same_labels_n"] == 3
     assert np.isfinite(r["pct_same_labels"])
+
+
+def test_exact_euclidean_neighbours_are_right_past_the_first_block_of_pairs():
+    """The candidate pairs are measured again in float64 in blocks of 4M / d pairs (1,024 at
+    d = 4,096); 500 rows x their candidates are several blocks. Bug caught: every block
+    measured as the first one (the first reused for the rest), which gave the later rows the
+    first rows' distances. Checked against scikit-learn's brute-force neighbours in float64."""
+    from sklearn.neighbors import NearestNeighbors
+
+    from conceptlens import metrics as M
+
+    rng = np.random.default_rng(7)
+    centres = rng.normal(size=(10, 4096))
+    X = M.l2_normalize(
+        (centres[rng.integers(0, 10, 500)] + 0.6 * rng.normal(size=(500, 4096))).astype(np.float32)
+    )
+    rows, d, j = M.SelfNeighbours(X, m=16).euclidean(np.ones(len(X), bool), k=5)
+    X64 = X.astype(np.float64)
+    rd, rj = NearestNeighbors(n_neighbors=6, algorithm="brute").fit(X64).kneighbors(X64)
+    assert np.array_equal(rows, np.arange(500))
+    np.testing.assert_array_equal(j, rj[:, 1:])
+    np.testing.assert_allclose(d, rd[:, 1:], rtol=1e-9)
