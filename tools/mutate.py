@@ -185,6 +185,7 @@ for _m in ("compmap", "concepts", "learning_curves", "cluster_captions", "baseli
     MODULES[f"conceptlens/analysis/{_m}.py"].append("tests/test_dataflow_survivors_a.py")
 for _m in ("analysis/comparisons", "metrics/selection", "validate"):
     MODULES[f"conceptlens/{_m}.py"].append("tests/test_dataflow_survivors_b.py")
+MODULES["conceptlens/analysis/similarity.py"].append("tests/test_dataflow_survivors_c.py")
 
 # Data-flow tests of `conceptlens validate` (issue 29).
 for _m in ("conceptlens/validate.py",):
