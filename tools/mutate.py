@@ -180,12 +180,6 @@ for _m in ("clustering", "cluster_metrics", "cluster_captions"):
 MODULES["conceptlens/analysis/comparisons.py"].append("tests/test_dataflow_comparisons.py")
 for _m in ("conceptlens/analysis/common.py", "conceptlens/workspace.py"):
     MODULES[_m].append("tests/test_dataflow_workspace.py")
-# Tests written against the survivors of the complete data-flow run of 2026-11-26.
-for _m in ("compmap", "concepts", "learning_curves", "cluster_captions", "baselines", "common"):
-    MODULES[f"conceptlens/analysis/{_m}.py"].append("tests/test_dataflow_survivors_a.py")
-for _m in ("analysis/comparisons", "metrics/selection", "validate"):
-    MODULES[f"conceptlens/{_m}.py"].append("tests/test_dataflow_survivors_b.py")
-MODULES["conceptlens/analysis/similarity.py"].append("tests/test_dataflow_survivors_c.py")
 
 # Data-flow tests of `conceptlens validate` (issue 29).
 for _m in ("conceptlens/validate.py",):
@@ -264,6 +258,15 @@ for _m, _tests in {
 for _m in ("bootstrap", "compare", "compmap", "concepts", "events", "learning"):
     _p = f"conceptlens/metrics/{_m}.py"
     MODULES[_p] = MODULES.get(_p, []) + ["tests/test_dataflow_metrics_a.py"]
+
+# Tests written against the survivors of the complete data-flow run of 2026-11-26.
+for _m in ("compmap", "concepts", "learning_curves", "cluster_captions", "baselines", "common"):
+    MODULES[f"conceptlens/analysis/{_m}.py"].append("tests/test_dataflow_survivors_a.py")
+for _m in ("analysis/comparisons", "metrics/selection", "validate"):
+    MODULES[f"conceptlens/{_m}.py"].append("tests/test_dataflow_survivors_b.py")
+MODULES["conceptlens/analysis/similarity.py"].append("tests/test_dataflow_survivors_c.py")
+for _m in ("cub", "images", "imagenet", "mit_states", "wordnet", "hf", "cli", "manifest", "primitives"):
+    MODULES[f"conceptlens/importers/{_m}.py"].append("tests/test_dataflow_survivors_d.py")
 
 
 def scratch_copy(work: Path) -> None:
