@@ -305,3 +305,23 @@ def test_exact_euclidean_neighbours_are_right_past_the_first_block_of_pairs():
     assert np.array_equal(rows, np.arange(500))
     np.testing.assert_array_equal(j, rj[:, 1:])
     np.testing.assert_allclose(d, rd[:, 1:], rtol=1e-9)
+
+
+def test_rsa_bootstrap_is_the_spearman_correlation_of_the_two_matrices_pairs():
+    """`rsa_bootstrap(sim_a, sim_b, groups)` scores sim_a against the reference sim_b. Bug
+    caught: the reference and the groups passed the other way round. Checked against scipy's
+    Spearman correlation of the two matrices' upper triangles, overall and for a group (its
+    pairs: those with at least one of its images)."""
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(12, 12))
+    a = a + a.T
+    b = a + rng.normal(scale=1.5, size=(12, 12))
+    b = b + b.T
+    groups = {"first four": np.arange(4)}
+    out = S.rsa_bootstrap(a, b, groups, n_boot=50, seed=0)
+    iu = np.triu_indices(12, 1)
+    assert out[None][0] == pytest.approx(spearmanr(a[iu], b[iu])[0], abs=1e-12)
+    pair = (iu[0] < 4) | (iu[1] < 4)
+    assert out["first four"][0] == pytest.approx(spearmanr(a[iu][pair], b[iu][pair])[0], abs=1e-12)
