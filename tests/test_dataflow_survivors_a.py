@@ -90,7 +90,9 @@ def _vl_frame() -> pd.DataFrame:
 def test_vl_row_is_the_asked_models_row(tmp_path):
     """`_vl_row` returns the row of the VL model asked for (its dataset, spec). Catches the
     `vl_model_id ==` filter dropped: every model would get the first row's dataset."""
-    from conceptlens.analysis.compmap import _vl_row
+    from conceptlens.analysis import compmap
+
+    _vl_row = compmap._vl_row
 
     ctx = _Ctx(Workspace.create(tmp_path / "ws", name="t"), _vl_frame())
     for r in _vl_frame().to_dict("records"):
@@ -100,7 +102,9 @@ def test_vl_row_is_the_asked_models_row(tmp_path):
 def test_unknown_vl_models_error_names_the_first_in_order(tmp_path):
     """`--vl` with two unknown names: the message names the first in sorted order. Catches the
     sort reversed."""
-    from conceptlens.analysis.compmap import _vl_rows
+    from conceptlens.analysis import compmap
+
+    _vl_rows = compmap._vl_rows
 
     ctx = _Ctx(Workspace.create(tmp_path / "ws", name="t"), _vl_frame())
     with pytest.raises(WorkspaceError, match="no VL model 'vl-0' "):
@@ -111,7 +115,9 @@ def test_collect_appends_each_models_own_values():
     """One episode's values go under each model's own key: accuracy = mean of its own
     correctness, the weight accuracies its own. Catches the loops over M.MODELS and over
     ("prim", "oracle") reading the first model for every one."""
-    from conceptlens.analysis.compmap import _collect
+    from conceptlens.analysis import compmap
+
+    _collect = compmap._collect
 
     correct = {
         "prim": np.array([1, 0, 0, 0]),
@@ -201,7 +207,9 @@ def test_hf_clip_encodes_each_image_of_its_own(tmp_path):
     import torch
     from PIL import Image
 
-    from conceptlens.analysis.compmap import _HFClip
+    from conceptlens.analysis import compmap
+
+    _HFClip = compmap._HFClip
 
     colours = [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
     paths = []
@@ -466,7 +474,9 @@ class _ImagesCtx:
 def test_transfer_targets_come_in_sorted_order():
     """The datasets to transfer to, wanted or all, come sorted by name whatever the order
     asked (the transfer rows are written in that order). Catches either sort reversed."""
-    from conceptlens.analysis.baselines import _targets
+    from conceptlens.analysis import baselines
+
+    _targets = baselines._targets
 
     img = pd.DataFrame({"dataset": ["src", "b", "c", "a", "none"], "label": [0, 1, 0, 1, None]})
     ctx = _ImagesCtx(img)

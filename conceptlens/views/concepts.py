@@ -213,7 +213,8 @@ def _family_scores(db, family: str) -> pd.DataFrame:
         """
         SELECT c.dataset, c.method, s.*
         FROM concept_scores s JOIN checkpoints c USING (checkpoint_id)
-        WHERE list_contains($ds, c.dataset)""",
+        WHERE list_contains($ds, c.dataset)
+        ORDER BY c.dataset, s.checkpoint_id, s.seed""",
         {"ds": list(fam["dataset"])},
     )
     return s.merge(fam[["dataset", "level"]], on="dataset")
@@ -269,10 +270,14 @@ def niche_curves(db, dataset: str) -> pd.DataFrame:
                avg(n.nps) AS nps, avg(n.nis) AS nis, avg(n.niche_size) AS niche_size
         FROM niche_scores n JOIN checkpoints c USING (checkpoint_id)
         WHERE c.dataset = $ds
-        GROUP BY c.method, n.checkpoint_id, n.seed, n.beta""",
+        GROUP BY c.method, n.checkpoint_id, n.seed, n.beta
+        ORDER BY c.method, n.beta, n.checkpoint_id, n.seed""",
         {"ds": dataset},
     )
     rows = []
+    # Each group's rows in a fixed order: DuckDB returns groups in any order, and a mean over
+    # them summed in another order moved the intervals in their last digit between two reads
+    # (the page's figure and the catalogue's build of it differed).
     for (method, beta), g in t.groupby(["method", "beta"], sort=True):
         for score in NICHE_SCORES:
             rows.append({"method": method, "beta": beta, "score": score, **_group_interval(g, score)})
