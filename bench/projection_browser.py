@@ -81,6 +81,31 @@ def atlas_parquet(workspace: Path, out: Path) -> Path:
 
 
 @contextlib.contextmanager
+def _running(proc, log, url: str, health: str, what: str):
+    """Yield `url` once `url + health` answers 200 (at most 300 s); stop `proc` after."""
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(url + health, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"{what} did not start; see {log.name}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@contextlib.contextmanager
 def atlas_server(parquet: Path):
     port = free_port()
     log = open(parquet.with_suffix(".atlas.log"), "w")
@@ -105,27 +130,8 @@ def atlas_server(parquet: Path):
         stderr=subprocess.STDOUT,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"embedding-atlas did not start; see {log.name}")
-            time.sleep(0.5)
+    with _running(proc, log, f"http://127.0.0.1:{port}", "", "embedding-atlas") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 # ---- measuring in the browser ---------------------------------------------------------------
@@ -300,27 +306,8 @@ def alone_server(workspace: Path):
         stderr=subprocess.STDOUT,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"the view-alone page did not start; see {log.name}")
-            time.sleep(0.3)
+    with _running(proc, log, f"http://127.0.0.1:{port}", "/_stcore/health", "the view-alone page") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def run_alone(browser, url: str) -> dict:
