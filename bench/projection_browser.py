@@ -276,60 +276,31 @@ def run_conceptlens(browser, url: str, ckpt: str) -> dict:
     }
 
 
-@contextlib.contextmanager
 def alone_server(workspace: Path):
     """bench/view_alone/serve.py on `workspace`: a page with the projection view alone."""
-    port = free_port()
-    log = open(workspace.parent / f"alone-{port}.log", "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "bench" / "view_alone" / "serve.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-            "--",
-            str(workspace),
-        ],
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    with _running(proc, log, f"http://127.0.0.1:{port}", "/_stcore/health", "the view-alone page") as url:
-        yield url
+    return serve(workspace, timeout=300, script=ROOT / "bench" / "view_alone" / "serve.py")
 
 
-def run_alone(browser, url: str) -> dict:
+def cold_load(browser, url: str):
+    """A new browser context navigates to `url` until the plot is drawn: (context, page,
+    traffic counters, seconds, bytes)."""
     ctx = browser.new_context(viewport=VIEW)
     page = ctx.new_page()
     t = traffic(page)
     t0 = time.perf_counter()
     page.goto(url)
     cold, _ = wait_drawn(page, t0, timeout=600)
-    cold_bytes = sum(t.values())
+    return ctx, page, t, cold, sum(t.values())
+
+
+def run_alone(browser, url: str) -> dict:
+    ctx, _, _, cold, cold_bytes = cold_load(browser, url)
     ctx.close()
     return {"cold_s": cold, "cold_bytes": cold_bytes}
 
 
 def run_atlas(browser, url: str) -> dict:
-    ctx = browser.new_context(viewport=VIEW)
-    page = ctx.new_page()
-    t = traffic(page)
-    t0 = time.perf_counter()
-    page.goto(url)
-    cold, box = wait_drawn(page, t0, timeout=600)
-    cold_bytes = sum(t.values())
+    ctx, page, t, cold, cold_bytes = cold_load(browser, url)
     page.wait_for_timeout(1000)
     found = biggest_canvas(page)
     box = found[1]

@@ -40,8 +40,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
-    """A fresh Streamlit server on `workspace`; yields its URL."""
+def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90, script: Path | None = None):
+    """A fresh Streamlit server on `workspace`; yields its URL. `script`: another server entry
+    than serve.py, run the same way (bench/view_alone/serve.py)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = open(ARTIFACTS / f"streamlit-{port}.log", "w")
@@ -51,7 +52,7 @@ def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90):
             "-m",
             "streamlit",
             "run",
-            str(ROOT / "serve.py"),
+            str(script or ROOT / "serve.py"),
             "--server.port",
             str(port),
             "--server.address",
