@@ -16,6 +16,11 @@ workspace's thumbnail folder by a second, file-only component route (never the
 workspace's tables).
 
 Beyond `MAX_POINTS` points the page draws the binned overview instead (`too_many`).
+
+View first (`defer_rest`): a page's other elements (tables, Plotly figures) cost the browser
+seconds of script loading and evaluation on the thread that also draws the view, so on the
+first run of a page in a browser session the page sends the view and stops; the view's first
+draw (or its failure to draw) reports back, and that rerun sends the whole page.
 """
 
 from __future__ import annotations
@@ -240,6 +245,22 @@ def _encoded(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, 
     return enc, folder
 
 
+DEFERRED_NOTE = "The table and figures follow once the view is drawn."
+
+
+def defer_rest(key: str) -> bool:
+    """Whether this run should send the projection view `key` and stop (then show
+    `DEFERRED_NOTE`): the first run of the page in a browser session, before the view has
+    drawn. At most once per session and key; a run with no browser (AppTest, no HTTP
+    headers) never defers, nor does any run once the view has drawn or the page was
+    deferred already (a widget changed before the view drew reruns the whole page)."""
+    state = st.session_state
+    if state.get(f"_{key}_drawn") or state.get(f"_{key}_deferred") or not st.context.headers:
+        return False
+    state[f"_{key}_deferred"] = True
+    return True
+
+
 def points_of(ws, color, highlight=None, view=None, **view_args) -> Encoded:
     """The encoded points of a projection (cached per workspace version): the view function
     `view` of `view_args` (it returns x, y, image_id and the colour column), by default
@@ -297,16 +318,21 @@ def projection_view(
     region: str | None = None,
     height: int = 560,
     on_change=None,
+    report_drawn: bool = False,
 ):
     """Draw the encoded points; returns the last committed event (or None):
     {"event": "select", "kind", "x", "y", "n", "indices"}, {"event": "click", "index"} or
     {"event": "clear"}. `data_key` names the points (a new one redraws and resets the
     selection); `view_key` keeps the pan/zoom while it stays the same; `region` is the
-    selection the page holds (the URL's region text)."""
+    selection the page holds (the URL's region text). `report_drawn` (a run `defer_rest`
+    deferred): the view's first draw reruns the page, `on_change` not called."""
     from conceptlens.views.clusters import region_text
 
     def committed():
         ev = st.session_state.get(key) or {}
+        if ev.get("event") == "drawn":  # the page's deferred elements are sent on this rerun
+            st.session_state[f"_{key}_drawn"] = True
+            return
         state = st.session_state.get(f"_{key}_region")
         if state is not None and ev.get("event") == "select":
             state["drawn"] = region_text(ev["kind"], ev["x"], ev["y"])
@@ -328,7 +354,7 @@ def projection_view(
             args.pop(k, None)
         # The component's frame is /component/<name>/index.html: two levels below the base URL.
         args["points_url"] = f"../../{POINTS_ROUTE}/{enc.packed[0]}"
-    return _component(
+    event = _component(
         **args,
         region=region_arg(arg),
         region_seq=seq,
@@ -337,10 +363,12 @@ def projection_view(
         ring_key=f"{data_key}|{enc.args['ring'] is not None and hashlib.sha1(enc.args['ring']).hexdigest()}",
         height=int(height),
         max_ids=MAX_IDS,
+        report_drawn=bool(report_drawn),
         key=key,
         default=None,
         on_change=committed,
     )
+    return None if (event or {}).get("event") == "drawn" else event
 
 
 def selected_ids(enc: Encoded, event: dict | None) -> list[str] | None:

@@ -28,6 +28,8 @@ from components.text import literal
 _MEMORY = "_url_memory"  # widget key -> last value, kept across page switches
 _PENDING = "_url_pending"  # param -> str (write) or None (remove), this run's changes
 _LABELS = "_url_labels"  # widget key -> the option labels it was last drawn with
+_WARNED = "_url_warned"  # widget key -> (label, raw, shown): this run's warnings about the link
+_CARRY = "_url_carry"  # the same, from a run that stopped before the page was whole
 MAX_TEXT = 200  # characters of free text taken from a link
 
 
@@ -45,7 +47,9 @@ def _memory() -> dict:
     return st.session_state.setdefault(_MEMORY, {})
 
 
-def _warn(label: str, raw: str, shown) -> None:
+def _warn(label: str, raw: str, shown, key: str | None = None) -> None:
+    if key is not None:
+        st.session_state.setdefault(_WARNED, {})[key] = (label, raw, shown)
     st.warning(
         f"{label} {literal(raw, limit=80)} from the link is not available here; "
         f"showing {literal(shown, limit=80)} instead.",
@@ -69,6 +73,11 @@ def restore(
     """
     state = st.session_state
     fresh = key not in state
+    carried = state.get(_CARRY, {}).pop(key, None)
+    if carried is not None and not fresh and not navigating():
+        # The run that read the link stopped before the page was whole (`stop(carry=True)`);
+        # its warning is shown again on the run that completes the page.
+        _warn(*carried, key)
     if fresh or navigating():
         raw = st.query_params.get(param)
         if raw is not None:
@@ -78,7 +87,7 @@ def restore(
             except (ValueError, TypeError):
                 ok = False
             if not ok:
-                _warn(label, raw, default)
+                _warn(label, raw, default, key)
             state[key] = value if ok else default
         elif fresh and key in _memory() and valid(_memory()[key]):
             state[key] = _memory()[key]
@@ -334,6 +343,8 @@ def set_param(param: str, value) -> None:
 
 def flush() -> None:
     """Send this run's URL changes in one message (one history entry)."""
+    st.session_state.pop(_WARNED, None)
+    st.session_state.pop(_CARRY, None)
     if not st.session_state.get(_PENDING):
         return
     new = current_params()
@@ -342,11 +353,16 @@ def flush() -> None:
         st.query_params.from_dict(new)
 
 
-def stop() -> None:
+def stop(carry: bool = False) -> None:
     """st.stop() after sending this run's URL changes: once a stop is requested, Streamlit
     drops what the run sends next, so app.py's flush would lose them (a page that stops
-    early, e.g. A = B on Checkpoints, left the old choice in the URL)."""
+    early, e.g. A = B on Checkpoints, left the old choice in the URL). `carry`: the page
+    is whole only on the next run (components/projection.py `defer_rest`), which shows
+    this run's warnings about the link again (otherwise they would vanish with it)."""
+    warned = dict(st.session_state.get(_WARNED, {}))
     flush()
+    if carry and warned:
+        st.session_state[_CARRY] = warned
     st.stop()
 
 

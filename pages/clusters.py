@@ -1,5 +1,7 @@
-"""Clusters: one checkpoint's k-means clusters — table, images, purity vs coherence, UMAP,
-a selection's labels and images, one image's details and nearest neighbours.
+"""Clusters: one checkpoint's k-means clusters — UMAP, table, images, purity vs coherence,
+a selection's labels and images, one image's details and nearest neighbours. The UMAP's
+view is sent first: a session's first run stops after it, and its first draw sends the
+rest (components/projection.py `defer_rest`).
 
 Every choice is in the URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C, the table's filters
 (&min_size=N&purity=LO,HI&q=WORDS), sort (&sort=COLUMN&desc=1) and columns (&cols=A,B),
@@ -159,6 +161,7 @@ provenance = {"workspace": ws.label, "fingerprint": ws.fp, "dataset": ds, "check
 where = {"dataset": ds, "checkpoint": ckpt, "k": k}
 where_url = {"ds": ds, "ckpt": ckpt, "k": k}
 header = st.container()  # the checkpoint's metrics, once the cluster table is known
+umap_slot = st.container()  # the UMAP, drawn once the chosen cluster is known
 
 
 # ---- what the user's clicks change ---------------------------------------------------------------
@@ -389,6 +392,151 @@ want = [ids.index(cluster)] if cluster in ids else []
 current = st.session_state.get("clusters_table")
 if current is None or list(current["selection"]["rows"]) != want:
     st.session_state["clusters_table"] = {"selection": {"rows": want, "columns": [], "cells": []}}
+
+
+# ---- UMAP: more points than `limit` are binned, and drawn once zoomed in ----------------------
+def _projection_window(n: int, colour: str, limit: int) -> None:
+    view = U.url_value("clusters_view", "view", _viewport, None, "Viewport", encode=W.viewport_text)
+    win = ws.view(W.window, checkpoint=ckpt, k=k, method="umap", viewport=view, max_points=limit)
+    binned = win.attrs["kind"] == "bins"
+    st.session_state["_clusters_shown_view"] = win.attrs["viewport"]
+    z1, z2, z3 = st.columns([1, 1, 2], vertical_alignment="bottom")
+    density = U.url_selectbox(
+        "Bins show",
+        list(DENSITY),
+        key="clusters_density",
+        param="density",
+        omit_default=True,
+        container=z3,
+        disabled=not binned,
+    )
+    z1.button(
+        "Zoom to the region",
+        key="clusters_zoom_region",
+        on_click=_zoom_to_region,
+        disabled=not region,
+        icon=":material/zoom_in:",
+    )
+    z2.button(
+        "Show all",
+        key="clusters_zoom_out",
+        on_click=_zoom_out,
+        disabled=view is None,
+        icon=":material/zoom_out_map:",
+    )
+    in_view = f"{win.attrs['n']:,} of {n:,} points in view"
+    if binned:
+        b = win.attrs["bins"]
+        st.caption(
+            f"{in_view}: more than the {limit:,} drawn one by one, so each square is one of "
+            f"{b} × {b} bins, coloured by its images (log scale) or their clusters' mean purity; "
+            f"hover for its majority cluster. Click a bin to zoom in {W.ZOOM}× around it (the points "
+            "show once few enough are in view); pick Box or Lasso Select in the chart's toolbar to "
+            "select every image inside (shown below), then *Zoom to the region*."
+        )
+    else:
+        st.caption(
+            f"Zoomed in: {in_view}. Click a point to see its image, captions and nearest neighbours "
+            "in the sidebar; pick Box or Lasso Select in the chart's toolbar to select images "
+            "(shown below); the chosen cluster is ringed. *Show all* returns to the overview."
+        )
+    show_catalog_figure(
+        ws,
+        "umap_density",
+        dict(fig_params, color=colour, density=density, max_points=limit, view=view),
+        provenance,
+        key="clusters_umap_bins" if binned else "clusters_umap",
+        on_select=_on_bins_select if binned else _on_umap_select,
+        selection_mode=("points", "box", "lasso"),
+    )
+
+
+# ---- UMAP, above the table (drawn first: components/projection.py `defer_rest`) -----------------
+# The figures' parameters: the page's URL keys (conceptlens/figures/specs/clusters.py).
+fig_params = dict(
+    where_url, min_size=int(min_size), purity=tuple(pur), q=text, cluster=cluster, region=region
+)
+# The label level (and drill-down) of the figures that show labels.
+level_params = {"level": level, "within": within} if level is not None else {}
+
+
+def _umap() -> tuple[bool, bool, bool]:
+    """The UMAP section: (a projection is shown, too large to draw point by point, this run
+    sent the view alone and stops)."""
+    st.header("UMAP of the features")
+    if not available(ws, "projections", ds):
+        return False, False, False
+    n = int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0])
+    if n == 0:
+        st.info(f"No UMAP projection of {literal(ckpt)} yet. Compute it with:")
+        st.code(command(ws, "projections", ds), language="bash")
+        return False, False, False
+    colour = U.url_selectbox(
+        "Colour by",
+        list(ws.view(V.colour_options, dataset=ds)["column"]),
+        key="clusters_color",
+        param="color",
+    )
+    limit = _max_points()
+    if n > limit:
+        _projection_window(n, colour, limit)
+        return True, True, False
+    st.caption(
+        "Every point, drawn in your browser: scroll to zoom, drag to pan, hover for a "
+        "point's image and caption. Click a point to see its image, captions and nearest "
+        "neighbours in the sidebar; pick *Box* or *Lasso* and drag to select images (shown "
+        "below); the chosen cluster is ringed."
+    )
+    if level is not None and colour == "label_name":
+        # Labels read at the chosen level: one colour (and legend entry) per group.
+        enc = P.points_of(
+            ws,
+            VH.group_column(level),
+            highlight=cluster,
+            view=VH.projection,
+            checkpoint=ckpt,
+            k=k,
+            dataset=ds,
+            level=level,
+            within=within,
+            method="umap",
+            limit=P.max_points(),
+        )
+        if within is not None:  # the images outside the node drilled into: grey
+            rest = f"outside {names[within]}"
+            if rest in enc.args["names"]:
+                enc.args["palette"][enc.args["names"].index(rest)] = OTHER
+        st.caption(
+            f"Coloured by the labels at level {level} of the label hierarchy"
+            + (f", inside {literal(names[within])}" if within is not None else "")
+            + "."
+        )
+    else:
+        enc = P.points_of(ws, colour, highlight=cluster, checkpoint=ckpt, k=k)
+    st.session_state["_clusters_projection_ids"] = enc.ids
+    deferring = P.defer_rest("clusters_projection")
+    P.projection_view(
+        enc,
+        key="clusters_projection",
+        data_key=f"{ws.fp}|{ckpt}|{k}|{colour}|{level}|{within}|{len(enc.ids)}",
+        view_key=f"{ws.fp}|{ckpt}",
+        region=region,
+        on_change=_on_projection,
+        report_drawn=deferring,
+    )
+    # The export is the catalogue's figure, built only when downloaded.
+    export_catalog_figure(
+        ws, "umap", dict(fig_params, color=colour, **level_params), provenance, key="clusters_umap"
+    )
+    return True, False, deferring
+
+
+with umap_slot:
+    has_umap, large_umap, deferring = _umap()
+if deferring:  # the view is sent; the rest of the page follows once it has drawn
+    st.caption(P.DEFERRED_NOTE)
+    U.stop(carry=True)
+
 st.caption(
     f"{len(shown)} of {len(metrics)} clusters · click a row (or a point of the purity plot) to "
     f"choose a cluster · missing values: {DASH}"
@@ -481,12 +629,6 @@ st.caption(
     "hard negatives; bars: 95% Clopper-Pearson intervals (laina2020 Fig. 2). Click a point "
     "to choose its cluster; the chosen one is ringed."
 )
-# The figures' parameters: the page's URL keys (conceptlens/figures/specs/clusters.py).
-fig_params = dict(
-    where_url, min_size=int(min_size), purity=tuple(pur), q=text, cluster=cluster, region=region
-)
-# The label level (and drill-down) of the figures that show labels.
-level_params = {"level": level, "within": within} if level is not None else {}
 show_catalog_figure(
     ws,
     "purity_coherence",
@@ -510,130 +652,6 @@ else:
         + (" Describability is self-referential here (see above)." if self_ref else "")
     )
 
-
-# ---- UMAP: more points than `limit` are binned, and drawn once zoomed in ----------------------
-def _projection_window(n: int, colour: str, limit: int) -> None:
-    view = U.url_value("clusters_view", "view", _viewport, None, "Viewport", encode=W.viewport_text)
-    win = ws.view(W.window, checkpoint=ckpt, k=k, method="umap", viewport=view, max_points=limit)
-    binned = win.attrs["kind"] == "bins"
-    st.session_state["_clusters_shown_view"] = win.attrs["viewport"]
-    z1, z2, z3 = st.columns([1, 1, 2], vertical_alignment="bottom")
-    density = U.url_selectbox(
-        "Bins show",
-        list(DENSITY),
-        key="clusters_density",
-        param="density",
-        omit_default=True,
-        container=z3,
-        disabled=not binned,
-    )
-    z1.button(
-        "Zoom to the region",
-        key="clusters_zoom_region",
-        on_click=_zoom_to_region,
-        disabled=not region,
-        icon=":material/zoom_in:",
-    )
-    z2.button(
-        "Show all",
-        key="clusters_zoom_out",
-        on_click=_zoom_out,
-        disabled=view is None,
-        icon=":material/zoom_out_map:",
-    )
-    in_view = f"{win.attrs['n']:,} of {n:,} points in view"
-    if binned:
-        b = win.attrs["bins"]
-        st.caption(
-            f"{in_view}: more than the {limit:,} drawn one by one, so each square is one of "
-            f"{b} × {b} bins, coloured by its images (log scale) or their clusters' mean purity; "
-            f"hover for its majority cluster. Click a bin to zoom in {W.ZOOM}× around it (the points "
-            "show once few enough are in view); pick Box or Lasso Select in the chart's toolbar to "
-            "select every image inside (shown below), then *Zoom to the region*."
-        )
-    else:
-        st.caption(
-            f"Zoomed in: {in_view}. Click a point to see its image, captions and nearest neighbours "
-            "in the sidebar; pick Box or Lasso Select in the chart's toolbar to select images "
-            "(shown below); the chosen cluster is ringed. *Show all* returns to the overview."
-        )
-    show_catalog_figure(
-        ws,
-        "umap_density",
-        dict(fig_params, color=colour, density=density, max_points=limit, view=view),
-        provenance,
-        key="clusters_umap_bins" if binned else "clusters_umap",
-        on_select=_on_bins_select if binned else _on_umap_select,
-        selection_mode=("points", "box", "lasso"),
-    )
-
-
-# ---- UMAP --------------------------------------------------------------------------------------
-st.header("UMAP of the features")
-has_umap = large_umap = False
-if available(ws, "projections", ds):
-    n = int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0])
-    if n == 0:
-        st.info(f"No UMAP projection of {literal(ckpt)} yet. Compute it with:")
-        st.code(command(ws, "projections", ds), language="bash")
-    else:
-        has_umap = True
-        colour = U.url_selectbox(
-            "Colour by",
-            list(ws.view(V.colour_options, dataset=ds)["column"]),
-            key="clusters_color",
-            param="color",
-        )
-        limit = _max_points()
-        large_umap = n > limit
-        if large_umap:
-            _projection_window(n, colour, limit)
-        else:
-            st.caption(
-                "Every point, drawn in your browser: scroll to zoom, drag to pan, hover for a "
-                "point's image and caption. Click a point to see its image, captions and nearest "
-                "neighbours in the sidebar; pick *Box* or *Lasso* and drag to select images (shown "
-                "below); the chosen cluster is ringed."
-            )
-            if level is not None and colour == "label_name":
-                # Labels read at the chosen level: one colour (and legend entry) per group.
-                enc = P.points_of(
-                    ws,
-                    VH.group_column(level),
-                    highlight=cluster,
-                    view=VH.projection,
-                    checkpoint=ckpt,
-                    k=k,
-                    dataset=ds,
-                    level=level,
-                    within=within,
-                    method="umap",
-                    limit=P.max_points(),
-                )
-                if within is not None:  # the images outside the node drilled into: grey
-                    rest = f"outside {names[within]}"
-                    if rest in enc.args["names"]:
-                        enc.args["palette"][enc.args["names"].index(rest)] = OTHER
-                st.caption(
-                    f"Coloured by the labels at level {level} of the label hierarchy"
-                    + (f", inside {literal(names[within])}" if within is not None else "")
-                    + "."
-                )
-            else:
-                enc = P.points_of(ws, colour, highlight=cluster, checkpoint=ckpt, k=k)
-            st.session_state["_clusters_projection_ids"] = enc.ids
-            P.projection_view(
-                enc,
-                key="clusters_projection",
-                data_key=f"{ws.fp}|{ckpt}|{k}|{colour}|{level}|{within}|{len(enc.ids)}",
-                view_key=f"{ws.fp}|{ckpt}",
-                region=region,
-                on_change=_on_projection,
-            )
-            # The export is the catalogue's figure, built only when downloaded.
-            export_catalog_figure(
-                ws, "umap", dict(fig_params, color=colour, **level_params), provenance, key="clusters_umap"
-            )
 
 # ---- the selection: labels, all its images, its ids as CSV ---------------------------------------
 st.header("Selection")

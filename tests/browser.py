@@ -102,18 +102,22 @@ def server_log(url: str) -> str:
 
 
 def wait_for_script(page, timeout_ms: int = 120_000) -> None:
-    """Wait until the app's script has finished and stayed finished (reruns settle)."""
+    """Wait until the app's script has finished and stayed finished (reruns settle), and a
+    page that sent its projection view first has sent the rest (components/projection.py)."""
+    from components.projection import DEFERRED_NOTE
+
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    state_js = """() => {
+    state_js = """(note) => {
         const app = document.querySelector('[data-testid="stApp"]');
-        return app ? app.getAttribute('data-test-script-state') : null;
+        const state = app ? app.getAttribute('data-test-script-state') : null;
+        return state === 'notRunning' && document.body.innerText.includes(note) ? 'deferred' : state;
     }"""
     deadline = time.time() + timeout_ms / 1000
     calm = 0
     while calm < 4:
         if time.time() > deadline:
             raise TimeoutError("the app's script did not finish in time")
-        calm = calm + 1 if page.evaluate(state_js) == "notRunning" else 0
+        calm = calm + 1 if page.evaluate(state_js, DEFERRED_NOTE) == "notRunning" else 0
         page.wait_for_timeout(250)
     # Let late elements (charts, images) paint before screenshots.
     page.wait_for_timeout(1000)

@@ -56,7 +56,10 @@ def combobox(page, name) -> str:
 
 
 def choose(page, name, option) -> None:
-    page.get_by_role("combobox", name=name, exact=True).click()
+    box = page.get_by_role("combobox", name=name, exact=True)
+    # Scrolled to first: a click that scrolls the page opens the list and the scroll closes it.
+    box.scroll_into_view_if_needed()
+    box.click()
     page.get_by_role("option", name=option).click()
     wait_for_script(page)
 
@@ -88,6 +91,7 @@ def click_row(page, grid, row: int) -> None:
             break
         page.wait_for_timeout(50)
     assert rows > row, f"the clusters table shows {rows} rows; row {row} cannot be clicked"
+    grid.scroll_into_view_if_needed()  # the UMAP above it may push it below the fold
     box = grid.get_by_test_id("data-grid-canvas").bounding_box()
     height = box["height"] / (rows + 1)
     page.mouse.click(box["x"] + 15, box["y"] + height * (row + 1.5))

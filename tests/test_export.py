@@ -376,7 +376,7 @@ def test_copy_link_on_every_page(browser, factory_copy):
             assert copied == page.url, (spec.name, copied, page.url)
             if spec.name == "clusters":
                 # The dashboard's own PDF export: the provenance names this very view.
-                popover = open_export(page)
+                popover = open_export(page, 1)  # the purity figure's (the UMAP's comes first)
                 popover.get_by_role("combobox").first.click()
                 page.get_by_role("option", name="pdf", exact=True).click()
                 with page.expect_download(timeout=120_000) as dl:

@@ -14,6 +14,8 @@
 //   data_key, ring_key: change when the points / the ring change
 //   thumb_base: URL prefix of thumbnails (relative to this frame) or null
 //   height, max_ids, title
+//   report_drawn: tell the page once this view has drawn its points (or could not): the
+//                 page sent the view first and sends the rest when it hears (projection.py)
 
 import { makeGrid, nearest } from "./grid.js";
 import { pointsInBox, pointsInPolygon, boxRegion, lassoRegion } from "./select.js";
@@ -552,12 +554,22 @@ window.addEventListener("resize", () => {
 });
 
 // ---- render: new arguments from Python ------------------------------------------------------------
+// A page that sent this view before its other elements (tables, figures) waits for its first
+// draw to send them: told once per frame, whether the points were drawn or could not be.
+function reportDrawn() {
+  if (S.args && S.args.report_drawn && !S.reported) {
+    S.reported = true;
+    setComponentValue({ event: "drawn", seq: ++S.seq });
+  }
+}
+
 function fail(text) {
   const m = $("msg");
   m.hidden = false;
   m.textContent = text;
   stage.hidden = true;
   setFrameHeight(document.body.scrollHeight);
+  reportDrawn();
 }
 
 // Points served over HTTP (components/serving.py): one immutable file per data version, which
@@ -670,6 +682,7 @@ function onRender(raw) {
   draw();
   document.body.dataset.drawn = String(args.data_key);
   setFrameHeight(document.body.scrollHeight);
+  reportDrawn();
 }
 
 window.addEventListener("message", (e) => {
