@@ -368,7 +368,14 @@ def cold_load(browser, url: str, before=None):
     if before is not None:
         before(page)
     polled, box = wait_drawn(page, t0, timeout=600)
-    page.wait_for_timeout(300)  # a few frames of the drawn plot: the ink to reach
+    # Frames until one swapped after the poll saw the points: the ink to reach (a frame
+    # comes only when the screen changes, and only once the one before was acknowledged).
+    seen = wall0 + polled
+    until = time.perf_counter() + 5
+    page.wait_for_timeout(300)
+    while time.perf_counter() < until and not (cast.frames and cast.frames[-1][0] >= seen):
+        page.mouse.move(2, 2 + len(cast.frames) % 2)  # a hover outside the plot: a new frame
+        page.wait_for_timeout(100)
     cast.stop()
     cold = cast.first_drawn(box, wall0)
     return ctx, page, t, cold, polled, sum(t.values())

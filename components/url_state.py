@@ -43,6 +43,22 @@ def navigating() -> bool:
     return bool(ctx is not None and getattr(ctx, "is_history_navigation", False))
 
 
+class _Nowhere:
+    """A container that draws nothing: a `url_*` widget put in it restores its value (the
+    link's, or the session's) and writes it to the URL as usual, without the widget. For a
+    run that stops before the widget's part of the page is drawn (the Clusters page's
+    view-first run needs the table's filters and chosen cluster, not their widgets)."""
+
+    def __getattr__(self, widget: str):
+        def value(*args, key: str, **kwargs):
+            return st.session_state[key]
+
+        return value
+
+
+NOWHERE = _Nowhere()
+
+
 def _memory() -> dict:
     return st.session_state.setdefault(_MEMORY, {})
 

@@ -13,6 +13,7 @@ selection shown (&sel=cluster|filter|region, &page=N), the image looked at (&img
 scored selection (&ssrc=..., &saved=NAME, &ids=..., &nnull=N, &across=1: components/selection_panel.py).
 """
 
+import contextlib
 import html
 import os
 
@@ -286,8 +287,23 @@ def _valid_region(text) -> bool:
 region = U.url_value("clusters_region", "region", str, None, "Region", _valid_region)
 img = U.url_value("clusters_img", "img", str, None, "Image")
 
+# ---- the UMAP's size: a view drawn point by point is sent first ---------------------------------
+limit = _max_points()
+with umap_slot:  # what is wrong with the projections (once) is said under the UMAP's header
+    st.header("UMAP of the features")
+    has_projections = available(ws, "projections", ds)
+n_umap = (
+    int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0]) if has_projections else 0
+)
+# The session's first run of the page in a browser sends the header, the UMAP and nothing
+# more; the view's first draw reruns it whole (components/projection.py `defer_rest`). The
+# table's filters and chosen cluster are read from the link without their widgets then.
+view_first = 0 < n_umap <= limit and P.defer_rest("clusters_projection")
+show = not view_first
+
 # ---- the table ----------------------------------------------------------------------------------
-st.header("Clusters")
+if show:
+    st.header("Clusters")
 captions = available(ws, "cluster_captions", ds)
 metrics = ws.view(V.cluster_table, **where, captions=captions)
 level_purity = (
@@ -310,7 +326,7 @@ if len(row):
     ):
         col.metric(name, number(len(metrics) if key is None else r.get(key), fmt))
 self_ref = "describability_self" in metrics and bool(metrics["describability_self"].eq(True).any())
-if self_ref:
+if self_ref and show:
     st.warning(
         "Describability here is **self-referential**: the vision-language model that retrieved "
         "the images for each caption is this checkpoint's own model, so it measures the "
@@ -318,7 +334,7 @@ if self_ref:
         icon=":material/sync_problem:",
     )
 
-f1, f2, f3 = st.columns([1, 2, 3])
+f1, f2, f3 = st.columns([1, 2, 3]) if show else [U.NOWHERE] * 3
 min_size = U.url_number("Min size", key="clusters_min_size", param="min_size", min_value=0, container=f1)
 pur = U.url_slider(
     "Purity range", 0.0, 1.0, "clusters_purity", "purity", default=(0.0, 1.0), step=0.05, container=f2
@@ -332,7 +348,7 @@ text = U.url_text(
     disabled=not captions,
     help="Whole words, in any order, ignoring case: 'red' finds 'a red circle', not 'checkered'.",
 )
-s1, s2, s3, s4 = st.columns([1.2, 0.8, 0.8, 3], vertical_alignment="bottom")
+s1, s2, s3, s4 = st.columns([1.2, 0.8, 0.8, 3], vertical_alignment="bottom") if show else [U.NOWHERE] * 4
 sortable = [c for c in V.SORTABLE if c in metrics.columns]
 sort = U.url_selectbox(
     "Sort by",
@@ -357,13 +373,14 @@ shown = ws.view(
 if level_purity is not None:
     shown = shown.merge(level_purity.drop(columns="size"), on="cluster", how="left")
 table, config = cluster_table(shown)
-with s3.popover("Columns", icon=":material/view_column:"):
+with s3.popover("Columns", icon=":material/view_column:") if show else contextlib.nullcontext():
     visible = U.url_multiselect(
         "Columns shown",
         list(table.columns),
         key="clusters_cols",
         param="cols",
         default=[c for c in DEFAULT_COLUMNS if c in table.columns],
+        container=None if show else U.NOWHERE,
     )
 
 ids = [int(c) for c in shown["cluster"]]
@@ -463,10 +480,9 @@ level_params = {"level": level, "within": within} if level is not None else {}
 def _umap() -> tuple[bool, bool, bool]:
     """The UMAP section: (a projection is shown, too large to draw point by point, this run
     sent the view alone and stops)."""
-    st.header("UMAP of the features")
-    if not available(ws, "projections", ds):
+    if not has_projections:
         return False, False, False
-    n = int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0])
+    n = n_umap
     if n == 0:
         st.info(f"No UMAP projection of {literal(ckpt)} yet. Compute it with:")
         st.code(command(ws, "projections", ds), language="bash")
@@ -477,7 +493,6 @@ def _umap() -> tuple[bool, bool, bool]:
         key="clusters_color",
         param="color",
     )
-    limit = _max_points()
     if n > limit:
         _projection_window(n, colour, limit)
         return True, True, False
@@ -514,7 +529,6 @@ def _umap() -> tuple[bool, bool, bool]:
     else:
         enc = P.points_of(ws, colour, highlight=cluster, checkpoint=ckpt, k=k)
     st.session_state["_clusters_projection_ids"] = enc.ids
-    deferring = P.defer_rest("clusters_projection")
     P.projection_view(
         enc,
         key="clusters_projection",
@@ -522,13 +536,13 @@ def _umap() -> tuple[bool, bool, bool]:
         view_key=f"{ws.fp}|{ckpt}",
         region=region,
         on_change=_on_projection,
-        report_drawn=deferring,
+        report_drawn=view_first,
     )
     # The export is the catalogue's figure, built only when downloaded.
     export_catalog_figure(
         ws, "umap", dict(fig_params, color=colour, **level_params), provenance, key="clusters_umap"
     )
-    return True, False, deferring
+    return True, False, view_first
 
 
 with umap_slot:

@@ -1,6 +1,7 @@
-"""components/url_state.py: a link's warning survives a page run that stopped before the page
-was whole (`stop(carry=True)`, the Clusters page's view-first run) and shows on the run that
-completes it, once; without `carry` it is gone on the next run, as before."""
+"""components/url_state.py: `NOWHERE` reads a choice from the link without drawing its
+widget; a link's warning survives a page run that stopped before the page was whole
+(`stop(carry=True)`, the Clusters page's view-first run) and shows on the run that completes
+it, once; without `carry` it is gone on the next run, as before."""
 
 from __future__ import annotations
 
@@ -47,3 +48,31 @@ def test_without_carry_the_warning_is_shown_once():
     first, second, third = _run(carry=False)
     assert len(first) == 1 and "zzz" in first[0]
     assert second == [] and third == []
+
+
+def _nowhere_script():
+    import streamlit as st
+
+    from components import url_state as U
+
+    where = U.NOWHERE if st.session_state.get("hidden", True) else None
+    st.session_state["got"] = (
+        U.url_selectbox("Pick", ["a", "b", "c"], key="pick", param="p", container=where),
+        U.url_slider("Range", 0.0, 1.0, "rng", "r", default=(0.0, 1.0), step=0.05, container=where),
+    )
+    U.flush()
+
+
+def test_nowhere_reads_the_link_without_drawing_the_widget():
+    at = AppTest.from_function(_nowhere_script)
+    at.query_params["p"] = "b"
+    at.query_params["r"] = "0.2,0.6"
+    at.run()
+    assert not at.exception
+    assert at.session_state["got"] == ("b", (0.2, 0.6))
+    assert len(at.selectbox) == 0 and len(at.slider) == 0
+    # The next run draws the widgets, which show the same values (the link's).
+    at.session_state["hidden"] = False
+    at.run()
+    assert at.selectbox(key="pick").value == "b"
+    assert tuple(at.slider(key="rng").value) == (0.2, 0.6)
