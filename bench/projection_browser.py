@@ -313,7 +313,7 @@ def run_conceptlens(browser, url: str, ckpt: str) -> dict:
         # delays.
         view.evaluate("e => e.scrollIntoView({block: 'nearest'})")
 
-    ctx, page, t, cold, polled, cold_bytes = cold_load(browser, f"{url}/clusters?ckpt={ckpt}", find_view)
+    ctx, page, t, cold = cold_load(browser, f"{url}/clusters?ckpt={ckpt}", find_view)
     wait_for_script(page, timeout_ms=600_000)
     el, frame = projection(page)
     box = frame.locator("#gl").bounding_box()
@@ -338,9 +338,7 @@ def run_conceptlens(browser, url: str, ckpt: str) -> dict:
     select_bytes = sum(t[k] - start[k] for k in t)
     ctx.close()
     return {
-        "cold_s": cold,
-        "cold_polled_s": polled,
-        "cold_bytes": cold_bytes,
+        **cold,
         "zoom_s": zoom,
         "pan_zoom_bytes": pz,
         "select_view_ms": select_ms,
@@ -356,8 +354,9 @@ def alone_server(workspace: Path):
 
 def cold_load(browser, url: str, before=None):
     """A new browser context navigates to `url` until the plot is drawn (`before(page)` runs
-    first, after the navigation): (context, page, traffic counters, seconds to the first
-    frame that shows the points, seconds to the polled screenshot that does, bytes)."""
+    first, after the navigation): (context, page, traffic counters, {"cold_s": seconds to
+    the first frame that shows the points, "cold_polled_s": to the polled screenshot that
+    does, "cold_bytes": bytes of the load})."""
     ctx = browser.new_context(viewport=VIEW)
     page = ctx.new_page()
     t = traffic(page)
@@ -377,31 +376,25 @@ def cold_load(browser, url: str, before=None):
         page.mouse.move(2, 2 + len(cast.frames) % 2)  # a hover outside the plot: a new frame
         page.wait_for_timeout(100)
     cast.stop()
-    cold = cast.first_drawn(box, wall0)
-    return ctx, page, t, cold, polled, sum(t.values())
+    cold = {"cold_s": cast.first_drawn(box, wall0), "cold_polled_s": polled, "cold_bytes": sum(t.values())}
+    return ctx, page, t, cold
 
 
 def run_alone(browser, url: str) -> dict:
-    ctx, _, _, cold, polled, cold_bytes = cold_load(browser, url)
+    ctx, _, _, cold = cold_load(browser, url)
     ctx.close()
-    return {"cold_s": cold, "cold_polled_s": polled, "cold_bytes": cold_bytes}
+    return cold
 
 
 def run_atlas(browser, url: str) -> dict:
-    ctx, page, t, cold, polled, cold_bytes = cold_load(browser, url)
+    ctx, page, t, cold = cold_load(browser, url)
     page.wait_for_timeout(1000)
     found = biggest_canvas(page)
     box = found[1]
     zoom = zoom_once(page, box)
     pz = pan_zoom_bytes(page, box, t)
     ctx.close()
-    return {
-        "cold_s": cold,
-        "cold_polled_s": polled,
-        "cold_bytes": cold_bytes,
-        "zoom_s": zoom,
-        "pan_zoom_bytes": pz,
-    }
+    return {**cold, "zoom_s": zoom, "pan_zoom_bytes": pz}
 
 
 def median(rows: list[dict], key: str):
@@ -457,10 +450,13 @@ def main() -> None:
                 for name, u in (("conceptlens", url), ("view_alone", lurl), ("atlas", aurl)):
                     if u:
                         path = f"/clusters?ckpt={ckpt}" if name == "conceptlens" else ""
-                        ctx, *_, cold, _polled, _bytes = cold_load(browser, u + path)
+                        ctx, *_, cold = cold_load(browser, u + path)
                         ctx.close()
-                        first[name] = cold
-                        print(f"{n:>9,} {name} first load after the server started: {cold:.2f} s", flush=True)
+                        first[name] = cold["cold_s"]
+                        print(
+                            f"{n:>9,} {name} first load after the server started: {json.dumps(cold)}",
+                            flush=True,
+                        )
                 for i in range(args.repeat):
                     if url:
                         cl.append(run_conceptlens(browser, url, ckpt))
