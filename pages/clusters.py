@@ -288,10 +288,10 @@ region = U.url_value("clusters_region", "region", str, None, "Region", _valid_re
 img = U.url_value("clusters_img", "img", str, None, "Image")
 
 # ---- the UMAP's size: a view drawn point by point is sent first ---------------------------------
-limit = _max_points()
 with umap_slot:  # what is wrong with the projections (once) is said under the UMAP's header
     st.header("UMAP of the features")
     has_projections = available(ws, "projections", ds)
+    limit = _max_points()  # (and a $CONCEPTLENS_MAX_POINTS that is ignored)
 n_umap = (
     int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0]) if has_projections else 0
 )
