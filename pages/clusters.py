@@ -477,16 +477,16 @@ fig_params = dict(
 level_params = {"level": level, "within": within} if level is not None else {}
 
 
-def _umap() -> tuple[bool, bool, bool]:
-    """The UMAP section: (a projection is shown, too large to draw point by point, this run
-    sent the view alone and stops)."""
+def _umap() -> tuple[bool, bool]:
+    """The UMAP section: (a projection is shown, too large to draw point by point). On a
+    `view_first` run the view reports its first draw."""
     if not has_projections:
-        return False, False, False
+        return False, False
     n = n_umap
     if n == 0:
         st.info(f"No UMAP projection of {literal(ckpt)} yet. Compute it with:")
         st.code(command(ws, "projections", ds), language="bash")
-        return False, False, False
+        return False, False
     colour = U.url_selectbox(
         "Colour by",
         list(ws.view(V.colour_options, dataset=ds)["column"]),
@@ -495,7 +495,7 @@ def _umap() -> tuple[bool, bool, bool]:
     )
     if n > limit:
         _projection_window(n, colour, limit)
-        return True, True, False
+        return True, True
     st.caption(
         "Every point, drawn in your browser: scroll to zoom, drag to pan, hover for a "
         "point's image and caption. Click a point to see its image, captions and nearest "
@@ -542,12 +542,12 @@ def _umap() -> tuple[bool, bool, bool]:
     export_catalog_figure(
         ws, "umap", dict(fig_params, color=colour, **level_params), provenance, key="clusters_umap"
     )
-    return True, False, view_first
+    return True, False
 
 
 with umap_slot:
-    has_umap, large_umap, deferring = _umap()
-if deferring:  # the view is sent; the rest of the page follows once it has drawn
+    has_umap, large_umap = _umap()
+if view_first:  # the view is sent; the rest of the page follows once it has drawn
     st.caption(P.DEFERRED_NOTE)
     U.stop(carry=True)
 
