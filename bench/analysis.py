@@ -8,7 +8,7 @@ aNMI, kNN accuracies, prequential and held-out CL, TwoNN) of one checkpoint of a
 Wall and CPU seconds (all threads) are both reported: the machine may be shared.
 
     nice -n 19 .venv/bin/python bench/analysis.py --images 50000 --dim 2048 \\
-        [--workspace /tmp/scale-1x2048] [--n-init 3] [--out bench-analysis.json]
+        [--workspace /tmp/scale-1x2048] [--n-init 3] [--repeat 3] [--out bench-analysis.json]
 """
 
 from __future__ import annotations
@@ -69,8 +69,11 @@ def main() -> None:
     ap.add_argument("--workspace", help="reuse (or create) this 1-checkpoint scale workspace")
     ap.add_argument("--kmeans", default="auto", help="k-means engine (auto, faiss, sklearn)")
     ap.add_argument("--n-init", type=int, default=3, help="k-means restarts (the clustering's n_init)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs, one process each, reported by median")
     ap.add_argument("--out", help="write the numbers as JSON here")
     args = ap.parse_args()
+    if args.repeat > 1:
+        return repeat(args)
 
     from conceptlens import metrics as M
     from conceptlens.analysis import by_name, runner
@@ -153,27 +156,73 @@ def main() -> None:
     print(f"{'all (clustering + cluster_metrics)':<44s} {a_wall:8.1f} {a_cpu:8.1f} {a_cpu / f_cpu:10.3f}")
     ratio = f"{a_cpu / f_cpu:.2f} (CPU), {a_wall / f_wall:.2f} (wall)"
     print(f"\nratio to the floor: {ratio}; peak RSS {peak:.1f} GB")
-    print("metrics:", {k: cmx[k] for k in ("k", "anmi", "knn_acc", "knn1_acc", "cl", "cl_heldout", "id")})
+    metrics = {k: cmx[k] for k in ("k", "anmi", "knn_acc", "knn1_acc", "cl", "cl_heldout", "id")}
+    print("metrics:", metrics)
     if ctx.notes:
         print("notes:", *ctx.notes, sep="\n  ")
     if args.out:
+        run = {
+            "floor": {"wall": f_wall, "cpu": f_cpu},
+            "analysis": {"wall": a_wall, "cpu": a_cpu},
+            "ratio_wall": a_wall / f_wall,
+            "ratio_cpu": a_cpu / f_cpu,
+            "phases": {
+                n: {"wall": w, "cpu": clock.cpu[n], "calls": clock.calls[n]} for n, w in clock.wall.items()
+            },
+            "loadavg_end": list(os.getloadavg()),
+            "peak_rss_gb": peak,
+        }
         out = {
             "images": args.images,
             "n_init": args.n_init,
             "dim": args.dim,
-            "floor": {"wall": f_wall, "cpu": f_cpu},
             "imports_not_counted": {"wall": imports[0], "cpu": imports[1]},
-            "loadavg_end": list(os.getloadavg()),
-            "analysis": {"wall": a_wall, "cpu": a_cpu},
-            "ratio_cpu": a_cpu / f_cpu,
-            "ratio_wall": a_wall / f_wall,
-            "phases": {
-                n: {"wall": clock.wall[n], "cpu": clock.cpu[n], "calls": clock.calls[n]} for n in clock.wall
-            },
-            "peak_rss_gb": peak,
-            "metrics": {k: cmx[k] for k in ("k", "anmi", "knn_acc", "knn1_acc", "cl", "cl_heldout", "id")},
+            "runs": [run],
+            "metrics": metrics,
         }
         Path(args.out).write_text(json.dumps(out, indent=1, default=float))
+
+
+def repeat(args) -> None:
+    """`--repeat` runs, each in a process of its own (the floor, then the analyses, as the
+    CLI runs them once per process: repeated in one process they slowed by 10 % a run, its
+    heap grown to 1.9 GB), and their medians. The machine's speed drifts (this virtual
+    machine's by 10 % between runs a minute apart): each ratio is of a floor and analyses
+    measured next to each other."""
+    import subprocess
+    import tempfile
+
+    runs, last = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeat):
+            out = Path(tmp) / f"run-{r}.json"
+            cmd = [sys.executable, __file__, "--images", str(args.images), "--dim", str(args.dim)]
+            cmd += ["--kmeans", args.kmeans, "--n-init", str(args.n_init), "--repeat", "1", "--out", str(out)]
+            cmd += ["--workspace", args.workspace] if args.workspace else []
+            subprocess.run(cmd, check=True)
+            last = json.loads(out.read_text())
+            runs += last["runs"]
+    walls = [x["ratio_wall"] for x in runs]
+    cpus = [x["ratio_cpu"] for x in runs]
+    print(f"\n{args.images} images x {args.dim}, {len(runs)} processes:")
+    for i, x in enumerate(runs, 1):
+        f, a = x["floor"], x["analysis"]
+        print(
+            f"run {i}: floor {f['wall']:.1f} s wall ({f['cpu']:.1f} CPU s), analyses {a['wall']:.1f} s "
+            f"({a['cpu']:.1f}): {x['ratio_wall']:.2f}x wall, {x['ratio_cpu']:.2f}x CPU"
+        )
+    print(
+        f"ratio to the floor, median of {len(runs)}: {float(np.median(walls)):.2f}x wall "
+        f"({min(walls):.2f}-{max(walls):.2f}), {float(np.median(cpus)):.2f}x CPU "
+        f"({min(cpus):.2f}-{max(cpus):.2f})"
+    )
+    if args.out:
+        last.update(
+            runs=runs,
+            ratio_wall_median=float(np.median(walls)),
+            ratio_cpu_median=float(np.median(cpus)),
+        )
+        Path(args.out).write_text(json.dumps(last, indent=1, default=float))
 
 
 if __name__ == "__main__":

@@ -348,6 +348,21 @@ def test_blas_threads_counts_blas_pools_only():
         assert blas_threads() == 1
 
 
+def test_blas_threads_follows_a_limit_set_after_its_first_call():
+    """The libraries are found once, their thread counts asked each time: a count cached
+    from the first call would run a `--threads 1` task's blocks on every core."""
+    from threadpoolctl import threadpool_limits
+
+    from conceptlens.metrics.neighbors import blas_threads
+
+    before = blas_threads()
+    if before == 1:
+        pytest.skip("BLAS has one thread here already")
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert blas_threads() == 1
+    assert blas_threads() == before
+
+
 @pytest.mark.parametrize("chunk", [7, 16, 1 << 22])
 def test_pair_distances_are_those_of_every_pair_in_every_block(chunk):
     """Squared distances of candidate pairs, computed in memory-bounded blocks (`chunk`

@@ -358,3 +358,54 @@ def test_concept_columns_follow_each_concepts_own_width():
     assert [c.tolist() for c in cols] == [[0], [1, 2, 3], [4, 5]]
     flat = np.hstack([r.reshape(4, -1) for r in reps])
     assert [set(flat[:, c].ravel().tolist()) for c in cols] == [{0.0}, {1.0}, {2.0}]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_blocks_fitted_on_threads_come_back_in_the_order_drawn(threads):
+    """bootstrap.in_order: a block that finishes first is not put first, and the blocks
+    are drawn lazily (never more than `threads` held at once)."""
+    import time
+
+    held, drawn = [], []
+
+    def blocks():
+        for b in range(7):
+            drawn.append(b)
+            held.append(len(drawn) - len(done))
+            yield b
+
+    done = []
+
+    def f(b):
+        time.sleep(0.03 if b % 2 == 0 else 0.0)  # even blocks finish after the odd ones
+        done.append(b)
+        return b * 10
+
+    assert B.in_order(f, blocks(), threads=threads) == [0, 10, 20, 30, 40, 50, 60]
+    assert max(held) <= threads + 1
+
+
+@pytest.mark.parametrize("fit_cells", [1, 7 * 50, 1 << 30])
+def test_statistics_computed_by_runs_of_rows_are_those_of_whole_blocks(monkeypatch, fit_cells):
+    """bootstrap.by_rows_of: the statistics of resamples fitted a run of rows at a time
+    (one row, several, the whole block) are the same numbers, and as many."""
+    rng = np.random.default_rng(21)
+    mu = 1 + rng.pareto(3.0, 50)
+    flags = (rng.random(50) < 0.7).astype(float)
+    den = rng.integers(1, 4, 50).astype(float)
+
+    def run():
+        return (
+            B.twonn_stats(mu, 33, B.rng_for(2, "id")),
+            B.mean_stats(flags, 33, B.rng_for(2, "knn_acc")),
+            B.ratio_interval(flags * den, den, 33, B.rng_for(2, "cl")),
+        )
+
+    monkeypatch.setattr(B, "FIT_CELLS", 1 << 30)
+    whole = run()
+    monkeypatch.setattr(B, "FIT_CELLS", fit_cells)
+    got = run()
+    assert len(got[0]) == len(got[1]) == 33
+    np.testing.assert_array_equal(got[0], whole[0])
+    np.testing.assert_array_equal(got[1], whole[1])
+    assert got[2] == whole[2]

@@ -26,16 +26,14 @@ def test_faiss_start_is_seeded_from_a_sample_of_distinct_points(monkeypatch, d, 
     """Each restart's k-means++ start reads INIT_PER_CLUSTER distinct points per cluster (in
     a random projection to INIT_DIM dimensions when the features are wider), not all of them."""
     pytest.importorskip("faiss")
-    import sklearn.cluster
-
     seen = []
-    original = sklearn.cluster.kmeans_plusplus
+    original = K.kmeans_plusplus_f32
 
-    def spy(low, k, **kw):
+    def spy(low, k, rng):
         seen.append(low)
-        return original(low, k, **kw)
+        return original(low, k, rng)
 
-    monkeypatch.setattr(sklearn.cluster, "kmeans_plusplus", spy)
+    monkeypatch.setattr(K, "kmeans_plusplus_f32", spy)
     X = np.random.default_rng(0).normal(size=(300, d)).astype(np.float32)
     fit = M.kmeans(X, 3, n_init=2, random_state=0, engine="faiss")
     assert len(seen) == 2

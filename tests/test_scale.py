@@ -278,6 +278,29 @@ def test_first_occurrences_as_np_unique():
     assert np.array_equal(first_occurrences(X), ref) and not ref[9]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("collide", [False, True])
+def test_first_occurrences_compare_rows_whose_keys_collide(monkeypatch, dtype, collide):
+    """Rows are compared exactly wherever their 64-bit keys are equal: with every key made
+    equal (collide) distinct rows still stay, and equal rows in blocks of by_rows (over
+    1,024 rows) are found across blocks."""
+    from conceptlens.metrics import intrinsic
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(2500, 3)).astype(dtype)  # 3 columns: not whole 64-bit words in float32
+    X[2400:] = X[rng.integers(0, 2400, 100)]  # equal to rows in earlier blocks
+    X[300:400] = X[rng.integers(0, 300, 100)]
+    X[5], X[2300], X[350] = 0.0, -0.0, -0.0
+    if collide:
+        monkeypatch.setattr(intrinsic, "_row_keys", lambda B: np.zeros(len(B), np.uint64))
+        X = X[:400]  # every pair of rows is compared: keep it small
+    _, first = np.unique(X, axis=0, return_index=True)
+    ref = np.zeros(len(X), bool)
+    ref[first] = True
+    assert np.array_equal(intrinsic.first_occurrences(X), ref)
+    assert ref.sum() < len(X)
+
+
 def test_wide_tables_are_written_in_row_groups_small_ones_in_one(tmp_path):
     # Readers decode row groups in parallel: a 50k x 2048 features file in one group reads
     # on one core. Narrow tables (the demo's) keep one group, so their bytes do not change.

@@ -21,11 +21,13 @@ def kmeans(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Labels and each point's distance to its centroid (fixed restarts; metrics.kmeans)."""
     from ..metrics import kmeans as fit_kmeans
+    from ..metrics.neighbors import by_spans
 
     if not 2 <= k <= len(Xn):
         raise ValueError(f"k={k} must be in [2, {len(Xn)}] (number of images)")
     fit = fit_kmeans(Xn, k, n_init, seed, engine)
-    return fit.labels, np.linalg.norm(Xn - fit.centres[fit.labels], axis=1)
+    dist = by_spans(lambda s, e: np.linalg.norm(Xn[s:e] - fit.centres[fit.labels[s:e]], axis=1), len(Xn))
+    return fit.labels, dist
 
 
 def _units(ctx: Context, opts: dict) -> list[Unit]:

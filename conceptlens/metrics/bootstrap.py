@@ -23,6 +23,8 @@ import numpy as np
 ALPHA = 0.05
 # Index cells drawn per block (int64: 32 MB): bounds memory at 50,000 images x 1,000 resamples.
 MAX_CELLS = 1 << 22
+# Index cells a statistic is computed over at a time (by_rows_of): 2 MB of int64.
+FIT_CELLS = 1 << 18
 
 
 def rng_for(seed: int, what: str) -> np.random.Generator:
@@ -63,7 +65,7 @@ def mean_stats(values, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """The mean of each of `n_boot` resamples of per-item values (mean_interval's)."""
     _check(n_boot)
     v = np.asarray(values, dtype=np.float64)
-    return np.concatenate([v[idx].mean(axis=1) for idx in resamples(len(v), n_boot, rng)])
+    return np.concatenate([v[idx].mean(axis=1) for idx in by_rows_of(resamples(len(v), n_boot, rng), len(v))])
 
 
 def mean_interval(values, n_boot: int, rng: np.random.Generator, alpha: float = ALPHA) -> tuple[float, float]:
@@ -93,7 +95,7 @@ def ratio_interval(
     if num.shape != den.shape:
         raise ValueError("num and den need one value per image each")
     out = []
-    for idx in resamples(len(num), n_boot, rng):
+    for idx in by_rows_of(resamples(len(num), n_boot, rng), len(num)):
         d = den[idx].sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             out.append(num[idx].sum(axis=1) / d)
@@ -149,13 +151,45 @@ def twonn_stats(
         raise ValueError("fewer than 2 points left after discarding; lower discard_fraction")
     yv = -np.log(1 - (np.arange(n_keep) + cdf_offset) / n)
     ycum = np.concatenate([[0.0], np.cumsum(yv)])
-    out = []
-    for idx in resamples(n, n_boot, rng):
+
+    def fit(idx):
         b = len(idx)
         counts = np.bincount((np.arange(b)[:, None] * n + idx).ravel(), minlength=b * n).reshape(b, n)
         cum = np.cumsum(counts, axis=1)
         end, start = np.minimum(cum, n_keep), np.minimum(cum - counts, n_keep)  # each ratio's run
         xy = (logmu * (ycum[end] - ycum[start])).sum(axis=1)
         xx = (logmu**2 * (end - start)).sum(axis=1)
-        out.append(xy / xx)
-    return np.concatenate(out)
+        return xy / xx
+
+    return np.concatenate(in_order(fit, by_rows_of(resamples(n, n_boot, rng), n)))
+
+
+def by_rows_of(blocks: Iterator[np.ndarray], n: int, cells: int | None = None) -> Iterator[np.ndarray]:
+    """The drawn blocks of resamples, in runs of rows of about `cells` indices: a
+    statistic's temporaries then fit in cache (each of a whole block's is 32 MB of fresh
+    memory), and the draws, made by whole blocks, are unchanged."""
+    step = max(1, (cells or FIT_CELLS) // n)
+    for idx in blocks:
+        for s in range(0, len(idx), step):
+            yield idx[s : s + step]
+
+
+def in_order(f, blocks: Iterator, threads: int | None = None) -> list:
+    """[f(b) for b in blocks], the blocks drawn in order on this thread (the generator's
+    stream is unchanged) and fitted on as many threads as BLAS may use, at most that many
+    blocks held at once."""
+    from .neighbors import blas_threads
+
+    workers = int(threads or blas_threads())
+    if workers == 1:
+        return [f(b) for b in blocks]
+    from concurrent.futures import ThreadPoolExecutor
+
+    out, pending = [], []
+    with ThreadPoolExecutor(workers) as pool:
+        for b in blocks:
+            pending.append(pool.submit(f, b))
+            if len(pending) == workers:
+                out.append(pending.pop(0).result())
+        out += [p.result() for p in pending]
+    return out

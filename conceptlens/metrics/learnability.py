@@ -234,13 +234,24 @@ def cluster_learnability_heldout_shared(
 
 
 def cluster_learnability_heldout_correct(
-    nb: SelfNeighbours, train, test, k: int, n_init: int = 3, random_state: int = 0, engine: str = "auto"
+    nb: SelfNeighbours,
+    train,
+    test,
+    k: int,
+    n_init: int = 3,
+    random_state: int = 0,
+    engine: str = "auto",
+    clusters: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Per test row (in row order), whether its nearest train row's cluster is its own
     nearest-centroid cluster: held-out CL is their mean, its bootstrap resamples them (the
-    train split's clustering held fixed)."""
+    train split's clustering held fixed). `clusters`: heldout_clusters(X[train], X[test],
+    k, n_init, random_state, engine), when computed already (cluster_metrics runs it beside
+    other work)."""
     train, test = np.asarray(train, bool), np.asarray(test, bool)
-    tr, te = heldout_clusters(nb.X[train], nb.X[test], k, n_init, random_state, engine)
+    if clusters is None:
+        clusters = heldout_clusters(nb.X[train], nb.X[test], k, n_init, random_state, engine)
+    tr, te = clusters
     labels = np.full(len(nb.X), -1, np.int64)
     labels[train] = tr
     _, idx = nb.cosine(np.flatnonzero(test), train, 1)
