@@ -16,7 +16,7 @@ def first_occurrences(X: np.ndarray) -> np.ndarray:
     keep = np.ones(len(X), bool)
     if len(X) < 2:
         return keep
-    key = by_rows(lambda B: _row_keys(B), X)
+    key = by_rows(_row_keys, X)
     order = np.argsort(key, kind="stable")  # equal keys stay in row order
     ks = key[order]
     tied = np.concatenate(([False], ks[1:] == ks[:-1]))

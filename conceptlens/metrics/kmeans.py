@@ -187,7 +187,7 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
             # 0.1 s of page faults here).
             low = by_spans(lambda s, e, rows=rows, P=P: X[rows[s:e]] @ P, m, threads=1)
         else:
-            low = X[rows]
+            low = X if m == len(X) else X[rows]
         # One BLAS thread: the seeding's k small products (2 + log k candidates against
         # INIT_PER_CLUSTER * k points each) gain nothing from threads, and on a loaded
         # machine each waits for a descheduled one: 20 s of wall for 5 s of CPU at 4,000 x
