@@ -482,8 +482,7 @@ def _umap() -> tuple[bool, bool]:
     `view_first` run the view reports its first draw."""
     if not has_projections:
         return False, False
-    n = n_umap
-    if n == 0:
+    if n_umap == 0:
         st.info(f"No UMAP projection of {literal(ckpt)} yet. Compute it with:")
         st.code(command(ws, "projections", ds), language="bash")
         return False, False
@@ -493,8 +492,8 @@ def _umap() -> tuple[bool, bool]:
         key="clusters_color",
         param="color",
     )
-    if n > limit:
-        _projection_window(n, colour, limit)
+    if n_umap > limit:
+        _projection_window(n_umap, colour, limit)
         return True, True
     st.caption(
         "Every point, drawn in your browser: scroll to zoom, drag to pan, hover for a "
