@@ -38,8 +38,9 @@ USER conceptlens
 
 EXPOSE 8501
 VOLUME ["/state"]
-HEALTHCHECK --interval=30s --timeout=5s \
-    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health')"
+# Healthy once the server has checked its workspace (serve.py's warm-up; 503 until then).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=120s \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/conceptlens/ready')"
 ENTRYPOINT ["streamlit", "run", "serve.py", "--server.port=8501", "--server.address=0.0.0.0", "--"]
 # Arguments after the image name replace this, e.g. `--workspace https://host/ws`.
 CMD ["--workspace", "/workspace"]

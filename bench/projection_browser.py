@@ -19,12 +19,18 @@ Measured per tool and size, `--repeat` times interleaved (ConceptLens, Atlas, Co
   waits for the page's main thread, so a page still busy after it drew (ConceptLens sends
   its tables and figures once the view is drawn) is polled late. Each server's first
   navigation warms its caches (a deployed server's first visitor): reported apart
-  (`first`), not in the medians.
+  (`first`), not in the medians. ConceptLens's server is navigated to once its warm-up is
+  over (`/conceptlens/ready`, as a deployment's readiness probe; `--first-at-health`: as
+  soon as it answers its health check), Atlas's once it answers (it loads its data before
+  it listens).
 - zoom: one wheel step over the plot -> the canvas's pixels change (polled screenshots).
 - bytes per pan/zoom: websocket and HTTP bytes the browser sends and receives during
   five wheel steps and a drag.
 - `--view-alone`: the cold load of a page that holds the view alone (bench/view_alone/),
   served the same way: what the Clusters page's other elements add to a cold load.
+- ConceptLens only: hover -> the tip shows the point's image id and caption (six points
+  spread over the drawing order, one after the other; beyond 250,000 points the captions
+  come by the block of 4,096 on hover, so the first one also makes the view's captions);
 - ConceptLens only: a box drawn in Box mode -> the view shows the selection (timed inside
   the component: pointer-up to the selection drawn, `gl.finish()`), and the bytes of the
   rerun that commits it (the page's selection table and images).
@@ -302,6 +308,33 @@ def pan_zoom_bytes(page, box, t: dict) -> int:
     return sum(t[k] - start[k] for k in t)
 
 
+def hover_captions(page, el, frame, points: int = 6) -> list[float]:
+    """Seconds from the cursor reaching a point to its tip showing the point's image id (its
+    caption: with the points up to 250,000 of them, else fetched by the block), for
+    `points` points spread over the drawing order (so over blocks), in turn."""
+    from tests.browser import projection_pixels
+
+    n = frame.evaluate("() => window.__projection.n")
+    out = []
+    for j in range(points):
+        i = (2 * j + 1) * n // (2 * points)
+        xy = frame.evaluate(f"() => [window.__projection.xy[{2 * i}], window.__projection.xy[{2 * i + 1}]]")
+        px, py = projection_pixels(el, frame, [xy])[0]
+        page.mouse.move(2, 2)  # off the view: the tip goes
+        frame.wait_for_function("() => getComputedStyle(document.getElementById('tip')).display === 'none'")
+        t0 = time.perf_counter()
+        page.mouse.move(round(px), round(py))
+        frame.wait_for_function(
+            "() => { const b = document.querySelector('#tip b');"
+            " return b && b.offsetParent !== null && !b.textContent.startsWith('point '); }",
+            timeout=60_000,
+            polling="raf",
+        )
+        out.append(time.perf_counter() - t0)
+    page.mouse.move(2, 2)
+    return out
+
+
 def run_conceptlens(browser, url: str, ckpt: str) -> dict:
     from tests.browser import projection, wait_for_script
 
@@ -319,6 +352,7 @@ def run_conceptlens(browser, url: str, ckpt: str) -> dict:
     box = frame.locator("#gl").bounding_box()
     zoom = zoom_once(page, box)
     frame.evaluate("() => document.getElementById('reset').click()")
+    hover = hover_captions(page, el, frame)
     pz = pan_zoom_bytes(page, box, t)
     frame.evaluate("() => document.getElementById('reset').click()")
     # A box over the middle quarter: pointer-up -> selection drawn, timed inside the view.
@@ -341,6 +375,8 @@ def run_conceptlens(browser, url: str, ckpt: str) -> dict:
         **cold,
         "zoom_s": zoom,
         "pan_zoom_bytes": pz,
+        "hover_first_s": hover[0],
+        "hover_s": statistics.median(hover[1:]),
         "select_view_ms": select_ms,
         "selected": n_sel,
         "select_rerun_bytes": select_bytes,
@@ -416,6 +452,12 @@ def main() -> None:
         action="store_true",
         help="also a page with the projection view alone (bench/view_alone/)",
     )
+    ap.add_argument(
+        "--first-at-health",
+        action="store_true",
+        help="navigate first as soon as the server answers its health check, not once its "
+        "warm-up is over (/conceptlens/ready)",
+    )
     ap.add_argument("--json", help="write the numbers here")
     args = ap.parse_args()
 
@@ -437,7 +479,11 @@ def main() -> None:
                 ckpt = str(pd.read_parquet(ws / "checkpoints.parquet")["checkpoint_id"].iloc[0])
             cl, at, al = [], [], []
             with contextlib.ExitStack() as stack:
-                url = None if args.no_conceptlens else stack.enter_context(serve(ws, timeout=300))
+                url = (
+                    None
+                    if args.no_conceptlens
+                    else stack.enter_context(serve(ws, timeout=300, ready=not args.first_at_health))
+                )
                 lurl = stack.enter_context(alone_server(ws)) if args.view_alone else None
                 aurl = None
                 if not args.no_atlas:
@@ -478,6 +524,8 @@ def main() -> None:
             ("cold_polled_s", "cold: navigate -> drawn (polled screenshots)", "s"),
             ("zoom_s", "one wheel step -> view updated", "s"),
             ("pan_zoom_bytes", "bytes for 5 wheel steps and a drag", "B"),
+            ("hover_first_s", "hover -> caption shown, the view's first", "s"),
+            ("hover_s", "hover -> caption shown (median of 5 more)", "s"),
             ("cold_bytes", "bytes of the cold load", "B"),
             ("select_view_ms", "box selection -> shown (in the view)", "ms"),
             ("select_rerun_bytes", "bytes of the selection's rerun", "B"),
@@ -492,9 +540,10 @@ def main() -> None:
 
             print(f"| {n:,} | {name} | {fmt(a)} | {fmt(b)} | {ratio} |")
         f = r.get("first", {})
-        if f.get("conceptlens") and f.get("atlas"):
-            a, b = f["conceptlens"], f["atlas"]
-            print(f"| {n:,} | first load after the server started | {a:,.3g} s | {b:,.3g} s | {a / b:.2f}x |")
+        if f.get("conceptlens"):
+            a, b = f["conceptlens"], f.get("atlas")
+            ratio = f"{a / b:.2f}x" if b else "—"
+            print(f"| {n:,} | first load after the server started | {a:,.3g} s | {fmt(b, 's')} | {ratio} |")
         if r.get("view_alone"):
             a, b = median(r["view_alone"], "cold_s"), median(r["atlas"], "cold_s")
             ratio = f"{a / b:.2f}x" if b else "—"

@@ -211,6 +211,23 @@ class AppWorkspace:
         return f"conceptlens validate --workspace {shlex.quote(self.label)}"
 
 
+def warm() -> str:
+    """What a server does once at start, before its first visitor (serve.py runs it on a
+    thread): check every page's tables of the served workspace (the check is kept per
+    fingerprint for the process, `_Checks`) and open its database. A visitor's first page
+    then finds both done: at 1,000,000 images the Clusters page's check alone took 3.2 s of
+    its first load. Returns what was done, for the server's log."""
+    root = served_root()
+    fp = workspace_at(root).fingerprint()
+    tables = tuple(dict.fromkeys(t for p in nav.PAGES for t in p.tables))
+    problems = _problems(str(root), fp, tables)
+    try:
+        _db(str(root), fp)
+    except duckdb.Error:
+        pass  # open_page says what is wrong, in the page
+    return f"checked {len(tables)} tables of {root} ({len(problems)} problems)"
+
+
 def open_workspace() -> AppWorkspace:
     """app.py's one call per rerun: the session's workspace, kept for the page it runs."""
     ws = AppWorkspace(workspace_root())

@@ -25,8 +25,10 @@ draw (or its failure to draw) reports back, and that rerun sends the whole page.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,8 +48,10 @@ _component = components.declare_component("projection", path=str(FRONTEND))
 # Points the browser is sent one by one (1,000,000 float32 x/y is 8 MB; measured in
 # docs/dashboard.md); more and the page passes the binned overview.
 MAX_POINTS = 1_000_000
-# Hover captions and thumbnails are sent up to this many points (about 40 bytes a point).
+# Hover captions and thumbnails are sent with the points up to this many points (about 40
+# bytes a point); beyond, served by the block when the cursor reaches a point (CaptionSource).
 MAX_TEXT = 250_000
+CAPTION_BLOCK = 4096  # points per block of captions served on hover
 # A selection of more points reaches Python as its region only (Python counts it).
 MAX_IDS = 200_000
 VIRIDIS = [
@@ -76,6 +80,15 @@ def max_points() -> int:
         return MAX_POINTS
 
 
+def max_text() -> int:
+    """Points whose captions go with them (`$CONCEPTLENS_COMPONENT_MAX_TEXT`, else MAX_TEXT)."""
+    raw = os.environ.get("CONCEPTLENS_COMPONENT_MAX_TEXT")
+    try:
+        return max(0, int(raw)) if raw else MAX_TEXT
+    except ValueError:
+        return MAX_TEXT
+
+
 @dataclass
 class Encoded:
     """Points as the component gets them. `ids[i]` is the image of the component's point i
@@ -86,6 +99,9 @@ class Encoded:
     y: np.ndarray
     args: dict
     packed: tuple[str, bytes] | None = None  # (key, bytes) of `pack`, made once
+    # Without captions in `args` (too many points): (key, a function returning their
+    # CaptionSource), the captions served by the block on hover (points_of sets it).
+    captions: tuple[str, object] | None = None
 
 
 POINT_SECTIONS = ("xy", "codes", "text")
@@ -162,51 +178,63 @@ def thumb_folder(thumbnails: pd.Series) -> str | None:
     return common
 
 
+def _ordered(points: pd.DataFrame, color: str | None, highlight=None):
+    """`points` in drawing order (largest colour categories first, so small ones are drawn
+    on top, never buried) with each point's colour code: (points, codes, palette, names,
+    legend). The one order of both the points and their captions (`CaptionSource`)."""
+    pts = points.reset_index(drop=True)
+    n = len(pts)
+    vals = pts[color] if color and color in pts.columns else pd.Series(["all"] * n)
+    clusters = pts["cluster"] if "cluster" in pts.columns else None
+    codes, palette, names, legend = _colours(vals, color or "", clusters, highlight)
+    sizes = np.bincount(codes, minlength=len(palette))
+    order = np.lexsort((np.arange(n), -sizes[codes]))
+    return pts.iloc[order].reset_index(drop=True), codes[order], palette, names, legend
+
+
+def caption_lines(pts: pd.DataFrame, color: str | None, thumbs=None) -> bytes:
+    """The hover lines of `pts` (points in drawing order, or a run of them), one per point:
+    UTF-8 "image id<TAB>caption<TAB>thumbnail path below `thumbs`", joined by newlines."""
+    pts = pts.reset_index(drop=True)  # a run of rows: its columns align with the new ones
+    n = len(pts)
+    ids = pts["image_id"].astype(str).to_numpy()
+    clus = pts["cluster"].astype("string").fillna("\u2014") if "cluster" in pts.columns else None
+    label = pts["label_name"].astype("string").fillna("") if "label_name" in pts.columns else None
+    cap = pd.Series([""] * n, dtype="string")
+    if label is not None:
+        cap = label
+    if clus is not None:
+        cap = cap + " · cluster " + clus
+    if color and color in pts.columns and color not in ("cluster", "label_name"):
+        v = pts[color]
+        v = v.round(4) if pd.api.types.is_float_dtype(v) else v
+        cap = cap + f" · {color}: " + v.astype("string").fillna("\u2014")
+    thumb = pd.Series([""] * n, dtype="string")
+    if thumbs and "thumbnail" in pts.columns:
+        t = pts["thumbnail"].astype("string").fillna("")
+        prefix = thumbs.rstrip("/") + "/"
+        thumb = t.where(t.str.startswith(prefix), "").str.slice(len(prefix))
+    clean = lambda s: s.str.replace(r"[\t\n\r]", " ", regex=True)  # noqa: E731
+    lines = pd.Series(ids, dtype="string").pipe(clean) + "\t" + cap.pipe(clean) + "\t" + thumb.pipe(clean)
+    return "\n".join(lines.fillna("").tolist()).encode()
+
+
 def encode(
     points: pd.DataFrame, color: str | None, highlight=None, with_text: bool = True, thumbs=None
 ) -> Encoded:
     """The component's arguments for `points` (columns x, y, image_id, cluster, label_name,
     thumbnail and the colour column), coloured by `color`, the `highlight` cluster ringed.
     `thumbs`: the thumbnail folder (`thumb_folder`) the captions' paths are relative to."""
-    pts = points.reset_index(drop=True)
-    n = len(pts)
-    vals = pts[color] if color and color in pts.columns else pd.Series(["all"] * n)
-    clusters = pts["cluster"] if "cluster" in pts.columns else None
-    codes, palette, names, legend = _colours(vals, color or "", clusters, highlight)
-    # Largest categories first, so small ones are drawn on top (never buried).
-    sizes = np.bincount(codes, minlength=len(palette))
-    order = np.lexsort((np.arange(n), -sizes[codes]))
-    pts = pts.iloc[order].reset_index(drop=True)
-    codes = codes[order]
+    pts, codes, palette, names, legend = _ordered(points, color, highlight)
     x = pts["x"].to_numpy("float32")
     y = pts["y"].to_numpy("float32")
     ids = pts["image_id"].astype(str).to_numpy()
     ring = None
-    if highlight is not None and clusters is not None:
+    if highlight is not None and "cluster" in pts.columns:
         ring = (pts["cluster"].to_numpy() == highlight).astype("uint8")
         ring = ring.tobytes() if ring.any() else None
-    text = None
-    if with_text:
-        clus = pts["cluster"].astype("string").fillna("\u2014") if clusters is not None else None
-        label = pts["label_name"].astype("string").fillna("") if "label_name" in pts.columns else None
-        cap = pd.Series([""] * n, dtype="string")
-        if label is not None:
-            cap = label
-        if clus is not None:
-            cap = cap + " · cluster " + clus
-        if color and color in pts.columns and color not in ("cluster", "label_name"):
-            v = pts[color]
-            v = v.round(4) if pd.api.types.is_float_dtype(v) else v
-            cap = cap + f" · {color}: " + v.astype("string").fillna("\u2014")
-        thumb = pd.Series([""] * n, dtype="string")
-        if thumbs and "thumbnail" in pts.columns:
-            t = pts["thumbnail"].astype("string").fillna("")
-            prefix = thumbs.rstrip("/") + "/"
-            thumb = t.where(t.str.startswith(prefix), "").str.slice(len(prefix))
-        clean = lambda s: s.str.replace(r"[\t\n\r]", " ", regex=True)  # noqa: E731
-        lines = pd.Series(ids, dtype="string").pipe(clean) + "\t" + cap.pipe(clean) + "\t" + thumb.pipe(clean)
-        text = "\n".join(lines.fillna("").tolist()).encode()
-    xy = np.empty(2 * n, "float32")
+    text = caption_lines(pts, color, thumbs) if with_text else None
+    xy = np.empty(2 * len(pts), "float32")
     xy[0::2], xy[1::2] = x, y
     args = dict(
         xy=xy.tobytes(),
@@ -219,6 +247,52 @@ def encode(
         title=color or "",
     )
     return Encoded(ids, x, y, args)
+
+
+class CaptionSource:
+    """The hover lines of a view too large to send them with its points (more than
+    `max_text()`), made a block of `CAPTION_BLOCK` points at a time when the browser asks
+    for one (served by components/serving.py at `/conceptlens/captions/<key>/<block>`): the
+    same lines `encode` would have sent (`caption_lines` of the same drawing order). Keeps
+    the points' caption columns and its last `KEEP_BLOCKS` blocks."""
+
+    KEEP_BLOCKS = 64
+
+    def __init__(self, pts: pd.DataFrame, color: str | None, thumbs: str | None):
+        cols = [
+            c for c in ("image_id", "cluster", "label_name", color, "thumbnail") if c and c in pts.columns
+        ]
+        self.pts = pts[list(dict.fromkeys(cols))]
+        self.color, self.thumbs = color, thumbs
+        self.n = len(pts)
+        self._blocks: dict[int, bytes] = {}
+        self._lock = threading.Lock()
+
+    def blocks(self) -> int:
+        return -(-self.n // CAPTION_BLOCK)
+
+    def block(self, b: int) -> bytes:
+        """The lines of points b * CAPTION_BLOCK .. (b + 1) * CAPTION_BLOCK - 1."""
+        if not 0 <= b < self.blocks():
+            raise IndexError(f"block {b} is not in [0, {self.blocks()})")
+        with self._lock:
+            got = self._blocks.pop(b, None)
+            if got is None:
+                s = b * CAPTION_BLOCK
+                got = caption_lines(self.pts.iloc[s : s + CAPTION_BLOCK], self.color, self.thumbs)
+            self._blocks[b] = got  # most recently used last
+            while len(self._blocks) > self.KEEP_BLOCKS:
+                del self._blocks[next(iter(self._blocks))]
+            return got
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _caption_source(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, _fn) -> CaptionSource:
+    """The CaptionSource of `_encoded`'s points (the same view, order and folder); at most two
+    are kept (a million points' caption columns are about 150 MB)."""
+    pts = _ws.view(_fn, **dict(args))
+    folder = thumb_folder(pts["thumbnail"]) if "thumbnail" in pts.columns else None
+    return CaptionSource(_ordered(pts, color, highlight)[0], color, folder)
 
 
 def _thumb_route(ws, folder: str | None) -> str | None:
@@ -241,7 +315,7 @@ def _thumb_route(ws, folder: str | None) -> str | None:
 def _encoded(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, _fn):
     pts = _ws.view(_fn, **dict(args))
     folder = thumb_folder(pts["thumbnail"]) if "thumbnail" in pts.columns else None
-    enc = encode(pts, color, highlight=highlight, with_text=len(pts) <= MAX_TEXT, thumbs=folder)
+    enc = encode(pts, color, highlight=highlight, with_text=len(pts) <= max_text(), thumbs=folder)
     return enc, folder
 
 
@@ -274,6 +348,14 @@ def points_of(ws, color, highlight=None, view=None, **view_args) -> Encoded:
     args = tuple(sorted(view_args.items()))
     enc, folder = _encoded(str(ws.root), ws.fp, name, args, color, highlight, ws, view)
     enc.args["thumb_base"] = _thumb_route(ws, folder)
+    if enc.args.get("text") is None:
+        key = hashlib.sha256(
+            repr((CAPTION_BLOCK, str(ws.root), ws.fp, name, args, color, highlight)).encode()
+        )
+        enc.captions = (
+            key.hexdigest(),
+            functools.partial(_caption_source, str(ws.root), ws.fp, name, args, color, highlight, ws, view),
+        )
     return enc
 
 
@@ -343,7 +425,7 @@ def projection_view(
 
     arg, seq = _region_arg(key, data_key, region)
     args = dict(enc.args)
-    from components.serving import POINTS, POINTS_ROUTE
+    from components.serving import CAPTIONS, CAPTIONS_ROUTE, POINTS, POINTS_ROUTE
 
     if POINTS.served:  # serve.py: the points as an immutable file the browser caches
         if enc.packed is None:
@@ -354,6 +436,10 @@ def projection_view(
             args.pop(k, None)
         # The component's frame is /component/<name>/index.html: two levels below the base URL.
         args["points_url"] = f"../../{POINTS_ROUTE}/{enc.packed[0]}"
+        if args.get("text") is None and enc.captions is not None:
+            CAPTIONS.put(*enc.captions)
+            args["captions_url"] = f"../../{CAPTIONS_ROUTE}/{enc.captions[0]}"
+            args["caption_block"] = CAPTION_BLOCK
     event = _component(
         **args,
         region=region_arg(arg),

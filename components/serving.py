@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import threading
+import time
 from collections import OrderedDict
 
 MAX_GZIP_CACHE = 64 * 1024 * 1024  # bytes of compressed static files kept per process
@@ -214,3 +216,121 @@ class PointsStore:
 
 
 POINTS = PointsStore()
+
+
+# ---- hover captions of a view too large to send them, by the block --------------------------
+CAPTIONS_ROUTE = "conceptlens/captions"
+MAX_CAPTION_KEYS = 16  # views whose captions are served (most recently drawn)
+
+
+class CaptionStore:
+    """The hover captions of the projection views drawn with more points than their captions
+    go with (components/projection.py `CaptionSource`), served at
+    `/conceptlens/captions/<key>/<block>` with `Cache-Control: immutable` (a key is a hash of
+    the workspace's fingerprint and the view's arguments). Only views a page drew are
+    served (at most `MAX_CAPTION_KEYS`); a request makes at most one block of
+    `CAPTION_BLOCK` lines, once (the source keeps the last ones), and a block number out of
+    range is answered 404."""
+
+    def __init__(self, max_keys: int = MAX_CAPTION_KEYS):
+        self.max_keys = max_keys
+        self._sources: OrderedDict[str, object] = OrderedDict()  # key -> function returning a CaptionSource
+        self._lock = threading.Lock()
+
+    def put(self, key: str, source) -> None:
+        with self._lock:
+            self._sources.pop(key, None)
+            self._sources[key] = source
+            while len(self._sources) > self.max_keys:
+                self._sources.popitem(last=False)
+
+    def lines(self, key: str, block: int) -> bytes | None:
+        """The lines of `block` of the view `key` (None: no such view or block)."""
+        with self._lock:
+            source = self._sources.get(key)
+        if source is None:
+            return None
+        src = source()
+        if not 0 <= block < src.blocks():
+            return None
+        return src.block(block)
+
+    def route(self):
+        """The Starlette route serving the captions (serve.py mounts it)."""
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        async def captions(request):
+            key, block = request.path_params["key"], request.path_params["block"]
+            body = await run_in_threadpool(self.lines, key, block)
+            if body is None:
+                return Response(b"unknown captions", status_code=404, media_type="text/plain")
+            headers = {"Cache-Control": IMMUTABLE, "Vary": "Accept-Encoding"}
+            if "gzip" in request.headers.get("accept-encoding", ""):
+                headers["Content-Encoding"] = "gzip"
+                body = gzip.compress(body, compresslevel=1, mtime=0)
+            return Response(body, media_type="text/plain; charset=utf-8", headers=headers)
+
+        return Route(f"/{CAPTIONS_ROUTE}/{{key:str}}/{{block:int}}", captions, methods=["GET"])
+
+
+CAPTIONS = CaptionStore()
+
+
+# ---- warming up: the server's one-time work, done before its first visitor ---------------
+READY_ROUTE = "conceptlens/ready"
+
+
+class Warmup:
+    """Work a server does once, on a thread started with it (serve.py's lifespan): its first
+    visitor finds it done instead of waiting for it. `/conceptlens/ready` answers 503
+    (`warming`) until it is finished and 200 (`ready`) after, for a deployment's readiness
+    probe; the server serves pages meanwhile (a page asking for the same work waits for it
+    rather than doing it again: `components.data._Checks` holds a lock). A failure is logged
+    and the server stays up: the page that needs the work does it and shows the problem."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.seconds: float | None = None
+        self.error: str | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self, work) -> None:
+        if self.thread is not None:
+            return
+        self.thread = threading.Thread(target=self._run, args=(work,), name="conceptlens-warmup", daemon=True)
+        self.thread.start()
+
+    def _run(self, work) -> None:
+        from streamlit.logger import get_logger
+
+        log = get_logger("conceptlens.serving")  # Streamlit's handler and level (--logger.level)
+        t = time.perf_counter()
+        try:
+            said = work()
+        except Exception as e:  # the page that needs it does it again and says what is wrong
+            self.error = f"{type(e).__name__}: {e}"
+            log.warning("warm-up failed: %s", self.error)
+        else:
+            log.info("warm-up: %s in %.1f s", said, time.perf_counter() - t)
+        finally:
+            self.seconds = time.perf_counter() - t
+            self.done.set()
+
+    def route(self):
+        """The Starlette route answering whether the warm-up is over."""
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        async def ready(request):
+            if self.done.is_set():
+                return Response(b"ready", media_type="text/plain", headers={"Cache-Control": "no-store"})
+            return Response(
+                b"warming", status_code=503, media_type="text/plain", headers={"Cache-Control": "no-store"}
+            )
+
+        return Route(f"/{READY_ROUTE}", ready, methods=["GET"])
+
+
+WARMUP = Warmup()

@@ -40,9 +40,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90, script: Path | None = None):
-    """A fresh Streamlit server on `workspace`; yields its URL. `script`: another server entry
-    than serve.py, run the same way (bench/view_alone/serve.py)."""
+def serve(
+    workspace: Path | str,
+    env: dict | None = None,
+    timeout: float = 90,
+    script: Path | None = None,
+    ready: bool = False,
+):
+    """A fresh Streamlit server on `workspace`; yields its URL once it answers its health
+    check (`ready`: once its warm-up is over too, `/conceptlens/ready`, as a deployment's
+    readiness probe waits). `script`: another server entry than serve.py, run the same way
+    (bench/view_alone/serve.py)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = open(ARTIFACTS / f"streamlit-{port}.log", "w")
@@ -76,16 +84,17 @@ def serve(workspace: Path | str, env: dict | None = None, timeout: float = 90, s
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"streamlit did not start; see {log.name}")
-            time.sleep(0.3)
+        for probe in ("/_stcore/health",) + (("/conceptlens/ready",) if ready else ()):
+            while True:
+                try:
+                    with urllib.request.urlopen(url + probe, timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:  # refused, or HTTP 503 while warming
+                    pass
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"streamlit did not answer {probe}; see {log.name}")
+                time.sleep(0.1 if probe != "/_stcore/health" else 0.3)
         yield url
     finally:
         proc.terminate()

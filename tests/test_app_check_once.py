@@ -73,3 +73,48 @@ def test_problems_of_a_table_are_kept_with_it(monkeypatch, tmp_path):
     for i in range(c.KEEP + 1):  # the oldest fingerprints are forgotten
         c.problems("r", f"x{i}", ())
     assert ("r", "fp1") not in c.done and len(c.done) == c.KEEP
+
+
+def test_the_servers_warm_up_leaves_no_page_a_check_to_do(monkeypatch, factory_copy, checks):
+    """serve.py's warm-up (components/data.py `warm`) checks the served workspace under the
+    key pages look it up by: after it, opening any page validates nothing. (Fails if it
+    checked another root string, e.g. a resolved path, or not every page's tables.)"""
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["serve.py", "--workspace", str(factory_copy)])
+    said = data.warm()
+    assert len(checks) == 1 and str(factory_copy) in said
+    assert checks[0][1] == frozenset(t for p in nav.PAGES for t in p.tables)
+    for spec in nav.PAGES:
+        assert_clean(open_app(monkeypatch, factory_copy, spec.path))
+    assert len(checks) == 1, checks[1:]
+
+
+def test_the_warm_up_reports_and_survives_a_failure():
+    """components/serving.py `Warmup`: `/conceptlens/ready` is 503 until the work is over and
+    200 after, also when the work failed (logged; the page that needs it does it again)."""
+    import asyncio
+    import concurrent.futures
+    import threading
+
+    from components.serving import Warmup
+
+    def ask(w) -> tuple[int, bytes]:
+        # On a thread of its own: a browser test's Playwright may hold this thread's loop.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            response = pool.submit(asyncio.run, w.route().endpoint(None)).result()
+        return response.status_code, response.body
+
+    gate = threading.Event()
+    w = Warmup()
+    w.start(lambda: (gate.wait(30), "waited")[1])
+    assert ask(w) == (503, b"warming")
+    w.start(lambda: pytest.fail("a second start must not run again"))
+    gate.set()
+    assert w.done.wait(30) and w.error is None
+    assert ask(w) == (200, b"ready")
+
+    bad = Warmup()
+    bad.start(lambda: 1 / 0)
+    assert bad.done.wait(30)
+    assert bad.error == "ZeroDivisionError: division by zero" and ask(bad) == (200, b"ready")

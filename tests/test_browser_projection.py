@@ -226,3 +226,61 @@ def test_hover_zoom_and_pan_send_the_server_nothing(browser, app):
     assert len(sent) > before
     assert query_of(page)["img"] in page.get_by_test_id("stSidebar").inner_text()
     page.close()
+
+
+@pytest.fixture(scope="module")
+def app_captions_apart(demo_ws):
+    """A server that sends no view's captions with its points (as for more than 250,000
+    points): they come by the block on hover (components/projection.py CaptionSource)."""
+    with serve(demo_ws, env={"CONCEPTLENS_COMPONENT_MAX_TEXT": "10"}) as url:
+        yield url, demo_ws
+
+
+def test_a_large_views_captions_come_by_the_block_on_hover(browser, app_captions_apart):
+    import urllib.error
+    import urllib.request
+
+    url, ws = app_captions_apart
+    page, el, frame, sent = open_clusters(browser, url, "projection-captions-apart")
+    asked = []
+    page.on("response", lambda r: asked.append(r) if "/conceptlens/captions/" in r.url else None)
+    assert frame.evaluate("() => window.__projection.textBytes") is None  # none came with the points
+    before = len(sent)
+    pts = stored_points(ws)
+    target = pts.iloc[len(pts) // 3]
+    (px, py) = projection_pixels(el, frame, [(target.x, target.y)])[0]
+    px, py = round(px), round(py)
+    page.mouse.move(px - 30, py - 30)
+    page.mouse.move(px, py, steps=5)
+    tip = frame.get_by_test_id("projection-tip")
+    tip.wait_for(state="visible")
+    # The tip names the point at once, then its image and caption once its block came.
+    frame.wait_for_function(
+        "() => { const b = document.querySelector('#tip b');"
+        " return b && !b.textContent.startsWith('point '); }",
+        timeout=30_000,
+    )
+    shown = tip.locator("b").inner_text()
+    assert shown in set(pts.image_id)
+    near = projection_pixels(el, frame, pts[pts.image_id == shown][["x", "y"]].to_numpy())[0]
+    assert np.hypot(near[0] - px, near[1] - py) <= 9  # the point under the cursor
+    label = pd.read_parquet(ws / "images.parquet").set_index("image_id").loc[shown, "label_name"]
+    assert f"{label} · cluster " in tip.inner_text()  # the image's own caption
+    frame.wait_for_function(
+        "() => { const i = document.querySelector('#tip img');"
+        " return i && i.complete && i.naturalWidth > 0; }"
+    )
+    el.screenshot(path=str(ARTIFACTS / "projection-captions-apart-tip.png"))
+    assert [r.status for r in asked] == [200], [r.url for r in asked]
+    assert len(sent) == before, "hovering sent the server a message"
+    # Only blocks of a view a page drew, and in range, are served.
+    key = asked[0].url.split("/conceptlens/captions/")[1].split("/")[0]
+    for path in (f"{key}/100000", f"{'0' * 64}/0"):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(f"{url}/conceptlens/captions/{path}", timeout=30)
+        assert e.value.code == 404
+    with urllib.request.urlopen(f"{url}/conceptlens/captions/{key}/0", timeout=30) as r:
+        assert r.headers["Cache-Control"].endswith("immutable")
+        first = r.read().decode().split("\n")
+    assert len(first) == min(len(pts), 4096) and {ln.split("\t")[0] for ln in first} <= set(pts.image_id)
+    page.close()

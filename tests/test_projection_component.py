@@ -137,3 +137,63 @@ def test_the_thumbnail_folder_matches_os_path_on_many_layouts():
             folder = "/".join(str(rng.choice(parts)) for _ in range(depth))
             paths.append(f"{folder}/{int(rng.integers(9))}.png" if folder else f"{int(rng.integers(9))}.png")
         assert thumb_folder(pd.Series(paths, dtype="object")) == _thumb_folder_by_os_path(paths), paths
+
+
+@pytest.mark.parametrize("color", ["label_name", "size", "cluster"])
+def test_captions_served_by_the_block_are_the_lines_sent_with_the_points(monkeypatch, color):
+    """A view with more points than `max_text()` sends no captions with its points; the
+    blocks of its CaptionSource (served on hover) are, end to end, the very lines `encode`
+    sends for a smaller view: same order (the drawing order), same text. Fails if the
+    source ordered its points otherwise, cut a line at a block's edge or lost one."""
+    import components.projection as P
+
+    monkeypatch.setattr(P, "CAPTION_BLOCK", 7)
+    pts = points(301)
+    pts["cluster"] = pts["cluster"].astype("Int64")  # as DuckDB gives a nullable column
+    pts.loc[5, "cluster"] = pd.NA  # a point without a cluster
+    whole = encode(pts, color, highlight=3, thumbs="thumbnails")
+    monkeypatch.setenv("CONCEPTLENS_COMPONENT_MAX_TEXT", "300")
+    assert (
+        encode(pts, color, highlight=3, thumbs="thumbnails", with_text=len(pts) <= P.max_text()).args["text"]
+        is None
+    )
+    src = P.CaptionSource(P._ordered(pts, color, highlight=3)[0], color, "thumbnails")
+    assert src.blocks() == 43  # 301 points, 7 a block
+    blocks = [src.block(b) for b in range(src.blocks())]
+    assert all(len(b.decode().split("\n")) == 7 for b in blocks[:-1])
+    assert b"\n".join(blocks) == whole.args["text"]
+    with pytest.raises(IndexError):
+        src.block(43)
+    # The source keeps its last KEEP_BLOCKS blocks, not every one it made.
+    monkeypatch.setattr(P.CaptionSource, "KEEP_BLOCKS", 4)
+    for b in range(10):
+        src.block(b)
+    assert len(src._blocks) == 4 and src.block(9) == blocks[9]
+
+
+def test_the_caption_store_serves_only_views_drawn_and_blocks_in_range():
+    from components.serving import CaptionStore
+
+    class Source:
+        made = 0
+
+        def blocks(self):
+            return 3
+
+        def block(self, b):
+            return f"block {b}".encode()
+
+    calls = []
+
+    def source():
+        calls.append(1)
+        return Source()
+
+    store = CaptionStore(max_keys=2)
+    store.put("a", source)
+    assert store.lines("a", 2) == b"block 2"
+    assert store.lines("a", 3) is None and store.lines("a", -1) is None
+    assert store.lines("nope", 0) is None
+    store.put("b", source)
+    store.put("c", source)  # the oldest view is no longer served
+    assert store.lines("a", 0) is None and store.lines("c", 0) == b"block 0"

@@ -185,3 +185,20 @@ def test_packed_points_read_back_section_by_section():
     xy = np.frombuffer(blob[off : off + size], "<f4").reshape(-1, 2)
     order = pd.Series(range(37), index=enc.ids).loc[pts["image_id"]].to_numpy()
     np.testing.assert_array_equal(xy[order], pts[["x", "y"]].to_numpy("float32"))
+
+
+def test_the_server_warms_up_on_start_and_says_when_it_is_ready(demo_url, demo_ws):
+    """serve.py starts the warm-up (the served workspace's check) with the server;
+    `/conceptlens/ready` answers 200 once it is over, and the log says what it did."""
+    import time
+
+    from tests.browser import server_log
+
+    deadline = time.time() + 120
+    while (status := _get(demo_url + "/conceptlens/ready")[0]) != 200 and time.time() < deadline:
+        assert status == 503
+        time.sleep(0.2)
+    assert status == 200
+    assert re.search(
+        rf"warm-up: checked \d+ tables of {re.escape(str(demo_ws))} \(0 problems\)", server_log(demo_url)
+    )

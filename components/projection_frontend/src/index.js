@@ -1,7 +1,8 @@
 // ConceptLens projection view: a Streamlit component (protocol v1) that draws a 2-D
 // projection with WebGL2 and does everything a gesture needs in the browser: pan and zoom
 // (a uniform transform), hover (a CPU grid finds the point under the cursor; its caption
-// and thumbnail show without asking the server), box and lasso selection (point in
+// and thumbnail show without asking the server, or, for a view too large to send its
+// captions with its points, after one HTTP request per block of them), box and lasso selection (point in
 // polygon here). Python hears only a committed selection or a click, once, on mouse-up.
 //
 // Arguments (components/projection.py builds them):
@@ -13,6 +14,8 @@
 //   region  null or {kind: "box"|"lasso", x: [...], y: [...]}: the selection drawn (from the URL)
 //   data_key, ring_key: change when the points / the ring change
 //   thumb_base: URL prefix of thumbnails (relative to this frame) or null
+//   captions_url, caption_block: without `text`, the URL whose /<b> answers the lines of
+//                points b * caption_block ..., fetched when the cursor reaches one of them
 //   height, max_ids, title
 //   report_drawn: tell the page once this view has drawn its points (or could not): the
 //                 page sent the view first and sends the rest when it hears (projection.py)
@@ -42,6 +45,9 @@ const S = {
   flags: null, // bit 0 selected, bit 1 ringed
   lines: null,
   textBytes: null,
+  captionBlocks: new Map(), // block -> its lines, or null while fetched (captions_url)
+  captionsUrl: null,
+  tipAt: null, // [i, px, py] of the tip shown
   grid: null,
   bounds: null,
   view: null, // {cx, cy, k}: data centre and pixels per data unit
@@ -216,6 +222,16 @@ function redraw() {
   if (!S.frame) S.frame = requestAnimationFrame(draw);
 }
 
+// Only the overlay (the hovered point's ring): the points stay as drawn (the WebGL canvas
+// keeps its buffer), so a hover costs the same at 1,000 points as at 1,000,000.
+function redrawOverlay() {
+  if (S.frame || S.overlayFrame) return; // a full draw (with the overlay) is coming
+  S.overlayFrame = requestAnimationFrame(() => {
+    S.overlayFrame = 0;
+    if (!S.frame) drawOverlay();
+  });
+}
+
 // ---- coordinates ------------------------------------------------------------------------
 function toData(px, py) {
   const { cx, cy, k } = S.view;
@@ -375,17 +391,49 @@ function legend(args) {
   }
 }
 
+const KEEP_CAPTION_BLOCKS = 64;
+
 function line(i) {
-  if (!S.textBytes) return null;
-  if (!S.lines) S.lines = new TextDecoder().decode(S.textBytes).split("\n");
-  return S.lines[i] ?? null;
+  if (S.textBytes) {
+    if (!S.lines) S.lines = new TextDecoder().decode(S.textBytes).split("\n");
+    return S.lines[i] ?? null;
+  }
+  const url = S.args.captions_url;
+  const size = Number(S.args.caption_block) || 0;
+  if (!url || !size) return null;
+  if (url !== S.captionsUrl) {
+    S.captionBlocks = new Map();
+    S.captionsUrl = url;
+  }
+  const b = Math.floor(i / size);
+  const got = S.captionBlocks.get(b);
+  if (got) return got[i - b * size] ?? null;
+  if (got === undefined) {
+    S.captionBlocks.set(b, null); // asked for once
+    fetch(`${url}/${b}`)
+      .then((r) => {
+        if (!r.ok) throw new Error(`the captions answered ${r.status}`);
+        return r.text();
+      })
+      .then((text) => {
+        if (S.captionsUrl !== url) return;
+        S.captionBlocks.set(b, text.split("\n"));
+        while (S.captionBlocks.size > KEEP_CAPTION_BLOCKS) S.captionBlocks.delete(S.captionBlocks.keys().next().value);
+        // The tip of a point of this block, still shown, gets its caption.
+        if (S.tipAt && Math.floor(S.tipAt[0] / size) === b && S.hover === S.tipAt[0]) showTip(...S.tipAt);
+      })
+      .catch(() => S.captionBlocks.delete(b)); // asked again on the next hover
+  }
+  return null;
 }
 
 function showTip(i, px, py) {
   if (i < 0) {
     tip.style.display = "none";
+    S.tipAt = null;
     return;
   }
+  S.tipAt = [i, px, py];
   const raw = line(i);
   const [id, caption, thumb] = raw ? raw.split("\t") : [`point ${i}`, "", ""];
   const name = S.args.names[S.codes[i]];
@@ -472,7 +520,7 @@ function hoverAt(p) {
   const i = nearest(S.grid, S.xy, x, y, (Math.max(HOVER_PX, pointSize() / dpr / 2 + 2)) / S.view.k);
   if (i !== S.hover) {
     S.hover = i;
-    redraw();
+    redrawOverlay();
   }
   showTip(i, p[0], p[1]);
 }
@@ -507,7 +555,7 @@ glCanvas.addEventListener("pointerleave", () => {
   if (drag) return;
   S.hover = -1;
   showTip(-1);
-  redraw();
+  redrawOverlay();
 });
 
 glCanvas.addEventListener(
