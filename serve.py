@@ -14,16 +14,21 @@ from contextlib import asynccontextmanager
 import streamlit as st
 from starlette.middleware import Middleware
 
-from components.serving import CAPTIONS, POINTS, WARMUP, CachingMiddleware
+from components.serving import CAPTIONS, POINTS, WARMUP, CachingMiddleware, precompress_static
 
 
 @asynccontextmanager
 async def lifespan(app):
     """The server's one-time work starts with it, on a thread (`components.serving.Warmup`):
-    the served workspace's check and database (`components.data.warm`)."""
-    from components.data import warm
+    Streamlit's bundles compressed, then the served workspace's check and database
+    (`components.data.warm`)."""
 
-    WARMUP.start(warm)
+    def work() -> str:
+        from components.data import warm
+
+        return f"{precompress_static()}; {warm()}"
+
+    WARMUP.start(work)
     yield None
 
 

@@ -110,12 +110,39 @@ def test_the_gzip_cache_is_bounded_and_follows_a_changed_file():
     for path in files:
         headers, body = _call(mw, path)
         assert headers[b"content-encoding"] == b"gzip" and gzip.decompress(body) == files[path]
-        assert mw._gz_bytes <= mw.max_cache  # a bounded amount of memory, whatever is asked
-    assert len(mw._gz) < len(files)
+        assert mw.cache._bytes <= mw.cache.max_bytes  # a bounded amount of memory, whatever is asked
+    assert len(mw.cache._gz) < len(files)
     # A file that changes under the same path (a new Streamlit) is compressed again, not the stale copy.
     files["/static/5.js"] = b"var changed = 1;" * 300
     _, body = _call(mw, "/static/5.js")
     assert gzip.decompress(body) == files["/static/5.js"]
+
+
+def test_the_warm_up_compresses_the_bundles_under_the_paths_they_are_asked_by(tmp_path, monkeypatch):
+    """`GzipCache.precompress` (serve.py's warm-up) keys each file by the path a browser asks
+    for, so the middleware serves it without compressing it again; tiny files are left."""
+    import components.serving as S
+
+    files = {
+        "/static/js/main.js": b"var a = 1;" * 300,
+        "/static/css/main.css": b"a{b:c}" * 400,
+        "/static/js/tiny.js": b"x",
+    }
+    for path, body in files.items():
+        (tmp_path / path[1:]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path[1:]).write_bytes(body)
+    cache = S.GzipCache()
+    assert cache.precompress(tmp_path) == 2
+    mw = CachingMiddleware(_static_app(files))
+    mw.cache = cache
+    monkeypatch.setattr(S.gzip, "compress", lambda *a, **k: pytest.fail("compressed again on request"))
+    for path in ("/static/js/main.js", "/static/css/main.css"):
+        headers, body = _call(mw, path)
+        assert headers[b"content-encoding"] == b"gzip" and gzip.decompress(body) == files[path]
+    monkeypatch.undo()
+    behind = S.GzipCache()  # a server below a base URL path
+    behind.precompress(tmp_path, "/lens")
+    assert sorted(behind._gz) == ["/lens/static/css/main.css", "/lens/static/js/main.js"]
 
 
 @pytest.mark.browser
@@ -200,5 +227,7 @@ def test_the_server_warms_up_on_start_and_says_when_it_is_ready(demo_url, demo_w
         time.sleep(0.2)
     assert status == 200
     assert re.search(
-        rf"warm-up: checked \d+ tables of {re.escape(str(demo_ws))} \(0 problems\)", server_log(demo_url)
+        rf"warm-up: compressed \d+ static files in [\d.]+ s; "
+        rf"checked \d+ tables of {re.escape(str(demo_ws))} \(0 problems\)",
+        server_log(demo_url),
     )
