@@ -71,22 +71,23 @@ NONE = "(none)"
 CATEGORICAL = ("cluster", "label", "cluster in A", "cluster in B")
 
 
+def _env_count(name: str, default: int, least: int) -> int:
+    """`$name` as a whole number of at least `least`, else `default` (unset or not a number)."""
+    raw = os.environ.get(name)
+    try:
+        return max(least, int(raw)) if raw else default
+    except ValueError:
+        return default
+
+
 def max_points() -> int:
     """Points drawn by the component (`$CONCEPTLENS_COMPONENT_MAX_POINTS`, else MAX_POINTS)."""
-    raw = os.environ.get("CONCEPTLENS_COMPONENT_MAX_POINTS")
-    try:
-        return max(1, int(raw)) if raw else MAX_POINTS
-    except ValueError:
-        return MAX_POINTS
+    return _env_count("CONCEPTLENS_COMPONENT_MAX_POINTS", MAX_POINTS, 1)
 
 
 def max_text() -> int:
     """Points whose captions go with them (`$CONCEPTLENS_COMPONENT_MAX_TEXT`, else MAX_TEXT)."""
-    raw = os.environ.get("CONCEPTLENS_COMPONENT_MAX_TEXT")
-    try:
-        return max(0, int(raw)) if raw else MAX_TEXT
-    except ValueError:
-        return MAX_TEXT
+    return _env_count("CONCEPTLENS_COMPONENT_MAX_TEXT", MAX_TEXT, 0)
 
 
 @dataclass
