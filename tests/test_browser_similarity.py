@@ -53,7 +53,11 @@ def test_deep_link_shows_every_section(browser, app_url):
     # The map is the WebGL view; agreement, per label and the fit are Plotly figures.
     assert page.get_by_test_id("stPlotlyChart").count() == 3
     assert page.locator('iframe[title="components.projection.projection"]').count() == 1
-    # The trial's query and 8 references, the person's two choices marked.
+    # The trial's query and 8 references, the person's two choices marked. (Image lists are
+    # drawn by a part of Streamlit's frontend fetched on first use: on a loaded machine it
+    # can come after the script has finished.)
+    page.get_by_text("2nd choice").first.wait_for(timeout=60_000)
+    text = main_text(page)
     assert "1st choice" in text and "2nd choice" in text
     assert page.locator('[data-testid="stImage"] img').count() >= 1 + 8 + 8 + 9
     page.close()
