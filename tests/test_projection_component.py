@@ -197,3 +197,27 @@ def test_the_caption_store_serves_only_views_drawn_and_blocks_in_range():
     store.put("b", source)
     store.put("c", source)  # the oldest view is no longer served
     assert store.lines("a", 0) is None and store.lines("c", 0) == b"block 0"
+
+
+def test_each_run_gets_its_own_arguments_and_shares_the_points(demo_ws):
+    """points_of keeps the encoded points once per process (st.cache_resource, no unpickling
+    per rerun) and hands each run a copy of what a page changes: a ring or a greyed legend
+    entry drawn for one session never shows in another's view."""
+    import streamlit as st
+
+    import components.projection as P
+    from components.data import AppWorkspace
+
+    st.cache_resource.clear()
+    ws = AppWorkspace(demo_ws)
+    kw = {"checkpoint": "shapes-simclr-e20", "k": 71}
+    one = P.points_of(ws, "label_name", **kw)
+    palette = list(one.args["palette"])
+    one.args["palette"][0] = "#000000"
+    P.ring_ids(one, one.ids[:3])
+    two = P.points_of(ws, "label_name", **kw)
+    assert two.args["palette"] == palette and two.args["ring"] is None
+    assert one.args["ring"] is not None
+    assert two.ids is one.ids and two.packed is one.packed  # the points themselves: shared
+    assert P.pack(two.args) == two.packed[1]  # and packed from the same points
+    st.cache_resource.clear()
