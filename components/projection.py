@@ -130,6 +130,14 @@ def pack(args: dict) -> bytes:
     return bytes(out)
 
 
+def _packed(enc: Encoded) -> tuple[str, bytes]:
+    """(SHA-256, bytes) of `pack` of the points, made once per Encoded."""
+    if enc.packed is None:
+        blob = pack(enc.args)
+        enc.packed = (hashlib.sha256(blob).hexdigest(), blob)
+    return enc.packed
+
+
 def _colours(vals: pd.Series, color: str, clusters, highlight) -> tuple[np.ndarray, list, list, list]:
     """(code per point, palette, names, legend entries) for a column."""
     if pd.api.types.is_numeric_dtype(vals) and not is_categorical(vals) and color not in CATEGORICAL:
@@ -322,8 +330,7 @@ def _encoded(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, 
     pts = _ws.view(_fn, **dict(args))
     folder = thumb_folder(pts["thumbnail"]) if "thumbnail" in pts.columns else None
     enc = encode(pts, color, highlight=highlight, with_text=len(pts) <= max_text(), thumbs=folder)
-    blob = pack(enc.args)
-    enc.packed = (hashlib.sha256(blob).hexdigest(), blob)
+    _packed(enc)
     return enc, folder
 
 
@@ -440,14 +447,12 @@ def projection_view(
     from components.serving import CAPTIONS, CAPTIONS_ROUTE, POINTS, POINTS_ROUTE
 
     if POINTS.served:  # serve.py: the points as an immutable file the browser caches
-        if enc.packed is None:
-            blob = pack(args)
-            enc.packed = (hashlib.sha256(blob).hexdigest(), blob)
-        POINTS.put(enc.packed[1], key=enc.packed[0])
+        points_key, blob = _packed(enc)
+        POINTS.put(blob, key=points_key)
         for k in POINT_SECTIONS:
             args.pop(k, None)
         # The component's frame is /component/<name>/index.html: two levels below the base URL.
-        args["points_url"] = f"../../{POINTS_ROUTE}/{enc.packed[0]}"
+        args["points_url"] = f"../../{POINTS_ROUTE}/{points_key}"
         if args.get("text") is None and enc.captions is not None:
             CAPTIONS.put(*enc.captions)
             args["captions_url"] = f"../../{CAPTIONS_ROUTE}/{enc.captions[0]}"
