@@ -2,8 +2,10 @@
 
 app.py opens the workspace once per rerun (`open_workspace`); each page then calls
 `open_page(name)`, which checks the tables that page reads (components/nav.py) and
-hands back the same object. Caches are keyed by the workspace's fingerprint, so a
-rebuilt workspace is never served stale.
+hands back the same object. Caches (components/cache.py) are keyed by what they read: a
+view by the fingerprints of the tables it read, the database and the workspace's metadata
+by the workspace's fingerprint, so a rebuilt workspace is never served stale and a view of
+tables that did not change is not computed again.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import pandas as pd
 import streamlit as st
 
 from components import nav, url_state
-from components.frame import ensure_app_frame
+from components.cache import cached
+from components.frame import ensure_app_frame, enter_frame
 from components.text import literal
+from conceptlens.cache import ALL, pinned
 from conceptlens.db import WorkspaceDB
-from conceptlens.remote import RemoteWorkspace, is_url, validate_remote, workspace_at
-from conceptlens.validate import Problem, validate
+from conceptlens.remote import RemoteWorkspace, is_url, workspace_at
+from conceptlens.validate import Problem, validate, validate_remote
 from conceptlens.workspace import Workspace, WorkspaceError, inside
 
 APP_ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +82,10 @@ def workspace_root() -> Path | str:
     return _from_link() or served_root()
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+@cached(resource=True, max_entries=8, reads=())
 def _db(root: str, fp: str) -> WorkspaceDB:
+    # A database per version of the workspace (`fp`, its fingerprint: the tables present and
+    # the images table copied in are those of when it was opened).
     return WorkspaceDB(root)
 
 
@@ -119,7 +125,7 @@ class _Checks:
             return done[""] + [p for t in tables for p in done[t]]
 
 
-@st.cache_resource(show_spinner=False)
+@cached(resource=True, reads=())
 def _checks() -> _Checks:
     """The process's one _Checks (st.cache_resource: shared by sessions; cleared with it)."""
     return _Checks()
@@ -129,23 +135,24 @@ def _problems(root: str, fp: str, tables: tuple[str, ...]) -> list[Problem]:
     return _checks().problems(root, fp, tables)
 
 
-@st.cache_data(show_spinner=False, max_entries=1024)
-def _view(root: str, fp: str, name: str, args: dict, _fn) -> pd.DataFrame:
-    # `name` keys the cache; the function itself is not hashed.
-    return _fn(_db(root, fp), **args)
+@cached(max_entries=1024)
+def _view(db, fn, args: dict) -> pd.DataFrame:
+    # Keyed by `fn`'s name, `args` and the fingerprints of the tables the view read.
+    return fn(db, **args)
 
 
 # Views marked `large` (a projection's points, a drawn region's images: up to tens of
 # thousands of rows, megabytes each) get a cache of few entries, so flipping through
 # checkpoints and colours cannot grow the server's memory by gigabytes.
-@st.cache_data(show_spinner=False, max_entries=24)
-def _large_view(root: str, fp: str, name: str, args: dict, _fn) -> pd.DataFrame:
-    return _fn(_db(root, fp), **args)
+@cached(max_entries=24)
+def _large_view(db, fn, args: dict) -> pd.DataFrame:
+    return fn(db, **args)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
-def _meta(root: str, fp: str) -> dict:
-    return workspace_at(root).meta()
+@cached(max_entries=8)
+def _meta(db) -> dict:
+    # Reads the workspace itself (`db.ws`): keyed by the workspace's fingerprint.
+    return db.ws.meta()
 
 
 class AppWorkspace:
@@ -157,6 +164,10 @@ class AppWorkspace:
         self.fp = workspace_at(self.root).fingerprint()
         self.checked: tuple[str, ...] = ()
         self._problems: list[Problem] = []
+        # The fingerprints of the tables this run's views read, each taken once per run
+        # (`conceptlens.cache.pinned`): the run reads the workspace as it was when it began,
+        # whose own fingerprint is `fp`, taken above.
+        self._fingerprints: dict = {}
 
     @property
     def label(self) -> str:
@@ -189,8 +200,15 @@ class AppWorkspace:
     def broken(self) -> tuple[str, ...]:
         return tuple(sorted({p.table for p in self._problems if p.table in self.checked}))
 
+    def _pinned(self):
+        db = self.db()
+        self._fingerprints.setdefault((str(db.root), ALL), "ws:" + self.fp)
+        return db, pinned(self._fingerprints)
+
     def meta(self) -> dict:
-        return _meta(str(self.root), self.fp)
+        db, pin = self._pinned()
+        with pin:
+            return _meta(db)
 
     def db(self) -> WorkspaceDB:
         return _db(str(self.root), self.fp)
@@ -199,9 +217,12 @@ class AppWorkspace:
         return self.db().has(table)
 
     def view(self, fn, **args) -> pd.DataFrame:
-        """`fn(db, **args)`, a function of `conceptlens.views`, cached per fingerprint."""
+        """`fn(db, **args)`, a function of `conceptlens.views`, cached per fingerprint of the
+        tables it reads."""
         cache = _large_view if getattr(fn, "large", False) else _view
-        return cache(str(self.root), self.fp, f"{fn.__module__}.{fn.__qualname__}", args, fn)
+        db, pin = self._pinned()
+        with pin:
+            return cache(db, fn, args)
 
     def path(self, rel: str) -> Path | str:
         """A file of the workspace (its URL for a remote one; `remote.open_source` opens both)."""
@@ -232,7 +253,14 @@ def open_workspace() -> AppWorkspace:
     """app.py's one call per rerun: the session's workspace, kept for the page it runs."""
     ws = AppWorkspace(workspace_root())
     st.session_state[_SESSION_KEY] = ws
+    enter_frame()
     return ws
+
+
+def session_workspace() -> AppWorkspace | None:
+    """The workspace app.py opened for this run, or None when a component runs on its own
+    (an AppTest of one component): what the export control names in a figure's provenance."""
+    return st.session_state.get(_SESSION_KEY)
 
 
 def show_problems(ws: AppWorkspace, problems: list[Problem], what: str) -> None:

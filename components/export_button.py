@@ -36,8 +36,7 @@ def view_provenance(**extra) -> dict:
     """Provenance of what this page shows: workspace label and fingerprint, URL, version, date."""
     from components import data
 
-    # The workspace app.py opened for this run (absent when a component runs on its own).
-    ws = st.session_state.get(data._SESSION_KEY)
+    ws = data.session_workspace()
     label, fp = (ws.label, ws.fp) if ws is not None else ("", "")
     out = _provenance(label, fp, view_url())
     out.update(extra)

@@ -1,29 +1,51 @@
 """Make sure a page runs inside app.py's frame (navigation, wide layout, sidebar).
 
-Streamlit keeps a legacy mode for apps with a `pages/` folder: until some
-session has run app.py (whose `st.navigation` turns that mode off for the whole
-server), a first request for `/clusters` runs `pages/clusters.py` on its own —
-without the app's layout and navigation. A deep link opened right after the
-server started would hit exactly that. Every page calls it first, through
-`components.data.open_page`: in legacy mode it turns the mode off, as
-`st.navigation` itself does, and reruns, so the same page (same URL path and
-query) runs through app.py. The private flag it flips is checked by
-tests/test_app.py, the behaviour by tests/test_browser.py (a fresh server).
+Streamlit keeps a legacy mode for apps with a `pages/` folder next to the entrypoint: until
+some session has run `st.navigation`, a first request for `/clusters` runs
+`pages/clusters.py` on its own, without the app's layout and navigation. A deep link opened
+right after the server started would hit exactly that (and so does every `AppTest` run,
+which starts each run in that mode). Every page calls `ensure_app_frame` first, through
+`components.data.open_page`. app.py marks each run it frames (`enter_frame`, from
+`components.data.open_workspace`); a page that finds no mark ran on its own, and is sent
+through app.py with public calls only: `st.navigation`, which Streamlit documents as the
+switch ("As soon as any session of your app executes the st.navigation command, your app
+will ignore the pages/ directory (across all sessions)"), then `st.rerun`, which runs the
+same URL path and query again, now through app.py (a page's identity is its URL path, the
+same in both modes). Checked by tests/test_app.py (every page test starts in that mode)
+and tests/test_browser.py (a fresh server).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
+from components import nav
+
+# Set in the session by app.py's run before the page runs, taken by the page: a page that
+# does not find it was not run by app.py in this run.
+FRAMED = "conceptlens_framed"
+
+
+def app_pages() -> list:
+    """The dashboard's pages as app.py's `st.navigation` takes them (components/nav.py)."""
+    return [
+        st.Page(p.path, title=p.title, icon=p.icon, url_path=p.name, default=p.default) for p in nav.PAGES
+    ]
+
+
+def enter_frame() -> None:
+    """app.py's run frames the page it is about to run (called on every rerun)."""
+    st.session_state[FRAMED] = True
+
 
 def ensure_app_frame() -> None:
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # a Streamlit without the legacy mode
+    """Run this page through app.py when Streamlit's legacy mode ran it on its own. A
+    participant's run is framed too: app.py puts `?study=` in the address before it runs the
+    participant's page (which is not in pages/, so the legacy mode never runs it alone)."""
+    if st.session_state.pop(FRAMED, False) or st.query_params.get(nav.STUDY_PARAM):
         return
-    if getattr(PagesManager, "uses_pages_directory", False):
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+    st.navigation(app_pages(), position="hidden")
+    st.rerun()
 
 
 # The browser's own address (read when the button is pressed, so it holds every choice made

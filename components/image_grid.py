@@ -8,7 +8,6 @@ placeholder: `st.image` would raise on it and stop the whole page.
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 from pathlib import Path
@@ -16,17 +15,20 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from components import cache
 from components.text import literal
+from conceptlens.cache import cached
 from conceptlens.validate import open_thumbnail
 from conceptlens.workspace import WorkspaceError, inside
 
 UNREADABLE = "unreadable image"
 
 
-@functools.lru_cache(maxsize=50_000)
+@cached(reads=(), maxsize=50_000)
 def _decodes(path: str, size: int, mtime_ns: int) -> bool:
-    # Keyed by size and mtime: a replaced file is checked again. A plain LRU: st.cache_data
-    # hashes and pickles per call, 0.5 ms per thumbnail, 50 ms of every 96-image grid.
+    # Keyed by size and mtime: a replaced file is checked again. The library's LRU, not
+    # Streamlit's: st.cache_data hashes and pickles per call, 0.5 ms per thumbnail, 50 ms
+    # of every 96-image grid.
     try:
         with open_thumbnail(path) as im:  # refuses an oversized one before decoding it
             im.load()
@@ -35,7 +37,7 @@ def _decodes(path: str, size: int, mtime_ns: int) -> bool:
         return False
 
 
-@st.cache_resource(show_spinner=False)
+@cache.cached(resource=True, reads=())
 def _placeholder() -> bytes:
     from PIL import Image, ImageDraw
 
@@ -48,9 +50,10 @@ def _placeholder() -> bytes:
     return buf.getvalue()
 
 
-@st.cache_data(show_spinner=False, max_entries=5_000)
+@cache.cached(max_entries=5_000, reads=())
 def _remote_image(url: str, fp: str) -> bytes | None:
-    # A remote workspace's thumbnail, fetched once per workspace version (kept in memory).
+    # A remote workspace's thumbnail, fetched once per workspace version (kept in memory):
+    # `fp` is not read, it is the key of the version (a listing has no sizes or times).
     from conceptlens.remote import open_source
 
     try:
@@ -62,7 +65,7 @@ def _remote_image(url: str, fp: str) -> bytes | None:
         return None
 
 
-@functools.lru_cache(maxsize=50_000)
+@cached(reads=(), maxsize=50_000)
 def _inside(root: str, rel) -> str | None:
     # Two path resolutions per thumbnail (a quarter of a grid's time), once per path: the
     # answer, a path inside the workspace, stays inside it.

@@ -40,7 +40,14 @@ import pyarrow.compute as pc
 import streamlit as st
 import streamlit.components.v1 as components
 
-from conceptlens.figures.clusters import MAX_LEGEND, OTHER, PALETTE, _focus, categories, is_categorical
+from conceptlens.figures.clusters import (
+    MAX_LEGEND,
+    OTHER,
+    PALETTE,
+    categories,
+    focus_categories,
+    is_categorical,
+)
 from conceptlens.workspace import WorkspaceError, inside
 
 FRONTEND = Path(__file__).resolve().parent / "projection_frontend" / "build"
@@ -155,7 +162,7 @@ def _colours(vals: pd.Series, color: str, clusters, highlight) -> tuple[np.ndarr
         return codes, palette, names, legend
     text = vals.astype("string").fillna(NONE)
     cats = categories(text)
-    shown = cats if len(cats) <= MAX_LEGEND else _focus(text, cats, clusters, highlight)
+    shown = cats if len(cats) <= MAX_LEGEND else focus_categories(text, cats, clusters, highlight)
     palette = [PALETTE[i % len(PALETTE)] for i in range(len(shown))]
     names = [str(c) for c in shown]
     rank = {c: i for i, c in enumerate(shown)}

@@ -36,13 +36,14 @@ from components import url_state as U
 from components.cluster_tables import DASH, missing
 from components.export_button import show_catalog_figure, show_figure, view_provenance
 from components.text import literal
+from conceptlens import permissions as P
 from conceptlens import selections as SEL
 from conceptlens.errors import ConceptLensError
 from conceptlens.figures.selection import across_figure, score_name
 from conceptlens.figures.specs.clusters import DEFAULT_NULL, NULL_SIZES
 from conceptlens.views import clusters as VC
 from conceptlens.views import selection as VS
-from conceptlens.workspace import Workspace, read_only
+from conceptlens.workspace import Workspace
 
 SOURCES = {
     "page": "the images selected above",
@@ -387,12 +388,6 @@ def _by_caption(ws, dataset):
     return ids, f"captions ({who}) containing {text!r}"
 
 
-def _owner() -> tuple[bool, str | None, str | None]:
-    from components import study
-
-    return study.is_owner(), st.session_state.get(study.OWNER), study.bind_address()
-
-
 def _save(ws, dataset, checkpoint, ids, origin) -> None:
     from components import study
 
@@ -539,13 +534,21 @@ def selection_panel(
             st.dataframe(histogram_table(pairs), hide_index=True, key=f"selp_hist_{n}")
 
     # ---- save as (the owner only) -------------------------------------------------------------
-    owner, _, _ = _owner()
+    from components import study
+
+    # The table's answer decides what is drawn; `SEL.save_as` asks it again when the form is sent.
+    refused = P.refusal(P.Action.SELECTION_SAVE, study.role(), study.mode(ws.root))
     msg = st.session_state.pop("selp_save_msg", None)
     if msg:
         (st.success if msg[0] == "ok" else st.error)(literal(msg[1]))
-    if ws.remote or read_only():
+    if refused and refused[0] is P.Reason.READ_ONLY:
         st.caption("This deployment is read-only: selections are saved with `conceptlens selection save`.")
-    elif owner:
+    elif refused and refused[0] is P.Reason.REMOTE:
+        st.caption(
+            "This workspace is read from a URL: selections are saved with `conceptlens selection save` "
+            "into a copy on disk."
+        )
+    elif refused is None:
         with st.form("selp_save_form", border=False):
             c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
             c1.text_input(
@@ -558,7 +561,11 @@ def selection_panel(
                 args=(ws, dataset, checkpoint, ids, origin),
             )
     else:
-        st.caption("Saving selections is the owner's: sign in on the Studies page to save this one.")
+        st.caption(
+            "Saving selections is the owner's: sign in on the Studies page to save this one."
+            if refused[0] is P.Reason.ROLE
+            else "Saving selections is the owner's, and this server has none: no owner secret is set."
+        )
 
     # ---- across checkpoints -------------------------------------------------------------------
     if U.url_toggle(f"Scores on every checkpoint of {literal(dataset)}", key="selp_across", param="across"):

@@ -1,11 +1,16 @@
 """Pieces of the participant page (the per-browser id cookie, large task images) and of the
-owner's (the sign-in), and who is a participant (`participant_study`, app.py's router)."""
+owner's (the sign-in), and who is a participant (`participant_study`, app.py's router).
+
+The session's role and the deployment's mode come from conceptlens/permissions.py, from what
+the server keeps (the secret this session gave, its places): a page asks `refused` whether to draw
+a button, and the library's function checks the same table again when it runs."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from components.text import literal
+from conceptlens import permissions as P
 from conceptlens.studies import service
 from conceptlens.studies.store import STUDY_ID
 from conceptlens.views import studies as V
@@ -13,7 +18,9 @@ from conceptlens.workspace import WorkspaceError
 
 PLACES = "_study_places"  # session_state: {study_id: participant_id} of this browser session
 OWNER = "_owner_secret"  # session_state: the owner secret given in this session
-OWNER_PARAM = "owner"  # `?owner=1`: a browser with a study's cookie reaches the sign-in
+# `?owner=1`: a browser carrying a study's cookie opens the dashboard, as any visitor, and so
+# reaches the sign-in. It grants no role: the owner is whoever gives the secret (`role`).
+OWNER_PARAM = "owner"
 
 
 def participant_study(param: str) -> str | None:
@@ -27,7 +34,7 @@ def participant_study(param: str) -> str | None:
     places = st.session_state.get(PLACES) or {}
     if places:
         return next(iter(places))
-    if st.query_params.get(OWNER_PARAM) or is_owner():
+    if st.query_params.get(OWNER_PARAM) or is_owner():  # the dashboard: no role granted by this
         return None
     cookies = sorted(c for c in st.context.cookies if c.startswith(V.COOKIE_PREFIX))
     for c in cookies:
@@ -41,8 +48,26 @@ def bind_address() -> str | None:
     return st.get_option("server.address")
 
 
+def mode(root=None) -> P.Mode:
+    """The deployment's mode (`root`: the workspace an action writes, when it writes one)."""
+    return P.mode_from_env(bind_address(), root)
+
+
+def role() -> P.Role:
+    """This session's role, from the server's session state only: the secret it gave at the
+    sign-in, the places it holds; never from a link's parameter or a form's value."""
+    return P.role_of(st.session_state.get(OWNER), mode(), holds_place=bool(st.session_state.get(PLACES)))
+
+
 def is_owner() -> bool:
-    return service.is_owner(st.session_state.get(OWNER), bind_address())
+    return role() is P.Role.OWNER
+
+
+def refused(action: P.Action, root=None) -> str | None:
+    """Why this session may not do `action` here (a disabled button's help), or None when it
+    may: the page draws by it, and the server function asks the table again when it runs."""
+    why = P.refusal(action, role(), mode(root))
+    return None if why is None else f"Not allowed here: {why[1]}."
 
 
 def owner() -> service.Owner:
@@ -54,10 +79,10 @@ def sign_in() -> bool:
     """True for the owner; else the sign-in (when an owner secret is set) and False."""
     if is_owner():
         return True
-    if service.owner_mode(bind_address()) == "nobody":
+    if not mode().has_owner:
         st.info(
             "The owner's side of studies is closed on this server: it listens beyond this machine and "
-            f"no owner secret is set. Set {service.OWNER_SECRET} in the deployment's environment or "
+            f"no owner secret is set. Set {P.OWNER_SECRET} in the deployment's environment or "
             "secrets (docs/deploy.md).",
             icon=":material/lock:",
         )

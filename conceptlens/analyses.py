@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from functools import cache
+
+from .cache import cached
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,11 @@ INPUTS: tuple[Step, ...] = (
 )
 
 
-@cache
+@cached(reads=(), maxsize=1)
 def steps() -> tuple[Step, ...]:
     """The inputs, then every registered analysis (built on first use: the analysis modules
-    import much, and the registry imports `schema`, which asks this module who writes what)."""
+    import much, and the registry imports `schema`, which asks this module who writes what).
+    A function of no argument: one value for the process, built once."""
     from .analysis import registered
 
     return INPUTS + tuple(

@@ -188,14 +188,15 @@ def legacy_done(ws: Workspace) -> list[tuple]:
     """(analysis, unit) pairs whose stored fingerprint is of the pre-2.1 kind and matches
     their inputs here: done, and to be re-keyed. Read before anything is rewritten."""
     from .analysis import registered, runner
+    from .analysis.base import EVERYTHING
     from .analysis.common import Context
 
     ctx = Context(ws, progress=False)
     out = []
     for a in runner.in_order([a.name for a in registered()]):
-        opts = {**a.option_defaults(), "_checkpoint": None}
+        opts = a.option_defaults()
         try:
-            units = a.units(ctx, opts)
+            units = a.units(ctx, opts, EVERYTHING)
         except (WorkspaceError, ValueError):
             continue
         last = a.writes[-1]

@@ -32,8 +32,9 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 LISTING_TTL = 60.0
 # Why a remote workspace cannot be read when its server ignores `Range: bytes=a-b`.
 NO_RANGES = "this server does not answer Range requests; see docs/deploy.md"
-# fsspec's words for a whole file answered to a Range request (HTTPFile._fetch_range).
-_FSSPEC_NO_RANGES = "doesn't appear to support range requests"
+# fsspec's words for a whole file answered to a Range request (HTTPFile._fetch_range): public
+# because conceptlens.validate's `validate_remote` names the cause when a read fails with them.
+FSSPEC_NO_RANGES = "doesn't appear to support range requests"
 
 
 class RedirectRefused(Exception):
@@ -290,105 +291,3 @@ def open_source(src):
     if is_url(src):
         return io.BytesIO(filesystem(src).cat_file(src))
     return src
-
-
-class _MetaOnly:
-    """Enough of a path for `validate`'s workspace.json check to read it from a URL."""
-
-    def __init__(self, ws: RemoteWorkspace, rel: str = ""):
-        self.ws, self.rel = ws, rel
-
-    def __truediv__(self, rel: str):
-        return _MetaOnly(self.ws, rel)
-
-    def read_bytes(self) -> bytes:
-        try:
-            return self.ws.read_bytes(self.rel)
-        except WorkspaceError as e:
-            if "not found" in str(e):
-                raise FileNotFoundError(str(e)) from None
-            raise OSError(str(e)) from None
-
-    def __str__(self) -> str:
-        return self.ws.root
-
-
-def validate_remote(url: str, tables, db=None) -> list:
-    """The dashboard's check of a remote workspace: workspace.json as `validate` checks
-    it, a server without Range requests, and of the `tables` asked for what `validate`
-    would say of a missing required table, a missing or mistyped column or too many
-    columns (from the Parquet footers, read only when DuckDB's view shows one), and the
-    tables DuckDB could not open (`db.errors`). Rows are not read here."""
-    from .validate import Problem, Validator
-
-    ws = RemoteWorkspace(url)
-    v = Validator(_MetaOnly(ws), deep=False, tables=tables)
-    readable = v.check_meta()
-    problems = list(v.problems)
-    if not readable or any(p.table == ws.META and p.column is None for p in problems):
-        return problems  # workspace.json unreadable: the tables are not looked at
-    ranges = ws.range_problem()
-    if ranges:
-        return problems + [Problem(".", "workspace", None, ranges)]
-    if db is None:
-        return problems
-    for name in sorted(v.selected - {ws.META}):
-        spec = schema.TABLES_BY_NAME[name]
-        if name not in db.tables and name not in db.errors:
-            if spec.required:
-                problems.append(Problem(spec.path, name, None, "required table is missing"))
-            continue
-        found = _footer_problems(ws, spec) if name in db.errors or _view_differs(db, spec) else []
-        if found:
-            problems += found
-        elif name in db.errors:
-            why = NO_RANGES if _FSSPEC_NO_RANGES in db.errors[name] else db.errors[name]
-            problems.append(Problem(spec.path, name, None, f"cannot be read: {why}"))
-    return problems
-
-
-def _view_differs(db, spec: schema.Table) -> bool:
-    """Whether DuckDB's view of a table (its files' columns by name) lacks a required
-    column, has one of another type, or too many columns: then its files are looked at."""
-    import pyarrow as pa
-
-    from .validate import ABSENT, column_type_problem, extra_columns_problem
-
-    cur = db.cursor()
-    try:
-        fields = cur.sql(f'SELECT * FROM "{spec.name}" LIMIT 0').to_arrow_table().schema
-    finally:
-        cur.close()
-    fields = pa.schema([f for f in fields if f.name not in spec.partition])
-    for col in spec.file_columns:
-        why = column_type_problem(col, fields)
-        if why and (why != ABSENT or col.required):
-            return True
-    return extra_columns_problem(spec, fields.names) is not None
-
-
-def _footer_problems(ws: RemoteWorkspace, spec: schema.Table) -> list:
-    """`validate`'s problems of each file's columns, from its Parquet footer (Range reads)."""
-    import pyarrow.parquet as pq
-
-    from .validate import ABSENT, Problem, column_type_problem, extra_columns_problem, why_of
-
-    out = []
-    for url in ws.files(spec.name):
-        rel = url[len(ws.root) + 1 :]
-        try:
-            with ws.fs.open(url, "rb") as f:
-                fields = pq.ParquetFile(f).schema_arrow
-        except Exception as e:
-            why = NO_RANGES if _FSSPEC_NO_RANGES in str(e) else why_of(e)
-            out.append(Problem(rel, spec.name, None, f"cannot be read as Parquet ({why})"))
-            continue
-        wide = extra_columns_problem(spec, fields.names)
-        if wide:
-            out.append(Problem(rel, spec.name, None, wide))
-            continue
-        for col in spec.file_columns:
-            why = column_type_problem(col, fields)
-            if why and (why != ABSENT or col.required):
-                out.append(Problem(rel, spec.name, col.name, why))
-    return out

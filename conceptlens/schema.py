@@ -10,8 +10,9 @@ reads `CORE_BY_NAME` instead).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+
+from .cache import cached
 
 SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # 2.3: bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
@@ -1985,7 +1986,7 @@ CORE_TABLES: tuple[Table, ...] = (
 CORE_BY_NAME = {t.name: t for t in CORE_TABLES}
 
 
-@functools.cache
+@cached(reads=(), maxsize=1)
 def tables() -> tuple[Table, ...]:
     """Every table of the format: the core ones, then those the analyses declare."""
     from .analysis import declared_tables
@@ -1998,8 +1999,9 @@ def tables() -> tuple[Table, ...]:
     return CORE_TABLES + extra
 
 
-@functools.cache
+@cached(reads=(), maxsize=1)
 def tables_by_name() -> dict[str, Table]:
+    # Of no argument, like `tables`: a constant of the process, built on first use.
     return {t.name: t for t in tables()}
 
 

@@ -7,10 +7,10 @@ own (`Workspace.append`, written to a temporary name then renamed), never a rewr
 older one, and a selection reads back in one row. Saving a name again adds a row; the
 latest save (by `created`) is the one the name stands for, the older ones stay as history.
 
-Who may save from the dashboard is decided here, on the server (`save_as`): the owner only
-(conceptlens/studies/service.py: `CONCEPTLENS_OWNER_SECRET`, or every visitor of a server
-listening on a loopback address); visitors may score a selection but write nothing. A
-read-only deployment refuses every write (`CONCEPTLENS_READ_ONLY=1`).
+Who may save from the dashboard is decided here, on the server (`save_as`), by the permission
+table (conceptlens/permissions.py): the owner only (`CONCEPTLENS_OWNER_SECRET`, or every visitor
+of a server listening on a loopback address); visitors may score a selection but write nothing.
+A read-only deployment refuses every save (`CONCEPTLENS_READ_ONLY=1`).
 
 Also here: the compact form of a small list of ids kept in a link (`encode_ids`,
 `decode_ids`) and the ids of an uploaded CSV (`read_ids`).
@@ -130,25 +130,15 @@ def save(
     return {"dataset": dataset, **row}
 
 
-class OwnerRequired(SelectionError, PermissionError):
-    """Only the owner may save selections on this server."""
-
-
 def save_as(given_secret: str | None, address: str | None, root, **kw) -> dict:
-    """`save`, for whoever asks from the dashboard: the owner only (decided here, whatever the
-    page shows: studies.service.is_owner with the secret the session gave and the address
-    the server listens on)."""
-    from .studies import service
+    """`save`, for whoever asks from the dashboard, when the permission table lets them
+    (conceptlens/permissions.py: the owner, on a deployment that is not read-only, into a
+    workspace on disk), whatever the page shows: the role from the secret the session gave,
+    the mode from the address the server listens on and the workspace's root."""
+    from . import permissions as P
 
-    if not service.is_owner(given_secret, address):
-        if service.owner_mode(address) == "nobody":
-            why = (
-                "this server listens beyond this machine and no "
-                f"{service.OWNER_SECRET} is set (docs/deploy.md)"
-            )
-        else:
-            why = "give the owner secret first (the Studies page's sign-in)"
-        raise OwnerRequired(f"only the owner may save selections: {why}")
+    mode = P.mode_from_env(address, root)
+    P.require(P.Action.SELECTION_SAVE, P.role_of(given_secret, mode), mode)
     return save(root, **kw)
 
 
@@ -311,6 +301,29 @@ def register(sub, parents) -> None:
 
 
 # ---- where a selection comes from (views) -----------------------------------------------------
+# Images' columns that are not factors: the core columns of images.parquet (label included).
+IMAGE_CORE = {c.name for c in schema.CORE_BY_NAME["images"].columns}
+# A numeric factor with more distinct values than this is continuous: no purity, no histogram.
+MAX_FACTOR_VALUES = 50
+
+
+def factor_columns(meta: pd.DataFrame) -> list[str]:
+    """The categorical factor columns of these images: every non-core column with a value,
+    except numeric ones with more than MAX_FACTOR_VALUES distinct values. What `choices` offers
+    and conceptlens.views.selection scores; it lives here because that view also reads saved
+    selections from this module, and an import the other way back would close a cycle."""
+    out = []
+    for c in meta.columns:
+        s = meta[c]
+        if c in IMAGE_CORE or not s.notna().any():
+            continue
+        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
+        if numeric and s.nunique() > MAX_FACTOR_VALUES:
+            continue
+        out.append(c)
+    return out
+
+
 def dataset_images(db, dataset: str) -> pd.DataFrame:
     """The dataset's images.parquet rows (image_id, label, label_name, factor columns)."""
     return db.query("SELECT * FROM images WHERE dataset = $d ORDER BY image_id", {"d": dataset})
@@ -320,8 +333,6 @@ def choices(db, dataset: str) -> pd.DataFrame:
     """What a selection by value may pick: `column` (`label` or a factor column of the
     dataset, as conceptlens.views.selection scores them), `value` (as text), `name` (the
     label's name, else the value) and `images` (how many), by column then value."""
-    from .views.selection import factor_columns
-
     meta = dataset_images(db, dataset)
     out = []
     cols = (["label"] if "label" in meta and meta["label"].notna().any() else []) + factor_columns(meta)

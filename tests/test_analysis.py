@@ -13,7 +13,7 @@ import pytest
 
 from conceptlens import schema
 from conceptlens.analysis import by_name, registered, runner
-from conceptlens.analysis.base import Unit
+from conceptlens.analysis.base import Scope, Unit
 from conceptlens.analysis.common import Context, factor_matrix
 from conceptlens.db import WorkspaceDB
 from conceptlens.validate import validate
@@ -251,7 +251,7 @@ def test_checkpoint_annotator_and_errors(tmp_path):
         analyse(ws, "clustering", n_clusters=5)
     ws.remove_partition("features", checkpoint_id="toy-ckpt2")
     # A checkpoint without features has nothing to cluster (validate reports the gap).
-    assert by_name()["clustering"].units(Context(ws), {"k": [7], "_checkpoint": "toy-ckpt2"}) == []
+    assert by_name()["clustering"].units(Context(ws), {"k": [7]}, Scope(checkpoint="toy-ckpt2")) == []
 
 
 def test_dependency_order_and_unknown_analysis():

@@ -19,6 +19,7 @@ import pytest
 
 from conceptlens import schema
 from conceptlens.analysis import by_name, registered, runner
+from conceptlens.analysis.base import EVERYTHING
 from conceptlens.analysis.common import Context
 from conceptlens.workspace import Workspace
 from tests.conftest import copy_ws
@@ -161,7 +162,7 @@ def test_a_unit_without_captions_is_skipped_logged_and_retried_once_they_exist(w
     for p in ws.partitions("cluster_captions"):
         ws.remove_partition("cluster_captions", **p)
     ctx = run(ws, "cluster_captions", {"describability": False})
-    units = [u.label for u in by_name()["cluster_captions"].units(Context(ws), {"_checkpoint": None})]
+    units = [u.label for u in by_name()["cluster_captions"].units(Context(ws), {}, EVERYTHING)]
     assert len(units) == 3
     assert all(
         f"cluster_captions {u}: skipped: captions.parquet has no caption" in " ".join(ctx.notes)
@@ -218,9 +219,9 @@ def test_a_ray_task_reports_a_skipped_unit_as_skipped_not_failed(ws):
 
     ws.write("captions", ws.read("captions").slice(0, 0))
     a = by_name()["cluster_captions"]
-    units = a.units(Context(ws), {"_checkpoint": None})
+    units = a.units(Context(ws), a.option_defaults(), EVERYTHING)
     opts = {**a.option_defaults(), "describability": False}
-    results = list(engines.run_group(str(ws.root), a.name, units, opts))
+    results = list(engines.run_group(str(ws.root), a.name, units, opts, EVERYTHING))
     assert [r.error for r in results] == [None] * 3
     assert all("no caption" in r.skipped for r in results)
 
@@ -231,8 +232,8 @@ def test_an_analysis_that_forgets_its_done_metadata_is_an_error(ws):
 
     real = by_name()["projections"].run
 
-    def forgetful(ctx, unit, opts):
-        real(ctx, unit, opts)
+    def forgetful(ctx, unit, opts, scope):
+        real(ctx, unit, opts, scope)
         part = dict(unit.partition)
         t = ctx.ws.read("projections", **part).drop_columns(list(part)).replace_schema_metadata(None)
         ctx.ws.write("projections", t, **part)  # without its metadata
@@ -315,10 +316,10 @@ def test_a_new_analysis_with_its_own_table_needs_only_its_module_and_a_line_in_m
         partition=("checkpoint_id",),
     )
 
-    def units(ctx, opts):
-        return [Unit({"checkpoint_id": c}, c) for c in checkpoints_with_features(ctx, opts)]
+    def units(ctx, opts, scope):
+        return [Unit({"checkpoint_id": c}, c) for c in checkpoints_with_features(ctx, opts, scope)]
 
-    def run_unit(ctx, unit, opts):
+    def run_unit(ctx, unit, opts, scope):
         ids, _ = ctx.features(unit.checkpoint_id)
         md = mod.ANALYSIS.done_metadata(opts, None)
         ctx.ws.write("toy_counts", pa.table({"n": [len(ids)]}), metadata=md, checkpoint_id=unit.checkpoint_id)

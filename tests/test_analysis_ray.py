@@ -11,7 +11,7 @@ import pyarrow.dataset as pads
 import pytest
 
 from conceptlens.analysis import by_name, engines, runner
-from conceptlens.analysis.base import Unit
+from conceptlens.analysis.base import EVERYTHING, Unit
 from conceptlens.errors import ConceptLensError
 from conceptlens.workspace import Workspace
 from tests.conftest import copy_ws
@@ -137,10 +137,10 @@ def test_a_task_reports_each_unit_and_goes_on_after_an_error(base, tmp_path):
     """run_group is a Ray task's body; called here in-process."""
     root = copy_ws(base, tmp_path / "ws")
     a = by_name()["clustering"]
-    opts = {**a.option_defaults(), "k": [3], "_checkpoint": None, "_force": False}
+    opts = {**a.option_defaults(), "k": [3]}
     bad = Unit({"checkpoint_id": "ck0", "k": 700}, "ck0")  # more clusters than images
     good = Unit({"checkpoint_id": "ck0", "k": 3}, "ck0")
-    out = list(engines.run_group(str(root), "clustering", [bad, good], opts))
+    out = list(engines.run_group(str(root), "clustering", [bad, good], opts, EVERYTHING))
     assert [r.unit for r in out] == [bad, good]
     assert out[0].error.startswith("ValueError: k=700") and "Traceback" in out[0].trace
     assert out[1].error is None and Workspace(root).has("clusters", checkpoint_id="ck0", k=3)

@@ -87,13 +87,6 @@ def test_page_renders_on_demo(monkeypatch, demo_ws, spec):
     assert_renders(open_app(monkeypatch, demo_ws, spec.path), spec, demo_ws)
 
 
-def test_legacy_pages_mode_is_still_what_frame_turns_off():
-    # components/frame.py flips this private flag; if Streamlit renames it, the fix is void.
-    from streamlit.runtime.pages_manager import PagesManager
-
-    assert hasattr(PagesManager, "uses_pages_directory")
-
-
 def test_app_navigation_is_built_from_the_page_specs():
     tree = ast.parse((ROOT / "app.py").read_text())
     literal_paths = [

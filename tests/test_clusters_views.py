@@ -359,8 +359,12 @@ def test_views_of_many_rows_get_the_app_cache_of_few_entries(monkeypatch, root):
     from components import data
 
     calls = []
-    monkeypatch.setattr(data, "_view", lambda root, fp, name, args, fn: calls.append(("few rows", name)))
-    monkeypatch.setattr(data, "_large_view", lambda root, fp, name, args, fn: calls.append(("many", name)))
+
+    def name(fn):
+        return f"{fn.__module__}.{fn.__qualname__}"
+
+    monkeypatch.setattr(data, "_view", lambda db, fn, args: calls.append(("few rows", name(fn))))
+    monkeypatch.setattr(data, "_large_view", lambda db, fn, args: calls.append(("many", name(fn))))
     ws = data.AppWorkspace(root)
     ws.view(V.projection, checkpoint="ck0", k=4)
     ws.view(V.region_images, checkpoint="ck0", k=4, region="box:0,1,0,1")

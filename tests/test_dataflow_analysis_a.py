@@ -23,7 +23,7 @@ import pytest
 
 from conceptlens import schema
 from conceptlens.analysis import base, by_name, common, engines, runner
-from conceptlens.analysis.base import Option, Unit
+from conceptlens.analysis.base import EVERYTHING, Option, Scope, Unit
 from conceptlens.analysis.common import Context
 from conceptlens.workspace import Workspace
 from tests.factory import write_features
@@ -106,11 +106,11 @@ def test_checkpoints_with_features_leave_out_concept_models_featureless_and_unas
         ],
     )
     ctx = ctx_of(ws)
-    assert base.checkpoints_with_features(ctx, {}) == ["a", "d"]
-    assert base.checkpoints_with_features(ctx, {"_checkpoint": "d"}) == ["d"]
+    assert base.checkpoints_with_features(ctx, {}, EVERYTHING) == ["a", "d"]
+    assert base.checkpoints_with_features(ctx, {}, Scope(checkpoint="d")) == ["d"]
     # Named, a concept model is clustered; a checkpoint without features never is.
-    assert base.checkpoints_with_features(ctx, {"_checkpoint": "b"}) == ["b"]
-    assert base.checkpoints_with_features(ctx, {"_checkpoint": "c"}) == []
+    assert base.checkpoints_with_features(ctx, {}, Scope(checkpoint="b")) == ["b"]
+    assert base.checkpoints_with_features(ctx, {}, Scope(checkpoint="c")) == []
 
 
 def test_clustering_units_are_those_of_the_checkpoint_asked_for(tmp_path):
@@ -119,9 +119,9 @@ def test_clustering_units_are_those_of_the_checkpoint_asked_for(tmp_path):
     write_clusters(ws, "b", 2)
     write_clusters(ws, "b", 3)
     ctx = ctx_of(ws)
-    got = {(u.checkpoint_id, u.partition["k"]) for u in base.clustering_units(ctx, {})}
+    got = {(u.checkpoint_id, u.partition["k"]) for u in base.clustering_units(ctx, {}, EVERYTHING)}
     assert got == {("a", 2), ("b", 2), ("b", 3)}
-    got = [(u.checkpoint_id, u.partition["k"]) for u in base.clustering_units(ctx, {"_checkpoint": "b"})]
+    got = [(u.checkpoint_id, u.partition["k"]) for u in base.clustering_units(ctx, {}, Scope(checkpoint="b"))]
     assert sorted(got) == [("b", 2), ("b", 3)]
 
 
@@ -202,7 +202,7 @@ def test_sequences_group_runs_layers_and_depths_in_order(seq_ws):
 
 def test_run_units_and_their_checkpoints(seq_ws):
     ctx = ctx_of(seq_ws)
-    labels = [u.label for u in base.run_units(ctx, {})]
+    labels = [u.label for u in base.run_units(ctx, {}, EVERYTHING)]
     assert labels == [
         "dataset=other/run=r3",
         "dataset=toy/run=r0@depth",
@@ -210,7 +210,7 @@ def test_run_units_and_their_checkpoints(seq_ws):
         "dataset=toy/run=r1@layer=L",
         "dataset=toy/run=r5@depth.e4",
     ]
-    assert [u.label for u in base.run_units(ctx, {"_checkpoint": "r1-e3"})] == ["dataset=toy/run=r1"]
+    assert [u.label for u in base.run_units(ctx, {}, Scope(checkpoint="r1-e3"))] == ["dataset=toy/run=r1"]
     # Each unit's own sequence, not the dataset's first.
     ck = base.run_checkpoints(ctx, Unit({"dataset": "toy", "run": "r1@layer=L"}))
     assert ck["checkpoint_id"].tolist() == ["r1-L-e1", "r1-L-e2"] and ck.attrs["axis"] == "epoch"
@@ -282,7 +282,7 @@ def test_the_demos_stored_footprints_still_match(demo_ws, name):
     everything after an upgrade."""
     ctx = Context(Workspace(demo_ws), progress=False)
     a = by_name()[name]
-    units = a.units(ctx, {**a.option_defaults(), "_checkpoint": None})
+    units = a.units(ctx, a.option_defaults(), EVERYTHING)
     assert units
     assert runner.due(ctx, a, units[0]) is None
 
@@ -549,8 +549,8 @@ def test_the_ray_driver_logs_each_result_and_passes_on_every_note(fresh, monkeyp
     two notes per result: both units written and logged, every note kept once."""
     import dataclasses
 
-    def fake_run_ray(root, name, units, opts, workers, threads):
-        for r in engines.run_group(str(root), name, units, opts, threads or 1):
+    def fake_run_ray(root, name, units, opts, scope, workers, threads):
+        for r in engines.run_group(str(root), name, units, opts, scope, threads or 1):
             yield dataclasses.replace(r, notes=(f"{r.unit.label} one", f"{r.unit.label} two", "shared"))
 
     monkeypatch.setattr(runner, "run_ray", fake_run_ray)
@@ -592,7 +592,7 @@ def _fake_ray(die_after: dict):
     ray = types.ModuleType("ray")
     calls = {"wait": 0}
 
-    def task_body(root, name, group, opts, threads):
+    def task_body(root, name, group, opts, scope, threads):
         n = die_after.get(group[0].label)
         for i, u in enumerate(group):
             if n is not None and i == n:
@@ -620,7 +620,7 @@ def _fake_ray(die_after: dict):
 def test_run_ray_reports_every_unit_once_even_when_a_task_dies(monkeypatch):
     us = [Unit({"checkpoint_id": c, "k": k}, c) for c in "ab" for k in (2, 3, 4)]
     monkeypatch.setitem(sys.modules, "ray", _fake_ray({"checkpoint_id=b/k=2": 1}))
-    out = list(engines.run_ray("/nowhere", "clustering", us, {}, workers=1))
+    out = list(engines.run_ray("/nowhere", "clustering", us, {}, EVERYTHING, workers=1))
     got = sorted((r.unit.label, r.inputs, r.error) for r in out)
     boom = "its Ray task failed: RuntimeError: worker died"
     assert got == [
@@ -640,7 +640,7 @@ def test_without_k_each_checkpoint_keeps_its_own_ks(tmp_path):
     write_clusters(ws, "a", 2)
     write_clusters(ws, "b", 5)
     a = by_name()["clustering"]
-    got = [u.label for u in a.units(ctx_of(ws), {**a.option_defaults(), "k": None})]
+    got = [u.label for u in a.units(ctx_of(ws), {**a.option_defaults(), "k": None}, EVERYTHING)]
     # a: its two k's in order; b: its own; c (never clustered): round(sqrt(8)) = 3
     assert got == ["checkpoint_id=a/k=2", "checkpoint_id=a/k=4", "checkpoint_id=b/k=5", "checkpoint_id=c/k=3"]
 
@@ -743,8 +743,8 @@ def test_purity_counts_the_classes_of_the_checkpoints_own_dataset(tmp_path):
     ws = build(tmp_path / "ws", [{"checkpoint_id": "a"}], datasets=("toy", "other"), labels=labels)
     write_clusters(ws, "a", 2, [0, 0, 0, 1, 1, 1, 1, 1])
     a = by_name()["cluster_metrics"]
-    opts = {**a.option_defaults(), "bootstrap": 0, "refs": 1, "_checkpoint": None, "_force": False}
-    a.run(ctx_of(ws), Unit({"checkpoint_id": "a", "k": 2}, "a"), opts)
+    opts = {**a.option_defaults(), "bootstrap": 0, "refs": 1}
+    a.run(ctx_of(ws), Unit({"checkpoint_id": "a", "k": 2}, "a"), opts, EVERYTHING)
     m = ws.read("cluster_metrics", checkpoint_id="a", k=2).to_pandas().set_index("cluster")
 
     def purity(p):
@@ -761,8 +761,8 @@ def _fake(name, depends=(), units=()):
         name=name,
         title=name,
         writes=("clusters",),
-        units=lambda ctx, opts: list(units),
-        run=lambda c, u, o: None,
+        units=lambda ctx, opts, scope: list(units),
+        run=lambda c, u, o, s: None,
         depends=depends,
     )
 
@@ -834,7 +834,7 @@ def bl_ws(tmp_path):
 
 def test_baseline_units_and_ks_are_each_checkpoints_clusterings(bl_ws):
     ctx = ctx_of(bl_ws)
-    assert [u.checkpoint_id for u in BL._units(ctx, {})] == ["a", "b"]  # c has no clustering
+    assert [u.checkpoint_id for u in BL._units(ctx, {}, EVERYTHING)] == ["a", "b"]  # c has no clustering
     assert BL._ks(ctx, "a") == [2, 4]
     assert BL._ks(ctx, "b") == [3]
 
@@ -915,8 +915,8 @@ def test_a_baselines_unit_probes_each_targets_own_splits_and_measures_each_k(tmp
     monkeypatch.setattr(BL, "_load_model", lambda ctx, cid: FakeAdapter())
     monkeypatch.setattr(BL, "_pil_images", lambda ctx, ids, row=None: [_img_of(str(i)) for i in ids])
     a = by_name()["baselines"]
-    opts = {**a.option_defaults(), "baseline_images": 8, "_checkpoint": None, "_force": False}
-    a.run(ctx_of(ws), Unit({"checkpoint_id": "a"}, "a"), opts)
+    opts = {**a.option_defaults(), "baseline_images": 8}
+    a.run(ctx_of(ws), Unit({"checkpoint_id": "a"}, "a"), opts, EVERYTHING)
 
     def emb(ids):
         return BL._embed(FakeAdapter(), [_img_of(i) for i in ids])
@@ -1012,8 +1012,8 @@ def test_aligned_frames_are_each_checkpoints_own_on_the_shared_images(tmp_path, 
     write_features(ws, "e3", [f"toy-{i}" for i in range(1, 8)], rng.normal(size=(7, 4)))  # no toy-0
     a = by_name()["aligned_projections"]
     unit = Unit({"dataset": "toy", "run": "r"})
-    opts = {**a.option_defaults(), "align": "procrustes", "_checkpoint": None, "_force": False}
-    a.run(ctx_of(ws), unit, opts)
+    opts = {**a.option_defaults(), "align": "procrustes"}
+    a.run(ctx_of(ws), unit, opts, EVERYTHING)
     t = ws.read("aligned_projections", dataset="toy", run="r").to_pandas()
     keep = [f"toy-{i}" for i in range(1, 8)]
     prev = None

@@ -16,8 +16,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from conceptlens import rng as R
 from conceptlens import schema
 from conceptlens.analysis import runner
+from conceptlens.analysis.base import EVERYTHING, Scope
 from conceptlens.analysis.common import Context
 from conceptlens.metrics.scores import purity
 from conceptlens.workspace import Workspace
@@ -371,9 +373,12 @@ def test_convergence_fits_known_non_catch_train_trials_in_order_and_scores_the_t
     stim, sel = encode(train, index)
     train, stim, sel = train[stim[:, 0] >= 0], stim[stim[:, 0] >= 0], sel[stim[:, 0] >= 0]
     assert len(fits) == 4
+    assert len({f[1] for f in fits}) == 4  # four members, four seeds
     ends = [round(len(stim) / 2), len(stim)]
+    # each member's seed derived from (--seed 0, "convergence.member_fit", [the unit, r, m])
+    unit = {"dataset": "toy"}
     for (share, seed, member), (r, m) in zip(fits, [(0, 0), (0, 1), (1, 0), (1, 1)]):
-        assert (seed, member) == (r * 10 + m, m)
+        assert (seed, member) == (R.int_seed(0, "convergence.member_fit", [unit, r, m]), m)
         np.testing.assert_array_equal(share.stimulus_set, stim[: ends[r]])
         np.testing.assert_array_equal(share.n_select, sel[: ends[r]])
         np.testing.assert_array_equal(share.weight, train["weight"].to_numpy(float)[: ends[r]])
@@ -460,11 +465,11 @@ def two_datasets(factory_template, tmp_path_factory):
     return root
 
 
-def _units(root, name, **opts) -> list[dict]:
+def _units(root, name, checkpoint=None, **opts) -> list[dict]:
     from conceptlens.analysis import by_name
 
     ctx = Context(Workspace(root), progress=False)
-    return [u.partition for u in by_name()[name].units(ctx, opts)]
+    return [u.partition for u in by_name()[name].units(ctx, opts, Scope(checkpoint=checkpoint))]
 
 
 def test_units_are_those_of_the_datasets_with_inputs(two_datasets):
@@ -472,17 +477,17 @@ def test_units_are_those_of_the_datasets_with_inputs(two_datasets):
     given (`--checkpoint`), the units of its dataset only. Catches each of these filters
     dropped: another dataset's unit run, or a dataset without inputs given a unit."""
     assert _units(two_datasets, "comparisons") == [{"dataset": "other"}, {"dataset": "toy"}]
-    assert _units(two_datasets, "comparisons", _checkpoint="ck0") == [{"dataset": "toy"}]
-    assert _units(two_datasets, "comparisons", _checkpoint="ck8") == [{"dataset": "other"}]
-    assert _units(two_datasets, "comparisons", _checkpoint="ck7") == []  # not measured
-    assert _units(two_datasets, "comparisons", _checkpoint="ck9") == []
+    assert _units(two_datasets, "comparisons", checkpoint="ck0") == [{"dataset": "toy"}]
+    assert _units(two_datasets, "comparisons", checkpoint="ck8") == [{"dataset": "other"}]
+    assert _units(two_datasets, "comparisons", checkpoint="ck7") == []  # not measured
+    assert _units(two_datasets, "comparisons", checkpoint="ck9") == []
     for name in ("similarity", "convergence"):
         assert _units(two_datasets, name) == [{"dataset": "other"}, {"dataset": "toy"}]
-        assert _units(two_datasets, name, _checkpoint="ck1") == [{"dataset": "toy"}]
-        assert _units(two_datasets, name, _checkpoint="ck9") == [{"dataset": "other"}]
+        assert _units(two_datasets, name, checkpoint="ck1") == [{"dataset": "toy"}]
+        assert _units(two_datasets, name, checkpoint="ck9") == [{"dataset": "other"}]
     assert _units(two_datasets, "compmap") == [{"vl_model": "vl-toy"}]  # `other` has no primitives
     assert _units(two_datasets, "compmap", vl=["vl-toy"]) == [{"vl_model": "vl-toy"}]
-    assert _units(two_datasets, "compmap", _checkpoint="ck9") == []
+    assert _units(two_datasets, "compmap", checkpoint="ck9") == []
     assert [u["checkpoint_id"] for u in _units(two_datasets, "concepts")] == ["ck0", "ck1", "ck2"]
 
 
@@ -495,9 +500,9 @@ def test_a_datasets_checkpoints_are_its_own(two_datasets):
     assert comparisons._checkpoints_of(ctx, "toy") == ["ck0", "ck1", "ck2", "ck7"]
     assert similarity._checkpoints_of(ctx, "toy") == ["ck0", "ck1", "ck2"]
     assert similarity._checkpoints_of(ctx, "other") == ["ck8"]
-    assert list(compmap._vl_rows(ctx, {"vl": ["vl-other"]})["vl_model_id"]) == ["vl-other"]
-    assert list(compmap._vl_rows(ctx, {"_checkpoint": "ck8"})["vl_model_id"]) == ["vl-other"]
-    assert list(compmap._vl_rows(ctx, {})["vl_model_id"]) == ["vl-other", "vl-toy"]
+    assert list(compmap._vl_rows(ctx, {"vl": ["vl-other"]}, EVERYTHING)["vl_model_id"]) == ["vl-other"]
+    assert list(compmap._vl_rows(ctx, {}, Scope(checkpoint="ck8"))["vl_model_id"]) == ["vl-other"]
+    assert list(compmap._vl_rows(ctx, {}, EVERYTHING)["vl_model_id"]) == ["vl-other", "vl-toy"]
 
 
 # ---- comparisons: CLID over the comparable checkpoints -------------------------------------------
@@ -561,7 +566,7 @@ def test_a_checkpoint_is_scored_on_the_trials_and_images_it_has_features_for(fac
     keep = ids != gone
     ids, X = ids[keep], X[keep]
     opts = {"seed": 0, "n_boot": 20, "rsa_max": 1000, "beta": 10.0}
-    rows = pd.DataFrame(Scorer(ctx, "toy", read_trials(ctx, "toy"), opts).score(ids, X))
+    rows = pd.DataFrame(Scorer(ctx, "toy", read_trials(ctx, "toy"), opts).score(ids, X, "ck0"))
 
     pos = {s: k for k, s in enumerate(ids)}
     num = den = used = 0

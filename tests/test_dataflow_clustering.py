@@ -89,7 +89,7 @@ def test_a_result_option_recomputes_and_a_unit_choice_does_not(ws):
     --k only chooses the units (the same k asked again leaves them done)."""
     ctx = runner.Context(Workspace(ws), progress=False)
     a = runner.by_name()["clustering"]
-    u = a.units(ctx, {**a.option_defaults(), "k": [K]})[0]
+    u = a.units(ctx, {**a.option_defaults(), "k": [K]}, runner.EVERYTHING)[0]
     assert runner.due(ctx, a, u, {"k": [K]}) is None
     assert runner.due(ctx, a, u, {"n_init": 5}) == "options changed (n_init 3 -> 5)"
     before = stamp(Workspace(ws), "clusters", checkpoint_id="ck0", k=K)

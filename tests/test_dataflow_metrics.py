@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from conceptlens import rng as R
 from conceptlens.embedding import psych
 from conceptlens.metrics import similarity as S
 from conceptlens.metrics.clid import clid, correlations, wclid, zscore
@@ -417,7 +418,13 @@ def test_agreement_is_each_members_mean_spearman_with_every_other():
         _fit(base + s * rng.normal(size=(9, 2)), np.full((9, 2), 0.05), m)
         for m, s in enumerate((0.1, 0.5, 1.5))
     ]
-    tri = [S.upper(psych.expected_similarity(f.mu, f.sigma, S.BETA, 4, 0)) for f in fits]
+    # member k's matrix from its own stream (conceptlens.rng): (seed 0, "agreement.member", [None, k])
+    tri = [
+        S.upper(
+            psych.expected_similarity(f.mu, f.sigma, S.BETA, 4, R.stream(0, "agreement.member", [None, k]))
+        )
+        for k, f in enumerate(fits)
+    ]
     r = {(a, b): spearmanr(tri[a], tri[b])[0] for a in range(3) for b in range(3) if a != b}
     want = [np.mean([r[a, b] for b in range(3) if b != a]) for a in range(3)]
     assert psych.agreement(fits) == pytest.approx(want, rel=1e-9)
@@ -472,7 +479,7 @@ def test_every_member_is_fitted_once_and_agrees_only_with_its_own_dimensionality
         assert got == ([0, 1, 2, 3] if dim == best or screen is None else [0, 1])
         fits = ens.members(dim)
         assert [f.member for f in fits] == got
-        want = psych.agreement(fits)
+        want = psych.agreement(fits, unit=dim)
         mine = sorted((r for r in ens.rows if r["dim"] == dim), key=lambda r: r["member"])
         assert [r["agreement"] for r in mine] == pytest.approx(want)
     for r in ens.rows:
@@ -510,14 +517,21 @@ def test_each_epoch_fits_on_every_trial_once(monkeypatch):
 
 def test_agreement_on_a_sample_of_stimuli_uses_the_documented_seeded_sample():
     """Above `max_items` stimuli, agreement is computed on a seeded sample of that many
-    (numpy's default_rng([seed, 11]), sorted): the value is the hand computation on those
-    rows. Catches the sample size and the population swapped."""
+    (the stream (seed, "agreement.items") of conceptlens.rng, sorted): the value is the hand
+    computation on those rows. Catches the sample size and the population swapped."""
     from scipy.stats import spearmanr
 
     rng = np.random.default_rng(8)
     fits = [_fit(rng.normal(size=(9, 2)), np.full((9, 2), 0.05), m) for m in range(2)]
-    items = np.sort(np.random.default_rng([0, 11]).choice(9, 5, replace=False))
-    tri = [S.upper(psych.expected_similarity(f.mu[items], f.sigma[items], S.BETA, 4, 0)) for f in fits]
+    items = np.sort(R.stream(0, "agreement.items").choice(9, 5, replace=False))
+    tri = [
+        S.upper(
+            psych.expected_similarity(
+                f.mu[items], f.sigma[items], S.BETA, 4, R.stream(0, "agreement.member", [None, k])
+            )
+        )
+        for k, f in enumerate(fits)
+    ]
     r = spearmanr(tri[0], tri[1])[0]
     assert psych.agreement(fits, max_items=5) == pytest.approx([r, r], rel=1e-9)
 

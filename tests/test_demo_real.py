@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from conceptlens.demo import real as R
-from conceptlens.demo.build import IMAGE_COLUMNS
+from conceptlens.demo.images import IMAGE_COLUMNS
 from conceptlens.workspace import Workspace
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from conceptlens.analysis.base import run_checkpoints, run_units, sequences
+from conceptlens.analysis.base import EVERYTHING, Scope, run_checkpoints, run_units, sequences
 from conceptlens.analysis.common import Context
 from conceptlens.analysis.runner import missing, run
 from conceptlens.metrics import selection as S
@@ -43,7 +43,7 @@ def depth_ws(tmp_path_factory) -> Workspace:
 
 def test_units_are_the_training_run_and_the_depth_sequence(depth_ws):
     ctx = Context(depth_ws, progress=False)
-    assert [u.label for u in run_units(ctx, {})] == [
+    assert [u.label for u in run_units(ctx, {}, EVERYTHING)] == [
         "dataset=toy/run=toy-run",
         "dataset=toy/run=toy-run@depth.e3",
     ]
@@ -63,7 +63,7 @@ def test_units_are_the_training_run_and_the_depth_sequence(depth_ws):
     assert list(rc["checkpoint_id"]) == ["toy-l0", "toy-l1", "ck0"] and list(rc["order"]) == [0, 1, 2]
     assert rc.attrs["axis"] == "depth"
     # Asked for one layer checkpoint: only its depth sequence.
-    assert [u.label for u in run_units(ctx, {"_checkpoint": "toy-l0"})] == [
+    assert [u.label for u in run_units(ctx, {}, Scope(checkpoint="toy-l0"))] == [
         "dataset=toy/run=toy-run@depth.e3"
     ]
 

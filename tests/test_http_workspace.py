@@ -18,6 +18,7 @@ from components import nav
 from conceptlens import remote, schema, views
 from conceptlens.cli import main
 from conceptlens.db import WorkspaceDB
+from conceptlens.validate import validate_remote
 from conceptlens.workspace import Workspace, WorkspaceError
 from tests.conftest import ROOT
 
@@ -164,7 +165,7 @@ def test_a_missing_workspace_is_named(served):
     url, _ = served
     with pytest.raises(WorkspaceError, match=re.escape(url + "/nothing/workspace.json")):
         remote.RemoteWorkspace(url + "/nothing").meta()
-    problems = remote.validate_remote(url + "/nothing", {"images"})
+    problems = validate_remote(url + "/nothing", {"images"})
     assert [p.table for p in problems] == ["workspace.json"] and "not found" in problems[0].message
 
 
@@ -210,7 +211,7 @@ def test_a_redirect_to_another_port_is_refused(factory_template):
             url = f"http://127.0.0.1:{server.server_address[1]}/{factory_template.name}"
             with pytest.raises(WorkspaceError, match="redirect to another host or port is refused"):
                 remote.RemoteWorkspace(url).meta()
-            (p,) = remote.validate_remote(url, {"images"})
+            (p,) = validate_remote(url, {"images"})
             assert p.table == "workspace.json" and f"redirects to {other}/" in p.message, p
             with pytest.raises(WorkspaceError, match="refused"):
                 remote.RemoteWorkspace(url).read_bytes("images.parquet")
@@ -299,7 +300,7 @@ def test_a_server_without_range_requests_is_named(factory_template, monkeypatch)
         url = f"{base}/{factory_template.name}"
         ws = remote.RemoteWorkspace(url)
         assert ws.range_problem() == f"{url}/workspace.json: {remote.NO_RANGES}"
-        problems = remote.validate_remote(url, {"images", "clusters"}, WorkspaceDB(url))
+        problems = validate_remote(url, {"images", "clusters"}, WorkspaceDB(url))
         assert [p.message for p in problems] == [f"{url}/workspace.json: {remote.NO_RANGES}"]
         monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", url])
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
@@ -351,10 +352,7 @@ def test_a_missing_or_mistyped_table_gets_the_local_message(
                 for p in validate(factory_copy, deep=False, tables=spec.tables)
                 if "type" in p.message or "missing" in p.message
             }
-            far = {
-                (p.file, p.table, p.column, p.message)
-                for p in remote.validate_remote(url, set(spec.tables), db)
-            }
+            far = {(p.file, p.table, p.column, p.message) for p in validate_remote(url, set(spec.tables), db)}
             assert far == local, (spec.name, far, local)
         monkeypatch.setattr(sys, "argv", ["app.py", "--workspace", url])
         shown_on = 0

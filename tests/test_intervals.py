@@ -191,13 +191,14 @@ def test_a_lower_bound_above_the_value_fails_validation(analysed, tmp_path):
 
 def test_the_number_of_resamples_is_part_of_the_result(analysed, tmp_path):
     from conceptlens.analysis import by_name, runner
+    from conceptlens.analysis.base import EVERYTHING
     from conceptlens.analysis.common import Context
     from conceptlens.workspace import Workspace
     from tests.conftest import copy_ws
 
     root = copy_ws(analysed, tmp_path / "ws")
     ctx, a = Context(Workspace(root), progress=False), by_name()["cluster_metrics"]
-    units = a.units(ctx, {**a.option_defaults(), "_checkpoint": None})
+    units = a.units(ctx, a.option_defaults(), EVERYTHING)
     assert len(units) == 3  # every (checkpoint, k)
     assert all(runner.due(ctx, a, u, {"bootstrap": 200}) is None for u in units)
     why = [runner.due(ctx, a, u, {"bootstrap": 300}) for u in units]

@@ -129,7 +129,7 @@ def test_mean_purity_and_coherence_intervals_are_a_direct_loop_over_seeded_resam
 
     ws = Workspace(analysed)
     db = WorkspaceDB(analysed)
-    got = V.cluster_mean_intervals(db, "toy", 4, n_boot=200, seed=2).set_index("checkpoint_id")
+    got = V.cluster_mean_intervals(db, "toy", 4).set_index("checkpoint_id")
     images = ws.read("images").to_pandas().set_index("image_id")
     K = images.loc[images["dataset"] == "toy", "label"].dropna().nunique()
     for ck in ("ck0", "ck1", "ck2"):
@@ -158,7 +158,7 @@ def test_mean_purity_and_coherence_intervals_are_a_direct_loop_over_seeded_resam
             ref = q(np.mean(per_cluster, axis=0), have[col].mean())
             assert (got.loc[ck, f"{mean}_lo"], got.loc[ck, f"{mean}_hi"]) == pytest.approx(ref)
             assert got.loc[ck, f"{mean}_lo"] < got.loc[ck, f"{mean}_hi"]
-    # The table and its exports carry them (the defaults: 1,000 resamples, seed 0).
+    # The table and its exports carry them (the units' own 200 resamples and seed 2).
     table = V.checkpoint_table(db, "toy", 4)
     found = find_intervals(table)
     for c in ("mean_purity", "mean_coherence", "mean_coherence_hard"):

@@ -12,8 +12,9 @@ from conceptlens import schema
 from conceptlens import selections as S
 from conceptlens.cli import main
 from conceptlens.db import WorkspaceDB
+from conceptlens.permissions import PermissionDenied
 from conceptlens.validate import validate
-from conceptlens.workspace import ReadOnlyError, Workspace
+from conceptlens.workspace import Workspace
 from tests.factory import make_workspace
 
 T0 = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.timezone.utc)
@@ -102,7 +103,7 @@ def test_only_the_owner_saves_from_the_dashboard(root, monkeypatch):
     kw = dict(name="g", dataset="toy", image_ids=ids(1, 2), origin="box on the Clusters UMAP")
     monkeypatch.delenv("CONCEPTLENS_OWNER_SECRET", raising=False)
     # No secret: a server on a loopback address is its visitor's own; one listening beyond is nobody's.
-    with pytest.raises(S.OwnerRequired, match="listens beyond this machine"):
+    with pytest.raises(PermissionDenied, match="listens beyond this machine"):
         S.save_as(None, "0.0.0.0", root, **kw)
     assert Workspace(root).files("selections") == []
     S.save_as(None, "127.0.0.1", root, **kw)
@@ -110,14 +111,14 @@ def test_only_the_owner_saves_from_the_dashboard(root, monkeypatch):
     # A secret: only whoever gives it.
     monkeypatch.setenv("CONCEPTLENS_OWNER_SECRET", "s3cret")
     for given, address in ((None, "127.0.0.1"), ("wrong", "0.0.0.0"), ("s3cret!", "127.0.0.1")):
-        with pytest.raises(S.OwnerRequired, match="give the owner secret"):
+        with pytest.raises(PermissionDenied, match="give the owner secret"):
             S.save_as(given, address, root, **kw)
     assert len(Workspace(root).files("selections")) == 1
     S.save_as("s3cret", "0.0.0.0", root, **kw)
     assert len(Workspace(root).files("selections")) == 2
     # A read-only deployment writes nothing, the owner's saves included.
     monkeypatch.setenv("CONCEPTLENS_READ_ONLY", "1")
-    with pytest.raises(ReadOnlyError):
+    with pytest.raises(PermissionDenied, match="read-only"):
         S.save_as("s3cret", "0.0.0.0", root, **kw)
     assert len(Workspace(root).files("selections")) == 2
 

@@ -150,19 +150,19 @@ def test_a_run_of_one_checkpoint_is_no_unit_until_a_second_arrives(tmp_path):
     """A run of one checkpoint is no sequence: no unit, nothing skipped (the demo's 17
     single-checkpoint runs were listed as skipped units on Home); a second checkpoint of
     that run makes its unit, due."""
-    from conceptlens.analysis.base import run_units
+    from conceptlens.analysis.base import EVERYTHING, Scope, run_units
     from conceptlens.analysis.common import Context
 
     ws = make_workspace(tmp_path / "ws", n_images=40, n_checkpoints=3)
     ck = ws.read("checkpoints").to_pandas()
     ck["run"] = ["solo", "pair", "pair"]
     ws.write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))
-    units = [u.label for u in run_units(Context(ws), {})]
+    units = [u.label for u in run_units(Context(ws), {}, EVERYTHING)]
     assert units == ["dataset=toy/run=pair"]
-    assert run_units(Context(ws), {"_checkpoint": "ck0"}) == []  # ck0 is the solo run's
+    assert run_units(Context(ws), {}, Scope(checkpoint="ck0")) == []  # ck0 is the solo run's
     ck["run"] = ["pair", "pair", "pair"]
     ws.write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))
-    assert [u.label for u in run_units(Context(ws), {"_checkpoint": "ck0"})] == ["dataset=toy/run=pair"]
+    assert [u.label for u in run_units(Context(ws), {}, Scope(checkpoint="ck0"))] == ["dataset=toy/run=pair"]
 
 
 # ---- learning curves -------------------------------------------------------------------------

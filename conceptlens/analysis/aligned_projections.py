@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import rng as rngs
 from .. import schema
 from ..schema import FLOAT, INT, NON_NEGATIVE, STRING, Column, Table
 from ..workspace import files_signature
-from .base import Analysis, Option, Skipped, Unit, run_checkpoints, run_units
+from .base import Analysis, Option, Scope, Skipped, Unit, run_checkpoints, run_units
 from .common import Context
 
 METHODS = ("aligned_umap", "procrustes")
@@ -140,7 +141,7 @@ def sample_ids(ids: np.ndarray, cap: int, seed: int) -> np.ndarray:
     ids = np.sort(np.asarray(ids, dtype=object))
     if len(ids) <= cap:
         return ids
-    pick = np.random.default_rng([seed, 27, 1]).choice(len(ids), cap, replace=False)
+    pick = rngs.stream(seed, "aligned_projections.sample").choice(len(ids), cap, replace=False)
     return ids[np.sort(pick)]
 
 
@@ -154,7 +155,7 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict) -> str:
     return files_signature(files) + f":{order}"
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     d, r = unit.partition["dataset"], unit.partition["run"]
     seq = run_checkpoints(ctx, unit)
     if len(seq) < 2:

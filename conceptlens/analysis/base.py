@@ -11,6 +11,11 @@ are now (`inputs`, a fingerprint stored in the file's metadata) and with the opt
 change its result that were asked for (`Analysis.done_metadata`, stored there too). An
 analysis whose inputs are missing for a unit raises `Skipped(reason)` before writing it:
 the runner logs the reason and the next run tries again.
+
+What a run is restricted to (one checkpoint, one dataset) and whether it recomputes done
+work is its `Scope`, an argument of its own to `units` and `run`: the options dict holds
+the declared options and nothing else (`Analysis.check_options`), so what is stored with
+a unit and logged as its options is exactly what changes or chooses its result.
 """
 
 from __future__ import annotations
@@ -122,6 +127,24 @@ MAX_EPOCHS = Option("max_epochs", int, 300, "most epochs of a fit (it stops earl
 
 
 @dataclass(frozen=True)
+class Scope:
+    """What one run is restricted to, given to `Analysis.units` and `Analysis.run` apart
+    from the options: none of it changes a unit's result, so none of it is stored with it.
+
+    `checkpoint`: per-checkpoint units of that checkpoint only, dataset-level units of its
+    dataset only (None: every checkpoint). `dataset`: units of that dataset only (the runner
+    drops the others whatever `units` returns; None: every dataset). `force`: recompute
+    units already done, and any work within a unit an analysis would otherwise reuse."""
+
+    checkpoint: str | None = None
+    dataset: str | None = None
+    force: bool = False
+
+
+EVERYTHING = Scope()  # the whole workspace, nothing recomputed that is done
+
+
+@dataclass(frozen=True)
 class Unit:
     """One piece of work: the partition it writes (e.g. checkpoint_id and k)."""
 
@@ -134,13 +157,13 @@ class Unit:
 
 
 # ---- units shared by several analyses ----------------------------------------------------
-def checkpoints_with_features(ctx: Context, opts: dict) -> list[str]:
-    """Checkpoints of checkpoints.parquet with a features partition (or the one asked for).
+def checkpoints_with_features(ctx: Context, opts: dict, scope: Scope) -> list[str]:
+    """Checkpoints of checkpoints.parquet with a features partition (or the scope's one).
 
     Without `--checkpoint`, checkpoints that declare `concept_names` are left out: their
     features are k learnt concepts side by side, which the `concepts` analysis measures;
     k-means over them is not a question any of the papers asks. Name one to cluster it."""
-    wanted = opts.get("_checkpoint")
+    wanted = scope.checkpoint
     ck = ctx.checkpoints
     if wanted is None and "concept_names" in ck.columns:
         ck = ck[ck["concept_names"].isna()]
@@ -148,9 +171,9 @@ def checkpoints_with_features(ctx: Context, opts: dict) -> list[str]:
     return [c for c in cids if ctx.ws.has("features", checkpoint_id=c)]
 
 
-def clustering_units(ctx: Context, opts: dict) -> list[Unit]:
-    """One unit per `clusters` partition present (of the checkpoint asked for, if any)."""
-    wanted = opts.get("_checkpoint")
+def clustering_units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
+    """One unit per `clusters` partition present (of the scope's checkpoint, if any)."""
+    wanted = scope.checkpoint
     return [
         Unit(p, p["checkpoint_id"])
         for p in ctx.ws.partitions("clusters")
@@ -285,12 +308,12 @@ def _ordered(g: pd.DataFrame) -> pd.DataFrame:
     return g[cols].sort_values(["order", "checkpoint_id"], kind="stable").reset_index(drop=True)
 
 
-def run_units(ctx: Context, opts: dict) -> list[Unit]:
-    """One unit per sequence (`sequences`; the one holding the checkpoint asked for, if
-    any), partition {dataset, run: the sequence's name}: a run of one checkpoint is no
+def run_units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
+    """One unit per sequence (`sequences`; those holding the scope's checkpoint, if any),
+    partition {dataset, run: the sequence's name}: a run of one checkpoint is no
     sequence, not a unit waiting for an input (its unit appears, due, when a second
     checkpoint is added)."""
-    wanted = opts.get("_checkpoint")
+    wanted = scope.checkpoint
     return [
         Unit({"dataset": s.dataset, "run": s.name})
         for s in sequences(ctx)
@@ -349,9 +372,9 @@ class Analysis:
     name: str
     title: str
     writes: tuple[str, ...]  # tables; the last one is written last, with `done_metadata`
-    units: Callable[[Context, dict], list[Unit]]  # every unit, given the inputs present
+    units: Callable[[Context, dict, Scope], list[Unit]]  # every unit in scope, given the inputs present
     # Computes one unit; returns its inputs' fingerprint; raises Skipped when they are missing.
-    run: Callable[[Context, Unit, dict], str | None]
+    run: Callable[[Context, Unit, dict, Scope], str | None]
     options: tuple[Option, ...] = ()
     depends: tuple[str, ...] = ()
     # Fingerprint of a unit's inputs now (given the options), or None when being present is enough.
@@ -373,6 +396,28 @@ class Analysis:
 
     def option_defaults(self) -> dict:
         return {o.name: o.default for o in self.all_options}
+
+    def check_options(self, opts: dict) -> dict:
+        """`opts` if its keys are exactly this analysis' declared options, else ValueError
+        naming the odd key. What a run is restricted to travels as its `Scope`: a key
+        smuggled in beside the options (as `_checkpoint` once was) would be invisible to
+        `--help`, to the stored options and to the Ray tasks' signature alike."""
+        declared = self.option_defaults()
+        for key in opts:
+            if str(key).startswith("_"):
+                raise ValueError(
+                    f"analysis {self.name!r}: option {key!r} starts with `_`; what a run is "
+                    "restricted to (checkpoint, dataset, force) is its Scope argument, not an option"
+                )
+            if key not in declared:
+                raise ValueError(
+                    f"analysis {self.name!r}: option {key!r} is not declared "
+                    f"(its options: {', '.join(declared)})"
+                )
+        absent = [n for n in declared if n not in opts]
+        if absent:
+            raise ValueError(f"analysis {self.name!r}: option(s) {', '.join(absent)} not given")
+        return opts
 
     def stored_options(self, stored: dict | None) -> dict:
         """The result options a unit was computed with, from those stored with it (None:

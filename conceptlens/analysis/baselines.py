@@ -28,17 +28,18 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import rng as rngs
 from .. import schema
 from ..workspace import files_signature
-from .base import Analysis, Option, Skipped, Unit
+from .base import Analysis, Option, Scope, Skipped, Unit
 from .common import Context
 
 EPS2 = 0.5  # lu2022 follows MCR2's default epsilon^2 on normalised features
 ROTATIONS = (0, 90, 180, 270)
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
-    wanted = opts.get("_checkpoint")
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
+    wanted = scope.checkpoint
     out = []
     for p in ctx.ws.partitions("features"):
         cid = p["checkpoint_id"]
@@ -128,7 +129,7 @@ def _augmented_views(images: list, seed: int) -> tuple[list, list]:
 
     from ..models.augment import augment
 
-    g = torch.Generator().manual_seed(int(seed))
+    g = rngs.torch_generator(seed, "baselines.augment")
     views = ([], [])
     for im in images:
         x = torch.from_numpy(np.asarray(im, np.float32) / 255.0).permute(2, 0, 1)[None]
@@ -138,10 +139,10 @@ def _augmented_views(images: list, seed: int) -> tuple[list, list]:
     return views
 
 
-def _sample(ids: np.ndarray, n: int, seed: int, salt: int) -> np.ndarray:
+def _sample(ids: np.ndarray, n: int, seed: int, what: str) -> np.ndarray:
     if len(ids) <= n:
         return ids
-    return np.sort(np.random.default_rng([seed, salt]).choice(ids, n, replace=False))
+    return np.sort(rngs.stream(seed, f"baselines.sample.{what}").choice(ids, n, replace=False))
 
 
 def _split_ids(ctx: Context, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -202,7 +203,7 @@ def _target_features(ctx: Context, adapter, row, target: str, ids) -> np.ndarray
     return _embed(adapter, _pil_images(ctx, ids))
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     from ..metrics import baselines as B
 
     cid = unit.partition["checkpoint_id"]
@@ -224,7 +225,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         # The probe's cost grows with images x classes (at 40,000 x 1,000 classes, lbfgs
         # took over 5 minutes a checkpoint): past `probe_images` it learns from a sample,
         # the same images for every checkpoint of the dataset.
-        tr &= np.isin(ids, _sample(np.sort(ids[tr]), opts["probe_images"], seed, 4))
+        tr &= np.isin(ids, _sample(np.sort(ids[tr]), opts["probe_images"], seed, "probe"))
         if len(np.unique(labels[tr].astype(int))) >= 2:
             source_ent = B.linear_probe(X[tr], labels[tr].astype(int), X[te], labels[te].astype(int), seed)[
                 "neg_entropy"
@@ -234,15 +235,15 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     transfer = []
     if adapter is not None:
         tr_ids, te_ids = _split_ids(ctx, ids)
-        views = _augmented_views(_pil_images(ctx, _sample(te_ids, n_img, seed, 1), row), seed)
+        views = _augmented_views(_pil_images(ctx, _sample(te_ids, n_img, seed, "views"), row), seed)
         align = B.alignment(_embed(adapter, views[0]), _embed(adapter, views[1]))
 
         def rotated(sel):
             ims = _pil_images(ctx, sel, row)
             return [im.rotate(a) for im in ims for a in ROTATIONS], np.tile(np.arange(4), len(ims))
 
-        rtr, ytr = rotated(_sample(tr_ids, n_img // 2, seed, 2))
-        rte, yte = rotated(_sample(te_ids, n_img // 4, seed, 3))
+        rtr, ytr = rotated(_sample(tr_ids, n_img // 2, seed, "rotation_train"))
+        rte, yte = rotated(_sample(te_ids, n_img // 4, seed, "rotation_test"))
         rotation = B.rotation_accuracy(_embed(adapter, rtr), ytr, _embed(adapter, rte), yte)
 
         for target in _targets(ctx, source_ds, opts.get("transfer_to") or []):

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .. import schema
-from .base import Analysis, Option, Skipped, Unit, clustering_fingerprint, clustering_units
+from .base import Analysis, Option, Scope, Skipped, Unit, clustering_fingerprint, clustering_units
 from .common import Context, pick_captioner
 
 CAPTION_COLUMNS = (
@@ -79,7 +79,7 @@ def describability_self(ctx: Context, cid: str, dataset: str) -> bool | None:
     return vl_is_checkpoint(ck, row)
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     from .. import metrics as M
 
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]

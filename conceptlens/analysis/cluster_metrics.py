@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..workspace import WorkspaceError
-from .base import KMEANS, N_INIT, Analysis, Option, Unit, clustering_fingerprint, clustering_units
+from .base import KMEANS, N_INIT, Analysis, Option, Scope, Unit, clustering_fingerprint, clustering_units
 from .common import Context, factor_matrix
 
 # Neighbours kept per image by the one pass kNN accuracy, CL and ID share; a query its
@@ -102,7 +102,7 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
     }
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     from concurrent.futures import ThreadPoolExecutor
 
     from .. import metrics as M

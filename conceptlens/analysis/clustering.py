@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import schema
-from .base import KMEANS, N_INIT, Analysis, Option, Unit, checkpoints_with_features
+from .base import KMEANS, N_INIT, Analysis, Option, Scope, Unit, checkpoints_with_features
 from .common import Context, default_k, files_footprint
 
 
@@ -30,12 +30,12 @@ def kmeans(
     return fit.labels, dist
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
     out = []
     clustered = {}
     for p in ctx.ws.partitions("clusters"):
         clustered.setdefault(p["checkpoint_id"], []).append(p["k"])
-    for cid in checkpoints_with_features(ctx, opts):
+    for cid in checkpoints_with_features(ctx, opts, scope):
         ks = opts["k"]
         if not ks and cid in clustered:
             ks = sorted(clustered[cid])  # no k asked for: the clusterings it has
@@ -52,7 +52,7 @@ def features_signature(ctx: Context, unit: Unit, opts: dict) -> str:
     return files_footprint(ctx.ws.partition_files("features", checkpoint_id=unit.checkpoint_id))
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> None:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> None:
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
     labels, dist = kmeans(Xn, k, opts["n_init"], opts["seed"], opts["kmeans"])

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..workspace import files_signature
-from .base import Analysis, Unit
+from .base import Analysis, Scope, Unit
 from .common import Context
 
 PREDICTORS = schema.PREDICTORS
@@ -32,10 +32,10 @@ def _checkpoints_of(ctx: Context, dataset: str) -> list[str]:
     return sorted(ck.loc[ck["dataset"] == dataset, "checkpoint_id"])
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
     measured = {p["checkpoint_id"] for p in ctx.ws.partitions("checkpoint_metrics")}
     ck = ctx.checkpoints
-    wanted = opts.get("_checkpoint")
+    wanted = scope.checkpoint
     if wanted is not None:
         ck = ck[ck["checkpoint_id"] == wanted]
     datasets = sorted(set(ck.loc[ck["checkpoint_id"].isin(measured), "dataset"]))
@@ -194,7 +194,7 @@ def clid_and_correlations(
     return scores, corr, notes
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     from ..metrics.compare import contingency
     from ..metrics.scores import anmi
 

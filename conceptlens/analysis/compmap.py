@@ -21,14 +21,14 @@ import pyarrow as pa
 from .. import schema
 from ..metrics import compmap as M
 from ..workspace import WorkspaceError, files_signature
-from .base import Analysis, Option, Skipped, Unit
+from .base import Analysis, Option, Scope, Skipped, Unit
 from .common import Context, progress
 
 BATCH = 256
 
 
 # ---- inputs -------------------------------------------------------------------------------------
-def _vl_rows(ctx: Context, opts: dict) -> pd.DataFrame:
+def _vl_rows(ctx: Context, opts: dict, scope: Scope) -> pd.DataFrame:
     vl = ctx.table("vl_models", required=False)
     if vl is None:
         if opts.get("vl"):
@@ -44,14 +44,14 @@ def _vl_rows(ctx: Context, opts: dict) -> pd.DataFrame:
                 f"(--vl); available: {', '.join(vl['vl_model_id']) or 'none'}"
             )
         vl = vl[vl["vl_model_id"].isin(opts["vl"])]
-    if opts.get("_checkpoint"):
-        vl = vl[vl["dataset"] == ctx.checkpoint_row(opts["_checkpoint"])["dataset"]]
+    if scope.checkpoint is not None:
+        vl = vl[vl["dataset"] == ctx.checkpoint_row(scope.checkpoint)["dataset"]]
     return vl.sort_values("vl_model_id")
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
     out = []
-    for r in _vl_rows(ctx, opts).itertuples(index=False):
+    for r in _vl_rows(ctx, opts, scope).itertuples(index=False):
         missing = [t for t in ("primitives", "label_primitives") if not ctx.ws.has(t, dataset=r.dataset)]
         if missing:
             msg = (
@@ -340,7 +340,7 @@ def full_shot(X, G, y, train: np.ndarray, truth_of, seed: int):
 
 
 # ---- the unit ---------------------------------------------------------------------------------
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     vl_model = unit.partition["vl_model"]
     fingerprint = _fingerprint(ctx, unit)
     row = _vl_row(ctx, vl_model)

@@ -31,6 +31,7 @@ from .base import (
     SEQUENCE_K,
     Analysis,
     Option,
+    Scope,
     Skipped,
     Unit,
     run_checkpoints,
@@ -281,7 +282,7 @@ def step_rows(
     return rows
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     d, r = unit.partition["dataset"], unit.partition["run"]
     seq, k = _sequence(ctx, unit, opts)
     axis = seq.attrs.get("axis", "epoch")

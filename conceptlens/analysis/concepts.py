@@ -27,7 +27,7 @@ import pyarrow as pa
 from .. import schema
 from ..metrics import concepts as CQ
 from ..workspace import WorkspaceError
-from .base import SEED, Analysis, Option, Unit
+from .base import SEED, Analysis, Option, Scope, Unit
 from .common import Context, files_footprint
 
 OPTIONS = (
@@ -67,14 +67,14 @@ def _concept_datasets(ctx: Context) -> set[str]:
     return set(img.loc[img["image_id"].isin(set(labels["image_id"])), "dataset"])
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
     datasets = _concept_datasets(ctx)
     ck = ctx.checkpoints
     out = []
     for r in ck.sort_values("checkpoint_id").itertuples(index=False):
         if r.dataset not in datasets or not ctx.ws.has("features", checkpoint_id=r.checkpoint_id):
             continue
-        if opts.get("_checkpoint") not in (None, r.checkpoint_id):
+        if scope.checkpoint not in (None, r.checkpoint_id):
             continue
         out.append(Unit({"checkpoint_id": r.checkpoint_id, "dataset": r.dataset}, r.checkpoint_id))
     return out
@@ -224,7 +224,7 @@ def probe_concepts(X: np.ndarray, truth: Truth, seed: int) -> list[np.ndarray]:
 
 
 # ---- one checkpoint -------------------------------------------------------------------------
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     from threadpoolctl import threadpool_limits
 
     # Every product here is small: BLAS threads only wait on each other, badly so on a

@@ -17,17 +17,18 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .. import rng as rngs
 from .. import schema
 from ..embedding import active as A
 from ..embedding.psych import read_embedding
 from ..workspace import WorkspaceError, files_signature
-from .base import BETA, MAX_EPOCHS, Analysis, Option, Unit
+from .base import BETA, MAX_EPOCHS, Analysis, Option, Scope, Unit
 from .common import Context, encode, read_trials
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
     have = sorted({p["dataset"] for p in ctx.ws.partitions("psych_embedding")})
-    wanted = opts.get("_checkpoint")
+    wanted = scope.checkpoint
     if wanted is not None:
         have = [d for d in have if d == ctx.checkpoint_row(wanted)["dataset"]]
     return [Unit({"dataset": d}) for d in have]
@@ -41,7 +42,7 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
     )
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     from ..embedding.psych import Trials, fit_embedding
 
     ds = unit.partition["dataset"]
@@ -59,7 +60,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
     t = t.sort_values(order, kind="stable", na_position="first")
     train, coarse = t[t["split"] == "train"], t[t["split"] == "test"]
     if coarse.empty:
-        pick = np.random.default_rng([seed, 5]).random(len(train)) < 0.1
+        pick = rngs.stream(seed, "convergence.coarse_split", unit.partition).random(len(train)) < 0.1
         train, coarse = train[~pick], train[pick]
         ctx.note(f"convergence {ds}: no `test` trials; a seeded tenth of the train trials is the coarse set")
     stim, sel = encode(train, index)
@@ -88,7 +89,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
                 len(stimuli),
                 dim,
                 beta=opts["beta"],
-                seed=seed * 1000 + r * 10 + m,
+                seed=rngs.int_seed(seed, "convergence.member_fit", [unit.partition, r, m]),
                 max_epochs=opts["max_epochs"],
                 progress=ctx.progress,
                 desc=f"convergence {ds} round {r + 1}/{rounds} member {m + 1}",
@@ -102,10 +103,19 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
                 "dim": int(dim),
                 "members": members,
                 "coarse_loss": A.coarse_grained_loss(ens, cstim, csel, opts["beta"]),
-                "within_agreement": A.within_agreement(ens, opts["beta"], seed),
+                "within_agreement": A.within_agreement(
+                    ens,
+                    opts["beta"],
+                    rngs.int_seed(seed, "convergence.within_agreement", [unit.partition, r]),
+                ),
                 "across_agreement": None
                 if prev is None
-                else A.across_agreement(prev, ens, opts["beta"], seed),
+                else A.across_agreement(
+                    prev,
+                    ens,
+                    opts["beta"],
+                    rngs.int_seed(seed, "convergence.across_agreement", [unit.partition, r]),
+                ),
             }
         )
         prev = ens

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..workspace import Workspace
-from .base import Skipped, Unit
+from .base import Scope, Skipped, Unit
 from .common import Context
 
 
@@ -69,12 +69,17 @@ def unit_threads(n: int | None):
         yield
 
 
-def run_group(root: str, name: str, units: list[Unit], opts: dict, threads: int = 1) -> Iterator[Result]:
+def run_group(
+    root: str, name: str, units: list[Unit], opts: dict, scope: Scope, threads: int = 1
+) -> Iterator[Result]:
     """Run `units` of analysis `name` one after the other in one fresh context (a Ray task's
-    body, also callable in-process); yields each unit's Result as soon as it is written."""
+    body, also callable in-process); yields each unit's Result as soon as it is written.
+    `opts` are the analysis' declared options exactly (checked here too: a task is an entry
+    point of its own), `scope` the run's (`base.Scope`)."""
     from . import by_name
 
     a = by_name()[name]
+    a.check_options(opts)
     ctx = Context(Workspace(root), progress=False)
     for unit in units:
         before = len(ctx.notes)
@@ -82,7 +87,7 @@ def run_group(root: str, name: str, units: list[Unit], opts: dict, threads: int 
         inputs = error = trace = skipped = None
         try:
             with unit_threads(threads):
-                inputs = a.run(ctx, unit, opts)
+                inputs = a.run(ctx, unit, opts, scope)
         except Skipped as s:  # logged by the driver; tried again by the next run
             skipped = s.reason
         except Exception as e:  # reported by the driver under the unit's name; the next unit still runs
@@ -100,7 +105,13 @@ def groups(units: list[Unit]) -> list[list[Unit]]:
 
 
 def run_ray(
-    root, name: str, units: list[Unit], opts: dict, workers: int | None = None, threads: int | None = None
+    root,
+    name: str,
+    units: list[Unit],
+    opts: dict,
+    scope: Scope,
+    workers: int | None = None,
+    threads: int | None = None,
 ) -> Iterator[Result]:
     """Results of `units` in the order they finish, at most `workers` tasks at once
     (default: as many as the Ray cluster's CPUs hold), each with `threads` threads (default 1)."""
@@ -120,7 +131,7 @@ def run_ray(
     while todo or running:
         while todo and len(running) < workers:
             group = todo.pop()
-            running[task.remote(str(root), name, group, opts, threads)] = list(group)
+            running[task.remote(str(root), name, group, opts, scope, threads)] = list(group)
         ready, _ = ray.wait(list(running), num_returns=1)
         gen = ready[0]
         try:

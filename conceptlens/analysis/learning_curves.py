@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import rng as rngs
 from .. import schema
 from ..metrics import learning as L
 from ..metrics.neighbors import nearest_cosine
@@ -40,6 +41,7 @@ from .base import (
     SEQUENCE_K,
     Analysis,
     Option,
+    Scope,
     Skipped,
     Unit,
     run_checkpoints,
@@ -290,7 +292,7 @@ def split(meta: pd.DataFrame, seed: int) -> tuple[np.ndarray, np.ndarray]:
     test = (meta["split"] == "test").to_numpy()
     train = (meta["split"] == "train").to_numpy()
     if test.sum() < MIN_SPLIT or train.sum() < MIN_SPLIT:
-        test = np.random.default_rng([seed, 27]).random(len(meta)) < 0.25
+        test = rngs.stream(seed, "learning_curves.heldout").random(len(meta)) < 0.25
         train = ~test
     return train, test
 
@@ -368,7 +370,7 @@ def _num(v) -> float | None:
     return None if v != v else min(1.0, max(0.0, v))
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     d, r = unit.partition["dataset"], unit.partition["run"]
     seq = run_checkpoints(ctx, unit)
     axis = seq.attrs.get("axis", "epoch")

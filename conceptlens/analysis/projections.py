@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .. import rng as rngs
 from .. import schema
-from .base import Analysis, Option, Unit, checkpoints_with_features
+from .base import Analysis, Option, Scope, Unit, checkpoints_with_features
 from .common import Context
 
 
@@ -35,16 +36,17 @@ def umap_2d(Xn: np.ndarray, seed: int, fit_max: int = 10_000) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*knn_search_index.*")
             return umap.UMAP(precomputed_knn=knn, **kw).fit_transform(Xn)
-    sample = np.random.default_rng(seed).choice(len(Xn), fit_max, replace=False)
+    sample = rngs.stream(seed, "projections.fit_sample").choice(len(Xn), fit_max, replace=False)
     reducer = umap.UMAP(**kw).fit(Xn[sample])
     return reducer.transform(Xn)
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
-    return [Unit({"checkpoint_id": c, "method": "umap"}, c) for c in checkpoints_with_features(ctx, opts)]
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
+    cids = checkpoints_with_features(ctx, opts, scope)
+    return [Unit({"checkpoint_id": c, "method": "umap"}, c) for c in cids]
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> None:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> None:
     cid = unit.partition["checkpoint_id"]
     ids, Xn = ctx.normalized(cid)
     xy = umap_2d(Xn, opts["seed"], opts["umap_fit_max"])

@@ -22,7 +22,7 @@ import pyarrow as pa
 from ..errors import ConceptLensError
 from ..workspace import Workspace, WorkspaceError, legacy_signatures
 from . import by_name, registered
-from .base import SEED, Analysis, Option, Skipped, Unit
+from .base import EVERYTHING, SEED, Analysis, Option, Scope, Skipped, Unit
 from .common import Context, log, progress
 from .engines import now_us, run_ray, unit_threads
 
@@ -117,7 +117,8 @@ def run(
     then cover its dataset only); `dataset` restricts every unit to that dataset's (a
     checkpoint's unit to the checkpoints of that dataset). Units already done are skipped
     unless `force`; `options` (None values: not given) that change a unit's result and
-    differ from those it was computed with make it due again.
+    differ from those it was computed with make it due again. `checkpoint`, `dataset` and
+    `force` reach the analyses as one `base.Scope`, never among their options.
     `engine="ray"` runs each analysis' pending units as Ray tasks, at most `workers` at
     once; a unit that fails there is reported by name once the others are written, and
     the analyses after it are not run. `threads` limits the BLAS / OpenMP threads of a unit
@@ -146,44 +147,43 @@ def run(
     given = {k: v for k, v in (options or {}).items() if v is not None}
     unknown = set(given) - set(known)
     if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}")
+        hint = ""
+        if any(str(k).startswith("_") for k in unknown):
+            hint = " (a run's checkpoint, dataset and force are arguments of run(), not options)"
+        raise ValueError(f"unknown option(s) {', '.join(sorted(unknown))}{hint}")
     given = {k: known[k].check(v) for k, v in given.items()}
+    scope = Scope(checkpoint=checkpoint, dataset=dataset, force=force)
     for a in todo:
         mine = {k: v for k, v in given.items() if k in a.option_defaults()}
-        opts = {**a.option_defaults(), **mine}
-        opts["_checkpoint"] = checkpoint
-        opts["_force"] = force  # an analysis may reuse work within a unit unless forced
+        opts = a.check_options({**a.option_defaults(), **mine})
         if not with_dependencies:
             for d in in_order(a.depends):
-                if any(
-                    due(ctx, d, u) is not None
-                    for u in d.units(ctx, {**d.option_defaults(), "_checkpoint": checkpoint})
-                ):
+                if any(due(ctx, d, u) is not None for u in d.units(ctx, d.option_defaults(), scope)):
                     ctx.note(
                         f"{a.name}: `{d.name}` is not done everywhere; its missing units are "
                         f"skipped here (`conceptlens analyze all` computes everything)"
                     )
                     break
-        units = a.units(ctx, opts)
-        if dataset is not None:
-            units = [u for u in units if dataset_of(ctx, u) in (dataset, None)]
+        units = a.units(ctx, opts, scope)
+        if scope.dataset is not None:
+            units = [u for u in units if dataset_of(ctx, u) in (scope.dataset, None)]
         pending = []
         for u in units:
-            why = None if force else due(ctx, a, u, mine)
-            if force or why is not None:
+            why = None if scope.force else due(ctx, a, u, mine)
+            if scope.force or why is not None:
                 pending.append(u)
             if why is not None and why.startswith("options changed"):
                 ctx.note(f"{a.name} {u.label}: {why}, recomputing")
         if not units:
             ctx.note(f"{a.name}: nothing to analyse")
         if engine == "ray" and pending:  # nothing to do starts no Ray
-            _run_on_ray(ctx, a, pending, opts, workers, threads, progress_bars)
+            _run_on_ray(ctx, a, pending, opts, scope, workers, threads, progress_bars)
             continue
         for unit in progress(pending, a.name, progress_bars):
             started, t0 = now_us(), time.perf_counter()
             try:
                 with unit_threads(threads):
-                    inputs = a.run(ctx, unit, opts)
+                    inputs = a.run(ctx, unit, opts, scope)
             except Skipped as s:
                 _skipped(ctx, a, unit, opts, s.reason, started, time.perf_counter() - t0)
                 continue
@@ -216,10 +216,12 @@ def dataset_of(ctx: Context, unit: Unit) -> str | None:
     return None if cid is None else str(ctx.checkpoint_row(cid)["dataset"])
 
 
-def _run_on_ray(ctx: Context, a: Analysis, pending: list[Unit], opts: dict, workers, threads, bars) -> None:
+def _run_on_ray(
+    ctx: Context, a: Analysis, pending: list[Unit], opts: dict, scope: Scope, workers, threads, bars
+) -> None:
     failed = []
     bar = progress(None, f"{a.name} (ray)", bars, total=len(pending))
-    for r in run_ray(ctx.ws.root, a.name, pending, opts, workers, threads):
+    for r in run_ray(ctx.ws.root, a.name, pending, opts, scope, workers, threads):
         for n in r.notes:
             if n not in ctx.notes:  # each task notes what the local engine notes once per run
                 ctx.note(n)
@@ -257,14 +259,13 @@ def log_run(
     """One row of the `analysis_runs` log."""
     from .. import __version__
 
-    public = {k: v for k, v in opts.items() if not k.startswith("_")}
     ws.append(
         "analysis_runs",
         pa.table(
             {
                 "unit": [unit.label],
                 "inputs": pa.array([inputs], pa.string()),
-                "options": [json.dumps(public, sort_keys=True, default=str)],
+                "options": [json.dumps(a.check_options(opts), sort_keys=True, default=str)],
                 "version": [__version__],
                 "started": [started],
                 "seconds": [float(seconds)],
@@ -288,7 +289,7 @@ def missing(root, names="all") -> dict[str, list[str]]:
 
 def _units_or_none(ctx: Context, a: Analysis) -> list[Unit]:
     try:
-        return a.units(ctx, {**a.option_defaults(), "_checkpoint": None})
+        return a.units(ctx, a.option_defaults(), EVERYTHING)
     except WorkspaceError:
         return []
 

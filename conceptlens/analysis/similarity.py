@@ -21,28 +21,29 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import rng as rngs
 from .. import schema
 from ..embedding.psych import psych_id, read_embedding
 from ..metrics import similarity as S
 from ..workspace import WorkspaceError, files_signature
-from .base import BETA, MAX_EPOCHS, Analysis, Option, Unit
+from .base import BETA, MAX_EPOCHS, Analysis, Option, Scope, Unit
 from .common import Context, encode, files_footprint, read_trials
 
 FIT_OPTIONS = ("seed", "dims", "members", "screen_members", "holdout", "beta", "max_epochs", "batch_trials")
 SCORE_OPTIONS = ("seed", "n_boot", "rsa_max", "beta")
 
 
-def _datasets(ctx: Context, opts: dict) -> list[str]:
+def _datasets(ctx: Context, opts: dict, scope: Scope) -> list[str]:
     have = sorted({p["dataset"] for p in ctx.ws.partitions("similarity_trials")})
-    wanted = opts.get("_checkpoint")
+    wanted = scope.checkpoint
     if wanted is not None:
         ds = ctx.checkpoint_row(wanted)["dataset"]
         have = [d for d in have if d == ds]
     return have
 
 
-def _units(ctx: Context, opts: dict) -> list[Unit]:
-    return [Unit({"dataset": d}) for d in _datasets(ctx, opts)]
+def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
+    return [Unit({"dataset": d}) for d in _datasets(ctx, opts, scope)]
 
 
 def _checkpoints_of(ctx: Context, dataset: str) -> list[str]:
@@ -243,7 +244,8 @@ class Scorer:
             self._rsa = {key: S.RSABootstrap(ref, groups, self.opts["n_boot"], self.opts["seed"])}
         return self._rsa[key]
 
-    def score(self, ids: np.ndarray, X: np.ndarray) -> list[dict]:
+    def score(self, ids: np.ndarray, X: np.ndarray, checkpoint_id: str) -> list[dict]:
+        """The rows of one checkpoint (`checkpoint_id` names its resample streams)."""
         rows = []
         pos = {s: k for k, s in enumerate(ids)}
         # Triplet accuracy: the trials whose images all have features.
@@ -256,11 +258,11 @@ class Scorer:
             for dist in S.DISTANCES:
                 c, n = S.triplet_scores(S.query_distances(X, stim, dist), sel)
                 num.append(w * c)
-            rows += self._triplet_rows(np.column_stack(num), w * n, n, self.query_label[ok])
+            rows += self._triplet_rows(np.column_stack(num), w * n, n, self.query_label[ok], checkpoint_id)
         # RSA: the embedded images with features, at most rsa_max of them (a seeded sample).
         items = [s for s in self.emb_ids if s in pos]
         if len(items) > self.opts["rsa_max"]:
-            pick = np.random.default_rng([self.opts["seed"], 5]).choice(
+            pick = rngs.stream(self.opts["seed"], "similarity.rsa_items").choice(
                 len(items), self.opts["rsa_max"], replace=False
             )
             items = [items[k] for k in np.sort(pick)]
@@ -274,10 +276,11 @@ class Scorer:
         return rows
 
     def _triplet_rows(
-        self, num: np.ndarray, den: np.ndarray, n_triplets: np.ndarray, labels: np.ndarray
+        self, num: np.ndarray, den: np.ndarray, n_triplets: np.ndarray, labels: np.ndarray, checkpoint_id: str
     ) -> list[dict]:
         """Weighted triplet accuracy per distance (columns of num), overall and per label of
-        the query; the bootstrap resamples trials (within the label for a label)."""
+        the query; the bootstrap resamples trials (within the label for a label), from the
+        stream of this checkpoint and label."""
         out = []
         groups = [(None, np.arange(len(den)))]
         groups += [(int(lab), np.flatnonzero(labels == lab)) for lab in np.unique(labels[~pd.isna(labels)])]
@@ -285,12 +288,15 @@ class Scorer:
             if den[idx].sum() <= 0:
                 continue
             value = num[idx].sum(axis=0) / den[idx].sum()
-            seed = [self.opts["seed"], 3, 0 if lab is None else lab + 1]
             boot = S.bootstrap_ratio(
                 num[idx],
                 den[idx],
                 self.opts["n_boot"],
-                int(np.random.SeedSequence(seed).generate_state(1)[0]),
+                rngs.stream(
+                    self.opts["seed"],
+                    "similarity.triplet_accuracy",
+                    {"checkpoint_id": checkpoint_id, "label": lab},
+                ),
             )
             for k, dist in enumerate(S.DISTANCES):
                 lo, hi = S.percentile_interval(boot[:, k])
@@ -315,14 +321,14 @@ class Scorer:
         }
 
 
-def _run(ctx: Context, unit: Unit, opts: dict) -> str:
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     ds = unit.partition["dataset"]
     fingerprint = _fingerprint(ctx, unit)
     trial_sig = files_signature(ctx.ws.partition_files("similarity_trials", dataset=ds))
     trials = read_trials(ctx, ds)
     fit_md = ctx.ws.read_metadata("similarity_fit", dataset=ds)
     refit = (
-        opts.get("_force")
+        scope.force
         or fit_md.get("trials") != trial_sig
         or fit_md.get("options") != json.loads(json.dumps({k: opts[k] for k in FIT_OPTIONS}))
         or not ctx.ws.has("psych_embedding", dataset=ds)
@@ -340,7 +346,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
         ctx.ws.has("human_alignment", dataset=ds)
         and old_md.get("fit") == fit_sig
         and old_md.get("options") == score_opts
-        and not opts.get("_force")
+        and not scope.force
     ):
         old = ctx.ws.read("human_alignment", dataset=ds).to_pandas()
         old = old.astype(object).where(old.notna(), None)  # nulls stay nulls, not NaN
@@ -353,7 +359,7 @@ def _run(ctx: Context, unit: Unit, opts: dict) -> str:
             continue
         scorer = scorer or Scorer(ctx, ds, trials, opts)
         ids, X = ctx.features(cid)
-        rows += [{"checkpoint_id": cid, **r} for r in scorer.score(ids, X)]
+        rows += [{"checkpoint_id": cid, **r} for r in scorer.score(ids, X, cid)]
     md = {"fit": fit_sig, "options": score_opts, "features": sigs}
     md.update(ANALYSIS.done_metadata(opts, fingerprint))
     ctx.ws.write(

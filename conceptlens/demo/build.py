@@ -13,6 +13,7 @@ from .. import schema
 from ..workspace import Workspace, atomic_write_bytes
 from . import digits as dg
 from . import shapes as sh
+from .images import images_table
 
 N_SHAPES = 5000
 SHAPES_SIDE = 64
@@ -109,22 +110,6 @@ def build_digits(ws: Workspace, seed: int, progress: bool = True):
             {"image_id": iid, "captioner": "groundtruth", "text": dg.describe(int(y), a, mass_q, slant_t)}
         )
     return rows, caps
-
-
-IMAGE_COLUMNS = [c.name for c in schema.TABLES_BY_NAME["images"].columns]
-
-
-def images_table(rows: list[dict]) -> pa.Table:
-    """One table for all datasets: factor columns a dataset lacks are null."""
-    extra = []
-    for r in rows:
-        for k in r:
-            if k not in IMAGE_COLUMNS and k not in extra:
-                extra.append(k)
-    t = pa.Table.from_pylist([{k: r.get(k) for k in IMAGE_COLUMNS + extra} for r in rows])
-    types = {"label": pa.int64(), "width": pa.int32(), "height": pa.int32()}
-    t = t.select(IMAGE_COLUMNS + extra)
-    return t.cast(pa.schema([pa.field(n, types.get(n, t.schema.field(n).type)) for n in t.column_names]))
 
 
 def build_data(out: str | Path, seed: int = 0, n_shapes: int = N_SHAPES, progress: bool = True) -> Workspace:

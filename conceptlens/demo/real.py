@@ -48,6 +48,7 @@ import numpy as np
 
 from ..workspace import Workspace
 from .analysis import DEMO_OPTIONS
+from .images import images_table
 
 FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
 CLIPART_DIR = Path("/usr/share/openclipart/png")
@@ -414,8 +415,6 @@ def write_data(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cat
         core = {c.name for c in schema.TABLES_BY_NAME["images"].columns}
         new = new.select([c for c in new.column_names if c in core or new[c].null_count < len(new)])
     else:
-        from .build import images_table
-
         new = images_table(rows)
     ws.write("images", new)
 

@@ -15,14 +15,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import rng as rngs
 from ..metrics import similarity as S
 
 Members = list[tuple[np.ndarray, np.ndarray]]  # (mu, sigma) of each member, n x d
 
 
-def posterior_samples(mu: np.ndarray, sigma: np.ndarray, n_samples: int, seed: int) -> np.ndarray:
-    """`n_samples` draws of the whole embedding from one member's posterior (S x n x d)."""
-    rng = np.random.default_rng(seed)
+def posterior_samples(mu: np.ndarray, sigma: np.ndarray, n_samples: int, seed) -> np.ndarray:
+    """`n_samples` draws of the whole embedding from one member's posterior (S x n x d);
+    `seed`: an int or a generator (`rng.generator`)."""
+    rng = rngs.generator(seed, "seed")
     mu, sigma = np.asarray(mu, np.float64), np.asarray(sigma, np.float64)
     return mu[None] + sigma[None] * rng.standard_normal((n_samples, *mu.shape))
 
@@ -70,7 +72,8 @@ def information_gain(
         raise ValueError(f"n_select must be in [1, references - 1], got {n_select}")
     gains = []
     for m, (mu, sigma) in enumerate(members):
-        p = _outcome_probabilities(posterior_samples(mu, sigma, n_samples, seed + m), stim, n_select, beta)
+        draws = posterior_samples(mu, sigma, n_samples, rngs.stream(seed, "information_gain.posterior", m))
+        p = _outcome_probabilities(draws, stim, n_select, beta)
         gains.append(_entropy(p.mean(axis=0)) - _entropy(p).mean(axis=0))
     return np.maximum(np.mean(gains, axis=0), 0.0)
 
@@ -117,7 +120,7 @@ def select_trials(
     stimulus embedded among the wrong neighbours can move."""
     from .psych import ensemble_similarity
 
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     n = len(members[0][0])
     if n_references + 1 > n:
         raise ValueError(f"n_references={n_references} needs more than {n} stimuli")
@@ -166,7 +169,7 @@ def select_trials(
 def random_trials(n: int, n_trials: int, n_references: int = 8, random_state: int = 0) -> np.ndarray:
     """Trials with a random query and random distinct references (the coarse-grained set and
     the random baseline of active selection)."""
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     if n_references + 1 > n:
         raise ValueError(f"n_references={n_references} needs more than {n} stimuli")
     return np.array([rng.choice(n, n_references + 1, replace=False) for _ in range(n_trials)])
@@ -191,7 +194,10 @@ def within_agreement(members: Members, beta: float = S.BETA, seed: int = 0) -> f
 
     if len(members) < 2:
         return None
-    sims = [expected_similarity(m, s, beta, 4, seed) for m, s in members]
+    sims = [
+        expected_similarity(m, s, beta, 4, rngs.stream(seed, "within_agreement.member", k))
+        for k, (m, s) in enumerate(members)
+    ]
     pairs = itertools.combinations(range(len(sims)), 2)
     return float(np.mean([_pearson_sq(sims[a], sims[b]) for a, b in pairs]))
 
@@ -201,7 +207,8 @@ def across_agreement(previous: Members, current: Members, beta: float = S.BETA, 
     from .psych import ensemble_similarity
 
     return _pearson_sq(
-        ensemble_similarity(previous, beta, 4, seed), ensemble_similarity(current, beta, 4, seed)
+        ensemble_similarity(previous, beta, 4, rngs.int_seed(seed, "across_agreement.previous")),
+        ensemble_similarity(current, beta, 4, rngs.int_seed(seed, "across_agreement.current")),
     )
 
 
@@ -237,7 +244,7 @@ def simulate_rounds(
     Z_true = np.asarray(Z_true, np.float64)
     n = len(Z_true)
     dim = dim or Z_true.shape[1]
-    rng = np.random.default_rng([random_state, 1])
+    rng = rngs.stream(random_state, "simulate_rounds.answers")
     true_sim = expected_similarity(Z_true, np.zeros_like(Z_true), beta, 1, 0)
     truth = S.upper(true_sim)
     # Fine-grained pairs: each stimulus with its nearest 5% (what random trials rarely probe).
@@ -250,7 +257,9 @@ def simulate_rounds(
     def answer(stim: np.ndarray) -> np.ndarray:
         return S.sample_choices(Z_true, stim[:, 0], stim[:, 1:], 2, beta, rng)
 
-    coarse = answer(random_trials(n, n_coarse, random_state=random_state + 101))
+    coarse = answer(
+        random_trials(n, n_coarse, random_state=rngs.stream(random_state, "simulate_rounds.coarse"))
+    )
     collected = np.zeros((0, 9), np.int64)
     counts = np.zeros(n)
     ens: Members | None = None
@@ -266,22 +275,23 @@ def simulate_rounds(
                 query_counts=counts,
                 n_confirmation=n_conf,
                 beta=beta,
-                random_state=random_state + r,
+                random_state=rngs.int_seed(random_state, "simulate_rounds.select", r),
                 **select_kw,
             )
             new = sel.stimulus_set
             select_kw["n_confirmation"] = n_conf
         else:
-            new = random_trials(n, trials_per_round, random_state=random_state + 1000 + r)
+            new = random_trials(
+                n, trials_per_round, random_state=rngs.stream(random_state, "simulate_rounds.random", r)
+            )
         np.add.at(counts, new[:, 0], 1)
         collected = np.concatenate([collected, answer(new)])
         trials = Trials(collected, np.full(len(collected), 2), np.ones(len(collected)))
         prev = ens
         ens = []
         for m in range(members):
-            f = fit_embedding(
-                trials, n, dim, beta=beta, seed=random_state * 100 + r * 10 + m, progress=progress, member=m
-            )
+            seed = rngs.int_seed(random_state, "simulate_rounds.member", [r, m])
+            f = fit_embedding(trials, n, dim, beta=beta, seed=seed, progress=progress, member=m)
             ens.append((f.mu.astype(np.float64), f.sigma.astype(np.float64)))
         inferred = S.upper(ensemble_similarity(ens, beta, 4, random_state))
         out.append(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import rng as rngs
 from ..metrics import similarity as S
 
 # projections.checkpoint_id of a dataset's psychological embedding: `psych@DATASET`.
@@ -136,7 +137,7 @@ def fit_embedding(
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        g = torch.Generator().manual_seed(int(seed))
+        g = rngs.torch_generator(seed)
         idx_all = torch.as_tensor(np.maximum(stim, 0))
         valid = torch.as_tensor(stim[:, 1:] >= 0)
         sel = np.asarray(trials.n_select, np.int64)
@@ -229,8 +230,9 @@ def scores(Z: np.ndarray, trials: Trials, beta: float = S.BETA) -> dict:
 def expected_similarity(
     mu: np.ndarray, sigma: np.ndarray, beta: float = S.BETA, n_samples: int = 8, seed: int = 0
 ) -> np.ndarray:
-    """E_q[exp(-beta ||z_i - z_j||)] for every pair of rows, by Monte Carlo (n x n)."""
-    rng = np.random.default_rng(seed)
+    """E_q[exp(-beta ||z_i - z_j||)] for every pair of rows, by Monte Carlo (n x n);
+    `seed`: an int or a generator (`rng.generator`)."""
+    rng = rngs.generator(seed, "seed")
     mu = np.asarray(mu, np.float64)
     sigma = np.asarray(sigma, np.float64)
     out = np.zeros((len(mu), len(mu)))
@@ -247,9 +249,14 @@ def expected_similarity(
 def ensemble_similarity(
     members: list[tuple[np.ndarray, np.ndarray]], beta: float = S.BETA, n_samples: int = 8, seed: int = 0
 ) -> np.ndarray:
-    """The ensemble's expected similarity matrix: the mean over its members."""
+    """The ensemble's expected similarity matrix: the mean over its members, member k's
+    samples drawn from the stream ("ensemble_similarity.member", k) of `seed`."""
     return np.mean(
-        [expected_similarity(m, s, beta, n_samples, seed + k) for k, (m, s) in enumerate(members)], axis=0
+        [
+            expected_similarity(m, s, beta, n_samples, rngs.stream(seed, "ensemble_similarity.member", k))
+            for k, (m, s) in enumerate(members)
+        ],
+        axis=0,
     )
 
 
@@ -270,23 +277,29 @@ def heldout_split(n: int, members: int, holdout: float, seed: int) -> dict[int, 
     k = max(1, int(round(holdout * n)))
     if k >= n:
         raise ValueError(f"holdout={holdout} leaves no trial to fit out of {n}")
-    return {m: np.sort(np.random.default_rng([seed, 7, m]).permutation(n)[:k]) for m in range(members)}
+    return {m: np.sort(rngs.stream(seed, "psych.heldout", m).permutation(n)[:k]) for m in range(members)}
 
 
 def agreement(
-    fits: list[Fit], beta: float = S.BETA, max_items: int = 1000, seed: int = 0
+    fits: list[Fit], beta: float = S.BETA, max_items: int = 1000, seed: int = 0, unit=None
 ) -> list[float | None]:
     """Each member's mean Spearman correlation with the other members' expected similarity
-    matrices (on a seeded sample of at most `max_items` stimuli)."""
+    matrices (on a seeded sample of at most `max_items` stimuli); each member's matrix is
+    sampled from its own stream (one shared stream would correlate their Monte Carlo
+    errors and inflate the agreement). `unit`: what the ensemble is one of (its
+    dimension), so that two ensembles' agreements draw from streams of their own."""
     if len(fits) < 2:
         return [None] * len(fits)
     n = len(fits[0].mu)
     items = (
         np.arange(n)
         if n <= max_items
-        else np.sort(np.random.default_rng([seed, 11]).choice(n, max_items, replace=False))
+        else np.sort(rngs.stream(seed, "agreement.items", unit).choice(n, max_items, replace=False))
     )
-    tri = [S.upper(expected_similarity(f.mu[items], f.sigma[items], beta, 4, seed)) for f in fits]
+    streams = [rngs.stream(seed, "agreement.member", [unit, k]) for k in range(len(fits))]
+    tri = [
+        S.upper(expected_similarity(f.mu[items], f.sigma[items], beta, 4, g)) for f, g in zip(fits, streams)
+    ]
     r = np.eye(len(fits))
     for a in range(len(fits)):
         for b in range(a + 1, len(fits)):
@@ -329,7 +342,7 @@ def fit_ensemble(
             n_stimuli,
             dim,
             beta=beta,
-            seed=int(np.random.SeedSequence([seed, dim, m]).generate_state(1)[0]),
+            seed=rngs.int_seed(seed, "psych.member_fit", [dim, m]),
             progress=progress,
             desc=f"{label} d={dim} member {m}".strip(),
             member=m,
@@ -368,7 +381,7 @@ def fit_ensemble(
         run(best, m)
     for dim in dims:
         mine = sorted((r for r in rows if r["dim"] == dim), key=lambda r: r["member"])
-        for r, a in zip(mine, agreement([fits[dim, r["member"]] for r in mine], beta, seed=seed)):
+        for r, a in zip(mine, agreement([fits[dim, r["member"]] for r in mine], beta, seed=seed, unit=dim)):
             r["agreement"] = a
     rows.sort(key=lambda r: (r["dim"], r["member"]))
     for r in rows:

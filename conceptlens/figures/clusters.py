@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import textwrap
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from ..cache import cached
 from . import theme
 from .theme import MIN_FONT_PX, OKABE_ITO, data_range, range_title
 
@@ -28,7 +28,7 @@ FOCUS = 10
 OTHER = "#C4C4C4"
 
 
-@functools.lru_cache(maxsize=65_536)  # the same captions on every rerun; textwrap is slow
+@cached(reads=(), maxsize=65_536)  # the same captions on every rerun; textwrap is slow
 def _short(text, width: int = 60) -> str:
     if text is None or (isinstance(text, float) and np.isnan(text)):
         return ""
@@ -208,7 +208,7 @@ def _label_positions(pts: pd.DataFrame, first=None, spacing: float = 0.1) -> pd.
     return med.loc[[order[i] for i in kept]]
 
 
-def _focus(vals: pd.Series, cats: list, clusters: pd.Series | None, highlight) -> list:
+def focus_categories(vals: pd.Series, cats: list, clusters: pd.Series | None, highlight) -> list:
     """The FOCUS categories coloured when there are too many to colour all: the most
     frequent among the `highlight` cluster's points (so colouring by label shows where
     the chosen cluster's labels lie), then the largest of all (colouring by cluster: the
@@ -251,10 +251,11 @@ def projection_scatter(
     box or lasso selection names its images. Categorical colours: one trace and one
     distinct colour per value (`theme.categorical`), the legend in value order, the
     largest categories drawn first so small ones are never buried; past MAX_LEGEND
-    values only the FOCUS ones of `_focus` are coloured, over one grey trace of the
-    others. Numeric colours: a colour scale. The `highlight` cluster's points are ringed on top; `region`
-    (kind, vertices) is drawn as the plot's selection. With `dragmode="zoom"` a click
-    selects the point under it (in "select" mode Plotly only clears the selection).
+    values only the FOCUS ones of `focus_categories` are coloured, over one grey trace of
+    the others. Numeric colours: a colour scale. The `highlight` cluster's points are ringed
+    on top; `region` (kind, vertices) is drawn as the plot's selection. With
+    `dragmode="zoom"` a click selects the point under it (in "select" mode Plotly only
+    clears the selection).
     """
     fig = go.Figure()
     pts = points
@@ -315,7 +316,8 @@ def projection_scatter(
         rank = {c: i for i, c in enumerate(cats)}
         shown = cats
         if len(cats) > MAX_LEGEND:
-            shown = _focus(vals, cats, pts["cluster"] if "cluster" in pts.columns else None, highlight)
+            clusters = pts["cluster"] if "cluster" in pts.columns else None
+            shown = focus_categories(vals, cats, clusters, highlight)
             rest = ~vals.isin(shown).to_numpy(bool)
             points(
                 rest,

@@ -9,13 +9,14 @@ font family or a palette of its own.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from ..cache import cached
 
 TEMPLATE = "conceptlens"
 # Liberation Sans has Arial's metrics: where Arial is missing (Linux servers, the Docker
@@ -79,7 +80,7 @@ MIN_LIGHTNESS, MAX_LIGHTNESS = 30, 88
 PALETTE = tuple(c for c in OKABE_ITO + TOL_MUTED if lightness(c) >= MIN_LIGHTNESS)
 
 
-@functools.lru_cache(maxsize=8)
+@cached(reads=(), maxsize=8)
 def _extended(n: int) -> tuple[str, ...]:
     # Greedy farthest-point choice in CIELAB over an sRGB grid: each added colour is the
     # one farthest from every colour taken so far, so no two categories look alike (a

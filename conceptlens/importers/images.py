@@ -25,7 +25,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import rng as rngs
 from .. import schema
+from ..cache import cached
 from ..errors import ConceptLensError
 from ..pixels import DEFAULT_BACKGROUND, background_hex, to_rgb
 from ..workspace import Workspace, WorkspaceError, atomic_write_bytes, atomic_write_table, check_id, now_iso
@@ -220,9 +222,7 @@ def assign_splits(items: list[Item], split: str | None, test_fraction: float | N
         return [it.split or default for it in items]
     if not 0 < test_fraction < 1:
         raise ValueError(f"--test-fraction must be in (0, 1), got {test_fraction}")
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
+    rng = rngs.generator(seed, "seed")
     out = ["train"] * len(items)
     groups: dict = {}
     for i, it in enumerate(items):
@@ -235,19 +235,20 @@ def assign_splits(items: list[Item], split: str | None, test_fraction: float | N
 
 
 # ---- thumbnails (runs in worker processes) --------------------------------------------
-_HF: dict = {}
+@cached(reads=(), maxsize=8)
+def _hf_dataset(folder: str, split: str | None, column: str):
+    """A saved Hugging Face dataset (one split) whose image `column` is left encoded: opened
+    once per worker process for all the rows it thumbnails (opening maps its files)."""
+    import datasets
+
+    d = datasets.load_from_disk(folder)
+    d = d[split] if split is not None else d
+    return d.cast_column(column, datasets.Image(decode=False))
 
 
 def _hf_image(folder: str, split: str | None, row: int, column: str) -> dict:
     """{"bytes", "path"} of one image of a saved Hugging Face dataset, without decoding it."""
-    key = (folder, split, column)
-    if key not in _HF:
-        import datasets
-
-        d = datasets.load_from_disk(folder)
-        d = d[split] if split is not None else d
-        _HF[key] = d.cast_column(column, datasets.Image(decode=False))
-    return _HF[key][row][column]
+    return _hf_dataset(folder, split, column)[row][column]
 
 
 def _source_ext(fmt: str | None) -> str:

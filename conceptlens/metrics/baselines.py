@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import rng as rngs
+
 
 def _unit(X) -> np.ndarray:
     X = np.asarray(X, np.float64)
@@ -37,7 +39,7 @@ def uniformity(X, t: float = 2.0, max_points: int = 5000, random_state: int = 0)
     if len(Z) < 2:
         raise ValueError("uniformity needs at least two points")
     if len(Z) > max_points:
-        Z = Z[np.sort(np.random.default_rng(random_state).choice(len(Z), max_points, replace=False))]
+        Z = Z[np.sort(rngs.generator(random_state).choice(len(Z), max_points, replace=False))]
     sq = np.maximum(2 - 2 * Z @ Z.T, 0.0)  # unit vectors: ||a - b||^2 = 2 - 2 a.b
     iu = np.triu_indices(len(Z), 1)
     v = -t * sq[iu]

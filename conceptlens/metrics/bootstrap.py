@@ -8,17 +8,19 @@ and the 95% interval is the 2.5th and 97.5th percentiles of the `n_boot` statist
 TwoNN) can miss the estimate by a hair; such an end is moved to the estimate, so that
 lo <= estimate <= hi always holds (the workspace validates it).
 
-`rng_for(seed, what)` gives each quantity its own stream of one `--seed`: the interval of
-one metric does not change when another is added or its resample count changes.
+`rng_for(seed, what)` (`conceptlens.rng.stream`) gives each quantity its own stream of one
+`--seed`: the interval of one metric does not change when another is added or its
+resample count changes.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Iterator
 
 import numpy as np
+
+from .. import rng as rngs
 
 ALPHA = 0.05
 # Index cells drawn per block (int64: 32 MB): bounds memory at 50,000 images x 1,000 resamples.
@@ -28,8 +30,9 @@ FIT_CELLS = 1 << 18
 
 
 def rng_for(seed: int, what: str) -> np.random.Generator:
-    """The generator of one quantity's resamples (`what`, e.g. "knn_acc") under `seed`."""
-    return np.random.default_rng([int(seed), zlib.crc32(what.encode())])
+    """The generator of one quantity's resamples (`what`, e.g. "knn_acc") under `seed`:
+    `rng.stream(seed, what)`, the same for every unit."""
+    return rngs.stream(seed, what)
 
 
 def resamples(

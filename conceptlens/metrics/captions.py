@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import rng as rngs
 from .neighbors import l2_normalize
 
 
@@ -87,7 +88,7 @@ def class_captions_rouge(
             cache[key] = 1.0 - rouge_scorer._score_lcs(tokens[a], tokens[b]).fmeasure
         return cache[key]
 
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     out = {}
     for c in np.unique(labels):
         inside = np.flatnonzero(labels == c)
@@ -162,7 +163,7 @@ def describability(
         # image x cluster squared distances, without an image x cluster x dim array
         dist = (F * F).sum(axis=1)[:, None] - 2 * F @ means.T + (means * means).sum(axis=1)[None, :]
         col = {c.item(): j for j, c in enumerate(ids)}
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     out = {}
     for t, c in enumerate(tc):
         top_imgs = retrieved[t]

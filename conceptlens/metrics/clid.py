@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from .. import rng as rngs
+
 
 def _vec(x, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
@@ -92,7 +94,7 @@ def kendall_bootstrap_interval(
     Resamples where tau is undefined (a constant series) are left out.
     """
     x, y = _vec(x, "x"), _vec(y, "y")
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     idx = rng.integers(0, len(x), (n_boot, len(x)))
     step = max(1, 2_000_000 // len(x) ** 2)  # bounded memory: B x n x n signs
     vals = np.concatenate(
@@ -136,7 +138,7 @@ def permutation_p(x, y, n_perm: int = N_PERMUTATIONS, random_state: int = 0) -> 
     if exact:
         perms = np.array(list(itertools.permutations(range(n))), dtype=np.int64)
     else:
-        rng = np.random.default_rng(random_state)
+        rng = rngs.generator(random_state)
         perms = rng.permuted(np.tile(np.arange(n), (n_perm, 1)), axis=1)
     r0 = abs(_pearson_rows(x, y[None, :])[0])
     t0 = abs(_tau_b(x[None, :], y[None, :])[0])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import rng as rngs
 from .neighbors import as_matrix, unit_rows
 from .scores import clopper_pearson
 
@@ -66,7 +67,7 @@ def make_trials(
         raise ValueError(f"negative must be 'random' or 'hard', got {negative!r}")
     if negative == "hard" and hard is None:
         raise ValueError("negative='hard' needs `hard` (see hard_negative_clusters)")
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     out = {"cluster": [], "refs": [], "query": [], "negative": []}
     skipped = []
     for c in np.unique(labels):
@@ -104,7 +105,7 @@ def annotate(trials: Trials, annotator_features, random_state: int = 0) -> np.nd
     one-hot factors) are decided by a seeded coin, as a guessing human would.
     """
     A = as_matrix(annotator_features, "annotator_features")
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
 
     def unit(rows):  # l2_normalize(A).astype(float64)[rows], normalising only those rows
         return unit_rows(A[rows]).astype(np.float64)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import rng as rngs
+
 LOGIT_SCALE = 100.0
 Z95 = 1.959963984540054
 MODELS = ("prim", "interv_full", "interv_partial", "oracle")
@@ -193,7 +195,7 @@ def sample_episodes(
             f"classes of at least {shots + queries} images; there are {len(pool)}"
         )
     rows = {c: np.flatnonzero(labels == c) for c in pool}
-    rng = np.random.default_rng(seed)
+    rng = rngs.generator(seed, "seed")
     out = []
     for _ in range(n_episodes):
         classes = np.sort(rng.choice(pool, size=ways, replace=False))

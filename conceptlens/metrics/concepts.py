@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import rng as rngs
+
 HIDDEN = 32
 BETAS = tuple(round(0.05 * i, 2) for i in range(20))  # 0, 0.05, ..., 0.95 (the public code's grid)
 PAPER_BETA = 0.2
@@ -172,7 +174,7 @@ def _pairwise_mlp_auc(
     # Layout (kl, rows, kt * hidden): the kt networks reading learnt concept i share its
     # input, so layer 1 is one matrix product per i; layer 2 is block-diagonal (pair (i, j)
     # connects hidden block j to output block j only), again one product per i.
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     lim1 = np.sqrt(6 / (D + hidden))
     lim2 = np.sqrt(6 / (hidden + M))
     block = np.kron(np.eye(kt, dtype=np.float32), np.ones((hidden, M), np.float32))
@@ -237,7 +239,7 @@ def split_rows(n: int, test_share: float = 0.2, random_state: int = 0) -> tuple[
     """The shared 80/20 split of the purity matrices (the paper's appendix 6.3)."""
     if not 0 < test_share < 1:
         raise ValueError(f"test_share must be in (0, 1), got {test_share}")
-    perm = np.random.default_rng(random_state).permutation(n)
+    perm = rngs.generator(random_state).permutation(n)
     k = int(round(n * test_share))
     return np.sort(perm[k:]), np.sort(perm[:k])
 

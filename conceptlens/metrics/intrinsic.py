@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import rng as rngs
 from .neighbors import SELF_BLOCK, SelfNeighbours, as_matrix, by_rows, nearest_euclidean_self
 
 
@@ -42,7 +43,8 @@ def _row_keys(B: np.ndarray) -> np.ndarray:
         words = B.view(np.uint64)
     else:
         words = B.view(f"u{B.dtype.itemsize}").astype(np.uint64)
-    mult = np.random.default_rng(words.shape[1]).integers(1, 2**63, words.shape[1], dtype=np.uint64)
+    mults = rngs.fixed("intrinsic.row_key_multipliers", words.shape[1])  # the hash's own constants
+    mult = mults.integers(1, 2**63, words.shape[1], dtype=np.uint64)
     return (words * (mult | np.uint64(1))).sum(axis=1, dtype=np.uint64)
 
 

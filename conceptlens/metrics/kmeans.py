@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import rng as rngs
 from .neighbors import by_spans
 
 ENGINES = ("auto", "faiss", "sklearn")
@@ -156,7 +157,7 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
     # points per cluster, its distances measured in an INIT_DIM-d random projection. Each
     # of its k steps reads every point it seeds from: on all points in full dimension it
     # costs more than the Lloyd iterations.
-    rng = np.random.RandomState(random_state)
+    rng = rngs.legacy_random_state(random_state)
 
     def lloyd(init, seed: int, niter: int):
         km = faiss.Kmeans(

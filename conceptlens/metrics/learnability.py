@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import rng as rngs
 from .kmeans import kmeans
 from .neighbors import DEFAULT_BLOCK, SelfNeighbours, l2_normalize, nearest_cosine
 
@@ -99,7 +100,7 @@ def cluster_learnability(
         raise ValueError(f"n_chunks must be in [2, {n}], got {n_chunks}")
     if n_orders < 1:
         raise ValueError(f"n_orders must be >= 1, got {n_orders}")
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     scores = []
     for _ in range(n_orders):
         order = rng.permutation(n)
@@ -192,7 +193,7 @@ def cluster_learnability_counts(
         raise ValueError(f"n_chunks must be in [2, {n}], got {n_chunks}")
     if n_orders < 1:
         raise ValueError(f"n_orders must be >= 1, got {n_orders}")
-    rng = np.random.default_rng(random_state)
+    rng = rngs.generator(random_state)
     S, J = nb.sims, nb.idx
     scores = []
     n_correct, n_pred = np.zeros(n, np.int64), np.zeros(n, np.int64)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import rng as rngs
 from .neighbors import nearest_cosine
 
 
@@ -82,7 +83,7 @@ def bootstrap_indices(n: int, n_boot: int, random_state: int = 0) -> np.ndarray:
     """n_boot resamples (with replacement) of n items, seeded: shape (n_boot, n)."""
     if n < 1 or n_boot < 1:
         raise ValueError(f"bootstrap needs n >= 1 and n_boot >= 1, got n={n}, n_boot={n_boot}")
-    return np.random.default_rng(random_state).integers(0, n, size=(int(n_boot), int(n)))
+    return rngs.generator(random_state).integers(0, n, size=(int(n_boot), int(n)))
 
 
 def bootstrap_auc(

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import rng as rngs
 from .coherence import Trials
 from .intrinsic import first_occurrences, twonn_fit
 from .neighbors import as_matrix, nearest_cosine, unit_rows
@@ -81,7 +82,7 @@ class Neighbours:
         self.X = X
         self.X32 = np.ascontiguousarray(X, np.float32)  # what faiss searches (no copy if float32)
         n = len(X)
-        self.order = np.random.default_rng([seed, 1]).permutation(n)
+        self.order = rngs.stream(seed, "selection.evaluation_order").permutation(n)
         self.k = min(K_NN, n - 1)
         self._sims: list = []  # one array per block searched, in order
         self._nn: list = []
@@ -538,7 +539,7 @@ class Scorer:
         return out
 
     def _intrinsic_dim_of(self, members, tag) -> float:
-        return self.intrinsic_dim(members, np.random.default_rng([*tag, 9]))
+        return self.intrinsic_dim(members, rngs.stream(tag[0], "selection.intrinsic_dim", tag[1:]))
 
     def _coherence(self, sets, member_t, tags, kind: str):
         """(accuracy, correct, trials) of every set: arrays. member_t: n x sets membership."""
@@ -565,7 +566,7 @@ class Scorer:
         refs, query, neg, which, coins = [], [], [], [], []
         n = member_t.shape[0]
         for i in range(b):
-            rng = np.random.default_rng([*tags[i], 5 if kind == "random" else 6])
+            rng = rngs.stream(tags[i][0], f"selection.coherence_{kind}", tags[i][1:])
             if pools is not None and len(pools[i]) == 0:
                 continue
             pick = self._picks(sets[i], rng)
@@ -631,8 +632,7 @@ class Scorer:
         with ThreadPoolExecutor(THREADS) as pool:  # the intervals beside the draws and their scores
             interval_job = pool.submit(self._intervals, bootstrap, alpha)
             draws = [
-                pool.submit(self.draws, w, np.random.default_rng([self.seed, NULLS.index(w) + 1, 2]))
-                for w in self.nulls
+                pool.submit(self.draws, w, rngs.stream(self.seed, f"selection.null_{w}")) for w in self.nulls
             ]
             sets = [self.sel[None, :]] + [d.result() for d in draws]
             tags = [(self.seed, 0, 0)]
@@ -714,7 +714,6 @@ class Scorer:
     def _intervals(self, bootstrap: int, alpha: float) -> tuple[dict, dict]:
         """Intervals of the selection's scores: bootstrap for learnability (over the evaluated
         images) and purities (over the set's images), Clopper-Pearson for coherence."""
-        rng = np.random.default_rng([self.seed, 0, 3])
         q = [alpha / 2, 1 - alpha / 2]
         member = np.zeros((1, len(self.pop.X)), bool)
         member[0, self.sel] = True
@@ -722,6 +721,7 @@ class Scorer:
         a, b = share[pos], share[~pos]
         out: dict = {}
         if len(a) and len(b) and bootstrap:
+            rng = rngs.stream(self.seed, "selection.learnability")
             wa, wb = _draw_counts(rng, len(a), bootstrap), _draw_counts(rng, len(b), bootstrap)
             boot = weighted_aucs(a, b, wa, wb)
             out["learnability"] = tuple(float(x) for x in np.quantile(boot, q))
@@ -733,6 +733,7 @@ class Scorer:
                 if K < 2 or len(c) == 0:
                     continue
                 hist = np.bincount(c, minlength=K)
+                rng = rngs.stream(self.seed, f"selection.purity_{name}")  # one stream per interval
                 counts = rng.multinomial(len(c), hist / len(c), size=bootstrap)
                 v = purity_of_counts(counts, K)
                 # The resamples' percentile interval, stretched to hold the value itself: a

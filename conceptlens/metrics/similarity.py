@@ -12,6 +12,8 @@ import itertools
 
 import numpy as np
 
+from .. import rng as rngs
+
 DISTANCES = ("l1", "l2", "cosine")
 BETA = 10.0
 
@@ -71,9 +73,10 @@ def sample_choices(
     references in choice order, the others in display order).
 
     Sequential choice in proportion to similarity among the references left is a
-    Plackett-Luce draw, which is exactly the top of log s + Gumbel noise. `beta` may
+    Plackett-Luce draw, which is exactly the top of log s + Gumbel noise, drawn from `rng`
+    (required: None is a ValueError, answers are never unseeded). `beta` may
     differ per trial (a less attentive agent has a smaller one)."""
-    rng = np.random.default_rng() if rng is None else rng
+    rng = rngs.generator(rng, "rng")  # required: no unseeded answers
     query = np.asarray(query, np.int64)
     refs = np.asarray(references, np.int64)
     Z = np.asarray(Z, np.float64)
@@ -258,7 +261,7 @@ class RSABootstrap:
         if n_boot < 0:
             raise ValueError(f"n_boot must be >= 0, got {n_boot}")
         self.n, self.level = n, level
-        rng = np.random.default_rng(seed)
+        rng = rngs.generator(seed, "seed")
         # Row 0 weighs every image once: the point estimate.
         self.W = np.vstack([np.ones((1, n)), rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot)])
         self.groups = []
@@ -354,7 +357,7 @@ def bootstrap_ratio(num: np.ndarray, den: np.ndarray, n_boot: int, seed: int) ->
     num = np.asarray(num, np.float64)
     num = num[:, None] if num.ndim == 1 else num
     den = np.asarray(den, np.float64)
-    rng = np.random.default_rng(seed)
+    rng = rngs.generator(seed, "seed")
     n = len(den)
     out = np.empty((n_boot, num.shape[1]))
     chunk = max(1, 2_000_000 // max(1, n))  # bounds the (chunk, n) resample indices

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import pandas as pd
 
+from .. import rng as rngs
 from ..errors import ConceptLensError
 from ..metrics.coherence import MIN_TRIALS, make_trials
 from ..workspace import Workspace, WorkspaceError, check_id
@@ -63,7 +64,7 @@ LIMITS = {
 MIN_FAILED_CHECKS = 2  # Prolific: a participant is excluded only after two failed checks
 MAX_CODE = 64  # completion codes and their URLs are short texts a participant sees
 # Independent random streams, so that changing one part of a spec leaves the others' draws.
-_PACK, _CATCH, _LAYOUT, _STIMULI, _ACTIVE = 1, 2, 3, 4, 5
+_PACK, _CATCH, _LAYOUT, _STIMULI, _ACTIVE = "pack", "catch", "layout", "stimuli", "active"
 # An active round's share of confirmation trials (roads2021 section 4.3), and the trials kept
 # per query (as `active.simulate_rounds` does).
 CONFIRMATION_SHARE, KEEP_PER_QUERY = 0.25, 3
@@ -290,8 +291,9 @@ class Design:
         return 1 + max((s.session for s in self.slots), default=-1)
 
 
-def _rng(spec: StudySpec, stream: int) -> np.random.Generator:
-    return np.random.default_rng([int(spec.seed), stream])
+def _rng(spec: StudySpec, purpose: str) -> np.random.Generator:
+    """The design's stream for `purpose` (pack, catch, layout...) under the spec's seed."""
+    return rngs.stream(int(spec.seed), f"study.{purpose}")
 
 
 # ---- tasks ------------------------------------------------------------------------------------
@@ -467,7 +469,7 @@ def _active_trials(ws: Workspace, spec: StudySpec, notes: list[str]):
         np.add.at(counts, q.to_numpy(), 1)
     n_confirm = int(round(spec.tasks * CONFIRMATION_SHARE)) if spec.tasks >= 4 else 0
     want = spec.tasks - n_confirm
-    seed = int(_rng(spec, _ACTIVE).integers(2**31 - 1)) + int(spec.round)
+    seed = rngs.int_seed(int(spec.seed), f"study.{_ACTIVE}", int(spec.round))
     sel = A.select_trials(
         members,
         -(-want // KEEP_PER_QUERY),

@@ -1,15 +1,17 @@
 """The studies service: every write of a study, and every read of what is private, decided on
-the server for the role of whoever asks (docs/studies.md, "Owner and participants").
+the server for the role of whoever asks (docs/studies.md, "Owner and participants"), by the one
+permission table, conceptlens/permissions.py (which also says who is the owner).
 
-Two roles:
+Two sides:
 
 - the **owner** designs, follows, closes and exports studies (`Owner`). Who is the owner: with
   `CONCEPTLENS_OWNER_SECRET` set (an environment variable; Streamlit Community Cloud exports its
   secrets as such), whoever gave that secret, compared in constant time; without it, every
   visitor when the server listens on a loopback address only (a local `make run`), else nobody.
-  Every method of `Owner` checks again, so a page that forgot to hide a button still cannot
-  write. A read-only deployment (`CONCEPTLENS_READ_ONLY=1`) refuses every owner write too:
-  studies are then created, closed and exported from the command line.
+  Every method of `Owner` asks the permission table again (conceptlens/permissions.py), so a
+  page that forgot to hide a button still cannot write. A read-only deployment
+  (`CONCEPTLENS_READ_ONLY=1`) refuses every owner write too: studies are then created, closed
+  and exported from the command line.
 - a **participant** opens a study link (`enter`, `answer`): one place per browser session, an id
   the store issued, the images of the workspace the study was designed on.
 
@@ -19,113 +21,62 @@ owner typed, the session's places, the link's parameters, the address the server
 
 from __future__ import annotations
 
-import hmac
 import io
-import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from ..workspace import Workspace, WorkspaceError, inside, read_only
+from .. import permissions as P
+from ..workspace import Workspace, WorkspaceError, inside
 from . import store as S
 from .design import StudyError, StudySpec, design
 from .results import Results, checks, export, results
 
-OWNER_SECRET = "CONCEPTLENS_OWNER_SECRET"
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
-
-class OwnerRequired(StudyError):
-    """Only the owner may do this (the message says how to become the owner)."""
-
-
-class ReadOnlyDeployment(StudyError):
-    """A read-only deployment changes nothing, studies included."""
-
-
-# ---- who is the owner ---------------------------------------------------------------------------
-def owner_secret() -> str | None:
-    value = os.environ.get(OWNER_SECRET, "").strip()
-    return value or None
-
-
-def owner_mode(address: str | None) -> str:
-    """ "secret" (the owner gives CONCEPTLENS_OWNER_SECRET), "local" (no secret, the server listens
-    on a loopback address: whoever reaches it is on this machine) or "nobody" (no secret, the
-    server listens beyond this machine: the owner's pages are closed to everyone)."""
-    if owner_secret():
-        return "secret"
-    return "local" if (address or "").strip().strip("[]") in LOOPBACK else "nobody"
-
-
-def is_owner(given: str | None, address: str | None) -> bool:
-    mode = owner_mode(address)
-    if mode == "local":
-        return True
-    if mode == "nobody" or not isinstance(given, str) or len(given) > 1024:
-        return False
-    return hmac.compare_digest(given.encode(), owner_secret().encode())
-
-
-def _refusal(address: str | None) -> str:
-    if owner_mode(address) == "nobody":
-        return (
-            "the owner's pages are closed on this server: it listens beyond this machine and no "
-            f"{OWNER_SECRET} is set (docs/deploy.md)"
-        )
-    return "only the owner may see or change studies: give the owner secret first"
-
-
+# ---- the owner -------------------------------------------------------------------------------
 class Owner:
-    """The owner's side of studies. Every call checks the owner (and, for a write, that the
-    deployment is not read-only) before touching the store or the workspace."""
+    """The owner's side of studies. Every call asks the permission table (conceptlens/
+    permissions.py) before it touches the store or the workspace: the role from the secret the
+    session gave, the mode from the deployment (and the workspace the call writes)."""
 
     def __init__(self, given: str | None, address: str | None):
         self._given, self._address = given, address
 
     @property
     def ok(self) -> bool:
-        return is_owner(self._given, self._address)
+        """Whether this session is the owner (a page's question: each call checks anyway)."""
+        return P.role_of(self._given, P.mode_from_env(self._address)) is P.Role.OWNER
 
-    def _read(self) -> S.Store:
-        if not self.ok:
-            raise OwnerRequired(_refusal(self._address))
+    def _may(self, action: P.Action, root=None) -> S.Store:
+        mode = P.mode_from_env(self._address, root)
+        P.require(action, P.role_of(self._given, mode), mode)
         return S.open_store()
-
-    def _write(self) -> S.Store:
-        store = self._read()
-        if read_only():
-            raise ReadOnlyDeployment(
-                "this deployment is read-only (CONCEPTLENS_READ_ONLY=1): it changes no study; create, "
-                "close and export studies from the command line with the same answers store"
-            )
-        return store
 
     # reads ---------------------------------------------------------------------------------
     def store_label(self) -> str:
-        return self._read().label
+        return self._may(P.Action.STUDY_READ).label
 
     def studies(self) -> pd.DataFrame:
-        return self._read().studies()
+        return self._may(P.Action.STUDY_READ).studies()
 
     def study(self, study_id: str) -> S.Study:
-        return self._read().study(study_id)
+        return self._may(P.Action.STUDY_READ).study(study_id)
 
     def status(self, study_id: str) -> str:
-        return self._read().status(study_id)
+        return self._may(P.Action.STUDY_READ).status(study_id)
 
     def results(self, root, study_id: str, max_catch_failure: float | None) -> Results:
         """Results from the store as it is now; the proxy's values from the workspace at `root`
         (None: a study designed on another workspace, shown without them)."""
-        store = self._read()
+        store = self._may(P.Action.READ_ANSWERS)
         return results(store, study_id, None if root is None else Workspace(root), max_catch_failure)
 
     def answers_csv(self, root, study_id: str, max_catch_failure: float | None) -> bytes:
         """Every answer as the `study_answers` table has it, with the platform ids, as CSV."""
         res = self.results(root, study_id, max_catch_failure)
-        ids = self._read().participants(study_id)[
+        ids = self._may(P.Action.READ_ANSWERS).participants(study_id)[
             ["participant_id", "platform", "platform_pid", "platform_study", "platform_session"]
         ]
         buf = io.StringIO()
@@ -136,16 +87,17 @@ class Owner:
     def create(self, root, spec: StudySpec, study_id: str | None = None, token: bool = False) -> dict:
         """Design `spec` on the workspace at `root` and store it: study_id, token, sessions,
         planned answers, tasks, catch tasks, notes."""
-        store = self._write()
+        store = self._may(P.Action.STUDY_CREATE, root)
         d = design(Workspace(root), spec)
         sid, tok = store.create_study(d, study_id or None, token=True if token else None)
         return made(d, sid, tok)
 
     def set_status(self, study_id: str, value: str) -> None:
-        self._write().set_status(study_id, value)
+        action = P.Action.STUDY_CLOSE if value == "closed" else P.Action.STUDY_REOPEN
+        self._may(action).set_status(study_id, value)
 
     def export(self, root, study_id: str, max_catch_failure: float | None) -> dict:
-        return export(self._write(), study_id, Workspace(root), max_catch_failure)
+        return export(self._may(P.Action.STUDY_EXPORT, root), study_id, Workspace(root), max_catch_failure)
 
     def next_round(
         self, root, study_id: str, tasks: int | None, max_catch_failure: float | None, token: bool, step=None
@@ -156,7 +108,7 @@ class Owner:
         from .rounds import next_round as run
 
         out = run(
-            self._write(),
+            self._may(P.Action.STUDY_NEXT_ROUND, root),
             study_id,
             Workspace(root),
             tasks=tasks or None,
@@ -248,6 +200,13 @@ def study_root(study: S.Study, served: list[Path]) -> Path | None:
     return next((r for r in served if r.is_dir() and _meta_name(r) == study.workspace), None)
 
 
+def place_role(places: MutableMapping, study_id, participant_id) -> P.Role:
+    """A session's role toward a study's place: its participant when the session's places (kept
+    on the server) hold that very id, else a visitor, whatever a link or a cookie says."""
+    held = places.get(study_id) if isinstance(study_id, str) else None
+    return P.Role.PARTICIPANT if held is not None and held == participant_id else P.Role.VISITOR
+
+
 def enter(
     study_id,
     token,
@@ -265,6 +224,8 @@ def enter(
     `link_workspace` is (folder of served workspaces, `ws=` of the link) when the link has one.
     """
     try:
+        mode = P.mode_from_env()
+        P.require(P.Action.STUDY_JOIN, place_role(places, study_id, participant_id), mode)
         store = S.open_store()
         study = store.study(study_id)
         if link_workspace is not None:
@@ -295,6 +256,7 @@ def enter(
         cur = store.current(study_id, joined.participant_id)
         kind = study.spec.kind
         if cur.task_id is None:
+            P.require(P.Action.READ_OWN_CODE, place_role(places, study_id, joined.participant_id), mode)
             spec = study.spec
             excluded = bool(spec.rules) and _excluded(store, study, joined.participant_id)
             code = (spec.excluded_code if excluded else spec.completion_code) or cur.completion_code
@@ -305,6 +267,8 @@ def enter(
         return Entry(joined.participant_id, cur, kind, root)
     except StudyError as e:
         return Entry(error=for_participant(e))
+    except P.PermissionDenied:
+        return Entry(error="This link cannot be opened on this dashboard.")
 
 
 def _excluded(store: S.Store, study: S.Study, participant_id: str) -> bool:
@@ -322,7 +286,9 @@ def answer(
 ) -> str | None:
     """Store an answer of the session's place; None when it was stored, else what to tell the
     participant."""
-    if places.get(study_id) != participant_id:
+    try:
+        P.require(P.Action.STUDY_ANSWER, place_role(places, study_id, participant_id), P.mode_from_env())
+    except P.PermissionDenied:
         return "That answer was not stored: this browser holds no such place in the study."
     try:
         S.open_store().answer(study_id, participant_id, task_id, response, rt_ms)

@@ -8,9 +8,13 @@ the numbers `cluster_links` stores for every pair).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
+from .. import schema
+from ..cache import cached
 from ..metrics import compare, events
 from ..schema import MIN_STABLE_CHECKPOINTS
 from . import clusters
@@ -110,51 +114,80 @@ CLUSTER_MEANS = {
     "mean_coherence": "coherence_random",
     "mean_coherence_hard": "coherence_hard",
 }
-# Their bootstrap: cluster_metrics' defaults (`--bootstrap 1000 --seed 0`).
-MEAN_BOOT, MEAN_SEED = 1000, 0
-# cluster_mean_intervals kept for the process by workspace fingerprint (1,000 resamples of
-# every image of every checkpoint: 0.1 s of CPU per checkpoint of 5,000 images), so that
-# sorting the table again does not redo them.
-_MEAN_INTERVALS: dict = {}
-KEEP_MEAN_INTERVALS = 8
+# The analysis whose stored per-cluster values the means are over: its seed and resample
+# count are read from each unit it computed (`unit_resampling`), never assumed.
+CLUSTER_ANALYSIS = "cluster_metrics"
 
 
-def cluster_mean_intervals(
-    db, dataset: str, k: int, n_boot: int = MEAN_BOOT, seed: int = MEAN_SEED
-) -> pd.DataFrame:
+def unit_resampling(db, dataset: str, k: int) -> dict[str, tuple[int, int]]:
+    """checkpoint_id -> (bootstrap resamples, seed) that cluster_metrics computed its unit
+    (checkpoint, k) of `dataset` with: the options stored in the footer of the unit's last
+    table (`checkpoint_metrics`, what makes it done), completed by the analysis's own
+    `stored_options` (written before 2.2, without options: its defaults). A checkpoint whose
+    unit has no such file is absent (its intervals are missing, not guessed)."""
+    from ..analysis import by_name
+    from ..workspace import parse_partition
+
+    a = by_name()[CLUSTER_ANALYSIS]
+    last = schema.tables_by_name()[a.writes[-1]]
+    files = [str(f) for f in db.ws.files(last.name)]
+    if not files:
+        return {}
+    cks = set(
+        db.query("SELECT checkpoint_id FROM checkpoints WHERE dataset = $ds", {"ds": dataset})[
+            "checkpoint_id"
+        ]
+    )
+    md = db.query(
+        "SELECT file_name, decode(value) AS value FROM parquet_kv_metadata($files) "
+        "WHERE decode(key) = 'conceptlens'",
+        {"files": files},
+    )
+    stored = dict(zip(md["file_name"].astype(str), md["value"]))
+    out = {}
+    base = str(last.path).rstrip("/") + "/"
+    for f in files:
+        inside = f[f.rindex(base) + len(base) :] if base in f else ""
+        try:
+            part = parse_partition(last, inside.split("/")[:-1])
+        except ValueError:
+            continue
+        if part.get("k") != int(k) or part.get("checkpoint_id") not in cks:
+            continue
+        raw = stored.get(f)
+        opts = a.stored_options(json.loads(raw).get("analysis_options") if raw else None)
+        out[part["checkpoint_id"]] = (int(opts["bootstrap"]), int(opts["seed"]))
+    return out
+
+
+@cached(copy=True)
+def cluster_mean_intervals(db, dataset: str, k: int) -> pd.DataFrame:
     """95% percentile bootstrap intervals (metrics/bootstrap.py) of each checkpoint's mean
     purity and mean coherence (random, hard) over its clusters at k, derived at read time
     from what the workspace stores (no stored column): one row per checkpoint of `dataset`
     with cluster_metrics at k, columns `checkpoint_id` and `<mean>_lo`/`_hi` of each of
-    CLUSTER_MEANS.
+    CLUSTER_MEANS. Each checkpoint's resamples use the resample count and seed its
+    cluster_metrics unit was computed with (`unit_resampling`).
 
     Each cluster's items are resampled within it, the clusters held fixed (as each
     cluster's own interval), and resample b of the mean is the mean over the clusters of
     their resample b (bootstrap.group_mean_interval):
     - purity: each cluster's labelled images (`clusters` joined to images.parquet, in
       image_id order), bootstrap.purity_stats, one stream `rng_for(seed, "purity")` over
-      the clusters in order: with cluster_metrics' seed and resample count, the very
-      resamples of the stored per-cluster intervals. K is the dataset's labels, as the
-      analysis's. Where the clusters no longer give the stored purities (re-clustered, not
-      measured again) the interval is missing;
+      the clusters in order: the very resamples of the stored per-cluster intervals. K is
+      the dataset's labels, as the analysis's. Where the clusters no longer give the stored
+      purities (re-clustered, not measured again) the interval is missing;
     - coherence: each cluster's 2AFC trials, `coherence_trials` of which
       round(coherence x trials) were answered right, resampled (bootstrap.mean_stats), one
-      stream `rng_for(seed, "mean_coherence_random")` (or `_hard`) over the clusters."""
-    try:
-        key = (str(db.root), db.ws.fingerprint(), dataset, int(k), int(n_boot), int(seed))
-    except (AttributeError, OSError):
-        key = None
-    if key is not None and key in _MEAN_INTERVALS:
-        return _MEAN_INTERVALS[key].copy()
-    out = _cluster_mean_intervals(db, dataset, k, n_boot, seed)
-    if key is not None:
-        _MEAN_INTERVALS[key] = out
-        while len(_MEAN_INTERVALS) > KEEP_MEAN_INTERVALS:
-            _MEAN_INTERVALS.pop(next(iter(_MEAN_INTERVALS)))
-    return out.copy()
+      stream `rng_for(seed, "mean_coherence_random")` (or `_hard`) over the clusters.
+
+    Cached by `conceptlens.cache` (1,000 resamples of every image of every checkpoint take
+    0.1 s of CPU per checkpoint of 5,000 images; sorting the table again does not redo
+    them), keyed on the tables it read."""
+    return _cluster_mean_intervals(db, dataset, k, unit_resampling(db, dataset, k))
 
 
-def _cluster_mean_intervals(db, dataset: str, k: int, n_boot: int, seed: int) -> pd.DataFrame:
+def _cluster_mean_intervals(db, dataset: str, k: int, resampling: dict) -> pd.DataFrame:
     from ..metrics import bootstrap as B
     from ..metrics.scores import purity
 
@@ -193,6 +226,12 @@ def _cluster_mean_intervals(db, dataset: str, k: int, n_boot: int, seed: int) ->
     rows = []
     for ck, m in cm.groupby("checkpoint_id", sort=True):
         row = {"checkpoint_id": ck}
+        if resampling.get(ck, (0, 0))[0] < 1:
+            # no unit to take the resampling from, or a unit computed without intervals
+            # (`--bootstrap 0`, or stored before 2.3): its means have none either
+            rows.append(row)
+            continue
+        n_boot, seed = resampling[ck]
         # purity
         lo = hi = float("nan")
         stored = m["purity"].dropna()

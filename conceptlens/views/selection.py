@@ -11,11 +11,9 @@ import os
 import numpy as np
 import pandas as pd
 
-from .. import schema
 from ..errors import SelectionError
 from ..metrics import selection as S
-
-IMAGE_CORE = {c.name for c in schema.CORE_BY_NAME["images"].columns}
+from ..selections import factor_columns, load
 
 
 def checkpoint_images(db, checkpoint: str) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
@@ -34,25 +32,6 @@ def checkpoint_images(db, checkpoint: str) -> tuple[np.ndarray, np.ndarray, pd.D
             f"images.parquet lacks {len(missing)} image(s) of checkpoint {checkpoint!r}, e.g. {missing[0]!r}"
         )
     return np.asarray(ids), X, meta.loc[list(ids)].reset_index()
-
-
-# A numeric factor with more distinct values than this is continuous: no purity, no histogram.
-MAX_FACTOR_VALUES = 50
-
-
-def factor_columns(meta: pd.DataFrame) -> list[str]:
-    """The categorical factor columns of these images: every non-core column with a value,
-    except numeric ones with more than MAX_FACTOR_VALUES distinct values."""
-    out = []
-    for c in meta.columns:
-        s = meta[c]
-        if c in IMAGE_CORE or not s.notna().any():
-            continue
-        numeric = pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s)
-        if numeric and s.nunique() > MAX_FACTOR_VALUES:
-            continue
-        out.append(c)
-    return out
 
 
 def _codes(s: pd.Series) -> tuple[np.ndarray, dict]:
@@ -394,8 +373,6 @@ def across_saved(db, dataset: str, name: str, n_null: int, seed: int = 0) -> pd.
     """`across` of the latest save of selection `name` of `dataset` (conceptlens.selections):
     what the Clusters page shows for a saved selection and the catalogue's `selection_across`
     draws, so an exported figure names the selection it scores."""
-    from ..selections import load
-
     sel = load(db, dataset, name)
     if sel is None:
         raise SelectionError(f"no selection named {name!r} is saved for dataset {dataset!r}")
