@@ -94,7 +94,7 @@ browser-deps:
 	fi
 
 # Debian's PostgreSQL for the answers-store tests: they start their own throw-away server
-# (initdb + pg_ctl, tests/pg.py), so the package's own cluster is never used.
+# (initdb + pg_ctl, harness/pg.py), so the package's own cluster is never used.
 postgres-deps:
 	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then \

@@ -1,7 +1,7 @@
 """A cold page in headless Chromium: seconds from navigation to the first chart drawn, and
 the bytes that reach the browser, by kind.
 
-Each repeat starts a fresh Streamlit server (tests/browser.py `serve`: a new process, so
+Each repeat starts a fresh Streamlit server (harness/browser.py `serve`: a new process, so
 every cache and first import is cold) on a copy of the workspace and opens `--page` in a
 new browser profile. Bytes are the Chrome DevTools Protocol's encoded (on the wire) sizes:
 HTTP responses by kind (Streamlit's /static/ bundles, /media/ files such as thumbnails,
@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
+from harness.browser import CHROMIUM, CHROMIUM_ARGS, serve  # noqa: E402
 
 CHART = '[data-testid="stPlotlyChart"] .main-svg, [data-testid="stMain"] canvas'
 

@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, free_port, serve  # noqa: E402
+from harness.browser import CHROMIUM, CHROMIUM_ARGS, free_port, serve  # noqa: E402
 
 ATLAS_VENV = ROOT / "bench" / ".venv-atlas"
 ATLAS_VERSION = "0.21.0"
@@ -312,7 +312,7 @@ def hover_captions(page, el, frame, points: int = 6) -> list[float]:
     """Seconds from the cursor reaching a point to its tip showing the point's image id (its
     caption: with the points up to 250,000 of them, else fetched by the block), for
     `points` points spread over the drawing order (so over blocks), in turn."""
-    from tests.browser import projection_pixels
+    from harness.browser import projection_pixels
 
     n = frame.evaluate("() => window.__projection.n")
     out = []
@@ -336,7 +336,7 @@ def hover_captions(page, el, frame, points: int = 6) -> list[float]:
 
 
 def run_conceptlens(browser, url: str, ckpt: str) -> dict:
-    from tests.browser import projection, wait_for_script
+    from harness.browser import projection, wait_for_script
 
     def find_view(page):
         view = page.locator('iframe[title="components.projection.projection"]')

@@ -2,8 +2,8 @@
 
 100 simulated participants answer 20 tasks each, all at once: a coherence study on the test
 factory's workspace (3 clusters x 20 tasks x 30 people, plus 2 catch tasks per person: exactly
-100 sessions of 20), over Streamlit's websocket as browsers speak it (tests/st_client.py), on
-SQLite and on PostgreSQL (a throw-away server, tests/pg.py). Once `--kill-at` of the answers are
+100 sessions of 20), over Streamlit's websocket as browsers speak it (harness/st_client.py), on
+SQLite and on PostgreSQL (a throw-away server, harness/pg.py). Once `--kill-at` of the answers are
 acknowledged the server is killed with SIGKILL and started again; the participants reconnect
 and go on where they were. Checked: every answer acknowledged before the kill is stored;
 exactly 2,000 answers in the end, none twice; every participant has their completion code.
@@ -40,7 +40,7 @@ os.environ.setdefault("CONCEPTLENS_STUDY_MAX_ANSWERS", "30")
 from conceptlens.studies.design import StudySpec, design  # noqa: E402
 from conceptlens.studies.store import open_store  # noqa: E402
 from conceptlens.workspace import Workspace  # noqa: E402
-from tests.st_client import Outcome, Server, participate  # noqa: E402
+from harness.st_client import Outcome, Server, participate  # noqa: E402
 
 SPEC = StudySpec("coherence", "ck0", 4, refs=10, answers=30, per_participant=20, catch=2, seed=0)
 
@@ -63,7 +63,7 @@ def run(backend: str, work: Path, people: int, kill_at: float, observers: str = 
         if backend == "sqlite":
             url = f"sqlite:///{work / f'answers-{backend}.sqlite'}"
         else:
-            from tests.pg import fresh_database, postgres_server
+            from harness.pg import fresh_database, postgres_server
 
             url = fresh_database(stack.enter_context(postgres_server()))
         store = open_store(url)

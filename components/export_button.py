@@ -12,6 +12,7 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
+from components import data
 from components.text import plain_figure
 from conceptlens.figures.catalog import FIGURES, aspect_of, stem
 from conceptlens.figures.export import FORMATS, SIZES, figure_bytes
@@ -21,7 +22,7 @@ from conceptlens.figures.export import provenance as _provenance
 def view_url() -> str:
     """The URL of the view being drawn: this page with the parameters the run leaves."""
     try:
-        from components.url_state import current_params
+        from components.url_state import current_params  # local: guarded by the except below
 
         params = current_params()
     except ImportError:  # url_state without pending changes
@@ -34,8 +35,6 @@ def view_url() -> str:
 
 def view_provenance(**extra) -> dict:
     """Provenance of what this page shows: workspace label and fingerprint, URL, version, date."""
-    from components import data
-
     ws = data.session_workspace()
     label, fp = (ws.label, ws.fp) if ws is not None else ("", "")
     out = _provenance(label, fp, view_url())

@@ -20,6 +20,7 @@ from __future__ import annotations
 import streamlit as st
 
 from components import nav
+from conceptlens.workspace import read_only
 
 # Set in the session by app.py's run before the page runs, taken by the page: a page that
 # does not find it was not run by app.py in this run.
@@ -95,8 +96,6 @@ def copy_link() -> None:
 
 def sidebar_tools() -> None:
     """What the app's frame shows on every page, below the navigation."""
-    from conceptlens.workspace import read_only
-
     copy_link()
     if read_only():
         st.caption("Read-only deployment: nothing here changes the workspace.")

@@ -18,6 +18,7 @@ import streamlit as st
 from components import cache
 from components.text import literal
 from conceptlens.cache import cached
+from conceptlens.remote import open_source
 from conceptlens.validate import open_thumbnail
 from conceptlens.workspace import WorkspaceError, inside
 
@@ -39,7 +40,7 @@ def _decodes(path: str, size: int, mtime_ns: int) -> bool:
 
 @cache.cached(resource=True, reads=())
 def _placeholder() -> bytes:
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # local: off the pages' cold start
 
     im = Image.new("RGB", (64, 64), (236, 236, 236))
     d = ImageDraw.Draw(im)
@@ -54,8 +55,6 @@ def _placeholder() -> bytes:
 def _remote_image(url: str, fp: str) -> bytes | None:
     # A remote workspace's thumbnail, fetched once per workspace version (kept in memory):
     # `fp` is not read, it is the key of the version (a listing has no sizes or times).
-    from conceptlens.remote import open_source
-
     try:
         data = open_source(url).getvalue()
         with open_thumbnail(io.BytesIO(data)) as im:

@@ -28,7 +28,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import os
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,8 @@ import pyarrow.compute as pc
 import streamlit as st
 import streamlit.components.v1 as components
 
+from components.cache import cached
+from conceptlens.cache import ALL, pinned
 from conceptlens.figures.clusters import (
     MAX_LEGEND,
     OTHER,
@@ -122,9 +126,6 @@ def pack(args: dict) -> bytes:
     it when served over HTTP (components/serving.py): a little-endian uint32 length, a JSON
     header {n, sections: {name: [offset, length]}} padded with spaces to `HEADER` bytes, then
     each section at a 4-byte boundary."""
-    import json
-    import struct
-
     parts = {k: args[k] for k in POINT_SECTIONS if args.get(k)}
     sections, offset = {}, HEADER
     for k, b in parts.items():
@@ -303,11 +304,11 @@ class CaptionSource:
             return got
 
 
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _caption_source(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, _fn) -> CaptionSource:
+@cached(resource=True, max_entries=2)
+def _caption_source(db, view, args: dict, color, highlight) -> CaptionSource:
     """The CaptionSource of `_encoded`'s points (the same view, order and folder); at most two
     are kept (a million points' caption columns are about 150 MB)."""
-    pts = _ws.view(_fn, **dict(args))
+    pts = view(db, **args)
     folder = thumb_folder(pts["thumbnail"]) if "thumbnail" in pts.columns else None
     return CaptionSource(_ordered(pts, color, highlight)[0], color, folder)
 
@@ -328,15 +329,18 @@ def _thumb_route(ws, folder: str | None) -> str | None:
     return f"../{route.name}/"
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _encoded(root: str, fp: str, view: str, args: tuple, color, highlight, _ws, _fn):
+@cached(resource=True, max_entries=8)
+def _encoded(db, view, args: dict, color, highlight, text_limit: int):
     """The encoded points and their thumbnail folder, packed once. Kept as objects shared by
     every session (st.cache_data would unpickle them on every rerun: 0.1-0.4 s at 1,000,000
     points, the page's reruns after a selection included), so never changed: `points_of`
-    hands each run a copy of what a page may change."""
-    pts = _ws.view(_fn, **dict(args))
+    hands each run a copy of what a page may change. Keyed by the view, its arguments and the
+    tables it read (a stat of their files, taken once per rerun with the page's views), not
+    by the whole workspace: a saved selection does not encode the points again. The view is
+    run here, not through the page's view cache: its frame is needed once, to encode it."""
+    pts = view(db, **args)
     folder = thumb_folder(pts["thumbnail"]) if "thumbnail" in pts.columns else None
-    enc = encode(pts, color, highlight=highlight, with_text=len(pts) <= max_text(), thumbs=folder)
+    enc = encode(pts, color, highlight=highlight, with_text=len(pts) <= text_limit, thumbs=folder)
     _packed(enc)
     return enc, folder
 
@@ -366,21 +370,24 @@ def points_of(ws, color, highlight=None, view=None, **view_args) -> Encoded:
 
         view = V.projection
         view_args = {"method": "umap", **view_args, "limit": max_points()}
-    name = f"{view.__module__}.{view.__qualname__}"
-    args = tuple(sorted(view_args.items()))
-    shared, folder = _encoded(str(ws.root), ws.fp, name, args, color, highlight, ws, view)
+    db = ws.db()
+    text_limit = max_text()
+    # The tables' fingerprints, each taken once for this call (the key, then a run on a miss);
+    # the whole workspace's is the one this rerun took (`ws.fp`).
+    with pinned({(str(db.root), ALL): "ws:" + ws.fp}):
+        shared, folder = _encoded(db, view, view_args, color, highlight, text_limit)
+        # The captions' URL key: the points' own key (the view, its arguments and the tables
+        # it read), so the browser keeps a block of captions as long as the points.
+        key = _encoded.key((db, view, view_args, color, highlight, text_limit), {})[0]
     # This run's own arguments (a page rings other points, greys a legend entry); the points'
     # arrays and bytes are shared, read only.
     lists = {k: list(shared.args[k]) for k in ("palette", "names", "legend")}
     enc = dataclasses.replace(shared, args={**shared.args, **lists})
     enc.args["thumb_base"] = _thumb_route(ws, folder)
     if enc.args.get("text") is None:
-        key = hashlib.sha256(
-            repr((CAPTION_BLOCK, str(ws.root), ws.fp, name, args, color, highlight)).encode()
-        )
         enc.captions = (
-            key.hexdigest(),
-            functools.partial(_caption_source, str(ws.root), ws.fp, name, args, color, highlight, ws, view),
+            hashlib.sha256(repr((CAPTION_BLOCK, key)).encode()).hexdigest(),
+            functools.partial(_caption_source, db, view, view_args, color, highlight),
         )
     return enc
 
@@ -451,7 +458,12 @@ def projection_view(
 
     arg, seq = _region_arg(key, data_key, region)
     args = dict(enc.args)
-    from components.serving import CAPTIONS, CAPTIONS_ROUTE, POINTS, POINTS_ROUTE
+    from components.serving import (  # local: keeps Starlette's routing off the pages' cold start
+        CAPTIONS,
+        CAPTIONS_ROUTE,
+        POINTS,
+        POINTS_ROUTE,
+    )
 
     if POINTS.served:  # serve.py: the points as an immutable file the browser caches
         points_key, blob = _packed(enc)

@@ -17,33 +17,33 @@ is saved by name to be linked) or a saved selection (`&saved=NAME`, the latest s
 name). `&nnull=N`: random sets per null; `&across=1`: the scores on every checkpoint. The panel
 scores nothing until it is turned on (`&score=1`).
 
-Scores are cached by (the files the scores read, checkpoint, a hash of the ids, options), so
-saving a selection (which changes the workspace's fingerprint) does not score it again.
+Scores are cached by (the tables the scores read, checkpoint, a digest of the ids, options),
+so saving a selection (which writes only the selections table) does not score it again.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from components import study
 from components import url_state as U
+from components.cache import cached
 from components.cluster_tables import DASH, missing
 from components.export_button import show_catalog_figure, show_figure, view_provenance
 from components.text import literal
 from conceptlens import permissions as P
 from conceptlens import selections as SEL
+from conceptlens import text
 from conceptlens.errors import ConceptLensError
 from conceptlens.figures.selection import across_figure, score_name
 from conceptlens.figures.specs.clusters import DEFAULT_NULL, NULL_SIZES
 from conceptlens.views import clusters as VC
 from conceptlens.views import selection as VS
-from conceptlens.workspace import Workspace
 
 SOURCES = {
     "page": "the images selected above",
@@ -73,8 +73,16 @@ def ordinal(p: float) -> str:
     return f"{n}{suffix}"
 
 
-def ids_hash(ids) -> str:
-    return hashlib.sha1("\n".join(sorted(ids)).encode()).hexdigest()[:20]
+class Selected:
+    """A selection's image ids as an argument of a cached function: keyed by a digest of the
+    ids in their order (`cache_key`), not id by id (a selection may hold every image of a
+    dataset, and its key is derived on every rerun)."""
+
+    def __init__(self, ids):
+        self.ids = tuple(ids)
+
+    def cache_key(self) -> str:
+        return hashlib.sha1("\n".join(self.ids).encode()).hexdigest()
 
 
 def region_origin(region: str, where: str) -> str:
@@ -92,41 +100,20 @@ def page_origin(sel: str, region: str | None, cluster, n_clusters: int, checkpoi
 
 
 # ---- scoring, cached ----------------------------------------------------------------------------
-def inputs_fingerprint(ws, checkpoint: str) -> str:
-    """Changes when a file the scores read changes (images, checkpoints, the checkpoint's
-    features), not when a selection is saved."""
-    if ws.remote:
-        return ws.fp
-    w = Workspace(ws.root)
-    files = [w.table_path("images"), w.table_path("checkpoints")]
-    try:
-        files += w.partition_files("features", checkpoint_id=checkpoint)
-    except (ValueError, OSError):
-        pass
-    h = hashlib.sha1(checkpoint.encode())
-    for p in files:
-        try:
-            s = os.stat(p)
-        except OSError:
-            continue
-        h.update(f"{Path(p).name}:{s.st_size}:{s.st_mtime_ns};".encode())
-    return h.hexdigest()[:16]
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def _scored(
-    root: str, fp: str, checkpoint: str, key: str, n_null: int, seed: int, describe_k: int | None, _db, _ids
-) -> dict:
+# Keyed by the tables the scores read (features, images, checkpoints; captions when
+# described), so saving a selection, which writes none of them, does not score it again.
+@cached(max_entries=64)
+def _scored(db, checkpoint: str, ids: Selected, n_null: int, seed: int, describe_k: int | None) -> dict:
     """views.selection.score; `describe_k`: also describability against the clusters'
     captions at that k (None: not asked)."""
     more = {"describe": True, "k": describe_k} if describe_k is not None else {}
-    return VS.score(_db, checkpoint, image_ids=list(_ids), n_null=n_null, seed=seed, **more)
+    return VS.score(db, checkpoint, image_ids=list(ids.ids), n_null=n_null, seed=seed, **more)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _across(root: str, fp: str, dataset: str, key: str, n_null: int, seed: int, _db, _ids):
+@cached(max_entries=16)
+def _across(db, dataset: str, ids: Selected, n_null: int, seed: int):
     """(table, {checkpoint: why it was left out}) of views.selection.across."""
-    t = VS.across(_db, dataset, image_ids=list(_ids), n_null=n_null, seed=seed)
+    t = VS.across(db, dataset, image_ids=list(ids.ids), n_null=n_null, seed=seed)
     return t, dict(t.attrs.get("skipped", {}))
 
 
@@ -389,8 +376,6 @@ def _by_caption(ws, dataset):
 
 
 def _save(ws, dataset, checkpoint, ids, origin) -> None:
-    from components import study
-
     name = (st.session_state.get("selp_name") or "").strip()
     try:
         SEL.save_as(
@@ -458,13 +443,22 @@ def selection_panel(
         default_index=NULL_SIZES.index(DEFAULT_NULL),
         help="More sets: steadier percentiles, slower scores (a few seconds at 200).",
     )
-    describe = k is not None and U.url_toggle(
-        "Caption it (describability)",
-        key="selp_describe",
-        param="describe",
-        help="Its class-level caption (laina2020 Eq. 4) from the images' captions and the caption's "
-        f"Top-1 retrieval among the captions of this checkpoint's clusters at k={k}, with its null "
-        "(loads the sentence model on first use).",
+    # Captioning embeds sentences: with what a deployed dashboard installs (requirements.txt)
+    # it cannot run, so the toggle is not offered and a link's `describe=1` is left unused.
+    no_captions = text.unavailable() if k is not None else None
+    if no_captions:
+        st.caption(f"Caption it (describability) is not available here: it {no_captions}.")
+    describe = (
+        k is not None
+        and not no_captions
+        and U.url_toggle(
+            "Caption it (describability)",
+            key="selp_describe",
+            param="describe",
+            help="Its class-level caption (laina2020 Eq. 4) from the images' captions and the caption's "
+            f"Top-1 retrieval among the captions of this checkpoint's clusters at k={k}, with its null "
+            "(loads the sentence model on first use).",
+        )
     )
     if ids is None:
         st.info(f"Nothing to score: {origin}", icon=":material/info:")
@@ -475,20 +469,10 @@ def selection_panel(
     except SEL.SelectionError as e:
         st.error(literal(e), icon=":material/error:")
         return
-    key = ids_hash(ids)
+    selected = Selected(ids)
     try:
         with st.spinner(f"Scoring {len(ids):,} images on {checkpoint} against {n_null} random sets…"):
-            out = _scored(
-                str(ws.root),
-                inputs_fingerprint(ws, checkpoint),
-                checkpoint,
-                key,
-                n_null,
-                SEED,
-                int(k) if describe else None,
-                ws.db(),
-                tuple(ids),
-            )
+            out = _scored(ws.db(), checkpoint, selected, n_null, SEED, int(k) if describe else None)
     except (ConceptLensError, ValueError) as e:
         # A selection the scores cannot take (nearly every image, images without features) is
         # no failure of the page: said as information.
@@ -534,8 +518,6 @@ def selection_panel(
             st.dataframe(histogram_table(pairs), hide_index=True, key=f"selp_hist_{n}")
 
     # ---- save as (the owner only) -------------------------------------------------------------
-    from components import study
-
     # The table's answer decides what is drawn; `SEL.save_as` asks it again when the form is sent.
     refused = P.refusal(P.Action.SELECTION_SAVE, study.role(), study.mode(ws.root))
     msg = st.session_state.pop("selp_save_msg", None)
@@ -575,7 +557,7 @@ def selection_panel(
                 t = ws.view(VS.across_saved, dataset=dataset, name=saved_name, n_null=n_null)
                 skipped = dict(t.attrs.get("skipped", {}))
             else:
-                t, skipped = _across(str(ws.root), ws.fp, dataset, key, n_null, SEED, ws.db(), tuple(ids))
+                t, skipped = _across(ws.db(), dataset, selected, n_null, SEED)
         shown = across_table(t)
         st.dataframe(
             shown,

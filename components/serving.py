@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -79,14 +80,26 @@ class GzipCache:
 STATIC_GZIP = GzipCache()
 
 
+def warmup_log() -> logging.Logger:
+    """The warm-up's logger: to stderr beside Streamlit's own lines, at INFO (Python's
+    logging, not Streamlit's internal `streamlit.logger`)."""
+    log = logging.getLogger("conceptlens.serving")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s.%(msecs)03d %(message)s", "%Y-%m-%d %H:%M:%S"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    return log
+
+
 def precompress_static() -> str:
     """The warm-up's part (serve.py): Streamlit's bundles compressed before a browser asks for
     them. Compressed on request, the 9.5 MB of a first visit to the Clusters page (3 MB of
     gzip) held the event loop, the page's messages included, for about 0.25 s."""
-    import streamlit
-    from streamlit import config
+    import streamlit  # local: this module's only use of Streamlit, at serve.py's start
 
-    base = config.get_option("server.baseUrlPath").strip("/")
+    base = streamlit.get_option("server.baseUrlPath").strip("/")
     t = time.perf_counter()
     n = STATIC_GZIP.precompress(Path(streamlit.__file__).parent / "static", f"/{base}" if base else "")
     return f"compressed {n} static files in {time.perf_counter() - t:.1f} s"
@@ -240,8 +253,8 @@ class PointsStore:
 
     def route(self):
         """The Starlette route serving the stored points (serve.py mounts it)."""
-        from starlette.responses import Response
-        from starlette.routing import Route
+        from starlette.responses import Response  # local: loaded when serve.py mounts the route
+        from starlette.routing import Route  # local: loaded when serve.py mounts the route
 
         async def points(request):
             hit = self.get(request.path_params["key"])
@@ -300,9 +313,9 @@ class CaptionStore:
 
     def route(self):
         """The Starlette route serving the captions (serve.py mounts it)."""
-        from starlette.concurrency import run_in_threadpool
-        from starlette.responses import Response
-        from starlette.routing import Route
+        from starlette.concurrency import run_in_threadpool  # local: loaded when serve.py mounts the route
+        from starlette.responses import Response  # local: loaded when serve.py mounts the route
+        from starlette.routing import Route  # local: loaded when serve.py mounts the route
 
         async def captions(request):
             key, block = request.path_params["key"], request.path_params["block"]
@@ -346,9 +359,7 @@ class Warmup:
         self.thread.start()
 
     def _run(self, work) -> None:
-        from streamlit.logger import get_logger
-
-        log = get_logger("conceptlens.serving")  # Streamlit's handler and level (--logger.level)
+        log = warmup_log()
         t = time.perf_counter()
         try:
             said = work()
@@ -363,8 +374,8 @@ class Warmup:
 
     def route(self):
         """The Starlette route answering whether the warm-up is over."""
-        from starlette.responses import Response
-        from starlette.routing import Route
+        from starlette.responses import Response  # local: loaded when serve.py mounts the route
+        from starlette.routing import Route  # local: loaded when serve.py mounts the route
 
         async def ready(request):
             if self.done.is_set():

@@ -36,7 +36,7 @@ MAX_TEXT = 200  # characters of free text taken from a link
 def navigating() -> bool:
     """True while the run answers the browser's Back or Forward button."""
     try:
-        from streamlit.runtime.scriptrunner import get_script_run_ctx
+        from streamlit.runtime.scriptrunner import get_script_run_ctx  # local: Streamlit's internals, guarded
     except ImportError:  # pragma: no cover - Streamlit moved it
         return False
     ctx = get_script_run_ctx()

@@ -91,7 +91,7 @@ def steps() -> tuple[Step, ...]:
     """The inputs, then every registered analysis (built on first use: the analysis modules
     import much, and the registry imports `schema`, which asks this module who writes what).
     A function of no argument: one value for the process, built once."""
-    from .analysis import registered
+    from .analysis import registered  # local: the analyses load on use
 
     return INPUTS + tuple(
         Step(

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .models import load_adapter, resolve_path
 from .models.base import (
     ModelLoadError,
     download_blocked,
@@ -36,7 +37,7 @@ from .models.base import (
     missing_weights,
     offline,
 )
-from .pixels import DEFAULT_BACKGROUND
+from .pixels import DEFAULT_BACKGROUND, dataset_background
 from .workspace import Workspace, WorkspaceError
 
 CAPTIONS_SCHEMA = pa.schema([("image_id", pa.string()), ("captioner", pa.string()), ("text", pa.string())])
@@ -44,7 +45,7 @@ CAPTIONS_SCHEMA = pa.schema([("image_id", pa.string()), ("captioner", pa.string(
 
 def _rgb(paths, background=DEFAULT_BACKGROUND):
     """The images as RGB, transparency composited onto `background` (as `extract` does)."""
-    from .extract import load_rgb
+    from .extract import load_rgb  # local: the command's own, so --help stays light
 
     return [load_rgb(p, background) for p in paths]
 
@@ -63,8 +64,7 @@ class HFCaptioner(Captioner):
         import transformers
         from transformers import AutoProcessor
 
-        from .models import resolve_path
-        from .models.huggingface import dtype_kwargs
+        from .models.huggingface import dtype_kwargs  # local: the command's own, so --help stays light
 
         local = resolve_path(name, root)
         src = str(local) if local is not None else name
@@ -130,7 +130,7 @@ class CocaCaptioner(Captioner):
     def __init__(self, name: str, weights=None, root=None, device="cpu", max_new_tokens: int = 30):
         import open_clip
 
-        from .models.openclip import create
+        from .models.openclip import create  # local: the command's own, so --help stays light
 
         self.model, self.preprocess, arch, _ = create(name, weights, root, device)
         if not hasattr(self.model, "text_decoder"):
@@ -203,8 +203,6 @@ class ImageNetCaptioner(Captioner):
     exactly as `extract` loads it (its classifier is the adapter's `head`)."""
 
     def __init__(self, model_spec: str, weights=None, root=None, device="cpu"):
-        from .models import load_adapter
-
         self.spec = f"imagenet:{model_spec}"
         self.adapter = load_adapter(model_spec, weights=weights, device=device, root=root)
         self.names = imagenet_class_names()
@@ -285,7 +283,7 @@ def train_groundtruth(ws: Workspace, dataset: str) -> list[str]:
 def load_vl(root, vl_model_id: str):
     # Imported here: conceptlens.vl is optional and heavier than this module.
     try:
-        from .vl import VLModel
+        from .vl import VLModel  # local: the command's own, so --help stays light
     except ImportError as e:
         raise ModelLoadError(f"vl:{vl_model_id}: conceptlens.vl is not available ({e})") from None
     return VLModel.from_workspace(root, vl_model_id)
@@ -304,8 +302,6 @@ def load_captioner(
             raise ModelLoadError(f"{spec}: --weights is not used for transformers models")
         return HFCaptioner(name, ws.root, device, max_new_tokens)
     if family == "open_clip":
-        from .models import resolve_path
-
         w = None
         if weights is not None:
             w = resolve_path(str(weights), ws.root)
@@ -339,8 +335,7 @@ def caption(
     """
     from tqdm import tqdm
 
-    from .extract import dataset_images, image_path
-    from .pixels import dataset_background
+    from .extract import dataset_images, image_path  # local: the command's own, so --help stays light
 
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()

@@ -17,10 +17,11 @@ import argparse
 import importlib
 import logging
 import sys
+from pathlib import Path
 
 from . import __version__
 from .cliargs import Parser, add_seed, add_workspace, quiet_parent, workspace_parent
-from .errors import ConceptLensError
+from .errors import ConceptLensError, SelectionError
 
 # Modules that add subcommands after the core ones, in --help order.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -36,7 +37,11 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def _validate(args) -> int:
-    from .validate import format_problems, summary_json, validate
+    from .validate import (  # local: the command's own, so --help stays light
+        format_problems,
+        summary_json,
+        validate,
+    )
 
     problems = validate(args.workspace)
     if args.json:
@@ -50,7 +55,7 @@ def _validate(args) -> int:
 
 
 def _migrate(args) -> int:
-    from .migrate import migrate
+    from .migrate import migrate  # local: the command's own, so --help stays light
 
     done = migrate(args.workspace, progress=not args.quiet)
     print(f"{args.workspace}: " + ("; ".join(done) if done else "already in the current format"))
@@ -104,9 +109,8 @@ def _factor_value(text: str) -> tuple[str, str]:
 
 
 def _score(args) -> int:
-    from .db import WorkspaceDB
-    from .errors import SelectionError
-    from .selections import read_ids
+    from .db import WorkspaceDB  # local: the command's own, so --help stays light
+    from .selections import read_ids  # local: the command's own, so --help stays light
     from .views import selection
 
     db = WorkspaceDB(args.workspace)
@@ -154,18 +158,14 @@ def _score(args) -> int:
         return 0
     print(selection.format_across(table))
     if args.csv:
-        from pathlib import Path
-
-        from .workspace import atomic_write_bytes
+        from .workspace import atomic_write_bytes  # local: the command's own, so --help stays light
 
         atomic_write_bytes(Path(args.csv), table.to_csv(index=False).encode(), fsync=False)
         print(f"wrote {args.csv}")
     if args.figure:
-        from pathlib import Path
-
         from .figures.export import figure_bytes, provenance
         from .figures.selection import across_figure
-        from .workspace import atomic_write_bytes
+        from .workspace import atomic_write_bytes  # local: the command's own, so --help stays light
 
         path = Path(args.figure)
         prov = provenance(

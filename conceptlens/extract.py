@@ -17,8 +17,10 @@ embedded writes the features.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import sys
@@ -27,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from PIL import Image
 
 from . import schema
 from .cliargs import ENGINES, add_engine
@@ -68,8 +71,6 @@ def default_checkpoint_id(
     cid = re.sub(r"[^A-Za-z0-9_.@+-]+", "-", "-".join(parts))
     cid = re.sub(r"-{2,}", "-", cid).strip("-.")
     if len(cid) > 120:  # ids are file names: keep them short but still unique
-        import hashlib
-
         cid = cid[:100] + "-" + hashlib.sha1(cid.encode()).hexdigest()[:10]
     return cid
 
@@ -105,8 +106,6 @@ def image_path(ws: Workspace, thumbnail: str, source_path: str | None) -> Path:
 def load_rgb(path: Path, background=DEFAULT_BACKGROUND):
     """One image file as the model sees it: RGB, transparency composited onto `background`
     (conceptlens.pixels, as the import's thumbnails); an unreadable file names itself."""
-    from PIL import Image
-
     try:
         with Image.open(path) as im:
             return to_rgb(im, background)
@@ -201,7 +200,7 @@ class RayEmbedder:
     ):
         import torch
 
-        from .models import LayerProbe, load_adapter
+        from .models import LayerProbe, load_adapter  # local: the command's own, so --help stays light
 
         torch.set_num_threads(1)  # one CPU per actor: Ray schedules the parallelism
         self.adapter = load_adapter(spec, weights=weights, device=device, root=root)
@@ -225,8 +224,6 @@ class RayEmbedder:
 
 def ray_init(ray) -> None:
     """Join $RAY_ADDRESS's cluster, or start one here whose workers import what we import."""
-    import os
-
     if ray.is_initialized():
         return
     if os.environ.get("RAY_ADDRESS"):
@@ -366,8 +363,16 @@ def extract(
     from torch.utils.data import DataLoader
     from tqdm import tqdm
 
-    from .models import LayerProbe, load_adapter, resolve_path
-    from .models.packages import package_weights, reference, referenced
+    from .models import (  # local: the command's own, so --help stays light
+        LayerProbe,
+        load_adapter,
+        resolve_path,
+    )
+    from .models.packages import (  # local: the command's own, so --help stays light
+        package_weights,
+        reference,
+        referenced,
+    )
 
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()  # fails early with a clear message if this is not a workspace

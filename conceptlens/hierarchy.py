@@ -22,6 +22,7 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from . import schema
 from .errors import ConceptLensError
 
 TABLE = "label_hierarchy"
@@ -256,8 +257,6 @@ def write(ws, h: Hierarchy, values: Iterable | None = None) -> int:
     """Write `h` as the dataset's partition of `label_hierarchy` (atomically, replacing an
     earlier one); `values`, the images' column, are checked to be nodes first. -> rows."""
     import pyarrow as pa
-
-    from . import schema
 
     if values is not None:
         bad = missing_values(h.parent, values)

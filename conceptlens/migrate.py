@@ -40,6 +40,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
+from .analysis import registered, runner
+from .analysis.base import EVERYTHING, Unit, clustering_fingerprint
+from .analysis.common import Context
 from .errors import ConceptLensError
 from .workspace import Workspace, WorkspaceError, atomic_write_table, legacy_signatures
 
@@ -80,9 +83,6 @@ def _partitions_of(ws: Workspace, name: str, df: pd.DataFrame, metadata=None) ->
 
 def _clusters_fingerprint(ws: Workspace, part: dict) -> dict:
     # What the runner stores to know a clustering's metrics are up to date: the same function.
-    from .analysis.base import Unit, clustering_fingerprint
-    from .analysis.common import Context
-
     unit = Unit({"checkpoint_id": part["checkpoint_id"], "k": part["k"]})
     return {"inputs": clustering_fingerprint(Context(ws, progress=False), unit)}
 
@@ -142,8 +142,6 @@ def migrate(root, progress: bool = True) -> list[str]:
     if proj is not None:
         done.append(f"projections: {_partitions_of(ws, 'projections', proj)} partition(s)")
     if km is not None and clusters is not None and ck is not None:
-        from .analysis import runner
-
         runner.run(ws.root, "comparisons", progress_bars=progress, with_dependencies=False, force=True)
         done.append(
             "comparisons computed (clid_scores, predictor_correlations, clustering_similarity, cluster_links)"
@@ -187,10 +185,6 @@ def _add_columns(ws: Workspace, version: str) -> list[str]:
 def legacy_done(ws: Workspace) -> list[tuple]:
     """(analysis, unit) pairs whose stored fingerprint is of the pre-2.1 kind and matches
     their inputs here: done, and to be re-keyed. Read before anything is rewritten."""
-    from .analysis import registered, runner
-    from .analysis.base import EVERYTHING
-    from .analysis.common import Context
-
     ctx = Context(ws, progress=False)
     out = []
     for a in runner.in_order([a.name for a in registered()]):
@@ -216,8 +210,6 @@ def legacy_done(ws: Workspace) -> list[tuple]:
 def _rekey(ws: Workspace, done: list[tuple]) -> list[str]:
     """Store the current fingerprint of each unit of `done`, in dependency order (a unit's
     inputs may be the files rewritten before it)."""
-    from .analysis.common import Context
-
     ctx = Context(ws, progress=False)
     for a, u in done:
         last = a.writes[-1]

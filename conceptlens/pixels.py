@@ -11,14 +11,14 @@ and model input agree.
 
 from __future__ import annotations
 
+from PIL import Image, ImageColor
+
 DEFAULT_BACKGROUND = "white"
 _TRANSPARENT_MODES = ("RGBA", "LA", "PA", "RGBa", "La")
 
 
 def parse_background(value, where: str = "--background") -> tuple[int, int, int]:
     """A colour name or hex code (`white`, `#808080`) -> (r, g, b); a clear error otherwise."""
-    from PIL import ImageColor
-
     try:
         rgb = ImageColor.getrgb(str(value))
     except ValueError:
@@ -40,8 +40,6 @@ def has_transparency(im) -> bool:
 
 def to_rgb(im, background=DEFAULT_BACKGROUND):
     """`im` as an RGB image; transparent pixels composited onto `background`."""
-    from PIL import Image
-
     if not has_transparency(im):
         return im.convert("RGB")
     rgba = im.convert("RGBA")

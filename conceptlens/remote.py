@@ -25,6 +25,7 @@ import time
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from . import schema
+from .cache import cached
 from .workspace import Workspace, WorkspaceError, parse_partition
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -94,6 +95,10 @@ def is_url(root) -> bool:
     return isinstance(root, str) and bool(_URL.match(root))
 
 
+# One open file system client per scheme for the process: not a cache of a computed value
+# (what a client holds, its sessions and listings, belongs to that one object, and an LRU
+# could drop one while DuckDB still reads through it). fsspec's own instance cache keeps
+# one per thread, and Streamlit runs every rerun on a new thread.
 _FS: dict[str, object] = {}
 _FS_LOCK = threading.Lock()
 
@@ -158,9 +163,6 @@ def _check_rel(root: str, rel: str) -> str:
         raise WorkspaceError(f"path {rel!r} leaves the workspace {root}")
     # `*` and `[...]` stay: table globs are paths too.
     return quote("/".join(parts), safe="/=*[]")
-
-
-_FINGERPRINTS: dict[str, tuple[float, str]] = {}
 
 
 class RemoteWorkspace:
@@ -265,20 +267,24 @@ class RemoteWorkspace:
         """workspace.json and the names of every table's files; re-read after LISTING_TTL.
         (Listings carry no sizes or times: a file replaced under the same name is seen when
         workspace.json or the file list changes, or after a restart.)"""
-        hit = _FINGERPRINTS.get(self.root)
-        if hit and time.monotonic() - hit[0] < LISTING_TTL:
-            return hit[1]
-        h = hashlib.sha1()
-        try:
-            h.update(self.read_bytes(self.META))
-        except WorkspaceError:
-            h.update(b"no workspace.json")
-        for t in schema.TABLES:
-            for f in self.files(t.name):
-                h.update(f.encode() + b";")
-        fp = h.hexdigest()[:16]
-        _FINGERPRINTS[self.root] = (time.monotonic(), fp)
-        return fp
+        return _fingerprint(self.root, int(time.monotonic() // LISTING_TTL))
+
+
+# The time is part of the key as the number of LISTING_TTL periods since an arbitrary start:
+# a fingerprint is read again in the next period (at most LISTING_TTL seconds after it was
+# read), never kept longer.
+@cached(reads=(), maxsize=64)
+def _fingerprint(root: str, period: int) -> str:
+    ws = RemoteWorkspace(root)
+    h = hashlib.sha1()
+    try:
+        h.update(ws.read_bytes(ws.META))
+    except WorkspaceError:
+        h.update(b"no workspace.json")
+    for t in schema.TABLES:
+        for f in ws.files(t.name):
+            h.update(f.encode() + b";")
+    return h.hexdigest()[:16]
 
 
 def workspace_at(root):

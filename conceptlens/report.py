@@ -15,6 +15,8 @@ import json
 import time
 from pathlib import Path
 
+from PIL import Image
+
 from . import __version__
 from .errors import ConceptLensError
 
@@ -43,10 +45,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 def _data_uri(db, rel: str) -> str | None:
     """A thumbnail as a PNG data: URI at most THUMB_PX wide, None if it does not decode."""
-    from PIL import Image
-
     from .figures.catalog import image_source
-    from .remote import open_source
+    from .remote import open_source  # local: the command's own, so --help stays light
 
     try:
         with Image.open(open_source(image_source(db, rel))) as im:
@@ -98,7 +98,7 @@ def _sections(db, progress: bool) -> tuple[list[str], list[dict], int]:
     from tqdm.auto import tqdm
 
     from .figures.catalog import FIGURES, Unavailable, by_page
-    from .tables import to_html
+    from .tables import to_html  # local: the command's own, so --help stays light
 
     out, skipped, n = [], [], 0
     pages = by_page()
@@ -178,9 +178,9 @@ def build_report(workspace, progress: bool = True) -> tuple[str, dict]:
     """The report's HTML and a summary (figures drawn, skipped ones and why)."""
     from plotly.offline import get_plotlyjs
 
-    from .db import WorkspaceDB
+    from .db import WorkspaceDB  # local: the command's own, so --help stays light
     from .figures.export import provenance
-    from .remote import workspace_at
+    from .remote import workspace_at  # local: the command's own, so --help stays light
 
     ws = workspace_at(workspace)
     meta = ws.meta()
@@ -225,7 +225,7 @@ document.querySelectorAll("script[id$='-spec']").forEach(function (el) {{
 
 
 def _report(args) -> int:
-    from .workspace import atomic_write_bytes
+    from .workspace import atomic_write_bytes  # local: the command's own, so --help stays light
 
     t0 = time.perf_counter()
     page, summary = build_report(args.workspace, progress=not args.quiet)

@@ -135,7 +135,7 @@ def save_as(given_secret: str | None, address: str | None, root, **kw) -> dict:
     (conceptlens/permissions.py: the owner, on a deployment that is not read-only, into a
     workspace on disk), whatever the page shows: the role from the secret the session gave,
     the mode from the address the server listens on and the workspace's root."""
-    from . import permissions as P
+    from . import permissions as P  # local: the command's own, so --help stays light
 
     mode = P.mode_from_env(address, root)
     P.require(P.Action.SELECTION_SAVE, P.role_of(given_secret, mode), mode)
@@ -236,7 +236,7 @@ def _save_cmd(args) -> int:
 
 
 def _list_cmd(args) -> int:
-    from .db import WorkspaceDB
+    from .db import WorkspaceDB  # local: the command's own, so --help stays light
 
     db = WorkspaceDB(args.workspace)
     try:
@@ -254,7 +254,7 @@ def _list_cmd(args) -> int:
 
 
 def _show_cmd(args) -> int:
-    from .db import WorkspaceDB
+    from .db import WorkspaceDB  # local: the command's own, so --help stays light
 
     db = WorkspaceDB(args.workspace)
     try:

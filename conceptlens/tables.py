@@ -8,6 +8,7 @@ of intervals ("[0.55, 0.69]") right after the numeric column it belongs to.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -178,8 +179,6 @@ def to_latex(
 
 def to_html(df: pd.DataFrame, formats: dict[str, str] | None = None, missing: str = "\u2014") -> str:
     """A plain HTML table of the printed cells (the static report's tables)."""
-    import html
-
     cols, numeric, rows = cells(df, formats, missing=missing)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join(

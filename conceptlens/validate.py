@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import schema
+from . import selections as S
+from .hierarchy import tree_problems
 from .remote import FSSPEC_NO_RANGES, NO_RANGES, RemoteWorkspace
 from .workspace import Workspace, WorkspaceError, parse_partition, partition_value
 
@@ -588,8 +591,6 @@ class Validator:
         """Label hierarchies (conceptlens/hierarchy.py): one images column per dataset, every
         parent a node of the same dataset, no cycle, and every image's value in that column
         a node."""
-        from .hierarchy import tree_problems
-
         spec, t = ld.spec, ld.table
         if not {"dataset", "node", "parent", "images_column"} <= have:
             return
@@ -647,8 +648,6 @@ class Validator:
     def _check_selections(self, ld: _Loaded, flag, have: set) -> None:
         """Saved selections (conceptlens/selections.py): names as `save` accepts them, each id
         once and an image of the selection's own dataset, n_images its count."""
-        from . import selections as S
-
         spec, t = ld.spec, ld.table
 
         def rule(check, value) -> bool:
@@ -1036,9 +1035,7 @@ def open_thumbnail(source):
     """PIL's `Image.open` of a thumbnail (path or file object), refused with a
     ThumbnailTooLarge naming its pixel count above schema.MAX_THUMBNAIL_PIXELS, before any
     pixel is decoded (and without PIL's DecompressionBombWarning)."""
-    import warnings
-
-    from PIL import Image
+    from PIL import Image  # local: off the dashboard's cold start
 
     name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else getattr(source, "name", "image")
     with warnings.catch_warnings():

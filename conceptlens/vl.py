@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from .workspace import Workspace, WorkspaceError, sha256_file
 
@@ -205,8 +206,6 @@ class VLModel:
         return np.concatenate(out).astype(np.float32)
 
     def encode_images(self, paths: list[Path], batch_size: int = 256) -> np.ndarray:
-        from PIL import Image
-
         torch = self._torch
         out = []
         for i in range(0, len(paths), batch_size):

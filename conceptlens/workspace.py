@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import schema
+from .cache import cached
 from .errors import ConceptLensError
 
 
@@ -437,23 +438,25 @@ def files_signature(paths) -> str:
     """SHA-1 of the bytes of `paths` (the inputs an analysis read) and of their names inside
     the workspace: a staleness check."""
     paths = sorted(Path(p) for p in paths)
-    legacy = _LEGACY.get()
     # Files are replaced by rename, never written in place: a new file has a new inode, so
     # (path, inode, size, mtime) of every file identifies the bytes hashed before.
     stats = tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in paths for st in [p.stat()])
-    key = (legacy, *stats)
-    if key not in _SIGNATURES:
-        h = hashlib.sha1()
-        for p in paths:
-            h.update(("/".join(p.parts[-4:]) if legacy else _inside(p)).encode())
-            with open(p, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-        _SIGNATURES[key] = h.hexdigest()
-    return _SIGNATURES[key]
+    return _signature(_LEGACY.get(), stats)
 
 
-_SIGNATURES: dict[tuple, str] = {}
+# Bounded (a long-lived process checks the staleness of every unit it runs: an unbounded memo
+# grew with every version of every file it ever hashed).
+@cached(reads=(), maxsize=4096)
+def _signature(legacy: bool, stats: tuple) -> str:
+    """`files_signature` of the files `stats` names ((path, inode, size, mtime) each)."""
+    h = hashlib.sha1()
+    for path, *_ in stats:
+        p = Path(path)
+        h.update(("/".join(p.parts[-4:]) if legacy else _inside(p)).encode())
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 _ID_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.@+")

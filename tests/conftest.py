@@ -196,9 +196,9 @@ def factory_copy(tmp_path, factory_template) -> Path:
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """A real PostgreSQL server for the session (tests/pg.py: initdb + pg_ctl on a free port);
+    """A real PostgreSQL server for the session (harness/pg.py: initdb + pg_ctl on a free port);
     skipped without PostgreSQL's binaries, except in CI, where it fails."""
-    from tests import pg
+    from harness import pg
 
     pg.require(pytest)
     with pg.postgres_server() as url:
@@ -210,7 +210,7 @@ def browser():
     """Headless Debian Chromium through Playwright; never downloads a browser."""
     from playwright.sync_api import sync_playwright
 
-    from tests.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+    from harness.browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI") == "true":

@@ -341,6 +341,8 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
     from tests.training_factory import write_training
 
     write_training(ws, ids, assign, cids, ks)
+    # A table no writer above knows (a new analysis'): rows made from its declaration.
+    write_undeclared_by_hand(ws, ks)
 
 
 def shapes_workspace(root: Path, n: int = 40, dims: tuple[int, ...] = (), seed: int = 0) -> Workspace:
@@ -468,3 +470,158 @@ def factor_workspace(root, n: int = 240, seed: int = 0) -> Workspace:
         "checkpoints", pa.Table.from_pylist(rows, schema=schema.arrow_schema("checkpoints", optional=False))
     )
     return ws
+
+
+# ---- rows of a table the factory has never seen, from its declaration --------------------
+# A new analysis' table gets valid rows in the factory workspace without an edit here: its
+# columns' types, bounds, allowed values and references say what a valid row holds. The
+# tables written by hand above keep their hand-made values (which agree with each other
+# beyond what a declaration says: a cluster's size is its images' count).
+DECLARED_ROWS = 6  # rows per partition when the key goes beyond the partition columns
+
+
+def _referenced(ws: Workspace, ref: str) -> list:
+    """The distinct values of `table.column` in `ws`, sorted (none when it is absent)."""
+    import pyarrow.parquet as pq
+
+    table, column = ref.split(".")
+    if column in schema.TABLES_BY_NAME[table].partition:
+        values = [p[column] for p in ws.partitions(table)]
+    else:
+        values = [v for f in ws.files(table) for v in pq.read_table(f, columns=[column])[column].to_pylist()]
+    return sorted({v for v in values if v is not None})
+
+
+def _partition_values(ws: Workspace, col: schema.Column, ks) -> list:
+    """The values a partition column takes: those it references, the factory's k, its
+    first allowed value, or one made-up name."""
+    if col.references and (values := _referenced(ws, col.references)):
+        return values
+    if col.name == "k":
+        return list(ks)
+    if col.allowed:
+        return [col.allowed[0]]
+    return [0] if col.type == schema.INT else [f"{col.name}-0"]
+
+
+def _number(col: schema.Column, i: int) -> float:
+    """A value inside the column's declared range, a little different in each row."""
+    lo, hi = col.bounds or (None, None)
+    if lo is not None and hi is not None:
+        v = lo + (hi - lo) * (0.3 + 0.4 * (i % 5) / 4)
+    elif lo is not None:
+        v = lo + 1.0 + 0.5 * i
+    elif hi is not None:
+        v = hi - 1.0 - 0.5 * i
+    else:
+        v = 0.5 + 0.25 * i
+    if col.positive and v <= 0:
+        v = 1.0 + 0.5 * i
+    return v
+
+
+def _values(ws: Workspace, table: schema.Table, col: schema.Column, n: int) -> list:
+    """`n` valid values of one column (rows 0..n-1); key columns get distinct values where
+    they can. Two columns referencing the same column (checkpoint_a, checkpoint_b) start
+    at different values, so a pair of them is a pair."""
+    refs = _referenced(ws, col.references) if col.references else []
+    if refs:
+        same = [c.name for c in table.file_columns if c.references == col.references]
+        shift = same.index(col.name)
+        return [refs[(i + shift) % len(refs)] for i in range(n)]
+    if col.type == schema.STRING:
+        if col.allowed:
+            return [col.allowed[i % len(col.allowed)] for i in range(n)]
+        if col.is_path:
+            return [ws.read("images")["thumbnail"][0].as_py()] * n
+        return [f"{col.name}-{i}" for i in range(n)]
+    if col.type == schema.INT:
+        if col.name in table.key:
+            start = int(col.bounds[0]) if col.bounds and col.bounds[0] is not None else 0
+            return [start + i + int(col.positive and start <= 0) for i in range(n)]
+        values = [int(round(_number(col, i))) for i in range(n)]
+        return [i + 1 if col.positive and v <= 0 else v for i, v in enumerate(values)]
+    if col.type == schema.FLOAT:
+        return [float(_number(col, i)) for i in range(n)]
+    if col.type == schema.BOOL:
+        return [i % 2 == 0 for i in range(n)]
+    if col.type == schema.FLOAT_LIST:
+        return [[0.25 * (i + 1), -0.5] for i in range(n)]
+    if col.type == schema.STRING_LIST:
+        return [[f"{col.name}-{i}"] for i in range(n)]
+    if col.type == schema.TIMESTAMP:
+        import datetime as dt
+
+        return [dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i) for i in range(n)]
+    raise AssertionError(f"{table.name}.{col.name}: no generator for type {col.type}")
+
+
+def declared_rows(
+    ws: Workspace, table: schema.Table, partition: dict | None = None, n: int = DECLARED_ROWS
+) -> pa.Table:
+    """Rows of one file of `table` (its file columns, the optional ones too) that
+    `validate` accepts, from the declaration alone: values inside their bounds, among their
+    allowed values, referencing what is in `ws`, each no greater than the columns it must
+    be at most (an interval's low end below its value) and below those it must be less
+    than; rows that still break a rule between columns, or repeat a key, are left out."""
+    part = dict(partition or {})
+    free_key = [c for c in table.key if c not in table.partition]
+    n = n if free_key else 1
+    cols = {c.name: _values(ws, table, c, n) for c in table.file_columns}
+
+    def other(name: str) -> list:
+        return cols[name] if name in cols else [part[name]] * n
+
+    numeric = (schema.INT, schema.FLOAT)
+    for _ in cols:  # chains (lo <= value <= hi): settle them, one link a pass
+        for c in table.file_columns:
+            if c.type not in numeric:
+                continue
+            for name in c.at_most:
+                cols[c.name] = [min(a, b) for a, b in zip(cols[c.name], other(name))]
+            if c.less_than in cols or c.less_than in part:
+                step = 1 if c.type == schema.INT else 1e-3
+                cols[c.name] = [min(a, b - step) for a, b in zip(cols[c.name], other(c.less_than))]
+    keep, seen = [], set()
+    for i in range(n):
+        key = tuple(cols[k][i] for k in free_key)
+        ok = key not in seen
+        for c in table.file_columns:
+            if c.less_than in cols or c.less_than in part:
+                ok = ok and cols[c.name][i] < other(c.less_than)[i]
+            if c.differs_from in cols or c.differs_from in part:
+                ok = ok and cols[c.name][i] != other(c.differs_from)[i]
+        if ok:
+            seen.add(key)
+            keep.append(i)
+    assert keep, f"{table.name}: no row made from its declaration keeps its rules ({part})"
+    rows = {name: [v[i] for i in keep] for name, v in cols.items()}
+    return pa.table(rows, schema=schema.arrow_schema(table.name, partition=False))
+
+
+def write_declared(ws: Workspace, table: schema.Table, ks=(4,)) -> None:
+    """Write `table` into every partition its partition columns take in `ws`."""
+    import itertools
+
+    columns = [table.column(p) for p in table.partition]
+    for values in itertools.product(*(_partition_values(ws, c, ks) for c in columns)):
+        part = dict(zip(table.partition, values))
+        rows = declared_rows(ws, table, part)
+        if table.append_only:
+            ws.append(table.name, rows, **part)
+        else:
+            ws.write(table.name, rows, **part)
+
+
+def write_undeclared_by_hand(ws: Workspace, ks=(4,)) -> list[str]:
+    """Every table an analysis writes that `write_derived` wrote no file of, from its
+    declaration; the names of those written."""
+    from conceptlens.analysis import registered
+
+    done = []
+    for a in registered():
+        for name in a.writes:
+            if name not in done and not ws.files(name):
+                write_declared(ws, schema.TABLES_BY_NAME[name], ks)
+                done.append(name)
+    return done

@@ -12,10 +12,13 @@ file outside it, for symlinks that lead out), never inside anything else.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +35,16 @@ class Malformation:
     name: str
     table: str  # table the problem names ("workspace.json" for the metadata)
     column: str | None  # None only for problems about a whole file or folder
-    file: str  # file or folder the problem names, relative to the workspace
+    # File or folder the problem names, relative to the workspace; or a function giving it,
+    # for a case derived from a declaration (the table's first file in the factory workspace).
+    at: str | Callable[[], str]
     words: str  # part of the problem's message
     apply: Callable[[Workspace], None]
     deep_only: bool = False  # found only by `validate(deep=True)` (embeddings, image decoding)
+
+    @property
+    def file(self) -> str:
+        return self.at() if callable(self.at) else self.at
 
 
 # Files of the factory workspace.
@@ -1546,6 +1555,109 @@ MALFORMATIONS: dict[str, Malformation] = {
         ),
     ]
 }
+
+
+# ---- cases derived from the declarations ---------------------------------------------------
+# A new analysis' table is broken here without an entry above: for each rule its columns
+# declare (a bound, `positive`, allowed values, not null, a reference, finite), the first
+# column that declares it gets a value that breaks it in row 0 of the table's first file in
+# the factory workspace (which holds every table an analysis writes: tests/factory.py makes
+# a new table's rows from its declaration), with the words `validate` must say. The cases
+# above stay: they hold what no declaration says (files, folders, types, rules between
+# tables).
+def _analysis_tables() -> list[schema.Table]:
+    """Every table an analysis of the registry writes, in the registry's order."""
+    from conceptlens.analysis import registered
+
+    names = dict.fromkeys(t for a in registered() for t in a.writes)
+    return [schema.TABLES_BY_NAME[n] for n in names]
+
+
+@functools.cache
+def _factory_files() -> dict[str, list[str]]:
+    """The files of each table of the default factory workspace, relative to it (built once
+    per process, in a folder removed when it ends)."""
+    from tests.factory import make_workspace
+
+    folder = tempfile.mkdtemp(prefix="malformed-")
+    atexit.register(shutil.rmtree, folder, True)
+    ws = make_workspace(Path(folder) / "ws", derived=True)
+    return {t.name: sorted(str(f.relative_to(ws.root)) for f in ws.files(t.name)) for t in schema.TABLES}
+
+
+def first_file(table: str) -> str:
+    files = _factory_files()[table]
+    assert files, (
+        f"the factory workspace has no file of {table}: tests/factory.py writes every analysis table"
+    )
+    return files[0]
+
+
+def _fill_if_empty(ws: Workspace, table: schema.Table, rel: str) -> None:
+    """A file with no row to break (the factory's transfer_scores: one dataset, nothing to
+    transfer to) gets valid rows made from the declaration first."""
+    if pq.read_metadata(ws.root / rel).num_rows:
+        return
+    from tests.factory import declared_rows
+
+    folders = Path(rel).parts[1:-1]  # table/col=value/.../part-0.parquet
+    part = dict(f.split("=", 1) for f in folders)
+    part = {c: int(v) if table.column(c).type == schema.INT else v for c, v in part.items()}
+    _write_table(ws.root / rel, declared_rows(ws, table, part))
+
+
+def _bounds_words(lo, hi) -> str:
+    if lo is not None and hi is not None:
+        return f"outside [{lo:g}, {hi:g}]"
+    return f"not >= {lo:g}" if lo is not None else f"not <= {hi:g}"
+
+
+def _breaking(table: schema.Table, col: schema.Column) -> list[tuple[str, object, str]]:
+    """(rule, a value that breaks it, the words validate reports) for each rule of `col`."""
+    out = []
+    scalar = col.type in (schema.INT, schema.FLOAT, schema.STRING)
+    as_type = int if col.type == schema.INT else float
+    if col.bounds and col.type in (schema.INT, schema.FLOAT):
+        lo, hi = col.bounds
+        out.append(("bounds", as_type(hi + 1 if hi is not None else lo - 1), _bounds_words(lo, hi)))
+    if col.positive and col.type in (schema.INT, schema.FLOAT):
+        out.append(("positive", as_type(-1), "not > 0"))
+    if col.allowed and col.type == schema.STRING:
+        out.append(("allowed", "not-an-allowed-value", f"not one of {', '.join(col.allowed)}"))
+    if not col.nullable and scalar:
+        out.append(("null", None, "null value(s) in a non-nullable column"))
+    if col.references and col.type == schema.STRING and not col.pseudo_references:
+        out.append(("references", "no-such-value", f"not found in {col.references}"))
+    if col.finite and col.type == schema.FLOAT:
+        out.append(("finite", float("nan"), "are NaN or infinite"))
+    return out
+
+
+def derived_malformations() -> list[Malformation]:
+    """One case per table an analysis writes and rule kind its columns declare."""
+    out = []
+    for table in _analysis_tables():
+        done = set()
+        for col in table.file_columns:
+            if not col.required:
+                continue  # an optional column may be absent from the factory's file
+            for rule, value, words in _breaking(table, col):
+                if rule in done:
+                    continue
+                done.add(rule)
+
+                def at(table=table.name) -> str:
+                    return first_file(table)
+
+                def apply(ws, at=at, col=col.name, value=value, table=table) -> None:
+                    _fill_if_empty(ws, table, at())
+                    _set(at(), col, 0, value)(ws)
+
+                out.append(_M(f"{table.name}-{col.name}-{rule}", table.name, col.name, at, words, apply))
+    return out
+
+
+MALFORMATIONS.update((m.name, m) for m in derived_malformations())
 
 
 if __name__ == "__main__":  # list the registry

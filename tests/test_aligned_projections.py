@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 
 from conceptlens.analysis import aligned_projections as AP
-from conceptlens.analysis.base import EVERYTHING
+from conceptlens.analysis import by_name, runner
+from conceptlens.analysis.base import EVERYTHING, Unit
 from conceptlens.analysis.common import Context
 from conceptlens.analysis.runner import due, missing, run
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
 from tests.factory import make_workspace, write_features
+from tests.helpers_analysis_workspace import build, ctx_of
 
 N, DIM, GROUPS = 120, 16, 6
 OPTS = {"aligned_neighbors": 10}
@@ -187,3 +189,40 @@ def test_a_run_whose_checkpoints_share_too_few_images_is_skipped_with_reason(tmp
     log = pd.concat(pd.read_parquet(f) for f in ws.files("analysis_runs"))
     assert list(log["status"]) == ["skipped"]
     assert "share 2 image(s)" in log["reason"].iloc[0]
+
+
+# ---- aligned_projections.py (UMAP stood in for by the first two coordinates) --------------------
+def test_aligned_frames_are_each_checkpoints_own_on_the_shared_images(tmp_path, monkeypatch):
+    from conceptlens.analysis import aligned_projections as ap
+    from conceptlens.metrics import l2_normalize
+
+    monkeypatch.setattr(ap, "_umap", lambda X, nn, md, seed: np.asarray(X[:, :2], np.float64))
+    cks = [{"checkpoint_id": f"e{e}", "run": "r", "epoch": e} for e in (3, 1, 2)]
+    ws = build(tmp_path / "ws", cks)
+    rng = np.random.default_rng(7)
+    write_features(ws, "e3", [f"toy-{i}" for i in range(1, 8)], rng.normal(size=(7, 4)))  # no toy-0
+    a = by_name()["aligned_projections"]
+    unit = Unit({"dataset": "toy", "run": "r"})
+    opts = {**a.option_defaults(), "align": "procrustes"}
+    a.run(ctx_of(ws), unit, opts, EVERYTHING)
+    t = ws.read("aligned_projections", dataset="toy", run="r").to_pandas()
+    keep = [f"toy-{i}" for i in range(1, 8)]
+    prev = None
+    for step, e in enumerate((1, 2, 3)):
+        f = t[t["step"] == step]
+        assert set(f["checkpoint_id"]) == {f"e{e}"} and set(f["epoch"]) == {e}
+        assert f["image_id"].tolist() == keep
+        ids, X = ctx_of(ws).features(f"e{e}")
+        Xn = l2_normalize(X)[[list(ids).index(i) for i in keep]][:, :2].astype(np.float64)
+        want = Xn - Xn.mean(axis=0) if prev is None else ap.procrustes_onto(Xn, prev)
+        np.testing.assert_allclose(f[["x", "y"]].to_numpy(), want, rtol=1e-5, atol=1e-6)
+        if prev is not None:
+            np.testing.assert_allclose(
+                f["drift"].to_numpy(float), np.linalg.norm(want - prev, axis=1), rtol=1e-5, atol=1e-6
+            )
+        prev = want
+    # A later checkpoint's features rewritten: the unit is due.
+    ctx = ctx_of(ws)
+    assert runner.due(ctx, a, unit) is None
+    write_features(ws, "e3", keep, rng.normal(size=(7, 4)))
+    assert runner.due(ctx_of(ws), a, unit) == "inputs changed"

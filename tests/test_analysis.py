@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conceptlens import schema
-from conceptlens.analysis import by_name, registered, runner
+from conceptlens.analysis import by_name, comparisons, registered, runner
 from conceptlens.analysis.base import Scope, Unit
 from conceptlens.analysis.common import Context, factor_matrix
 from conceptlens.db import WorkspaceDB
@@ -66,9 +66,7 @@ def test_analysis_writes_valid_tables(analysed):
     z = lambda v: (v - v.mean()) / v.std(ddof=0)  # noqa: E731
     assert cs["clid"].to_numpy() == pytest.approx((z(cm["cl"]) + z(cm["id"])).to_numpy())
     pc = table(ws, "predictor_correlations")
-    from conceptlens import schema
-
-    assert set(pc["predictor"]) == set(schema.PREDICTORS)
+    assert set(pc["predictor"]) == set(comparisons.PREDICTORS)
     # Leave-one-out W-CLID needs 4 checkpoints: with 3 it has no value to correlate. The
     # toy checkpoints have no loadable model: no alignment or rotation baseline either.
     none = pc["predictor"].isin(["wclid_loo", "alignment", "rotation"])

@@ -10,16 +10,20 @@ run once its inputs are there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conceptlens import schema
 from conceptlens.analysis import by_name, registered, runner
-from conceptlens.analysis.base import EVERYTHING
+from conceptlens.analysis.base import EVERYTHING, SEED, Option
 from conceptlens.analysis.common import Context
 from conceptlens.workspace import Workspace
 from tests.conftest import copy_ws
@@ -27,7 +31,9 @@ from tests.hsj_fixtures import FAST
 
 pytestmark = pytest.mark.slow
 
-# name -> (the options of a first, fast run; one result-changing option with another value)
+# name -> (the options of a first, fast run; one result-changing option with another value).
+# Written by hand only where the derived case (`case`) would not do: defaults too slow for a
+# test, or a change that must exercise something particular. A new analysis needs no entry.
 CASES = {
     "clustering": ({}, {"n_init": 2}),
     "cluster_metrics": ({}, {"trials": 25}),
@@ -88,18 +94,159 @@ def run(ws, name, opts, **kw):
     return runner.run(ws.root, name, opts, progress_bars=False, with_dependencies=False, **kw)
 
 
+# ---- cases derived from the declarations ------------------------------------------------------
+def other_value(o: Option):
+    """A valid value of `o` other than its default, from its declaration (None: none can be
+    derived, e.g. a free-form string)."""
+    if o.type is bool:
+        return not o.default
+    if o.choices is not None:
+        return next((c for c in o.choices if c != o.default), None)
+    if o.type not in (int, float):
+        return None
+    d = o.default[0] if o.multiple and o.default else o.default
+    d = d if d is not None else (o.minimum if o.minimum is not None else 1)
+    if o.type is float and o.maximum is not None:
+        v = (d + o.maximum) / 2 if d < o.maximum else (d + (o.minimum or 0.0)) / 2
+    else:
+        v = d + 1 if o.maximum is None or d + 1 <= o.maximum else d - 1
+    v = o.type(v)
+    if v == o.default or o.problem(v):
+        return None
+    return [v] if o.multiple else v
+
+
+def case(name: str) -> tuple[dict, dict]:
+    """(first run's options, one result-changing option with another value): CASES' entry,
+    else the defaults and the first option declared (then the seed) whose other value can
+    be derived."""
+    if name in CASES:
+        return CASES[name]
+    a = by_name()[name]
+    for o in (*a.options, SEED):
+        v = other_value(o)
+        if o.changes_result and v is not None:
+            return {}, {o.name: v}
+    raise AssertionError(f"{name}: no result-changing option with a derivable other value; add a CASES entry")
+
+
+NAMES = [a.name for a in registered()]
+
+
 def test_every_analysis_has_a_case():
-    assert set(CASES) == {a.name for a in registered()}
-    for name, (_, change) in CASES.items():
+    assert set(CASES) <= set(NAMES), "a case for an analysis that is not registered"
+    for name in NAMES:
+        first, change = case(name)
         (option,) = change
         declared = {o.name: o for o in by_name()[name].all_options}
+        assert set(first) <= set(declared), (name, set(first) - set(declared))
         assert declared[option].changes_result, (name, option)
+        assert declared[option].check(change[option]) == change[option]
+        assert change[option] != first.get(option, declared[option].default), (name, option)
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@functools.cache
+def cli_parser():
+    from conceptlens.cli import parser
+
+    return parser()
+
+
+def parse_flag(name: str, o: Option, words: list[str]):
+    """The value `conceptlens analyze NAME FLAG WORDS...` reads for `o`."""
+    args = cli_parser().parse_args(["analyze", name, "--workspace", "W", o.flag, *words])
+    return getattr(args, o.name)
+
+
+def valid_values(o: Option):
+    """A hypothesis strategy of the values `o` declares allowed (one element of a list)."""
+    if o.choices is not None:
+        return st.sampled_from(o.choices)
+    lo, hi = o.minimum, o.maximum
+    if o.type is int:
+        return st.integers(
+            min_value=None if lo is None else math.ceil(lo), max_value=None if hi is None else math.floor(hi)
+        )
+    if o.type is float:
+        return st.floats(min_value=lo, max_value=hi, allow_nan=False, allow_infinity=False)
+    return st.text(alphabet=st.characters(categories=("L", "N")), min_size=1, max_size=12)
+
+
+def invalid_values(o: Option):
+    """A strategy of values `o`'s declaration rules out (None: it rules out none)."""
+    if o.choices is not None:
+        return st.text(min_size=1, max_size=12).filter(lambda v: v not in o.choices and not v.startswith("-"))
+    parts = []
+    step = 1 if o.type is int else 1e-6
+    if o.minimum is not None:
+        below = o.minimum - step if o.type is float else math.ceil(o.minimum) - 1
+        parts.append(
+            st.integers(max_value=below) if o.type is int else st.floats(max_value=below, allow_nan=False)
+        )
+    if o.maximum is not None:
+        above = o.maximum + step if o.type is float else math.floor(o.maximum) + 1
+        parts.append(
+            st.integers(min_value=above) if o.type is int else st.floats(min_value=above, allow_nan=False)
+        )
+    parts = [p.filter(lambda v: math.isfinite(v)) for p in parts]
+    return st.one_of(parts) if parts else None
+
+
+OPTIONS = [(a.name, o) for a in registered() for o in a.all_options if o.type is not bool]
+
+
+@pytest.mark.parametrize(("name", "o"), OPTIONS, ids=[f"{n}-{o.name}" for n, o in OPTIONS])
+def test_an_option_accepts_every_value_its_declaration_allows(name, o):
+    """What the declaration allows, the command line reads as that value and the library
+    accepts as it is."""
+
+    @settings(max_examples=25, deadline=None)
+    @given(valid_values(o))
+    def check(v):
+        words = [str(v)] if not o.multiple else [str(v), str(v)]
+        assert parse_flag(name, o, words) == ([v, v] if o.multiple else v)
+        assert o.check([v] if o.multiple else v) == ([v] if o.multiple else v)
+
+    check()
+
+
+@pytest.mark.parametrize(("name", "o"), OPTIONS, ids=[f"{n}-{o.name}" for n, o in OPTIONS])
+def test_an_option_rejects_every_value_its_declaration_rules_out(name, o, base_ws, capsys):
+    """A value below the minimum, above the maximum or not among the choices is an error
+    naming the flag: on the command line before anything runs, and from the library
+    (`runner.run`) before any unit is computed. Text that is not of the option's type too."""
+    if o.type in (int, float):
+        with pytest.raises(SystemExit):
+            parse_flag(name, o, ["not-a-number"])
+        assert o.flag in capsys.readouterr().err
+    bad = invalid_values(o)
+    if bad is None:
+        return
+
+    @settings(max_examples=15, deadline=None)
+    @given(bad)
+    def check(v):
+        with pytest.raises(SystemExit):
+            parse_flag(name, o, [str(v)])
+        assert o.flag in capsys.readouterr().err
+        with pytest.raises(ValueError, match=o.flag):
+            runner.run(base_ws, name, {o.name: [v] if o.multiple else v}, progress_bars=False)
+
+    check()
+
+
+@pytest.fixture(scope="module")
+def base_ws(tmp_path_factory):
+    """A workspace with features only: a run stops at its options before reading anything."""
+    from tests.factory import make_workspace
+
+    return make_workspace(tmp_path_factory.mktemp("opts") / "ws").root
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_an_option_that_changes_the_result_recomputes_and_threads_do_not(ws, name, tmp_path):
     ws = workspace_for(name, ws, tmp_path)
-    first, change = CASES[name]
+    first, change = case(name)
     before = logged(ws, name)
     run(ws, name, first, force=True)
     n_units = logged(ws, name) - before

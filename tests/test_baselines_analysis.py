@@ -184,7 +184,7 @@ def test_baselines_join_the_predictor_table_with_their_own_values():
     assert got["rotation"]["pearson"] == pytest.approx(pearsonr(m["rotation"], m["knn_acc"])[0])
     assert got["mcr2"]["pearson"] == pytest.approx(pearsonr(m["mcr2"], m["knn_acc"])[0])
     assert got["alignment"]["pearson"] is None and got["alignment"]["n_checkpoints"] == 0
-    assert set(got) == set(schema.PREDICTORS)
+    assert set(got) == set(comparisons.PREDICTORS)
 
 
 def test_transfer_correlations_use_each_targets_accuracy(tmp_path):
@@ -215,7 +215,7 @@ def test_transfer_correlations_use_each_targets_accuracy(tmp_path):
             checkpoint_id=cid,
         )
     sub = pd.DataFrame({"checkpoint_id": list(acc), "cl": [0.1, 0.3, 0.2, 0.8], "knn_acc": [1, 2, 3, 4.0]})
-    for p in schema.TRANSFER_PREDICTORS:
+    for p in comparisons.TRANSFER_PREDICTORS:
         if p not in sub:
             sub[p] = math.nan
 

@@ -8,7 +8,7 @@ import pytest
 
 from components import nav
 from conceptlens.workspace import Workspace
-from tests.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
+from harness.browser import main_text, open_page, query_of, screenshot, serve, wait_for_script
 from tests.conftest import copy_ws
 from tests.malformed import MALFORMATIONS
 from tests.test_app import has_tables

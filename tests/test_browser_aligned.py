@@ -5,7 +5,7 @@ and the slider's next frame rings the same images."""
 import pandas as pd
 import pytest
 
-from tests.browser import drag_path, main_text, open_page, projection, query_of, screenshot, wait_for_script
+from harness.browser import drag_path, main_text, open_page, projection, query_of, screenshot, wait_for_script
 from tests.test_browser_checkpoints import highlighted, wait_for_query
 
 pytestmark = pytest.mark.browser
@@ -14,7 +14,7 @@ VIEW = {"width": 1400, "height": 5200}
 
 @pytest.fixture(scope="module")
 def app_url(factory_template):
-    from tests.browser import serve
+    from harness.browser import serve
 
     with serve(factory_template) as url:
         yield url

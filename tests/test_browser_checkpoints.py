@@ -4,7 +4,7 @@ highlights the same images in B's, and the browser's Back button returns to each
 import pandas as pd
 import pytest
 
-from tests.browser import (
+from harness.browser import (
     ab_projection,
     choose,
     drag_path,

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.browser import (
+from harness.browser import (
     drag_path,
     main_text,
     open_export,

@@ -3,7 +3,7 @@ link, choosing a class and a setting, the figures drawn, an export actually down
 
 import pytest
 
-from tests.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
+from harness.browser import main_text, open_export, open_page, query_of, screenshot, serve, wait_for_script
 
 pytestmark = pytest.mark.browser
 

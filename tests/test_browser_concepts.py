@@ -4,7 +4,7 @@ exporting a figure."""
 
 import pytest
 
-from tests.browser import (
+from harness.browser import (
     choose,
     main_text,
     open_export,

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from matplotlib.path import Path as MplPath
 
-from tests.browser import (
+from harness.browser import (
     ARTIFACTS,
     drag_path,
     projection,

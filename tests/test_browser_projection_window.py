@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conceptlens.views import projection_window as W
-from tests.browser import open_page, query_of, screenshot, serve, wait_for_script
+from harness.browser import open_page, query_of, screenshot, serve, wait_for_script
 from tests.conftest import copy_ws
 from tests.test_browser_clusters import SHORT, chart, link, wait_for_query
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from matplotlib.path import Path as MplPath
 
-from tests.browser import (
+from harness.browser import (
     ARTIFACTS,
     drag_path,
     main_text,

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.path import Path as MplPath
 
 from conceptlens.embedding.psych import psych_id
-from tests.browser import (
+from harness.browser import (
     ARTIFACTS,
     ab_projection,
     drag_path,

@@ -4,7 +4,7 @@ the export popover."""
 
 import pytest
 
-from tests.browser import (
+from harness.browser import (
     main_text,
     open_export,
     open_page,

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from conceptlens.studies.store import SqliteStore
-from tests.browser import main_text, open_page, screenshot, serve, wait_for_script
+from harness.browser import main_text, open_page, screenshot, serve, wait_for_script
 from tests.study_factory import answer_all, create
 
 pytestmark = pytest.mark.browser

@@ -3,7 +3,7 @@ workspace: the timeline and the learning curves are drawn, and a choice lands in
 
 import pytest
 
-from tests.browser import choose, main_text, open_page, query_of, wait_for_script
+from harness.browser import choose, main_text, open_page, query_of, wait_for_script
 
 pytestmark = pytest.mark.browser
 VIEW = {"width": 1400, "height": 5200}
@@ -11,7 +11,7 @@ VIEW = {"width": 1400, "height": 5200}
 
 @pytest.fixture(scope="module")
 def app_url(factory_template):
-    from tests.browser import serve
+    from harness.browser import serve
 
     with serve(factory_template) as url:
         yield url

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from components.projection import DEFERRED_NOTE
-from tests.browser import main_text, projection, query_of, screenshot, serve, wait_for_script
+from harness.browser import main_text, projection, query_of, screenshot, serve, wait_for_script
 
 pytestmark = pytest.mark.browser
 DS, CKPT = "shapes", "shapes-simclr-e20"

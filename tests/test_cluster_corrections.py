@@ -13,7 +13,7 @@ import pytest
 
 from conceptlens import metrics as M
 from conceptlens import schema
-from conceptlens.analysis import runner
+from conceptlens.analysis import comparisons, runner
 from conceptlens.analysis.common import Context
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
@@ -161,7 +161,7 @@ def test_clid_leaves_out_a_checkpoint_embedded_on_other_images(tmp_path):
     assert cs.loc[four, "clid"].to_numpy() == pytest.approx(expect)
     assert cs.loc[four, "wclid_loo"].notna().all()
     pc = ws.read("predictor_correlations", dataset="toy").to_pandas()
-    assert set(pc["predictor"]) == set(schema.PREDICTORS)
+    assert set(pc["predictor"]) == set(comparisons.PREDICTORS)
     # The baselines analysis did not run: its predictors have no checkpoint.
     base = pc["predictor"].isin(["alignment", "uniformity", "mcr2", "rotation", "source_entropy"])
     assert (pc.loc[~base, "n_checkpoints"] == 4).all() and (pc.loc[base, "n_checkpoints"] == 0).all()

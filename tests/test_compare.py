@@ -480,3 +480,114 @@ def test_highlight_images_selects_exactly_the_given_images():
     assert fig.data[0].unselected.marker.opacity < 1
     untouched = go.Figure(go.Scattergl(x=[0], y=[0], customdata=[["a", "0"]]))
     assert highlight_images(untouched, []).data[0].selectedpoints is None
+
+
+# ---- compare: purity bins pool only the clusters with a value --------------------------------
+def test_a_bin_without_trials_averages_only_the_clusters_with_a_value():
+    """A cluster whose coherence is null is not a cluster with coherence 0 or NaN: the normal
+    interval is that of the clusters with a value."""
+    m = pd.DataFrame({"purity": [0.3, 0.35, 0.4, 0.32], "coherence_random": [0.5, np.nan, 0.7, 0.6]})
+    b = purity_bins(m, edges=(0, 0.5, 1)).iloc[0]
+    x = np.array([0.5, 0.7, 0.6])
+    half = 1.96 * x.std(ddof=1) / math.sqrt(3)
+    assert (b["coherence_random_lo"], b["coherence_random_hi"]) == pytest.approx((0.6 - half, 0.6 + half))
+    assert b["coherence_random_n"] == 3 and b["clusters"] == 4
+
+
+def test_pooled_trials_are_those_of_the_clusters_with_a_value():
+    """A cluster with trials but no coherence value (a study not scored yet) adds no trials to
+    its bin's pool: 12 of 20 + 16 of 20 = 28 of 40, not of 60."""
+    from scipy.stats import beta
+
+    m = pd.DataFrame(
+        {
+            "purity": [0.31, 0.33, 0.36],
+            "coherence_random": [0.6, np.nan, 0.8],
+            "coherence_trials": [20, 20, 20],
+        }
+    )
+    b = purity_bins(m, values=("coherence_random",)).iloc[0]
+    assert b["interval"] == "clopper-pearson"
+    lo, hi = beta.ppf(0.025, 28, 13), beta.isf(0.025, 29, 12)
+    assert (b["coherence_random_lo"], b["coherence_random_hi"]) == pytest.approx((lo, hi))
+
+
+def test_purity_bins_do_not_depend_on_the_index_of_the_cluster_table():
+    """Two checkpoints' cluster tables concatenated keep their repeated row labels: each bin's
+    trials must still be its own rows', as with a fresh index."""
+    one = pd.DataFrame(
+        {
+            "purity": [0.15, 0.55, 0.95, 0.52],
+            "coherence_random": [0.5, 0.7, 0.9, 0.6],
+            "coherence_hard": [0.4, 0.6, 0.8, 0.5],
+            "coherence_trials": [10, 20, 30, 40],
+        }
+    )
+    two = one.assign(purity=[0.58, 0.12, 0.91, 0.14], coherence_trials=[5, 15, 25, 35])
+    repeated = pd.concat([one, two])
+    assert repeated.index.has_duplicates
+    got = purity_bins(repeated)
+    ref = purity_bins(repeated.reset_index(drop=True))
+    pd.testing.assert_frame_equal(got, ref)
+    assert (got["interval"] == "clopper-pearson").all()
+
+
+# ---- compare: checkpoints over training ------------------------------------------------------
+def test_a_checkpoint_without_an_epoch_is_left_out_of_a_run_with_stages():
+    """A run's final checkpoint stored without an epoch is not a stage: the run keeps its
+    other checkpoints, in epoch order."""
+    ck = pd.DataFrame(
+        {
+            "checkpoint_id": ["a_final", "a3", "a1", "b1", "b2"],
+            "model": ["x"] * 5,
+            "method": ["s"] * 5,
+            "run": ["A", "A", "A", "B", "B"],
+            "epoch": [None, 3, 1, 2, 1],
+        }
+    )
+    st = runs_with_stages(ck)
+    assert list(st["checkpoint_id"]) == ["a1", "a3", "b2", "b1"]
+    assert st["epoch"].tolist() == [1, 3, 1, 2]
+
+
+@pytest.mark.parametrize("lacking", ["checkpoint_id", "image_id", "cluster"])
+def test_every_missing_assignment_column_is_named(lacking):
+    """Each required column is checked, not only the first of the list: a table without it
+    is refused with its name (not a KeyError from deep inside pandas)."""
+    full = pd.DataFrame(
+        {"checkpoint_id": ["a", "a", "b", "b"], "image_id": [1, 2, 1, 2], "cluster": [0, 1, 1, 0]}
+    )
+    with pytest.raises(ValueError, match=f"assignments lacks column '{lacking}'"):
+        pairwise_anmi(full.drop(columns=lacking))
+    if lacking != "checkpoint_id":
+        one = full[full["checkpoint_id"] == "a"].drop(columns="checkpoint_id")
+        with pytest.raises(ValueError, match=f"b lacks column '{lacking}'"):
+            contingency(one, one.drop(columns=lacking))
+
+
+def test_a_bin_names_its_interval_methods_in_a_fixed_order():
+    """Coherence pooled over trials, describability by the normal interval: the bin names
+    both, sorted (a set's order changes from one process to the next)."""
+    m = pd.DataFrame(
+        {
+            "purity": [0.31, 0.33, 0.36],
+            "coherence_random": [0.6, 0.7, 0.8],
+            "coherence_trials": [20, 20, 20],
+            "describability_binary": [0.2, 0.5, 0.4],
+        }
+    )
+    b = purity_bins(m).iloc[0]
+    assert b["interval"] == "clopper-pearson, normal"
+
+
+# ---- link kinds and purity bins' checks --------------------------------------------------------
+def test_a_split_and_merge_link_counts_as_both():
+    links = pd.DataFrame(
+        {"a": [3, 5, 6], "b": [4, 7, 8], "kind": ["split+merge", "one-to-one", "one-to-one"], "n": [9, 4, 4]}
+    )
+    assert cluster_changes(links) == {"splits": 1, "merges": 1, "one_to_one": 2}
+
+
+def test_purity_bins_name_every_missing_column():
+    with pytest.raises(ValueError, match=r"metrics lacks column\(s\) coherence_hard, describability_binary$"):
+        purity_bins(pd.DataFrame({"purity": [0.5]}), values=("coherence_hard", "describability_binary"))

@@ -209,3 +209,26 @@ def test_bad_parameters_are_named():
         concept_events([0], [0], min_images=0)
     with pytest.raises(ValueError, match="same images"):
         concept_events([0, 1], [0])
+
+
+# ---- events ----------------------------------------------------------------------------------
+def test_a_merge_gives_each_earlier_cluster_its_own_share():
+    """Clusters 2 and 3 (50 images each) merge into 2, except 10 images of cluster 2 that
+    scatter (5 to 0, 5 to 1: not significant). By hand: cluster 2 puts 40 of its 50 images
+    into the merge, cluster 3 all 50; the merge holds 90 images."""
+    before = np.repeat([0, 1, 2, 3], 50)
+    after = before.copy()
+    after[after == 3] = 2
+    after[100:105], after[105:110] = 0, 1
+    ev = concept_events(before, after)
+    merge = ev[ev["kind"] == "merge"].iloc[0]
+    assert merge["before"] == (2, 3) and merge["after"] == (2,)
+    assert merge["size_before"] == (50, 50) and merge["size_after"] == (90,)
+    assert merge["shares_before"] == (0.8, 1.0) and merge["shares_after"] == (1.0,)
+    assert merge["images"] == 90
+    # rows by kind (EVENT_KINDS order), then cluster ids
+    assert list(zip(ev["kind"], ev["before"], ev["after"])) == [
+        ("continuation", (0,), (0,)),
+        ("continuation", (1,), (1,)),
+        ("merge", (2, 3), (2,)),
+    ]

@@ -357,7 +357,7 @@ metric_table(pd.DataFrame({"a": [1.0], "a_lo": [0.5], "a_hi": [1.5]}), key="t", 
 @pytest.mark.browser
 def test_copy_link_on_every_page(browser, factory_copy):
     from components import nav
-    from tests.browser import open_export, screenshot, serve, wait_for_script
+    from harness.browser import open_export, screenshot, serve, wait_for_script
 
     with serve(factory_copy) as url:
         ctx = browser.new_context(viewport={"width": 1400, "height": 1200})

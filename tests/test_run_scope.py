@@ -6,7 +6,7 @@ the ones it declares.
 The runner-level tests stand in for each analysis' `run` a recorder that computes
 nothing (it raises `Skipped`), and keep its real `units`: what is checked is which units
 the runner asks for and what it hands them, for every registered analysis at once. The
-workspace is `two_datasets` (tests/test_dataflow_analysis_b.py): checkpoints ck0-ck2 of a
+workspace is `two_datasets` (tests/helpers_analysis_inputs.py): checkpoints ck0-ck2 of a
 training run of `toy`, ck8 of dataset `other`, so that every analysis has a unit outside
 the scope of ck1 or of ck8."""
 
@@ -24,7 +24,7 @@ from conceptlens.analysis.base import EVERYTHING, Scope, Skipped, Unit, run_chec
 from conceptlens.analysis.common import Context
 from conceptlens.workspace import Workspace
 from tests.conftest import copy_ws
-from tests.test_dataflow_analysis_b import two_datasets  # noqa: F401  (a fixture)
+from tests.helpers_analysis_inputs import two_datasets  # noqa: F401  (a fixture)
 
 NAMES = [a.name for a in registered()]
 
@@ -164,7 +164,7 @@ def test_force_reaches_every_analysis_and_only_force_recomputes_a_done_unit(root
         assert all(s == Scope(force=True) for what, _, s, _ in recorded[a.name] if what == "run"), a.name
 
 
-# tests/test_dataflow_similarity.py's: one dimensionality, two members, 20 epochs (a fit: about a second)
+# As tests/test_analysis_similarity.py fits: one dimensionality, two members, 20 epochs (about a second)
 SIMILARITY = {
     "dims": [2],
     "members": 2,

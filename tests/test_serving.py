@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from components.serving import CachingMiddleware
-from tests.browser import open_page, projection, serve
+from harness.browser import open_page, projection, serve
 
 
 def _get(url: str, headers: dict | None = None):
@@ -219,7 +219,7 @@ def test_the_server_warms_up_on_start_and_says_when_it_is_ready(demo_url, demo_w
     `/conceptlens/ready` answers 200 once it is over, and the log says what it did."""
     import time
 
-    from tests.browser import server_log
+    from harness.browser import server_log
 
     deadline = time.time() + 120
     while (status := _get(demo_url + "/conceptlens/ready")[0]) != 200 and time.time() < deadline:

@@ -1,4 +1,4 @@
-"""Studies through the real running app, spoken to over Streamlit's websocket (tests/st_client.py)
+"""Studies through the real running app, spoken to over Streamlit's websocket (harness/st_client.py)
 as browsers do: the server killed with SIGKILL mid-study keeps every acknowledged answer and the
 study resumes, on SQLite and on PostgreSQL; replayed, forged and malformed messages store
 nothing twice."""
@@ -13,7 +13,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from conceptlens.studies import store as S
-from tests.st_client import Client, Outcome, Server, participate
+from harness.st_client import Client, Outcome, Server, participate
 from tests.study_factory import count, create
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ def backend(request, tmp_path):
         url = f"sqlite:///{tmp_path / 'answers.sqlite'}"
         store = S.SqliteStore(tmp_path / "answers.sqlite")
     else:
-        from tests.pg import fresh_database
+        from harness.pg import fresh_database
 
         url = fresh_database(request.getfixturevalue("pg_server"))
         store = S.PostgresStore(url)

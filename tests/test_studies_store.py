@@ -1,5 +1,5 @@
 """The answers store, on SQLite and on a real PostgreSQL server (started by the test session,
-tests/pg.py): one transaction per answer, idempotent by (study, participant, task); bad input
+harness/pg.py): one transaction per answer, idempotent by (study, participant, task); bad input
 refused with a clear message and nothing stored twice; concurrent participants; and a process
 killed with SIGKILL mid-study keeps every answer it had acknowledged."""
 
@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
 
+import pandas as pd
 import pytest
 
 from conceptlens.studies import store as S
 from conceptlens.studies.design import StudyError
+from tests import helpers_studies
 from tests.conftest import ROOT
 from tests.study_factory import answer_all, count, create
 
@@ -24,7 +27,7 @@ from tests.study_factory import answer_all, count, create
 def store_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'answers.sqlite'}"
-    from tests.pg import fresh_database
+    from harness.pg import fresh_database
 
     return fresh_database(request.getfixturevalue("pg_server"))
 
@@ -291,7 +294,7 @@ def test_postgres_reconnects_after_its_connection_was_dropped(pg_server, factory
     without the participant noticing."""
     import psycopg
 
-    from tests.pg import fresh_database
+    from harness.pg import fresh_database
 
     url = fresh_database(pg_server)
     store = S.PostgresStore(url)
@@ -337,3 +340,188 @@ def test_a_store_from_before_gets_the_new_columns(store, store_url, factory_temp
         assert count(again, sid) == (2, 2)
     finally:
         again.close()
+
+
+# Fixtures shared with other test modules, named here so that pytest finds them for this one.
+default_store = helpers_studies.default_store
+env = helpers_studies.env
+
+
+# ---- the store -------------------------------------------------------------------------------
+def test_platform_ids_of_every_platform_are_read_and_checked():
+    assert S.platform_from({"PROLIFIC_PID": "p1", "STUDY_ID": "s1", "SESSION_ID": "e1"}) == S.Platform(
+        "prolific", "p1", "s1", "e1"
+    )
+    assert S.platform_from({"workerId": "W1", "hitId": "H1", "assignmentId": "A1"}) == S.Platform(
+        "mturk", "W1", "H1", "A1"
+    )
+    assert S.platform_from({"workerId": "W1"}) == S.Platform("mturk", "W1", None, None)
+    assert S.platform_from({"p": "x"}) is None
+    for params, key in (
+        ({"PROLIFIC_PID": "p 1"}, "PROLIFIC_PID"),
+        ({"PROLIFIC_PID": "p1", "STUDY_ID": "s'1"}, "STUDY_ID"),
+        ({"PROLIFIC_PID": "p1", "STUDY_ID": "s1", "SESSION_ID": "e" * 65}, "SESSION_ID"),
+        ({"workerId": "W1", "hitId": ["H1"]}, "hitId"),
+        ({"workerId": "W1", "hitId": "H1", "assignmentId": "<a>"}, "assignmentId"),
+    ):
+        with pytest.raises(StudyError, match=f"^{key} .* is not valid"):
+            S.platform_from(params)
+
+
+def _set_last_active(default_store, sid, when: dict) -> None:
+    for session, t in when.items():
+        default_store._transact(
+            lambda c, t=t, session=session: c.run(
+                "UPDATE participants SET last_active = ? WHERE study_id = ? AND session = ?",
+                [t, sid, session],
+            ),
+            True,
+        )
+
+
+def test_a_full_study_reclaims_the_session_idle_longest_and_never_a_finished_one(
+    default_store, factory_template
+):
+    sid, _, d = create(default_store, factory_template, answers=1, reclaim_minutes=30)
+    people = [default_store.join(sid).participant_id for _ in range(d.n_sessions)]
+    answer_all(default_store, sid, people[0])
+    assert d.n_sessions >= 4
+    _set_last_active(
+        default_store,
+        sid,
+        {0: "1999-01-01T00:00:00.000000+00:00",  # finished long ago: never reclaimed
+         3: "2001-01-01T00:00:00.000000+00:00",
+         1: "2000-01-01T00:00:00.000000+00:00"},  # idle longest
+    )  # fmt: skip
+    assert default_store.join(sid).session == 1
+    assert default_store.join(sid).session == 3
+    with pytest.raises(S.StudyFull):
+        default_store.join(sid)  # the others were active a moment ago
+    parts = default_store.participants(sid).set_index("participant_id")
+    assert pd.isna(parts.loc[people[0], "reclaimed"]) and pd.notna(parts.loc[people[0], "finished"])
+    assert parts["reclaimed"].notna().sum() == 2
+
+
+def test_the_server_side_of_the_shown_task_follows_the_participant(default_store, factory_template):
+    """shown_task (what a simulated observer answers) is the task `current` shows, with the
+    slot's layout of the design, at every step; a perfect observer is always right."""
+    import random
+
+    from conceptlens.studies.plan import simulated_response
+
+    sid, _, d = create(default_store, factory_template, answers=1)
+    p = default_store.join(sid).participant_id
+    tasks = {t.task_id: t for t in d.tasks}
+    slots = [s for s in d.slots if s.session == 0]
+    rng = random.Random(0)
+    for n, slot in enumerate(slots):
+        cur = default_store.current(sid, p)
+        assert (cur.answered, cur.task_id) == (n, slot.task_id)
+        t = tasks[slot.task_id]
+        assert default_store.shown_task(sid, p) == (t.unit, t.is_catch, slot.layout)
+        side = simulated_response(default_store, sid, p, {c: 1.0 for c in range(4)}, rng)
+        assert side == slot.layout["positive_side"]
+        r = default_store.answer(sid, p, slot.task_id, side, 100.0)
+        assert (r.task_id, r.answered, r.total) == (slot.task_id, n + 1, len(slots))
+    assert default_store.shown_task(sid, p) is None
+    done = default_store.current(sid, p)
+    assert (done.participant_id, done.answered, done.total, done.task_id) == (p, len(slots), len(slots), None)
+    assert done.completion_code == r.completion_code and r.completion_code
+    assert default_store.answers(sid)["correct"].all()
+
+
+def test_close_stores_closes_every_store_and_forgets_it(env):
+    """After close_stores the next open_store reads the database afresh (a test that removed the
+    state folder gets a new, empty store) and no pooled connection of any store stays open."""
+    urls = [f"sqlite:///{env / n / 'answers.sqlite'}" for n in ("a", "b", "c")]
+    stores = [S.open_store(u) for u in urls]
+    pooled = []
+    for s in stores:
+        assert s._transact(lambda c: c.one("SELECT count(*) FROM studies"), False) == (0,)  # pools one
+        pooled.extend(s._pool._idle.queue)
+    assert len(pooled) >= 3
+    S.close_stores()
+    for con in pooled:
+        with pytest.raises(sqlite3.ProgrammingError):
+            con.execute("SELECT 1")
+    for u in urls:
+        S.SqliteStore(u[len("sqlite:///") :]).path.unlink()
+    fresh = S.open_store(urls[0])
+    assert fresh is not stores[0] and not fresh.exists()
+    assert fresh.studies().empty
+
+
+def test_a_store_reopened_after_close_stores_does_not_serve_a_deleted_study(env, factory_template):
+    url = f"sqlite:///{env / 'x' / 'answers.sqlite'}"
+    sid, _, _ = create(S.open_store(url), factory_template, answers=1)
+    S.close_stores()
+    (env / "x" / "answers.sqlite").unlink()
+    with pytest.raises(S.UnknownStudy):
+        S.open_store(url).study(sid)
+    create(S.open_store(url), factory_template, answers=1, study_id="again1")  # the tables are made anew
+    assert list(S.open_store(url).studies()["study_id"]) == ["again1"]
+
+
+def test_postgres_never_returns_nothing_for_a_call_on_dropped_connections(pg_server, factory_template):
+    """Every pooled connection dropped by the server: an answer is either stored and
+    acknowledged, or refused with StoreUnavailable; never a silent None."""
+    import psycopg
+
+    from harness.pg import fresh_database
+
+    url = fresh_database(pg_server)
+    default_store = S.PostgresStore(url)
+    try:
+        sid, _, _ = create(default_store, factory_template, answers=1)
+        p = default_store.join(sid).participant_id
+        task = default_store.current(sid, p).task_id
+        cons = [default_store._pool.get()[0] for _ in range(2)]
+        backends = [c.info.backend_pid for c in cons]
+        for c in cons:
+            default_store._pool.put(c)
+        with psycopg.connect(url, autocommit=True) as admin:
+            for b in backends:
+                admin.execute("SELECT pg_terminate_backend(%s)", [b])
+        try:
+            r = default_store.answer(sid, p, task, "left")
+        except S.StoreUnavailable:
+            r = None
+            assert default_store.answers(sid).empty
+        else:
+            assert isinstance(r, S.Receipt) and r.task_id == task
+        if r is None:
+            r = default_store.answer(sid, p, task, "left")
+        assert isinstance(r, S.Receipt) and len(default_store.answers(sid)) == 1
+    finally:
+        default_store.close()
+
+
+def test_an_mturk_preview_is_no_participant_even_with_a_worker_id():
+    """MTurk marks a HIT's preview by its assignmentId, not its workerId."""
+    from conceptlens.studies.store import Platform, platform_from
+
+    preview = {"workerId": "W1", "hitId": "H1", "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}
+    assert platform_from(preview) is None
+    accepted = {**preview, "assignmentId": "A1"}
+    assert platform_from(accepted) == Platform("mturk", "W1", "H1", "A1")
+
+
+# ---- store URLs and empty stores -----------------------------------------------------------------
+def test_an_unknown_store_url_is_refused_naming_its_scheme_not_its_password():
+    with pytest.raises(
+        StudyError, match=r"must start with postgresql:// or sqlite:/// \(it has 'no scheme'\)"
+    ):
+        S.open_store("answers.sqlite")
+    with pytest.raises(StudyError) as e:
+        S.open_store("mysql://admin:hunter2@db.example/answers")
+    assert "(it has 'mysql')" in str(e.value) and "hunter2" not in str(e.value)
+
+
+def test_an_empty_store_lists_no_studies_with_the_columns_of_a_full_one(tmp_path, factory_template):
+    empty = S.SqliteStore(tmp_path / "none" / "answers.sqlite").studies()
+    full = S.SqliteStore(tmp_path / "answers.sqlite")
+    create(full, factory_template)
+    listed = full.studies()
+    full.close()
+    assert empty.empty and len(listed) == 1
+    assert list(empty.columns) == list(listed.columns)

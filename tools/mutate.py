@@ -35,7 +35,10 @@ METRICS = [
     "tests/test_metrics.py",
     "tests/test_properties.py",
     "tests/test_pipeline_wiring.py",
-    "tests/test_dataflow_metrics.py",
+    "tests/test_embedding_psych.py",
+    "tests/test_metrics_captions.py",
+    "tests/test_metrics_clid.py",
+    "tests/test_metrics_neighbors.py",
 ]
 PIPELINE = ["tests/test_pipeline_wiring.py", "tests/test_analysis.py", "tests/test_cluster_corrections.py"]
 STORAGE = ["tests/test_storage_crash.py", "tests/test_properties.py", "tests/test_db.py"]
@@ -53,17 +56,17 @@ MODULES = {
         "tests/test_compare.py",
         "tests/test_pipeline_wiring.py",
         "tests/test_db.py",
-        "tests/test_mutants_compare.py",
+        "tests/test_compare.py",
     ],
     "conceptlens/analysis/cluster_metrics.py": PIPELINE,
     "conceptlens/analysis/comparisons.py": PIPELINE
     + [
         "tests/test_baselines_analysis.py::test_baselines_join_the_predictor_table_with_their_own_values",
         "tests/test_baselines_analysis.py::test_transfer_correlations_use_each_targets_accuracy",
-        "tests/test_mutants_comparisons.py",
+        "tests/test_analysis_comparisons.py",
     ],
     "conceptlens/analysis/clustering.py": PIPELINE,
-    "conceptlens/analysis/common.py": PIPELINE + ["tests/test_mutants_common.py"],
+    "conceptlens/analysis/common.py": PIPELINE + ["tests/test_analysis_common.py"],
     "conceptlens/analysis/runner.py": PIPELINE + ["tests/test_cli.py"],
     "conceptlens/analysis/base.py": PIPELINE + ["tests/test_cli.py", "tests/test_analysis_options.py"],
     "conceptlens/workspace.py": STORAGE + ["tests/test_validate.py", "tests/test_migrate.py"],
@@ -73,9 +76,9 @@ MODULES = {
     "conceptlens/metrics/kmeans.py": [
         "tests/test_scale.py",
         "tests/test_cluster_corrections.py",
-        "tests/test_mutants_kmeans.py",
+        "tests/test_metrics_kmeans.py",
     ],
-    "conceptlens/embedding/active.py": ["tests/test_active.py", "tests/test_mutants_active.py"],
+    "conceptlens/embedding/active.py": ["tests/test_active.py", "tests/test_active.py"],
     "conceptlens/analysis/baselines.py": [
         f"tests/test_baselines_analysis.py::test_{t}"
         for t in (
@@ -85,7 +88,7 @@ MODULES = {
             "imported_features_get_only_their_model_free_baselines",
         )
     ],
-    "conceptlens/analysis/convergence.py": ["tests/test_active.py", "tests/test_mutants_convergence.py"],
+    "conceptlens/analysis/convergence.py": ["tests/test_active.py", "tests/test_analysis_convergence.py"],
     "conceptlens/analysis/concepts.py": ["tests/test_concepts.py"],
     "conceptlens/analysis/concept_events.py": ["tests/test_training_analyses.py", "tests/test_events.py"],
     "conceptlens/analysis/learning_curves.py": ["tests/test_training_analyses.py"],
@@ -94,12 +97,12 @@ MODULES = {
     "conceptlens/studies/store.py": [
         "tests/test_studies_store.py",
         "tests/test_studies.py",
-        "tests/test_mutants_studies.py",
+        "tests/test_studies_store.py",
     ],
     "conceptlens/studies/design.py": [
         "tests/test_studies.py",
         "tests/test_studies_store.py",
-        "tests/test_mutants_design.py",
+        "tests/test_studies_design.py",
         "tests/test_study_rounds.py::test_active_trials_gain_more_information_than_random_ones",
         "tests/test_study_rounds.py::test_an_active_round_is_fixed_by_its_workspace_and_spec",
     ],
@@ -108,13 +111,21 @@ MODULES = {
     "conceptlens/analysis/engines.py": ["tests/test_analysis_ray.py"],
     # The rest of issue 29's list: validation, migration, importers, the embedding, studies.
     "conceptlens/validate.py": ["tests/test_validate.py", "tests/test_transparency.py"],
-    "conceptlens/migrate.py": ["tests/test_migrate.py", "tests/test_dataflow_migrate.py"],
+    "conceptlens/migrate.py": ["tests/test_migrate.py", "tests/test_migrate.py"],
     "conceptlens/embedding/psych.py": [
         "tests/test_similarity.py",
-        "tests/test_dataflow_similarity.py",
-        "tests/test_dataflow_metrics.py",
+        "tests/test_analysis_similarity.py",
+        "tests/test_analysis_convergence.py",
+        "tests/test_embedding_psych.py",
+        "tests/test_metrics_captions.py",
+        "tests/test_metrics_clid.py",
+        "tests/test_metrics_neighbors.py",
     ],
-    "conceptlens/studies/results.py": ["tests/test_studies.py", "tests/test_dataflow_similarity.py"],
+    "conceptlens/studies/results.py": [
+        "tests/test_studies.py",
+        "tests/test_analysis_similarity.py",
+        "tests/test_analysis_convergence.py",
+    ],
     "conceptlens/studies/service.py": ["tests/test_studies_server.py", "tests/test_studies.py"],
     "conceptlens/studies/plan.py": ["tests/test_study_plan.py"],
     "conceptlens/metrics/bootstrap.py": ["tests/test_intervals.py"],
@@ -122,7 +133,10 @@ MODULES = {
     "conceptlens/metrics/events.py": ["tests/test_events.py"],
     "conceptlens/metrics/similarity.py": [
         "tests/test_similarity.py",
-        "tests/test_dataflow_metrics.py",
+        "tests/test_embedding_psych.py",
+        "tests/test_metrics_captions.py",
+        "tests/test_metrics_clid.py",
+        "tests/test_metrics_neighbors.py",
         "tests/test_active.py",
     ],
     "conceptlens/metrics/selection.py": ["tests/test_selection.py"],
@@ -155,7 +169,7 @@ MARKERS = {
     "conceptlens/analysis/baselines.py": "not browser",
     "conceptlens/analysis/comparisons.py": "not browser",
     "conceptlens/analysis/engines.py": "not browser",  # Ray runs are marked slow
-    "conceptlens/embedding/psych.py": "not browser",  # the ensemble test of test_dataflow_metrics is slow
+    "conceptlens/embedding/psych.py": "not browser",  # the ensemble test of test_embedding_psych is slow
 }
 
 # Issue 29, analysis area b: the data-flow tests of seven analyses.
@@ -170,20 +184,29 @@ _ANALYSIS_B = (
 )
 for _m in _ANALYSIS_B:
     _m = f"conceptlens/analysis/{_m}.py"
-    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_b.py"]
+    MODULES[_m] = MODULES.get(_m, []) + [
+        "tests/test_analysis_base.py",
+        "tests/test_analysis_comparisons.py",
+        "tests/test_analysis_concept_events.py",
+        "tests/test_analysis_convergence.py",
+        "tests/test_analysis_learning_curves.py",
+        "tests/test_analysis_similarity.py",
+    ]
 # The similarity analysis' own data-flow tests (catch trials, weights, held-out members):
 # listed only for studies/results.py until 2026-11-26, so 15 of its 40 mutants survived.
-MODULES["conceptlens/analysis/similarity.py"].append("tests/test_dataflow_similarity.py")
+MODULES["conceptlens/analysis/similarity.py"].extend(
+    ["tests/test_analysis_similarity.py", "tests/test_analysis_convergence.py"]
+)
 # Likewise the staleness tests of the clustering family and of comparisons (issue 29, item 2).
 for _m in ("clustering", "cluster_metrics", "cluster_captions"):
-    MODULES[f"conceptlens/analysis/{_m}.py"].append("tests/test_dataflow_clustering.py")
-MODULES["conceptlens/analysis/comparisons.py"].append("tests/test_dataflow_comparisons.py")
+    MODULES[f"conceptlens/analysis/{_m}.py"].extend(["tests/test_analysis_clustering.py"])
+MODULES["conceptlens/analysis/comparisons.py"].extend(["tests/test_analysis_comparisons.py"])
 for _m in ("conceptlens/analysis/common.py", "conceptlens/workspace.py"):
-    MODULES[_m].append("tests/test_dataflow_workspace.py")
+    MODULES[_m].extend(["tests/test_workspace.py"])
 
 # Data-flow tests of `conceptlens validate` (issue 29).
 for _m in ("conceptlens/validate.py",):
-    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_validate.py"]
+    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_validate.py"]
 
 # Data-flow tests of the second metrics area (issue 29): learnability, similarity, selection,
 # and the active selection's survivors.
@@ -193,13 +216,22 @@ for _m in (
     "conceptlens/metrics/selection.py",
     "conceptlens/embedding/active.py",
 ):
-    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_metrics_b.py"]
+    MODULES[_m] = MODULES.get(_m, []) + [
+        "tests/test_active.py",
+        "tests/test_metrics_learnability.py",
+        "tests/test_metrics_neighbors.py",
+        "tests/test_metrics_selection.py",
+        "tests/test_metrics_similarity.py",
+    ]
 
 # Issue 29, studies/: the data-flow tests of the studies (who may read or write what, values
 # from the right place, nothing silently dropped).
 for _m in ("design", "plan", "results", "rounds", "service", "store"):
     MODULES[f"conceptlens/studies/{_m}.py"] = MODULES.get(f"conceptlens/studies/{_m}.py", []) + [
-        "tests/test_dataflow_studies.py"
+        "tests/test_studies_design.py",
+        "tests/test_studies_results.py",
+        "tests/test_studies_service.py",
+        "tests/test_studies_store.py",
     ]
 
 
@@ -215,7 +247,17 @@ for _m in (
     "conceptlens/analysis/baselines.py",
     "conceptlens/analysis/aligned_projections.py",
 ):
-    MODULES[_m] = MODULES.get(_m, []) + ["tests/test_dataflow_analysis_a.py"]
+    MODULES[_m] = MODULES.get(_m, []) + [
+        "tests/test_aligned_projections.py",
+        "tests/test_analysis_base.py",
+        "tests/test_analysis_baselines.py",
+        "tests/test_analysis_cluster_captions.py",
+        "tests/test_analysis_cluster_metrics.py",
+        "tests/test_analysis_clustering.py",
+        "tests/test_analysis_common.py",
+        "tests/test_analysis_engines.py",
+        "tests/test_analysis_runner.py",
+    ]
 
 # Issue 29, importers: the other test files that exercise these modules (hsj's importer is
 # tested in test_similarity.py; manifests, nested folders and imagenet through
@@ -240,7 +282,14 @@ for _m, _extra in {
     MODULES[_p] = MODULES.get(_p, []) + _extra
 for _m in ("images", "manifest", "imagefolder", "features", "captions", "hsj"):
     _p = f"conceptlens/importers/{_m}.py"
-    MODULES[_p] = MODULES.get(_p, []) + ["tests/test_dataflow_importers.py"]
+    MODULES[_p] = MODULES.get(_p, []) + [
+        "tests/test_importers_captions.py",
+        "tests/test_importers_features.py",
+        "tests/test_importers_hsj.py",
+        "tests/test_importers_imagefolder.py",
+        "tests/test_importers_images.py",
+        "tests/test_importers_manifest.py",
+    ]
 # The other importers had no entry, so `dataflow_mutants.py --list` refused them ("unknown
 # module"); their tests (not run in the session that added them, see docs/mutation.md):
 for _m, _tests in {
@@ -257,16 +306,45 @@ for _m, _tests in {
 # Issue 29, metrics batch A: the data-flow tests written against these modules' survivors.
 for _m in ("bootstrap", "compare", "compmap", "concepts", "events", "learning"):
     _p = f"conceptlens/metrics/{_m}.py"
-    MODULES[_p] = MODULES.get(_p, []) + ["tests/test_dataflow_metrics_a.py"]
+    MODULES[_p] = MODULES.get(_p, []) + [
+        "tests/test_compare.py",
+        "tests/test_events.py",
+        "tests/test_metrics_bootstrap.py",
+        "tests/test_metrics_compmap.py",
+        "tests/test_metrics_concepts.py",
+        "tests/test_metrics_learning.py",
+    ]
 
 # Tests written against the survivors of the complete data-flow run of 2026-11-26.
 for _m in ("compmap", "concepts", "learning_curves", "cluster_captions", "baselines", "common"):
-    MODULES[f"conceptlens/analysis/{_m}.py"].append("tests/test_dataflow_survivors_a.py")
+    MODULES[f"conceptlens/analysis/{_m}.py"].extend(
+        [
+            "tests/test_analysis_baselines.py",
+            "tests/test_analysis_cluster_captions.py",
+            "tests/test_analysis_compmap.py",
+            "tests/test_analysis_concepts.py",
+            "tests/test_analysis_learning_curves.py",
+        ]
+    )
 for _m in ("analysis/comparisons", "metrics/selection", "validate"):
-    MODULES[f"conceptlens/{_m}.py"].append("tests/test_dataflow_survivors_b.py")
-MODULES["conceptlens/analysis/similarity.py"].append("tests/test_dataflow_survivors_c.py")
+    MODULES[f"conceptlens/{_m}.py"].extend(
+        ["tests/test_analysis_comparisons.py", "tests/test_metrics_selection.py", "tests/test_validate.py"]
+    )
+MODULES["conceptlens/analysis/similarity.py"].extend(["tests/test_analysis_similarity.py"])
 for _m in ("cub", "images", "imagenet", "mit_states", "wordnet", "hf", "cli", "manifest", "primitives"):
-    MODULES[f"conceptlens/importers/{_m}.py"].append("tests/test_dataflow_survivors_d.py")
+    MODULES[f"conceptlens/importers/{_m}.py"].extend(
+        [
+            "tests/test_importers_cli.py",
+            "tests/test_importers_cub.py",
+            "tests/test_importers_hf.py",
+            "tests/test_importers_imagenet.py",
+            "tests/test_importers_images.py",
+            "tests/test_importers_manifest.py",
+            "tests/test_importers_mit_states.py",
+            "tests/test_importers_primitives.py",
+            "tests/test_importers_wordnet.py",
+        ]
+    )
 
 
 def scratch_copy(work: Path) -> None:

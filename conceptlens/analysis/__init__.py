@@ -10,8 +10,9 @@ importing any of them alone never comes back here. `runner.py` runs them, `cli.p
 
 from __future__ import annotations
 
-import functools
 import importlib
+
+from ..cache import cached
 
 MODULES: tuple[str, ...] = (
     "clustering",
@@ -30,7 +31,8 @@ MODULES: tuple[str, ...] = (
 )
 
 
-@functools.cache
+# A constant of the process (the modules of MODULES, imported once): one entry each.
+@cached(reads=(), maxsize=1)
 def registered() -> tuple:
     """Every analysis (`base.Analysis`), in the order of MODULES."""
     out = tuple(importlib.import_module(f"{__name__}.{m}").ANALYSIS for m in MODULES)
@@ -41,7 +43,7 @@ def registered() -> tuple:
     return out
 
 
-@functools.cache
+@cached(reads=(), maxsize=1)
 def by_name() -> dict:
     """name -> `base.Analysis`."""
     return {a.name: a for a in registered()}

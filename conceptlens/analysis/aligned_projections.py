@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from .. import rng as rngs
 from .. import schema
+from ..metrics import nearest_cosine
 from ..schema import FLOAT, INT, NON_NEGATIVE, STRING, Column, Table
 from ..workspace import files_signature
 from .base import Analysis, Option, Scope, Skipped, Unit, run_checkpoints, run_units
@@ -70,8 +71,6 @@ TABLE = Table(
 def _umap(X: np.ndarray, n_neighbors: int, min_dist: float, seed: int) -> np.ndarray:
     """A 2-D UMAP of the rows of `X` (L2-normalised): cosine, exact neighbours, seeded."""
     import umap
-
-    from ..metrics import nearest_cosine
 
     nn = max(2, min(n_neighbors, len(X) - 1))
     sims, idx = nearest_cosine(X, X, k=nn, normalized=True)

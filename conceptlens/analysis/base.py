@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import schema
 from ..metrics.kmeans import ENGINES as KMEANS_ENGINES
 from ..workspace import files_signature
 from .common import Context, partition_label
@@ -103,7 +104,7 @@ class Option:
         return v
 
 
-SEED = Option("seed", int, 0, "random seed of every random choice (random_state)")
+SEED = Option("seed", int, 0, "random seed of every random choice (random_state)", minimum=0)
 # k-means: the clustering analysis, and cluster_metrics' held-out CL re-runs it on the train split.
 N_INIT = Option(
     "n_init",
@@ -440,6 +441,4 @@ class Analysis:
         return md
 
     def partition_of(self, table: str, unit: Unit) -> dict:
-        from .. import schema
-
         return {c: unit.partition[c] for c in schema.tables_by_name()[table].partition}

@@ -30,9 +30,86 @@ import pyarrow as pa
 
 from .. import rng as rngs
 from .. import schema
+from ..schema import FLOAT, INT, STRING, UNIT, Column, Table
 from ..workspace import files_signature
 from .base import Analysis, Option, Scope, Skipped, Unit
 from .common import Context
+
+BASELINE_SCORES = Table(
+    "baseline_scores",
+    "baseline_scores",
+    "lu2022's baseline predictors per (checkpoint, k): alignment and uniformity (Wang and "
+    "Isola 2020), MCR2's rate reduction with the k-means partition, rotation prediction, "
+    "and the source label entropy (section 3.2).",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("k", INT, "Clusters of the k-means partition used by `mcr2`.", positive=True),
+        Column(
+            "alignment",
+            FLOAT,
+            "Mean squared distance between two augmented views of an image (normalised "
+            "features; lower = better aligned); null without the model.",
+            nullable=True,
+            bounds=(0.0, 4.0),
+        ),
+        Column(
+            "uniformity",
+            FLOAT,
+            "log mean exp(-2 ||zi - zj||^2) over pairs of normalised features (lower = more uniform).",
+            bounds=(-8.0, 0.0),
+        ),
+        Column("mcr2", FLOAT, "Rate reduction Delta R, epsilon^2 = 0.5.", finite=True),
+        Column(
+            "rotation",
+            FLOAT,
+            "Accuracy of a 20-NN classifier predicting the rotation (0/90/180/270) of held-out "
+            "images from the features; null without the model.",
+            nullable=True,
+            bounds=UNIT,
+        ),
+        Column(
+            "source_neg_entropy",
+            FLOAT,
+            "-H(Y|X) of a linear probe on the checkpoint's own labelled dataset (nats).",
+            nullable=True,
+            bounds=(None, 0.0),
+        ),
+    ),
+    key=("checkpoint_id", "k"),
+    partition=("checkpoint_id",),
+)
+
+TRANSFER_SCORES = Table(
+    "transfer_scores",
+    "transfer_scores",
+    "Out-of-domain transfer (lu2022 section 3.5): a linear probe on another labelled "
+    "dataset of the workspace, embedded by the checkpoint's model.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("target_dataset", STRING, "Dataset transferred to.", references="images.dataset"),
+        Column("accuracy", FLOAT, "Test accuracy of the linear probe (train split -> rest).", bounds=UNIT),
+        Column(
+            "target_neg_entropy",
+            FLOAT,
+            "-H(Y|X) of the probe's predictions on the target's test images (nats).",
+            bounds=(None, 0.0),
+        ),
+        Column("n_train", INT, "Target images the probe was fitted on.", positive=True),
+        Column("n_test", INT, "Target images it was scored on.", positive=True),
+    ),
+    key=("checkpoint_id", "target_dataset"),
+    partition=("checkpoint_id",),
+)
 
 EPS2 = 0.5  # lu2022 follows MCR2's default epsilon^2 on normalised features
 ROTATIONS = (0, 90, 180, 270)
@@ -67,7 +144,13 @@ def _load_model(ctx: Context, cid: str):
     """The checkpoint's adapter; None (with a note) when its source is no model spec
     (imported features); Skipped when its model cannot be loaded (weights missing...); a
     WeightsMismatchError when its weights are not those its features came from."""
-    from ..models import LayerProbe, ModelLoadError, WeightsMismatchError, load_checkpoint_model, parse_spec
+    from ..models import (  # local: read at call time, where tests patch it
+        LayerProbe,
+        ModelLoadError,
+        WeightsMismatchError,
+        load_checkpoint_model,
+        parse_spec,
+    )
 
     row = ctx.checkpoint_row(cid)
     try:
@@ -96,7 +179,11 @@ def _load_model(ctx: Context, cid: str):
 
 def _pil_images(ctx: Context, ids, row=None) -> list:
     """The images as the model sees them (transparency on the background extraction used)."""
-    from ..extract import image_path, load_rgb, model_background
+    from ..extract import (  # local: read at call time, where tests patch it
+        image_path,
+        load_rgb,
+        model_background,
+    )
 
     meta = ctx.image_meta(list(ids))
     src = meta["source_path"] if "source_path" in meta else pd.Series([None] * len(meta))
@@ -125,7 +212,7 @@ def _embed(adapter, images: list, batch_size: int = 256) -> np.ndarray:
 
 def _augmented_views(images: list, seed: int) -> tuple[list, list]:
     import torch
-    from PIL import Image
+    from PIL import Image  # local: off the dashboard's cold start
 
     from ..models.augment import augment
 
@@ -204,7 +291,7 @@ def _target_features(ctx: Context, adapter, row, target: str, ids) -> np.ndarray
 
 
 def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
-    from ..metrics import baselines as B
+    from ..metrics import baselines as B  # local: off the dashboard's cold start
 
     cid = unit.partition["checkpoint_id"]
     fingerprint = _fingerprint(ctx, unit)
@@ -298,6 +385,7 @@ ANALYSIS = Analysis(
     name="baselines",
     title="lu2022's baseline predictors (alignment, uniformity, MCR2, rotation) and transfer",
     writes=("transfer_scores", "baseline_scores"),
+    tables=(BASELINE_SCORES, TRANSFER_SCORES),
     units=_units,
     run=_run,
     depends=("clustering",),

@@ -55,7 +55,7 @@ def _default(o: Option) -> str:
 def add_engine(p) -> None:
     """--engine (the one of every command, `cliargs.add_engine`), --workers and --threads:
     how the units of an analysis run."""
-    from ..cliargs import add_engine as add_engine_flag
+    from ..cliargs import add_engine as add_engine_flag  # local: the command's own, so --help stays light
 
     add_engine_flag(p)
     p.add_argument(
@@ -77,7 +77,7 @@ def _at_least_one(text: str) -> int:
 
 def _handler(name: str):
     def handle(args) -> int:
-        from .runner import all_options, run
+        from .runner import all_options, run  # local: the command's own, so --help stays light
 
         opts = {o: getattr(args, o, None) for o in all_options()}
         ctx = run(
@@ -114,7 +114,7 @@ def _subcommand(asub, name: str, parents, options, **kw):
 
 def register(sub, parents) -> None:
     """`conceptlens analyze NAME|all`."""
-    from .runner import all_options
+    from .runner import all_options  # local: the command's own, so --help stays light
 
     p = sub.add_parser(
         "analyze",

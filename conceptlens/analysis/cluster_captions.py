@@ -14,9 +14,94 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import metrics as M
 from .. import schema
+from ..schema import BOOL, FLOAT, INT, NON_NEGATIVE, STRING, UNIT, Column, Table
 from .base import Analysis, Option, Scope, Skipped, Unit, clustering_fingerprint, clustering_units
 from .common import Context, pick_captioner
+
+TABLE = Table(
+    "cluster_captions",
+    "cluster_captions",
+    "One row per cluster: class-level caption (laina2020 Eq. 4), its ablations and "
+    "describability by vision-language retrieval.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("k", INT, "Number of clusters (partition folder).", positive=True),
+        Column("cluster", INT, "Cluster index in [0, k).", bounds=NON_NEGATIVE, less_than="k"),
+        Column("caption", STRING, "Class-level caption (laina2020 Eq. 4).", nullable=True),
+        Column("caption_score", FLOAT, "Eq. 4 score of the caption (lower is better).", nullable=True),
+        Column("caption_source", STRING, "Captioner whose image captions Eq. 4 chose from.", nullable=True),
+        Column("caption_noneg", STRING, "Eq. 4 caption without the negative term (ablation).", nullable=True),
+        Column("caption_noneg_score", FLOAT, "Its score.", nullable=True),
+        Column(
+            "caption_rouge",
+            STRING,
+            "Eq. 4 caption with d = 1 - ROUGE-L F (ablation).",
+            nullable=True,
+            required=False,
+        ),
+        Column("caption_rouge_score", FLOAT, "Its score.", nullable=True, required=False),
+        Column(
+            "describability_hits",
+            INT,
+            "Images of the cluster among the 10 the VL model retrieves for the caption.",
+            nullable=True,
+            bounds=(0, 10),
+        ),
+        Column(
+            "describability_top1",
+            FLOAT,
+            "laina2020 Table 3 Top-1: share of the 10 retrieved "
+            "images that the clustering puts in the cluster.",
+            nullable=True,
+            bounds=UNIT,
+        ),
+        Column(
+            "describability_top5",
+            FLOAT,
+            "laina2020 Table 3 Top-5: share of the retrieved "
+            "images with the cluster among their 5 nearest clusters (own cluster first, "
+            "then by nearest mean feature).",
+            nullable=True,
+            bounds=UNIT,
+        ),
+        Column(
+            "describability_binary",
+            FLOAT,
+            "laina2020 Table 3 Binary: share of (retrieved "
+            "image, image retrieved for another cluster's caption) pairs where the first "
+            "is nearer the cluster's mean feature.",
+            nullable=True,
+            bounds=UNIT,
+        ),
+        Column(
+            "describability_2afc",
+            FLOAT,
+            "Eq. 3 with the VL model as annotator: share of "
+            "20 random (in, out) image pairs where the caption is more similar to the "
+            "image in the cluster.",
+            nullable=True,
+            required=False,
+            bounds=UNIT,
+        ),
+        Column(
+            "describability_self",
+            BOOL,
+            "The VL model used is the checkpoint's own model "
+            "(same weights): retrieval then shares the checkpoint's feature space.",
+            nullable=True,
+            required=False,
+        ),
+    ),
+    key=("checkpoint_id", "k", "cluster"),
+    partition=("checkpoint_id", "k"),
+)
 
 CAPTION_COLUMNS = (
     "caption",
@@ -30,8 +115,6 @@ CAPTION_COLUMNS = (
 
 
 def caption_columns(ctx: Context, ids, labels, k: int, opts: dict) -> dict:
-    from .. import metrics as M
-
     out = {c: [None] * k for c in CAPTION_COLUMNS}
     caps = ctx.table("captions", required=False)
     if caps is not None:
@@ -80,8 +163,6 @@ def describability_self(ctx: Context, cid: str, dataset: str) -> bool | None:
 
 
 def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
-    from .. import metrics as M
-
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
     labels, _ = ctx.clusters(cid, k)
@@ -116,6 +197,7 @@ ANALYSIS = Analysis(
     name="cluster_captions",
     title="Class-level captions and describability of every cluster",
     writes=("cluster_captions",),
+    tables=(TABLE,),
     units=clustering_units,
     run=_run,
     inputs=clustering_fingerprint,

@@ -14,14 +14,226 @@ docs/analysis.md.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 
+from .. import metrics as M
 from .. import schema
+from ..schema import FLOAT, INT, NON_NEGATIVE, SIGNED_UNIT, STRING, UNIT, Column, Table
 from ..workspace import WorkspaceError
 from .base import KMEANS, N_INIT, Analysis, Option, Scope, Unit, clustering_fingerprint, clustering_units
 from .common import Context, factor_matrix
+
+BOOTSTRAP_DOC = "percentile bootstrap over images, `--bootstrap` seeded resamples"
+
+
+def _interval_columns(
+    of: str, bounds=None, positive: bool = False, what: str = BOOTSTRAP_DOC
+) -> tuple[Column, ...]:
+    """`of`_lo and `of`_hi: the 95% interval of column `of` (optional columns, null when not computed)."""
+    return (
+        Column(
+            f"{of}_lo",
+            FLOAT,
+            f"95% interval of `{of}`, low end ({what}).",
+            nullable=True,
+            required=False,
+            bounds=bounds,
+            positive=positive,
+            at_most=(of,),
+        ),
+        Column(
+            f"{of}_hi",
+            FLOAT,
+            f"95% interval of `{of}`, high end.",
+            nullable=True,
+            required=False,
+            bounds=bounds,
+            positive=positive,
+        ),
+    )
+
+
+CLUSTER_METRICS = Table(
+    "cluster_metrics",
+    "cluster_metrics",
+    "One row per cluster: size, purity and 2AFC coherence with random and hard negatives.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("k", INT, "Number of clusters (partition folder).", positive=True),
+        Column("cluster", INT, "Cluster index in [0, k).", bounds=NON_NEGATIVE, less_than="k"),
+        Column("size", INT, "Number of images in the cluster (> 0).", positive=True),
+        Column(
+            "purity",
+            FLOAT,
+            "1 - H(labels in cluster) / log K; null when K < 2.",
+            nullable=True,
+            bounds=UNIT,
+            at_most=("purity_hi",),
+        ),
+        *_interval_columns(
+            "purity", bounds=UNIT, what="the cluster's images resampled, `--bootstrap` seeded resamples"
+        ),
+        Column("top_label", INT, "Most frequent label.", nullable=True, bounds=NON_NEGATIVE),
+        Column(
+            "top_label_share", FLOAT, "Share of the cluster with `top_label`.", nullable=True, bounds=UNIT
+        ),
+        Column(
+            "coherence_random",
+            FLOAT,
+            "2AFC accuracy with random negatives.",
+            nullable=True,
+            bounds=UNIT,
+            at_most=("coherence_random_hi",),
+        ),
+        Column(
+            "coherence_random_lo",
+            FLOAT,
+            "Clopper-Pearson 95% lower bound.",
+            nullable=True,
+            bounds=UNIT,
+            at_most=("coherence_random",),
+        ),
+        Column("coherence_random_hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True, bounds=UNIT),
+        Column(
+            "coherence_hard",
+            FLOAT,
+            "2AFC accuracy with hard negatives.",
+            nullable=True,
+            bounds=UNIT,
+            at_most=("coherence_hard_hi",),
+        ),
+        Column(
+            "coherence_hard_lo",
+            FLOAT,
+            "Clopper-Pearson 95% lower bound.",
+            nullable=True,
+            bounds=UNIT,
+            at_most=("coherence_hard",),
+        ),
+        Column("coherence_hard_hi", FLOAT, "Clopper-Pearson 95% upper bound.", nullable=True, bounds=UNIT),
+        Column(
+            "hard_negative",
+            INT,
+            "Cluster whose centroid is nearest.",
+            nullable=True,
+            bounds=NON_NEGATIVE,
+            less_than="k",
+            differs_from="cluster",
+        ),
+        Column(
+            "annotator",
+            STRING,
+            "Feature space of the 2AFC proxy annotator (`factors` or `checkpoint:ID`).",
+            nullable=True,
+        ),
+        Column("coherence_trials", INT, "2AFC trials per negative type.", nullable=True, bounds=NON_NEGATIVE),
+    ),
+    key=("checkpoint_id", "k", "cluster"),
+    partition=("checkpoint_id", "k"),
+)
+
+CHECKPOINT_METRICS = Table(
+    "checkpoint_metrics",
+    "checkpoint_metrics",
+    "One row per (checkpoint, k): clustering quality, kNN accuracy, CL, ID.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("k", INT, "Number of clusters (partition folder).", positive=True),
+        Column(
+            "anmi",
+            FLOAT,
+            "Adjusted NMI of clusters vs labels (slightly negative below chance).",
+            nullable=True,
+            bounds=SIGNED_UNIT,
+        ),
+        Column(
+            "knn_acc",
+            FLOAT,
+            "Weighted 20-NN accuracy on labels (Caron et al. 2021: cosine, "
+            "weights exp(s / 0.07)), train -> test split.",
+            nullable=True,
+            bounds=UNIT,
+            at_most=("knn_acc_hi",),
+        ),
+        *_interval_columns(
+            "knn_acc",
+            bounds=UNIT,
+            what="the test images' correct flags resampled, `--bootstrap` seeded resamples",
+        ),
+        Column(
+            "knn1_acc",
+            FLOAT,
+            "1-NN (cosine) accuracy on labels, train -> test split.",
+            nullable=True,
+            required=False,
+            bounds=UNIT,
+            at_most=("knn1_acc_hi",),
+        ),
+        *_interval_columns(
+            "knn1_acc",
+            bounds=UNIT,
+            what="the test images' correct flags resampled, `--bootstrap` seeded resamples",
+        ),
+        Column(
+            "cl",
+            FLOAT,
+            "Cluster learnability (prequential 1-NN on k-means labels).",
+            bounds=UNIT,
+            at_most=("cl_hi",),
+        ),
+        *_interval_columns(
+            "cl",
+            bounds=UNIT,
+            what="images resampled with their prequential correct and predicted counts, "
+            "`--bootstrap` seeded resamples",
+        ),
+        Column("id", FLOAT, "TwoNN intrinsic dimension.", positive=True, finite=True, at_most=("id_hi",)),
+        *_interval_columns(
+            "id",
+            positive=True,
+            what="images resampled, each with its ratio r2 / r1 among all images, the line "
+            "refitted; `--bootstrap` seeded resamples",
+        ),
+        Column(
+            "cl_heldout",
+            FLOAT,
+            "k-means on the train split only, test images labelled by "
+            "nearest centroid; 1-NN accuracy train -> test on those labels.",
+            nullable=True,
+            bounds=UNIT,
+            at_most=("cl_heldout_hi",),
+        ),
+        *_interval_columns(
+            "cl_heldout",
+            bounds=UNIT,
+            what="the test images' correct flags resampled, the train split's clusters held "
+            "fixed, `--bootstrap` seeded resamples",
+        ),
+        Column("n_images", INT, "Images clustered.", positive=True),
+        Column(
+            "n_duplicates",
+            INT,
+            "Duplicate feature rows dropped before TwoNN.",
+            bounds=NON_NEGATIVE,
+            at_most=("n_images",),
+        ),
+    ),
+    key=("checkpoint_id", "k"),
+    partition=("checkpoint_id", "k"),
+)
 
 # Neighbours kept per image by the one pass kNN accuracy, CL and ID share; a query its
 # list cannot answer exactly is searched directly (rare: see SelfNeighbours).
@@ -58,8 +270,6 @@ def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
 def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
     """One exact neighbour pass, kNN accuracies and ID with their bootstrap intervals: per
     checkpoint, shared by its k's."""
-    from .. import metrics as M
-
     split = meta["split"].astype(str).to_numpy()
     train, test = split == "train", split == "test"
     has_y = ~meta["label"].isna().to_numpy()
@@ -103,9 +313,6 @@ def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
 
 
 def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .. import metrics as M
 
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     ids, Xn = ctx.normalized(cid)
@@ -129,8 +336,6 @@ def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
 def _metrics(ctx: Context, unit: Unit, opts: dict, ids, Xn, meta, labels, inputs, shared, held) -> str:
     """The unit's tables; `held`: the future of held-out CL's train-split clusters (or None:
     held-out CL skipped)."""
-    from .. import metrics as M
-
     cid, k = unit.partition["checkpoint_id"], unit.partition["k"]
     n = len(ids)
 
@@ -243,6 +448,7 @@ ANALYSIS = Analysis(
     name="cluster_metrics",
     title="Purity, 2AFC coherence, kNN accuracy, CL and ID",
     writes=("cluster_metrics", "checkpoint_metrics"),
+    tables=(CLUSTER_METRICS, CHECKPOINT_METRICS),
     units=clustering_units,
     run=_run,
     inputs=clustering_fingerprint,

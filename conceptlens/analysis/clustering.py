@@ -12,17 +12,43 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import schema
+from ..metrics import kmeans as fit_kmeans
+from ..metrics.neighbors import by_spans
+from ..schema import FLOAT, INT, NON_NEGATIVE, STRING, Column, Table
 from .base import KMEANS, N_INIT, Analysis, Option, Scope, Unit, checkpoints_with_features
 from .common import Context, default_k, files_footprint
+
+TABLE = Table(
+    "clusters",
+    "clusters",
+    "k-means assignment of every image, per checkpoint and k.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint clustered (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("k", INT, "Number of clusters (partition folder).", positive=True),
+        Column("image_id", STRING, "Image assigned.", references="images.image_id"),
+        Column("cluster", INT, "Cluster index in [0, k).", bounds=NON_NEGATIVE, less_than="k"),
+        Column(
+            "distance",
+            FLOAT,
+            "Euclidean distance of the L2-normalised feature to its centroid.",
+            bounds=NON_NEGATIVE,
+            finite=True,
+        ),
+    ),
+    key=("checkpoint_id", "k", "image_id"),
+    partition=("checkpoint_id", "k"),
+)
 
 
 def kmeans(
     Xn: np.ndarray, k: int, n_init: int, seed: int, engine: str = "auto"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Labels and each point's distance to its centroid (fixed restarts; metrics.kmeans)."""
-    from ..metrics import kmeans as fit_kmeans
-    from ..metrics.neighbors import by_spans
-
     if not 2 <= k <= len(Xn):
         raise ValueError(f"k={k} must be in [2, {len(Xn)}] (number of images)")
     fit = fit_kmeans(Xn, k, n_init, seed, engine)
@@ -76,6 +102,7 @@ ANALYSIS = Analysis(
     name="clustering",
     title="k-means clusters of each checkpoint's features",
     writes=("clusters",),
+    tables=(TABLE,),
     units=_units,
     run=_run,
     inputs=features_signature,

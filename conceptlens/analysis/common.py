@@ -8,6 +8,7 @@ workspace of many costs the same as analysing it alone.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
+from ..metrics import l2_normalize
 from ..workspace import Workspace, WorkspaceError
 
 log = logging.getLogger("conceptlens.analysis")
@@ -26,6 +28,7 @@ def progress(iterable, desc: str, enabled: bool = True, total: int | None = None
     """A tqdm bar on stderr when `enabled` (the CLI's `--quiet` turns it off)."""
     if not enabled:
         return iterable
+
     from tqdm import tqdm
 
     return tqdm(iterable, desc=desc, total=total)
@@ -36,8 +39,6 @@ def files_footprint(paths) -> str:
     sizes and min/max statistics): cheap at any size (features are large), the same in a
     copied or cloned workspace (a modification time is not: a clone would make every unit
     due), and different when the file is written again with other values."""
-    import hashlib
-
     import pyarrow.parquet as pq
 
     h = hashlib.sha1()
@@ -192,8 +193,6 @@ class Context:
         return ids, X
 
     def normalized(self, cid: str) -> tuple[np.ndarray, np.ndarray]:
-        from ..metrics import l2_normalize
-
         def norm():
             ids, X = self.features(cid)
             return ids, l2_normalize(X)
@@ -229,7 +228,7 @@ class Context:
 
     # ---- models shared by the units --------------------------------------------------------
     def sentence_embeddings(self, texts: np.ndarray, model: str | None) -> np.ndarray:
-        from ..text import embed_sentences
+        from ..text import embed_sentences  # local: read at call time, where tests patch it
 
         new = [t for t in dict.fromkeys(texts.tolist()) if t not in self._emb]
         if new:
@@ -250,7 +249,7 @@ class Context:
             return None  # failed before; the note is already logged
         try:
             if dataset not in self._vl:
-                from ..vl import VLModel
+                from ..vl import VLModel  # local: off the dashboard's cold start (it loads Pillow)
 
                 self._vl[dataset] = (VLModel.from_workspace(self.ws.root, dataset), {})
             model, cache = self._vl[dataset]

@@ -19,12 +19,245 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from .. import metrics as M
 from .. import schema
+from ..metrics.compare import contingency
+from ..metrics.scores import anmi
+from ..schema import (
+    BOOL,
+    FLOAT,
+    INT,
+    MIN_STABLE_CHECKPOINTS,
+    NON_NEGATIVE,
+    SIGNED_UNIT,
+    STRING,
+    UNIT,
+    Column,
+    Table,
+)
 from ..workspace import files_signature
 from .base import Analysis, Scope, Unit
 from .common import Context
 
-PREDICTORS = schema.PREDICTORS
+# The unsupervised predictors correlated with kNN accuracy (`predictor_correlations.predictor`).
+PREDICTORS = (
+    "cl",
+    "cl_heldout",
+    "id",
+    "clid",
+    "wclid",
+    "wclid_loo",
+    # lu2022's baselines (section 3.2; `conceptlens analyze baselines`)
+    "alignment",
+    "uniformity",
+    "mcr2",
+    "rotation",
+    "source_entropy",
+)
+# Transfer accuracy is also compared with in-domain kNN accuracy and the target label entropy.
+TRANSFER_PREDICTORS = PREDICTORS + ("knn_acc", "target_entropy")
+
+
+def _correlation_columns(against: str) -> tuple[Column, ...]:
+    """Pearson and Kendall correlations with `against`, their p-values and 95% intervals."""
+    return (
+        Column("pearson", FLOAT, f"Pearson r with {against}.", nullable=True, bounds=SIGNED_UNIT),
+        Column("pearson_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
+        Column(
+            "pearson_lo",
+            FLOAT,
+            "95% interval of r, low end (Fisher z).",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+            at_most=("pearson",),
+        ),
+        Column(
+            "pearson_hi",
+            FLOAT,
+            "95% interval of r, high end (Fisher z).",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+        ),
+        Column("kendall", FLOAT, f"Kendall tau-b with {against}.", nullable=True, bounds=SIGNED_UNIT),
+        Column("kendall_p", FLOAT, "Its two-sided p-value.", nullable=True, bounds=UNIT),
+        Column(
+            "kendall_lo",
+            FLOAT,
+            "95% interval of tau, low end (percentile bootstrap over checkpoints, 2,000 seeded resamples).",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+        ),
+        Column(
+            "kendall_hi",
+            FLOAT,
+            "95% interval of tau, high end.",
+            nullable=True,
+            required=False,
+            bounds=SIGNED_UNIT,
+        ),
+        Column(
+            "pearson_perm_p",
+            FLOAT,
+            f"Two-sided permutation p-value of r: the share of permutations of {against} across "
+            "the checkpoints with |r| at least the observed one (all n! of them up to 7 "
+            "checkpoints, else 10,000 seeded ones, counted with the observed order).",
+            nullable=True,
+            required=False,
+            bounds=UNIT,
+        ),
+        Column(
+            "kendall_perm_p",
+            FLOAT,
+            "The same permutation p-value for tau.",
+            nullable=True,
+            required=False,
+            bounds=UNIT,
+        ),
+        Column(
+            "unstable",
+            BOOL,
+            f"Fewer than {MIN_STABLE_CHECKPOINTS} checkpoints: the interval is unstable, the value "
+            "is not a finding.",
+            nullable=True,
+            required=False,
+        ),
+    )
+
+
+CLID_SCORES = Table(
+    "clid_scores",
+    "clid_scores",
+    "CLID and W-CLID of each checkpoint, relative to the other checkpoints of its dataset "
+    "at the same k (lu2022).",
+    (
+        Column(
+            "dataset",
+            STRING,
+            "Dataset of the compared checkpoints (partition folder).",
+            references="images.dataset",
+        ),
+        Column("k", INT, "Number of clusters.", positive=True),
+        Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
+        Column("clid", FLOAT, "z(CL) + z(ID) across the compared checkpoints.", nullable=True),
+        Column(
+            "wclid",
+            FLOAT,
+            "Least-squares fit of knn_acc on [CL, ID, 1] across checkpoints.",
+            nullable=True,
+        ),
+        Column(
+            "wclid_loo",
+            FLOAT,
+            "The same fit leaving this checkpoint out (leave-one-out).",
+            nullable=True,
+            required=False,
+        ),
+    ),
+    key=("checkpoint_id", "k"),
+    partition=("dataset",),
+)
+
+PREDICTOR_CORRELATIONS = Table(
+    "predictor_correlations",
+    "predictor_correlations",
+    "Correlation of each unsupervised predictor with knn_acc across a dataset's "
+    "checkpoints (lu2022 Table 1).",
+    (
+        Column(
+            "dataset",
+            STRING,
+            "Dataset of the compared checkpoints (partition folder).",
+            references="images.dataset",
+        ),
+        Column("k", INT, "Number of clusters.", positive=True),
+        Column("predictor", STRING, "Unsupervised predictor compared.", allowed=PREDICTORS),
+        *_correlation_columns("knn_acc"),
+        Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
+    ),
+    key=("dataset", "k", "predictor"),
+    partition=("dataset",),
+)
+
+TRANSFER_CORRELATIONS = Table(
+    "transfer_correlations",
+    "transfer_correlations",
+    "Correlation of each predictor with transfer accuracy across a dataset's checkpoints "
+    "(lu2022 Tables 2 and 5).",
+    (
+        Column(
+            "dataset",
+            STRING,
+            "Source dataset of the compared checkpoints (partition folder).",
+            references="images.dataset",
+        ),
+        Column("target_dataset", STRING, "Dataset transferred to.", references="images.dataset"),
+        Column("k", INT, "Number of clusters of the cluster-based predictors.", positive=True),
+        Column("predictor", STRING, "Predictor compared.", allowed=TRANSFER_PREDICTORS),
+        *_correlation_columns("transfer accuracy"),
+        Column("n_checkpoints", INT, "Checkpoints with both values.", bounds=NON_NEGATIVE),
+    ),
+    key=("dataset", "target_dataset", "k", "predictor"),
+    partition=("dataset",),
+)
+
+CLUSTERING_SIMILARITY = Table(
+    "clustering_similarity",
+    "clustering_similarity",
+    "Adjusted NMI between the clusterings of two checkpoints of a dataset at the same k, "
+    "on the images both assign (one row per unordered pair, checkpoint_a < checkpoint_b).",
+    (
+        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+        Column("k", INT, "Number of clusters.", positive=True),
+        Column(
+            "checkpoint_a",
+            STRING,
+            "First checkpoint.",
+            references="checkpoints.checkpoint_id",
+            less_than="checkpoint_b",
+        ),
+        Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
+        Column(
+            "anmi",
+            FLOAT,
+            "Adjusted NMI (arithmetic normalisation); null below 2 shared images.",
+            nullable=True,
+            bounds=SIGNED_UNIT,
+        ),
+        Column("n_shared", INT, "Images both clusterings assign.", bounds=NON_NEGATIVE),
+    ),
+    key=("dataset", "k", "checkpoint_a", "checkpoint_b"),
+    partition=("dataset",),
+)
+
+CLUSTER_LINKS = Table(
+    "cluster_links",
+    "cluster_links",
+    "The contingency table of two clusterings of a dataset at the same k: how many shared "
+    "images cluster a of checkpoint_a and cluster b of checkpoint_b have in common "
+    "(non-zero cells only; checkpoint_a < checkpoint_b).",
+    (
+        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+        Column("k", INT, "Number of clusters.", positive=True),
+        Column(
+            "checkpoint_a",
+            STRING,
+            "First checkpoint.",
+            references="checkpoints.checkpoint_id",
+            less_than="checkpoint_b",
+        ),
+        Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
+        Column("a", INT, "Cluster of checkpoint_a.", bounds=NON_NEGATIVE, less_than="k"),
+        Column("b", INT, "Cluster of checkpoint_b.", bounds=NON_NEGATIVE, less_than="k"),
+        Column("count", INT, "Shared images in both (> 0).", positive=True, at_most=("size_a", "size_b")),
+        Column("size_a", INT, "Shared images in cluster a.", positive=True),
+        Column("size_b", INT, "Shared images in cluster b.", positive=True),
+    ),
+    key=("dataset", "k", "checkpoint_a", "checkpoint_b", "a", "b"),
+    partition=("dataset",),
+)
 
 
 def _checkpoints_of(ctx: Context, dataset: str) -> list[str]:
@@ -95,8 +328,6 @@ def _with_baselines(ctx: Context, metrics: pd.DataFrame) -> pd.DataFrame:
 def transfer_correlations(ctx: Context, sub_by_k: dict[int, pd.DataFrame], seed: int) -> list[dict]:
     """Correlation of every predictor, in-domain kNN accuracy and the target label entropy
     with each target's transfer accuracy, over the comparable checkpoints of each k."""
-    from .. import metrics as M
-
     frames = [
         ctx.ws.read("transfer_scores", checkpoint_id=c).to_pandas()
         for c in sorted({c for g in sub_by_k.values() for c in g["checkpoint_id"]})
@@ -111,7 +342,7 @@ def transfer_correlations(ctx: Context, sub_by_k: dict[int, pd.DataFrame], seed:
             j = sub.merge(t, on="checkpoint_id", how="left").sort_values("checkpoint_id")
             j = j.assign(target_entropy=j["target_neg_entropy"].astype(float))
             acc = j["accuracy"].astype(float).to_numpy()
-            for p in schema.TRANSFER_PREDICTORS:
+            for p in TRANSFER_PREDICTORS:
                 r = M.correlations(j[p].astype(float).to_numpy(), acc, random_state=seed)
                 out.append(
                     {
@@ -149,8 +380,6 @@ def clid_and_correlations(
     `metrics` holds checkpoint_metrics rows with `checkpoint_id`, `k` and `image_set`, and
     the baseline predictors where known. `comparable_rows`, if given, receives each k's
     comparable rows with their CLID scores."""
-    from .. import metrics as M
-
     metrics = metrics.copy()
     for c in BASELINE_COLUMNS:
         if c not in metrics:
@@ -195,9 +424,6 @@ def clid_and_correlations(
 
 
 def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
-    from ..metrics.compare import contingency
-    from ..metrics.scores import anmi
-
     ds = unit.partition["dataset"]
     inputs = _inputs_of(ctx, ds)
     fingerprint = _fingerprint(ctx, unit)
@@ -290,6 +516,7 @@ ANALYSIS = Analysis(
         "transfer_correlations",
         "predictor_correlations",
     ),
+    tables=(CLID_SCORES, PREDICTOR_CORRELATIONS, TRANSFER_CORRELATIONS, CLUSTERING_SIMILARITY, CLUSTER_LINKS),
     units=_units,
     run=_run,
     inputs=_fingerprint,

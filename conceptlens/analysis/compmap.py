@@ -20,9 +20,103 @@ import pyarrow as pa
 
 from .. import schema
 from ..metrics import compmap as M
+from ..schema import FLOAT, INT, NON_NEGATIVE, SIGNED_UNIT, STRING, Column, Table
 from ..workspace import WorkspaceError, files_signature
 from .base import Analysis, Option, Scope, Skipped, Unit
 from .common import Context, progress
+
+COMPMAP_ACTIVATIONS = Table(
+    "compmap_activations",
+    "compmap_activations",
+    "CompMap: every image's primitive concept activations from one VL model.",
+    (
+        Column("vl_model", STRING, "VL model (partition folder).", references="vl_models.vl_model_id"),
+        Column("image_id", STRING, "Image of the VL model's dataset.", references="images.image_id"),
+        Column("primitive", STRING, "Primitive.", references="primitives.primitive"),
+        Column(
+            "logit",
+            FLOAT,
+            "100 x cosine(image embedding, prompt embedding).",
+            bounds=(-100, 100),
+            finite=True,
+        ),
+        Column(
+            "activation",
+            FLOAT,
+            "What the composition models read: the logit, or its "
+            "softmax over the group's values (`primitives.normalize`).",
+            finite=True,
+        ),
+    ),
+    key=("vl_model", "image_id", "primitive"),
+    partition=("vl_model",),
+)
+
+COMPMAP_WEIGHTS = Table(
+    "compmap_weights",
+    "compmap_weights",
+    "CompMap: the weights of the full-shot composition models (multinomial logistic "
+    "regression), per class and primitive.",
+    (
+        Column("vl_model", STRING, "VL model (partition folder).", references="vl_models.vl_model_id"),
+        Column(
+            "model",
+            STRING,
+            "`prim`: learned from the VL model's activations; `oracle`: from the ground-truth primitives.",
+            allowed=("prim", "oracle"),
+        ),
+        Column("label", INT, "Class index.", bounds=NON_NEGATIVE),
+        Column("primitive", STRING, "Primitive.", references="primitives.primitive"),
+        Column("weight", FLOAT, "Coefficient of the primitive for the class.", finite=True),
+    ),
+    key=("vl_model", "model", "label", "primitive"),
+    partition=("vl_model",),
+)
+
+COMPMAP_SCORES = Table(
+    "compmap_scores",
+    "compmap_scores",
+    "CompMap: accuracy of the composition models, interventions, Delta and weight accuracy, "
+    "per n-way k-shot setting (mean over episodes) and the full-shot setting (`shots` = 0).",
+    (
+        Column("vl_model", STRING, "VL model (partition folder).", references="vl_models.vl_model_id"),
+        Column(
+            "model",
+            STRING,
+            "`prim` (learned, on activations), `interv_full` (learned, on "
+            "ground-truth primitives), `interv_partial` (learned, ground-truth positives set "
+            "to 1, the rest activations), `oracle` (trained and tested on ground truth).",
+            allowed=("prim", "interv_full", "interv_partial", "oracle"),
+        ),
+        Column("ways", INT, "Classes per episode (full shot: every class).", positive=True),
+        Column(
+            "shots",
+            INT,
+            "Training images per class; 0 = full shot (the train split).",
+            bounds=NON_NEGATIVE,
+        ),
+        Column(
+            "metric",
+            STRING,
+            "`accuracy`; `delta` = accuracy(oracle) - accuracy("
+            "interv_full) (on `prim`); `acc_instance` / `acc_class`: top-k weights vs the "
+            "class's k ground-truth primitives (yun2023 Table 4).",
+            allowed=("accuracy", "delta", "acc_instance", "acc_class"),
+        ),
+        Column("value", FLOAT, "Mean.", bounds=SIGNED_UNIT, at_most=("hi",)),
+        Column("lo", FLOAT, "95% interval, lower end.", bounds=SIGNED_UNIT, at_most=("value",)),
+        Column("hi", FLOAT, "95% interval, upper end.", bounds=SIGNED_UNIT),
+        Column("episodes", INT, "Episodes averaged (1 for full shot).", positive=True),
+        Column(
+            "n",
+            INT,
+            "Test images (accuracy, delta) or classes (weight accuracy) per episode.",
+            positive=True,
+        ),
+    ),
+    key=("vl_model", "model", "ways", "shots", "metric"),
+    partition=("vl_model",),
+)
 
 BATCH = 256
 
@@ -124,7 +218,7 @@ class _OpenClip:
 
     def encode_images(self, paths):
         import torch
-        from PIL import Image
+        from PIL import Image  # local: off the dashboard's cold start
 
         ims = []
         for p in paths:
@@ -145,8 +239,13 @@ class _HFClip:
     def __init__(self, name: str, root):
         from transformers import AutoModel, AutoProcessor
 
-        from ..models import resolve_path
-        from ..models.base import ModelLoadError, hf_cache_dir, missing_weights, offline
+        from ..models import resolve_path  # local: off the dashboard's cold start
+        from ..models.base import (  # local: off the dashboard's cold start
+            ModelLoadError,
+            hf_cache_dir,
+            missing_weights,
+            offline,
+        )
 
         local = resolve_path(name, root)
         src = str(local) if local is not None else name
@@ -188,7 +287,7 @@ class _HFClip:
 
     def encode_images(self, paths):
         import torch
-        from PIL import Image
+        from PIL import Image  # local: off the dashboard's cold start
 
         ims = []
         for p in paths:
@@ -203,10 +302,10 @@ def load_vl(ws, row: dict):
     """A VL model of `vl_models`: shipped (config + weights in the workspace, `vl.VLModel`),
     `hf:NAME` (transformers CLIP) or `open_clip:NAME` (a pretrained `ARCH@TAG`, or an
     architecture or config JSON with the row's `weights` file)."""
-    from ..models import parse_spec
+    from ..models import parse_spec  # local: off the dashboard's cold start
 
     if row.get("config") and row.get("weights"):
-        from ..vl import VLModel
+        from ..vl import VLModel  # local: off the dashboard's cold start
 
         return VLModel.from_workspace(ws.root, row["vl_model_id"])
     family, name = parse_spec(row["spec"])
@@ -215,7 +314,7 @@ def load_vl(ws, row: dict):
     if family == "open_clip":
         import open_clip
 
-        from ..models.openclip import create
+        from ..models.openclip import create  # local: off the dashboard's cold start
 
         weights = ws.resolve(row["weights"]) if row.get("weights") else None
         model, preprocess, arch, _ = create(name, weights=weights, root=ws.root)
@@ -228,7 +327,7 @@ def load_vl(ws, row: dict):
 
 
 def image_embeddings(ctx: Context, model, images: pd.DataFrame, desc: str) -> np.ndarray:
-    from ..extract import image_path
+    from ..extract import image_path  # local: off the dashboard's cold start
 
     src = images["source_path"] if "source_path" in images.columns else [None] * len(images)
     paths = [
@@ -364,7 +463,7 @@ def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
     def truth_of(c):
         return T[t_index[int(c)]]
 
-    from ..models import ModelLoadError
+    from ..models import ModelLoadError  # local: off the dashboard's cold start
 
     try:
         model = load_vl(ctx.ws, row)
@@ -442,6 +541,7 @@ ANALYSIS = Analysis(
     name="compmap",
     title="CompMap: primitive concepts of VL models, composition models, interventions",
     writes=("compmap_activations", "compmap_weights", "compmap_scores"),
+    tables=(COMPMAP_ACTIVATIONS, COMPMAP_WEIGHTS, COMPMAP_SCORES),
     units=_units,
     run=_run,
     inputs=_fingerprint,

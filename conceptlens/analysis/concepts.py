@@ -26,9 +26,197 @@ import pyarrow as pa
 
 from .. import schema
 from ..metrics import concepts as CQ
+from ..schema import BOOL, FLOAT, INT, NON_NEGATIVE, STRING, UNIT, Column, Table
 from ..workspace import WorkspaceError
 from .base import SEED, Analysis, Option, Scope, Unit
 from .common import Context, files_footprint
+
+ORACLE_PURITY = Table(
+    "oracle_purity",
+    "oracle_purity",
+    "The oracle purity matrix of a concept dataset (concept-quality paper, Definition 1 "
+    "on the ground-truth concepts themselves): test AUC of a one-hidden-layer (32 ReLU) "
+    "classifier predicting concept j from concept i, on the seed's 80/20 split of the "
+    "test images; the diagonal is 1.",
+    (
+        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+        Column("seed", INT, "Seed of the split and the classifiers.", bounds=NON_NEGATIVE),
+        Column("concept_i", STRING, "Concept read (`concept_labels.concept`)."),
+        Column("concept_j", STRING, "Concept predicted."),
+        Column(
+            "auc",
+            FLOAT,
+            "Test AUC (for a multiclass concept j: macro one-vs-one, or one-vs-rest with "
+            "`--purity-multiclass ovr`).",
+            bounds=UNIT,
+            finite=True,
+        ),
+    ),
+    key=("dataset", "seed", "concept_i", "concept_j"),
+    partition=("dataset",),
+)
+
+PURITY_MATRICES = Table(
+    "purity_matrices",
+    "purity_matrices",
+    "The purity matrix of a checkpoint's concepts (concept-quality paper, Definition 1): "
+    "test AUC of a one-hidden-layer (32 ReLU) classifier predicting true concept j from "
+    "learnt concept i (all its d dimensions), on the same split as `oracle_purity`. "
+    "Checkpoints without `concept_names` get probe concepts (one probe per true concept, "
+    "fitted on the train split).",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("seed", INT, "Seed of the split and the classifiers.", bounds=NON_NEGATIVE),
+        Column("learnt_concept", STRING, "Learnt (or probe) concept read."),
+        Column("true_concept", STRING, "Ground-truth concept predicted (`concept_labels.concept`)."),
+        Column(
+            "auc",
+            FLOAT,
+            "Test AUC (for a multiclass concept: macro one-vs-one, or one-vs-rest with "
+            "`--purity-multiclass ovr`).",
+            bounds=UNIT,
+            finite=True,
+        ),
+        Column(
+            "aligned",
+            BOOL,
+            "The learnt concept is the one aligned to this true concept: by name, or "
+            "else greedily by AUC (the paper's appendix 6.4). OIS compares the aligned rows.",
+        ),
+    ),
+    key=("checkpoint_id", "seed", "learnt_concept", "true_concept"),
+    partition=("checkpoint_id",),
+)
+
+CONCEPT_NICHES = Table(
+    "concept_niches",
+    "concept_niches",
+    "The concept-correlation nicher (concept-quality paper, Definition 3): |Pearson "
+    "correlation| between each learnt concept (max over its d dimensions) and each task "
+    "label (one-hot) on the train split; the concept is in the label's niche where it "
+    "exceeds beta.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("seed", INT, "Seed of the analysis.", bounds=NON_NEGATIVE),
+        Column("beta", FLOAT, "Threshold.", bounds=UNIT, finite=True),
+        Column("label", INT, "Task label (`images.label`).", bounds=NON_NEGATIVE),
+        Column("learnt_concept", STRING, "Learnt (or probe) concept."),
+        Column("corr", FLOAT, "|Pearson correlation|.", bounds=UNIT, finite=True),
+        Column("in_niche", BOOL, "corr > beta."),
+    ),
+    key=("checkpoint_id", "seed", "beta", "label", "learnt_concept"),
+    partition=("checkpoint_id",),
+)
+
+NICHE_SCORES = Table(
+    "niche_scores",
+    "niche_scores",
+    "Niche purity and impurity per label and beta (concept-quality paper, Definitions "
+    "5-6; its Figure 6): test AUC for the label of one label predictor (ReLU MLP 20-20, "
+    "trained once on all concepts) with every concept outside the niche zeroed (`nps`) "
+    "or every concept inside it zeroed (`nis`, the public code's curve).",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("seed", INT, "Seed of the label predictor.", bounds=NON_NEGATIVE),
+        Column("beta", FLOAT, "Threshold of the nicher.", bounds=UNIT, finite=True),
+        Column("label", INT, "Task label.", bounds=NON_NEGATIVE),
+        Column("niche_size", INT, "Learnt concepts in the label's niche.", bounds=NON_NEGATIVE),
+        Column("nps", FLOAT, "Niche purity: AUC from the niche alone.", bounds=UNIT, finite=True),
+        Column("nis", FLOAT, "Niche impurity: AUC from its complement.", bounds=UNIT, finite=True),
+    ),
+    key=("checkpoint_id", "seed", "beta", "label"),
+    partition=("checkpoint_id",),
+)
+
+CONCEPT_SCORES = Table(
+    "concept_scores",
+    "concept_scores",
+    "Concept quality of a checkpoint per seed (concept-quality paper): oracle impurity, "
+    "the non-oracle impurity, the niche scores at a fixed beta and the area under the "
+    "niche impurity curve.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder).",
+            references="checkpoints.checkpoint_id",
+        ),
+        Column("seed", INT, "Seed of the analysis.", bounds=NON_NEGATIVE),
+        Column(
+            "ois",
+            FLOAT,
+            "Oracle impurity score 2/k ||pi - pi_oracle||_F over the aligned k x k matrix "
+            "(at most 1 where every AUC is >= 0.5).",
+            bounds=(0, 2),
+            finite=True,
+        ),
+        Column(
+            "non_oracle_impurity",
+            FLOAT,
+            "The same against an oracle of 1 on the diagonal and 0.5 elsewhere.",
+            bounds=(0, 2),
+            finite=True,
+        ),
+        Column(
+            "nis_area",
+            FLOAT,
+            "Area under the mean niche impurity (`niche_scores.nis`: each label's raw "
+            "probability column, the paper's Definitions 5-6) over beta, divided by the width "
+            "of the beta range (a mean). Null (with the other niche scores) when the dataset "
+            "has no task labels.",
+            nullable=True,
+            bounds=UNIT,
+            finite=True,
+        ),
+        Column(
+            "nis_area_code",
+            FLOAT,
+            "`nis_area` as the public code computes it (`niching.niche_impurity`): for three "
+            "or more labels, a softmax across labels of the niche-zeroed probability columns "
+            "before each label's one-vs-rest AUC; equal to `nis_area` for a binary task. "
+            "Absent from files written before it existed.",
+            nullable=True,
+            required=False,
+            bounds=UNIT,
+            finite=True,
+        ),
+        Column("nps_beta", FLOAT, "Mean niche purity over labels at `beta`.", nullable=True, bounds=UNIT),
+        Column("nis_beta", FLOAT, "Mean niche impurity over labels at `beta`.", nullable=True, bounds=UNIT),
+        Column(
+            "mean_niche_size",
+            FLOAT,
+            "Mean niche size over labels at `beta`.",
+            nullable=True,
+            bounds=NON_NEGATIVE,
+        ),
+        Column("beta", FLOAT, "The fixed beta (the paper's 0.2).", bounds=UNIT, finite=True),
+        Column(
+            "task_auc",
+            FLOAT,
+            "Test AUC of the label predictor on all concepts (mean one-vs-rest over labels).",
+            nullable=True,
+            bounds=UNIT,
+            finite=True,
+        ),
+    ),
+    key=("checkpoint_id", "seed"),
+    partition=("checkpoint_id",),
+)
 
 OPTIONS = (
     Option(
@@ -225,10 +413,10 @@ def probe_concepts(X: np.ndarray, truth: Truth, seed: int) -> list[np.ndarray]:
 
 # ---- one checkpoint -------------------------------------------------------------------------
 def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
-    from threadpoolctl import threadpool_limits
-
     # Every product here is small: BLAS threads only wait on each other, badly so on a
     # shared machine (probes and the label predictor ran 3-5x slower with them).
+    from threadpoolctl import threadpool_limits
+
     with threadpool_limits(limits=1, user_api="blas"):
         return _run_unit(ctx, unit, opts)
 
@@ -346,6 +534,7 @@ ANALYSIS = Analysis(
     name="concepts",
     title="Concept quality: purity matrices, oracle impurity and concept niches",
     writes=("oracle_purity", "purity_matrices", "concept_niches", "niche_scores", "concept_scores"),
+    tables=(ORACLE_PURITY, PURITY_MATRICES, CONCEPT_NICHES, NICHE_SCORES, CONCEPT_SCORES),
     units=_units,
     run=_run,
     options=OPTIONS,

@@ -20,10 +20,53 @@ import pyarrow as pa
 from .. import rng as rngs
 from .. import schema
 from ..embedding import active as A
-from ..embedding.psych import read_embedding
+from ..embedding.psych import Trials, read_embedding
+from ..schema import FLOAT, INT, NON_NEGATIVE, STRING, UNIT, Column, Table
 from ..workspace import WorkspaceError, files_signature
 from .base import BETA, MAX_EPOCHS, Analysis, Option, Scope, Unit
 from .common import Context, encode, read_trials
+
+TABLE = Table(
+    "similarity_convergence",
+    "similarity_convergence",
+    "Whether enough similarity judgments were collected (roads2021 section 5): the "
+    "embedding inferred again from growing shares of the trials, in collection order.",
+    (
+        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+        Column(
+            "round",
+            INT,
+            "Share of the trials (0 = the first): one per study round where the trials carry "
+            "`similarity_trials.round` (trials from before the rounds first), else equal shares.",
+            bounds=NON_NEGATIVE,
+        ),
+        Column("n_trials", INT, "Trials fitted so far.", positive=True),
+        Column("dim", INT, "Dimensionality of the embeddings (the chosen one).", positive=True),
+        Column("members", INT, "Ensemble members per share.", positive=True),
+        Column(
+            "coarse_loss",
+            FLOAT,
+            "Categorical cross-entropy of randomly drawn trials under the ensemble (nats).",
+            finite=True,
+            bounds=NON_NEGATIVE,
+        ),
+        Column(
+            "within_agreement",
+            FLOAT,
+            "Mean squared Pearson correlation of the members' similarity matrices.",
+            bounds=UNIT,
+        ),
+        Column(
+            "across_agreement",
+            FLOAT,
+            "Squared Pearson correlation with the previous share's ensemble (null for the first).",
+            nullable=True,
+            bounds=UNIT,
+        ),
+    ),
+    key=("dataset", "round"),
+    partition=("dataset",),
+)
 
 
 def _units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:
@@ -43,7 +86,7 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
 
 
 def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
-    from ..embedding.psych import Trials, fit_embedding
+    from ..embedding.psych import fit_embedding  # local: read at call time, where tests patch it
 
     ds = unit.partition["dataset"]
     fingerprint = _fingerprint(ctx, unit)
@@ -138,6 +181,7 @@ ANALYSIS = Analysis(
     name="convergence",
     title="Convergence of the psychological embedding as judgments accumulate (roads2021 §5)",
     writes=("similarity_convergence",),
+    tables=(TABLE,),
     units=_units,
     run=_run,
     inputs=_fingerprint,

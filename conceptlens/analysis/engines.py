@@ -23,21 +23,22 @@ node (a shared file system).
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from ..extract import ray_init
 from ..workspace import Workspace
+from . import by_name
 from .base import Scope, Skipped, Unit
 from .common import Context
 
 
 def now_us() -> str:
     """Microseconds: two runs of one unit within a second must not share a key."""
-    import datetime as dt
-
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
@@ -76,8 +77,6 @@ def run_group(
     body, also callable in-process); yields each unit's Result as soon as it is written.
     `opts` are the analysis' declared options exactly (checked here too: a task is an entry
     point of its own), `scope` the run's (`base.Scope`)."""
-    from . import by_name
-
     a = by_name()[name]
     a.check_options(opts)
     ctx = Context(Workspace(root), progress=False)
@@ -119,7 +118,6 @@ def run_ray(
         import ray
     except ImportError:
         raise ValueError("--engine ray needs Ray: pip install 'conceptlens[ray]'") from None
-    from ..extract import ray_init
 
     ray_init(ray)
     threads = threads or 1

@@ -33,6 +33,7 @@ import pyarrow as pa
 from .. import rng as rngs
 from .. import schema
 from ..metrics import learning as L
+from ..metrics import selection as S
 from ..metrics.neighbors import nearest_cosine
 from ..schema import BOOL, FLOAT, INT, NON_NEGATIVE, STRING, UNIT, Column, Table
 from ..workspace import files_signature
@@ -245,8 +246,6 @@ def selection_rows(
     against the rest (`metrics.selection.Scorer`, no null sets) with its bootstrap interval,
     and its best-matching cluster. A selection with fewer than 2 images on this checkpoint,
     or leaving fewer than 2 outside, gets no row."""
-    from ..metrics import selection as S
-
     if not selections:
         return []
     codes = meta["label"].astype("Int64").fillna(-1).to_numpy(np.int64)

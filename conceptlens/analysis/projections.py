@@ -2,13 +2,40 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pyarrow as pa
 
 from .. import rng as rngs
 from .. import schema
+from ..metrics import nearest_cosine
+from ..schema import FLOAT, STRING, Column, Table
 from .base import Analysis, Option, Scope, Unit, checkpoints_with_features
 from .common import Context
+
+TABLE = Table(
+    "projections",
+    "projections",
+    "2-D projections of a checkpoint's features (e.g. UMAP), or of a dataset's psychological "
+    "embedding, for plotting.",
+    (
+        Column(
+            "checkpoint_id",
+            STRING,
+            "Checkpoint (partition folder); `psych@DATASET` is the "
+            "psychological embedding of DATASET (`conceptlens analyze similarity`).",
+            references="checkpoints.checkpoint_id",
+            pseudo_references=("psych@", "psych_embedding.dataset"),
+        ),
+        Column("method", STRING, "Projection method, e.g. `umap` (partition folder)."),
+        Column("image_id", STRING, "Image.", references="images.image_id"),
+        Column("x", FLOAT, "First coordinate.", finite=True),
+        Column("y", FLOAT, "Second coordinate.", finite=True),
+    ),
+    key=("checkpoint_id", "method", "image_id"),
+    partition=("checkpoint_id", "method"),
+)
 
 
 def umap_2d(Xn: np.ndarray, seed: int, fit_max: int = 10_000) -> np.ndarray:
@@ -17,11 +44,7 @@ def umap_2d(Xn: np.ndarray, seed: int, fit_max: int = 10_000) -> np.ndarray:
     Up to `fit_max` points the exact neighbour graph is ours (blocked, exact) and
     handed to UMAP, which then skips its approximate search (and its slow JIT).
     """
-    import warnings
-
     import umap
-
-    from ..metrics import nearest_cosine
 
     n_neighbors = max(2, min(15, len(Xn) - 1))
     # A fixed random_state makes UMAP single-threaded; say so to silence its warning.
@@ -70,6 +93,7 @@ ANALYSIS = Analysis(
     name="projections",
     title="2-D UMAP of each checkpoint's features",
     writes=("projections",),
+    tables=(TABLE,),
     units=_units,
     run=_run,
     options=(

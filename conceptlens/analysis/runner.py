@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import time
 
+import duckdb
 import pyarrow as pa
 
+from .. import __version__
 from ..errors import ConceptLensError
 from ..workspace import Workspace, WorkspaceError, legacy_signatures
 from . import by_name, registered
@@ -257,8 +259,6 @@ def log_run(
     reason: str | None = None,
 ) -> None:
     """One row of the `analysis_runs` log."""
-    from .. import __version__
-
     ws.append(
         "analysis_runs",
         pa.table(
@@ -316,8 +316,6 @@ def skipped(root) -> dict[str, dict[str, str]]:
 def last_runs(ws: Workspace) -> dict[tuple[str, str], dict]:
     """(analysis, unit label) -> its latest `analysis_runs` row (status `done` for rows
     written before 2.2, which logged finished units only)."""
-    import duckdb
-
     files = [str(f) for f in ws.files("analysis_runs")]
     if not files:
         return {}

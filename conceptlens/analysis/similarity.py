@@ -15,7 +15,9 @@ options changed, so adding a checkpoint costs its own scoring alone.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -23,11 +25,142 @@ import pyarrow as pa
 
 from .. import rng as rngs
 from .. import schema
+from ..embedding import psych as P
 from ..embedding.psych import psych_id, read_embedding
 from ..metrics import similarity as S
+from ..schema import BOOL, FLOAT, FLOAT_LIST, INT, NON_NEGATIVE, SIGNED_UNIT, STRING, UNIT, Column, Table
 from ..workspace import WorkspaceError, files_signature
 from .base import BETA, MAX_EPOCHS, Analysis, Option, Scope, Unit
 from .common import Context, encode, files_footprint, read_trials
+
+PSYCH_EMBEDDING = Table(
+    "psych_embedding",
+    "psych_embedding",
+    "The psychological embedding inferred from a dataset's similarity trials (roads2021 "
+    "section 4.2): per ensemble member, the variational posterior N(mu, diag(sigma^2)) of "
+    "every image judged, at the dimensionality chosen on held-out trials.",
+    (
+        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+        Column(
+            "member",
+            INT,
+            "Ensemble member (0-based): members differ in their seed and "
+            "in the trials held out from their fit.",
+            bounds=NON_NEGATIVE,
+        ),
+        Column("image_id", STRING, "Image (stimulus).", references="images.image_id"),
+        Column("mu", FLOAT_LIST, "Posterior mean; its length is the chosen dimensionality.", finite=True),
+        Column("sigma", FLOAT_LIST, "Posterior standard deviation of each dimension (> 0).", finite=True),
+    ),
+    key=("dataset", "member", "image_id"),
+    partition=("dataset",),
+)
+
+SIMILARITY_FIT = Table(
+    "similarity_fit",
+    "similarity_fit",
+    "How well the psychological embedding predicts trials it was not fitted on, per "
+    "dimensionality and ensemble member; the dimensionality with the best mean held-out "
+    "log-likelihood is `selected` (roads2021 section 4.2).",
+    (
+        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+        Column("dim", INT, "Dimensionality of the embedding.", positive=True),
+        Column("member", INT, "Ensemble member.", bounds=NON_NEGATIVE),
+        Column("selected", BOOL, "This dimensionality was kept (`psych_embedding`)."),
+        Column("n_train", INT, "Trials fitted.", positive=True),
+        Column("n_heldout", INT, "Train-split trials held out from this member's fit.", positive=True),
+        Column(
+            "heldout_loglik",
+            FLOAT,
+            "Mean weighted log-likelihood of a held-out trial (posterior mean embedding).",
+            bounds=(None, 0),
+        ),
+        Column(
+            "heldout_accuracy",
+            FLOAT,
+            "Share of held-out trials whose chosen references, "
+            "in order, are the embedding's most probable outcome.",
+            bounds=UNIT,
+        ),
+        Column(
+            "heldout_triplet_accuracy",
+            FLOAT,
+            "Triplet accuracy (L2) on the held-out trials, as roads2021 Table 2's `Psych. Emb.` row.",
+            bounds=UNIT,
+        ),
+        Column(
+            "test_loglik",
+            FLOAT,
+            "Mean weighted log-likelihood of a `test` trial; null without test trials.",
+            nullable=True,
+            bounds=(None, 0),
+        ),
+        Column("test_accuracy", FLOAT, "Accuracy on the `test` trials.", nullable=True, bounds=UNIT),
+        Column(
+            "agreement",
+            FLOAT,
+            "Mean Spearman correlation of this member's expected "
+            "similarities with the other members' at the same dimensionality (the "
+            "ensemble's spread; roads2021 section 5.2); null for a single member.",
+            nullable=True,
+            bounds=SIGNED_UNIT,
+        ),
+        Column("prior_scale", FLOAT, "Learned standard deviation of the prior N(0, s^2 I).", positive=True),
+        Column("epochs", INT, "Epochs run (early stopping on the training loss).", positive=True),
+        Column("seconds", FLOAT, "Wall time of the fit.", bounds=NON_NEGATIVE),
+    ),
+    key=("dataset", "dim", "member"),
+    partition=("dataset",),
+)
+
+HUMAN_ALIGNMENT = Table(
+    "human_alignment",
+    "human_alignment",
+    "How well each checkpoint agrees with people (roads2021 section 6): triplet accuracy "
+    "on the similarity trials and the Spearman correlation of its similarities with the "
+    "psychological embedding's (RSA), overall and per label, with 95% bootstrap intervals.",
+    (
+        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
+        Column("checkpoint_id", STRING, "Checkpoint.", references="checkpoints.checkpoint_id"),
+        Column(
+            "metric",
+            STRING,
+            "`triplet_accuracy` (roads2021 Eq. 10; ties count 1/2) or "
+            "`rsa` (Spearman of the upper triangles).",
+            allowed=("triplet_accuracy", "rsa"),
+        ),
+        Column(
+            "distance",
+            STRING,
+            "Distance (or, for rsa, negated distance) between the checkpoint's features.",
+            allowed=("l1", "l2", "cosine"),
+        ),
+        Column(
+            "label",
+            INT,
+            "Label scored: of the trial's query (triplet accuracy) or of "
+            "one image of each pair (rsa); null = every image.",
+            nullable=True,
+            bounds=NON_NEGATIVE,
+        ),
+        Column("label_name", STRING, "Its name.", nullable=True, present_with="label"),
+        Column("value", FLOAT, "The score.", bounds=SIGNED_UNIT),
+        Column(
+            "lo",
+            FLOAT,
+            "95% percentile bootstrap interval, lower end (resampling "
+            "trials for triplet accuracy, images for rsa).",
+            nullable=True,
+            bounds=SIGNED_UNIT,
+            at_most=("hi",),
+        ),
+        Column("hi", FLOAT, "Upper end.", nullable=True, bounds=SIGNED_UNIT),
+        Column("n", INT, "Triplets (triplet accuracy) or image pairs (rsa) scored.", positive=True),
+        Column("n_units", INT, "Trials (triplet accuracy) or images (rsa) resampled.", positive=True),
+    ),
+    key=("dataset", "checkpoint_id", "metric", "distance", "label"),
+    partition=("dataset",),
+)
 
 FIT_OPTIONS = ("seed", "dims", "members", "screen_members", "holdout", "beta", "max_epochs", "batch_trials")
 SCORE_OPTIONS = ("seed", "n_boot", "rsa_max", "beta")
@@ -66,15 +199,11 @@ def _fingerprint(ctx: Context, unit: Unit, opts: dict | None = None) -> str:
 
 
 def _hash(text: str) -> str:
-    import hashlib
-
     return hashlib.sha1(text.encode()).hexdigest()
 
 
 # ---- the psychological embedding -----------------------------------------------------------
 def _fit(ctx: Context, ds: str, trials: pd.DataFrame, opts: dict, trial_sig: str) -> None:
-    from ..embedding import psych as P
-
     fitted = trials[~trials["is_catch"] & (trials["split"] == "train")]
     if fitted.empty:
         raise WorkspaceError(
@@ -176,8 +305,6 @@ def _lists(M: np.ndarray) -> pa.Array:
 def umap_euclidean(X: np.ndarray, seed: int) -> np.ndarray:
     """2-D UMAP with Euclidean distances (similarity decays with them), on an exact
     neighbour graph handed to UMAP (it then skips its approximate search and its JIT)."""
-    import warnings
-
     import umap
     from sklearn.neighbors import NearestNeighbors
 
@@ -205,8 +332,6 @@ class Scorer:
     """What every checkpoint of a dataset is scored against: the trials and the embedding."""
 
     def __init__(self, ctx: Context, ds: str, trials: pd.DataFrame, opts: dict):
-        from ..embedding import psych as P
-
         self.opts = opts
         scored = trials[~trials["is_catch"]].reset_index(drop=True)
         images = ctx.images.set_index("image_id")
@@ -375,6 +500,7 @@ ANALYSIS = Analysis(
     name="similarity",
     title="Psychological embedding of similarity judgments and each checkpoint's agreement with people",
     writes=("psych_embedding", "projections", "similarity_fit", "human_alignment"),
+    tables=(PSYCH_EMBEDDING, SIMILARITY_FIT, HUMAN_ALIGNMENT),
     units=_units,
     run=_run,
     inputs=_fingerprint,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from PIL import Image
 from tqdm import tqdm
 
 from .. import schema
@@ -24,8 +25,6 @@ CREATED = "2026-11-22T00:00:00+00:00"
 
 
 def _png(arr: np.ndarray) -> bytes:
-    from PIL import Image
-
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, format="PNG", optimize=False)
     return buf.getvalue()

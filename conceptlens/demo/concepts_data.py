@@ -19,10 +19,16 @@ Both follow the paper's appendix 6.8.1; what it leaves open is said where it is 
 
 from __future__ import annotations
 
+import hashlib
+import io
 from dataclasses import dataclass, field
 from itertools import product
 
 import numpy as np
+from PIL import Image
+
+from .. import schema
+from ..workspace import atomic_write_bytes
 
 TOY_DELTAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 TOY_N_TRAIN, TOY_N_TEST = 2000, 1000
@@ -327,9 +333,6 @@ def image_ids(data: ConceptData) -> list[str]:
 
 
 def _png(arr: np.ndarray) -> bytes:
-    import io
-
-    from PIL import Image
 
     buf = io.BytesIO()
     Image.fromarray(arr, mode="L").save(buf, format="PNG", optimize=True)
@@ -343,8 +346,6 @@ def _shapes_frame(ws):
 
 def stamp(ws, seed: int) -> dict:
     """Everything the written concept data depends on; stored with `concept_datasets`."""
-    import hashlib
-
     shapes = _shapes_frame(ws)
     h = hashlib.sha1()
     if len(shapes):
@@ -427,9 +428,6 @@ def write_data(ws, datasets: list[ConceptData], seed: int, progress: bool = True
     import pyarrow as pa
     import pyarrow.compute as pc
     from tqdm import tqdm
-
-    from .. import schema
-    from ..workspace import atomic_write_bytes
 
     names = [d.name for d in datasets]
     rows, files = [], {}

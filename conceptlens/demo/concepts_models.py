@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .. import schema
+from ..extract import FEATURES_SCHEMA
 from . import concepts_data as cd
 from .encoders import stable_seed
 
@@ -387,9 +390,6 @@ def checkpoint_done(ws, cid: str, stamp: dict) -> bool:
 def write_checkpoint(ws, data: cd.ConceptData, cid: str, method: str, trained: Trained, stamp: dict) -> None:
     import pyarrow as pa
 
-    from .. import schema
-    from ..extract import FEATURES_SCHEMA
-
     emb = np.ascontiguousarray(trained.features, dtype=np.float32)
     n, dim = emb.shape
     offsets = pa.array(np.arange(0, (n + 1) * dim, dim, dtype=np.int32))
@@ -441,7 +441,6 @@ def build_concepts(ws, seed: int, progress: bool = True) -> dict:
     """The `concepts` stage of `conceptlens demo build`: data (unless written with this seed)
     and every concept checkpoint not yet done; resumable, and it leaves the rest alone.
     Returns CPU seconds per part."""
-    import time
 
     def log(msg):
         if progress:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from PIL import Image
 
 NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
@@ -49,7 +50,5 @@ def describe(label: int, attrs: dict, mass_q: tuple[float, float], slant_t: floa
 
 def thumbnail(img: np.ndarray, side: int = 32) -> np.ndarray:
     """Dark ink on white, upscaled for display."""
-    from PIL import Image
-
     g = np.clip(255 - img / 16.0 * 255, 0, 255).astype(np.uint8)
     return np.asarray(Image.fromarray(g).resize((side, side), Image.BILINEAR))

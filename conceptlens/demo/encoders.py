@@ -37,6 +37,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from PIL import Image
 
 from ..models.augment import augment
 from ..workspace import atomic_write_bytes
@@ -184,8 +185,6 @@ class ImageSet:
 
 
 def load_imageset(ws, dataset: str) -> ImageSet:
-    from PIL import Image
-
     df = ws.read("images").to_pandas()
     df = df[df["dataset"] == dataset].sort_values("image_id").reset_index(drop=True)
     if df.empty:

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import schema
+from ..extract import extract
+from ..vl import CAPTIONER_PREFIX, VLModel, write_captions
 from ..workspace import Workspace, sha256_file
 
 MODEL_NAME = "ConvEncoder"  # checkpoints.model of the conv encoders
@@ -99,7 +102,6 @@ def checkpoint_done(ws: Workspace, cid: str) -> bool:
 
 
 def _extract(ws: Workspace, run: Run, cid: str, epoch, progress: bool, created: str | None = None) -> str:
-    from ..extract import extract
     from .encoders import ENCODER_SPEC, PCA_SPEC
 
     spec = PCA_SPEC if run.method == "pca" else ENCODER_SPEC
@@ -241,8 +243,6 @@ def build_encoders(
 def _upsert_vl_row(ws: Workspace, row: dict) -> None:
     import pyarrow as pa
 
-    from .. import schema
-
     t = pa.Table.from_pylist([row], schema=schema.arrow_schema("vl_models"))
     p = ws.table_path("vl_models")
     if p.exists():
@@ -264,7 +264,6 @@ def vl_done(ws: Workspace, vl_id: str) -> bool:
 
 def build_vl(ws: Workspace, dataset: str, seed: int, epochs: int | None = None, progress: bool = True) -> str:
     """Train (or reuse) `vl-<dataset>`, write its retrieval captions and its `clip` checkpoint."""
-    from ..vl import CAPTIONER_PREFIX, VLModel, write_captions
     from . import encoders as E
     from . import vl_train as V
 
@@ -320,8 +319,6 @@ def build_vl(ws: Workspace, dataset: str, seed: int, epochs: int | None = None, 
         and ws.table_path("features", checkpoint_id=cid).exists()
         and row.get("weights_sha256") == sha256_file(ws.root / w_rel)
     ):
-        from ..extract import extract
-
         extract(
             ws,
             dataset,

@@ -35,18 +35,29 @@ inits from `stable_seed(seed, checkpoint_id)`, one torch thread, deterministic k
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
+import io
 import json
 import os
+import shutil
 import struct
 import time
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
-from ..workspace import Workspace
+from .. import schema
+from ..analysis import runner
+from ..cache import cached
+from ..captioners import IMAGENET_TEMPLATE, ImageNetCaptioner, caption
+from ..extract import extract, features_table, image_path, upsert_checkpoint
+from ..hierarchy import write_from_paths
+from ..metrics import clopper_pearson
+from ..models.packages import package_weights, reference
+from ..pixels import to_rgb
+from ..workspace import Workspace, atomic_write_bytes, atomic_write_table, sha256_file
 from .analysis import DEMO_OPTIONS
 from .images import images_table
 
@@ -193,13 +204,16 @@ def clipart_files(root: Path = CLIPART_DIR, categories=CLIPART_CATEGORIES) -> di
     or folders) are not followed; a file byte-identical to an earlier one (sorted by path,
     across all categories) is dropped. Listed once per process for the installed package."""
     if Path(root) == CLIPART_DIR:
-        return {k: list(v) for k, v in _installed_files(tuple(categories)).items()}
+        return {k: list(v) for k, v in _installed_files(str(CLIPART_DIR), tuple(categories)).items()}
     return _list_files(Path(root), categories)
 
 
-@functools.cache
-def _installed_files(categories: tuple) -> dict[str, tuple]:
-    return {k: tuple(v) for k, v in _list_files(CLIPART_DIR, categories).items()}
+# Only the installed package's folder is kept: a Debian package does not change while a
+# build runs, so its folder and categories are the whole key (another folder, e.g. a test's,
+# is listed at every call).
+@cached(reads=(), maxsize=4)
+def _installed_files(root: str, categories: tuple) -> dict[str, tuple]:
+    return {k: tuple(v) for k, v in _list_files(Path(root), categories).items()}
 
 
 def _list_files(root: Path, categories) -> dict[str, list[str]]:
@@ -229,9 +243,6 @@ def _list_files(root: Path, categories) -> dict[str, list[str]]:
 def clipart_thumbnail(path: Path, side: int = CLIPART_SIDE) -> np.ndarray | None:
     """The image composited onto white, fitted into `side` px and centred on a white
     square; None when it is too large (header), unreadable or flat."""
-    from PIL import Image
-
-    from ..pixels import to_rgb
 
     size = png_size(path)
     if size is None or size[0] * size[1] > MAX_SOURCE_PIXELS or min(size) < 1:
@@ -293,11 +304,6 @@ def _splits(n: int, rng: np.random.Generator) -> list[str]:
 
 
 def _write_png(ws: Workspace, rel: str, arr: np.ndarray) -> None:
-    import io
-
-    from PIL import Image
-
-    from ..workspace import atomic_write_bytes
 
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, format="PNG", optimize=True)
@@ -386,12 +392,8 @@ def data_rows(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_cate
 def write_data(ws: Workspace, seed: int, fashion_per_class: int, clipart_per_category: int, progress: bool):
     """Replace the real datasets' rows of images and captions (other rows kept as they are)
     and their thumbnails; returns the provenance written to workspace.json."""
-    import shutil
-
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from .. import schema
 
     for ds in DATASETS:
         shutil.rmtree(ws.root / "thumbnails" / ds, ignore_errors=True)
@@ -438,8 +440,6 @@ def build_hierarchy(ws: Workspace, progress: bool = True) -> int:
     `animals` (= the image's `label_name`). Reads `images`, writes that one partition and
     nothing else (no analysis reads it: none becomes stale). Returns the number of nodes.
     The same as `conceptlens import hierarchy --workspace W --dataset clipart --paths category_path`."""
-    from ..hierarchy import write_from_paths
-
     h = write_from_paths(ws, "clipart", "category_path")
     _log(progress, f"real: clipart label hierarchy, {len(h.parent)} nodes on {h.levels} levels")
     return len(h.parent)
@@ -463,9 +463,6 @@ def _round_float16(ws: Workspace, cid: str, stamp: dict) -> str:
     random-init MobileNetV2, whose pooled features are about 1e-9, below float16's range)
     keep float32's exponent with float16's mantissa (`round_mantissa`)."""
     import pyarrow.parquet as pq
-
-    from ..extract import features_table
-    from ..workspace import atomic_write_table
 
     path = ws.table_path("features", checkpoint_id=cid)
     t = pq.read_table(path)
@@ -519,9 +516,6 @@ def build_imagenet(
     on `datasets`; returns the ids."""
     import torch
 
-    from ..extract import extract
-    from ..models.packages import package_weights, reference
-    from ..workspace import sha256_file
     from .encoders import stable_seed
 
     done = []
@@ -593,8 +587,6 @@ def build_layers(ws: Workspace, seed: int, datasets=DATASETS, progress: bool = T
     deepest). Returns the layer checkpoint ids."""
     import pandas as pd
 
-    from ..extract import extract, upsert_checkpoint
-
     done = []
     ck = ws.read("checkpoints").to_pandas().set_index("checkpoint_id")
     deepest: dict[str, int] = {}
@@ -651,9 +643,6 @@ class _StoredFeatureCaptioner:
     head(embed(x))), from the features at float16 precision."""
 
     def __init__(self, ws: Workspace, cid: str, spec: str, weights):
-        from ..captioners import ImageNetCaptioner
-        from ..extract import image_path
-
         self.inner = ImageNetCaptioner(spec, weights, ws.root)
         t = ws.read("features", checkpoint_id=cid)
         ids = t["image_id"].to_pylist()
@@ -669,8 +658,6 @@ class _StoredFeatureCaptioner:
     def caption(self, paths):
         import torch
 
-        from ..captioners import IMAGENET_TEMPLATE
-
         x = torch.from_numpy(self.X[[self.by_path[str(p)] for p in paths]])
         with torch.inference_mode():
             logits = self.inner.adapter.head(x)
@@ -680,9 +667,6 @@ class _StoredFeatureCaptioner:
 def build_captions(ws: Workspace, seed: int, datasets=DATASETS, progress: bool = True) -> str:
     """The `imagenet:` captioner (EfficientNet-Lite0's top-1 class) on the real datasets,
     from the stored features of `<dataset>-effnet-lite0` (`_StoredFeatureCaptioner`)."""
-    from ..captioners import caption
-    from ..models.packages import package_weights
-
     spec, pkg = CAPTIONER_MODEL
     name = f"imagenet:{spec}"
     have = set()
@@ -772,8 +756,6 @@ def build_real(
         torch.set_num_threads(prev[0])
         torch.use_deterministic_algorithms(prev[1])
     if analyses:
-        from ..analysis import runner
-
         for ds in DATASETS:
             t0 = time.time()
             names = "all" if analyses is True else list(analyses)
@@ -815,8 +797,6 @@ def findings(root, seed: int = 0, datasets=DATASETS):
     """
     import pandas as pd
     from scipy.stats import spearmanr
-
-    from ..metrics import clopper_pearson
 
     ws = Workspace(root)
     ck = ws.read("checkpoints").to_pandas()

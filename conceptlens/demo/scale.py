@@ -19,8 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from PIL import Image
 
 from .. import schema
+from ..analysis import runner
+from ..extract import features_table
 from ..workspace import Workspace, atomic_write_bytes
 
 DATASET = "scale"
@@ -165,8 +168,6 @@ def _thumbnail(f: dict, i: int, n_classes: int) -> np.ndarray:
 
 
 def _png(arr: np.ndarray) -> bytes:
-    from PIL import Image
-
     buf = io.BytesIO()
     Image.fromarray(arr).save(buf, format="PNG", optimize=False)
     return buf.getvalue()
@@ -184,8 +185,6 @@ def build_scale(
 ) -> Workspace:
     """Write the workspace at `out`; `analyses`: `all`, `none` or a list of analysis names."""
     from tqdm import tqdm
-
-    from ..extract import features_table
 
     if n_images < 8:
         raise ValueError(f"--images must be at least 8, got {n_images}")
@@ -269,7 +268,5 @@ def build_scale(
     fields = [f for f in schema.arrow_schema("checkpoints") if f.name in rows[0]]
     ws.write("checkpoints", pa.Table.from_pylist(rows, schema=pa.schema(fields)))
     if analyses != "none" and analyses != ["none"]:
-        from ..analysis import runner
-
         runner.run(ws.root, analyses, {"seed": seed}, progress_bars=progress)
     return ws

@@ -19,7 +19,8 @@ import pandas as pd
 import pyarrow as pa
 
 from .. import schema
-from ..metrics.similarity import BETA, sample_choices
+from ..embedding.psych import ensemble_similarity, read_embedding
+from ..metrics.similarity import BETA, rsa, sample_choices
 from ..workspace import Workspace, atomic_write_table
 
 DATASET = "shapes"
@@ -181,9 +182,6 @@ def build_similarity(ws: Workspace, seed: int, progress: bool = True) -> dict:
 def recovery(ws: Workspace, seed: int = 0) -> float:
     """Spearman correlation between the generating similarities and those of the inferred
     psychological embedding (ensemble expected similarity), over the embedded images."""
-    from ..embedding.psych import ensemble_similarity, read_embedding
-    from ..metrics.similarity import rsa
-
     ids, members = read_embedding(ws, DATASET)
     images = ws.read("images").to_pandas().set_index("image_id").loc[ids].reset_index()
     Z = generating_embedding(stimuli(ws.read("images").to_pandas(), seed), seed)

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import rng as rngs
 from ..metrics import similarity as S
+from .psych import Trials, ensemble_similarity, expected_similarity
 
 Members = list[tuple[np.ndarray, np.ndarray]]  # (mu, sigma) of each member, n x d
 
@@ -118,8 +119,6 @@ def select_trials(
     `keep_per_query` with the highest expected information gain are kept. Confirmation trials
     put two references from the query's neighbourhood among others from outside it, so a
     stimulus embedded among the wrong neighbours can move."""
-    from .psych import ensemble_similarity
-
     rng = rngs.generator(random_state)
     n = len(members[0][0])
     if n_references + 1 > n:
@@ -190,8 +189,6 @@ def _pearson_sq(a: np.ndarray, b: np.ndarray) -> float:
 def within_agreement(members: Members, beta: float = S.BETA, seed: int = 0) -> float | None:
     """Mean squared Pearson correlation between the members' expected similarity matrices
     (section 5.2, as its Figure 3 plots it)."""
-    from .psych import expected_similarity
-
     if len(members) < 2:
         return None
     sims = [
@@ -204,8 +201,6 @@ def within_agreement(members: Members, beta: float = S.BETA, seed: int = 0) -> f
 
 def across_agreement(previous: Members, current: Members, beta: float = S.BETA, seed: int = 0) -> float:
     """Squared Pearson correlation between two ensembles' similarity matrices (section 5.3)."""
-    from .psych import ensemble_similarity
-
     return _pearson_sq(
         ensemble_similarity(previous, beta, 4, rngs.int_seed(seed, "across_agreement.previous")),
         ensemble_similarity(current, beta, 4, rngs.int_seed(seed, "across_agreement.current")),
@@ -237,7 +232,7 @@ def simulate_rounds(
     nearest 5%)."""
     from scipy.stats import spearmanr
 
-    from .psych import Trials, ensemble_similarity, expected_similarity, fit_embedding
+    from .psych import fit_embedding  # local: read at call time, where tests patch it
 
     if strategy not in ("active", "random"):
         raise ValueError(f"strategy must be 'active' or 'random', got {strategy!r}")

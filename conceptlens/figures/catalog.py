@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 
 import plotly.graph_objects as go
 
+from .. import analyses
 from ..errors import ConceptLensError
 from ..workspace import atomic_write_bytes
 from .export import (
@@ -117,8 +118,6 @@ class Figure:
 
     @property
     def tables(self) -> tuple[str, ...]:
-        from .. import analyses
-
         steps = analyses.by_name()
         out = [t for s in self.steps for t in steps[s].tables] + list(self.reads)
         return tuple(dict.fromkeys(out))
@@ -126,16 +125,12 @@ class Figure:
     @property
     def may_read(self) -> tuple[str, ...]:
         """Its tables and those it reads when present (optional steps', steps' optional parts)."""
-        from .. import analyses
-
         steps = analyses.by_name()
         out = list(self.tables) + [t for s in self.steps + self.optional for t in steps[s].reads]
         return tuple(dict.fromkeys(out + list(self.optional_reads)))
 
     def missing(self, db) -> str | None:
         """Why the workspace cannot draw it (a table and the command that writes it), or None."""
-        from .. import analyses
-
         steps = analyses.by_name()
         why = []
         for s in self.steps:

@@ -31,8 +31,8 @@ def _list(db) -> str:
 
 
 def _figures(args) -> int:
-    from ..db import WorkspaceDB
-    from ..remote import workspace_at
+    from ..db import WorkspaceDB  # local: the command's own, so --help stays light
+    from ..remote import workspace_at  # local: the command's own, so --help stays light
     from .catalog import FIGURES, PAPER_FORMATS, Job, render_jobs
     from .export import parse_width
     from .spec_file import jobs_from_spec, load_spec, parse_formats

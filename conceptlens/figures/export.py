@@ -547,7 +547,7 @@ def read_provenance(data: bytes, fmt: str) -> dict:
         with _quiet_pypdf():
             return json.loads(PdfReader(io.BytesIO(data)).metadata["/ConceptLensProvenance"])
     if fmt == "png":
-        from PIL import Image
+        from PIL import Image  # local: off the dashboard's cold start
 
         return json.loads(Image.open(io.BytesIO(data)).text[PROVENANCE_KEY])
     text = data.decode()
@@ -593,7 +593,7 @@ def figure_bytes(
         )
         return (s[:i] + meta + s[i:]).encode()
     if fmt == "png":
-        from PIL import Image, PngImagePlugin
+        from PIL import Image, PngImagePlugin  # local: off the dashboard's cold start
 
         im = Image.open(io.BytesIO(data))
         info = PngImagePlugin.PngInfo()

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..remote import open_source
 from .checkpoints import short_names
 from .clusters import MAX_LEGEND, PALETTE, is_categorical
 from .theme import break_name, data_range, range_title, umap_axis
@@ -29,9 +30,7 @@ WEBGL_ABOVE = 5000
 
 def thumbnail_uris(paths: dict[str, str], size: int = 48) -> dict[str, str]:
     """image_id -> a small PNG as a data URI (so the figure carries its images when exported)."""
-    from PIL import Image
-
-    from ..remote import open_source
+    from PIL import Image  # local: off the dashboard's cold start
 
     out = {}
     for iid, path in paths.items():

@@ -9,12 +9,13 @@ from ..errors import ConceptLensError
 from .catalog import FIGURES, Job
 from .export import FORMATS, parse_width
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
 
 def load_spec(path: str | os.PathLike) -> dict:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)

@@ -19,8 +19,8 @@ FORMATS = ("auto", "imagefolder", "manifest", "imagenet", "hf")
 
 
 def _init(args) -> int:
-    from ..schema import empty
-    from ..workspace import Workspace, WorkspaceError
+    from ..schema import empty  # local: the command's own, so --help stays light
+    from ..workspace import Workspace, WorkspaceError  # local: the command's own, so --help stays light
 
     root = Path(args.workspace)
     if (root / Workspace.META).exists():
@@ -121,7 +121,7 @@ def _images(args) -> int:
 
 
 def _hierarchy(args) -> int:
-    from .. import hierarchy as H
+    from .. import hierarchy as H  # local: the command's own, so --help stays light
     from .images import ImportInputError, open_workspace
 
     ws = open_workspace(args.workspace)

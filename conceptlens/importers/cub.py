@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .images import ImportInputError, Item, Listing, make_ids
-from .primitives import find, integer, rows
+from ..workspace import Workspace
+from .images import ImportInputError, Item, Listing, import_images, make_ids
+from .primitives import find, integer, kept_ids, rows, write_tables
 
 PROMPT = "a photo of bird whose {group} is {value}"
 
@@ -194,10 +195,6 @@ def tables(cub: Cub, dataset: str, kept_ids: set[str]) -> tuple[list, list, list
 def import_cub(workspace, source, dataset: str = "cub", **image_options):
     """Read DIR (every check first), import its images, then write the CompMap tables.
     `image_options` go to `images.import_images` (thumbs, workers, strict, replace, progress)."""
-    from ..workspace import Workspace
-    from .images import import_images
-    from .primitives import kept_ids, write_tables
-
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     cub = read(source)
     result = import_images(ws, dataset, cub.listing, **image_options)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..extract import features_table, upsert_checkpoint
 from ..workspace import Workspace, WorkspaceError, check_id, now_iso
 from .images import ImportInputError, open_workspace
 
@@ -269,8 +270,6 @@ def import_features(
 
     Returns (checkpoint_id, number of images, feature_dim). Nothing is written on error.
     """
-    from ..extract import features_table, upsert_checkpoint
-
     ws = open_workspace(workspace)
     cid = check_id(checkpoint_id, "--checkpoint")
     if epoch is not None and epoch < 0:

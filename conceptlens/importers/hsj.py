@@ -30,6 +30,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import numpy as np
+
+from .. import schema
+from ..workspace import Workspace, now_iso
 from .images import ImportInputError
 
 KIND = re.compile(r"(?:rank:)?(\d+)rank(\d+)")
@@ -93,7 +97,6 @@ def read_stimuli(path: Path, zero_based: bool = False) -> dict[int, Stimulus]:
 
 def read_catalog(path: Path) -> dict[int, Stimulus]:
     import h5py
-    import numpy as np
 
     try:
         with h5py.File(path, "r") as f:
@@ -234,7 +237,6 @@ def read_release(source: Path) -> list[Raw]:
 # ---- psiz's HDF5 observations --------------------------------------------------------------
 def read_hdf5(path: Path) -> list[Raw]:
     import h5py
-    import numpy as np
 
     try:
         f = h5py.File(path, "r")
@@ -340,9 +342,6 @@ def import_hsj(workspace, source, dataset: str | None = None, skip_missing: bool
     """Read, check and append the trials of SOURCE; returns a summary."""
     import pandas as pd
     import pyarrow as pa
-
-    from .. import schema
-    from ..workspace import Workspace, now_iso
 
     ws = Workspace(workspace)
     ws.meta()

@@ -31,7 +31,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from ..hierarchy import HierarchyError
 from .images import ImportInputError, Item, Listing, is_image_file
+from .wordnet import DATA_NOUN, PACKAGE, imagenet_tree
 
 WNID = re.compile(r"n\d{8}")
 VAL_NAME = re.compile(r"ILSVRC2012_val_(\d{8})")
@@ -214,8 +216,6 @@ def scan(source, devkit=None, ground_truth=None, synsets=None, wordnet=None) -> 
 
 def _hierarchy(listing: Listing, wnids: list[str], names: dict, wordnet) -> None:
     """The WordNet tree over the imported classes, when WordNet is at hand (module doc)."""
-    from .wordnet import DATA_NOUN, PACKAGE, imagenet_tree
-
     path = Path(wordnet).expanduser() if wordnet is not None else DATA_NOUN
     if not path.is_file():
         if wordnet is not None:
@@ -225,7 +225,6 @@ def _hierarchy(listing: Listing, wnids: list[str], names: dict, wordnet) -> None
             f"{PACKAGE}; or pass --wordnet PATH/data.noun)"
         )
         return
-    from ..hierarchy import HierarchyError
 
     try:
         parent, node_names = imagenet_tree(wnids, path, names)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -25,6 +26,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from PIL import Image, ImageStat
+
+from .. import hierarchy as H
 from .. import rng as rngs
 from .. import schema
 from ..cache import cached
@@ -265,7 +269,6 @@ def thumbnail_job(job: tuple) -> tuple:
     does). `pixels`: a hash of the thumbnail's pixels; `flat`: True when it is one colour.
     """
     path, hf, thumb, source_base, size, fmt, quality, background = job
-    from PIL import Image
 
     try:
         source = None
@@ -297,8 +300,6 @@ def thumbnail_job(job: tuple) -> tuple:
 
 
 def _grey_std(rgb) -> float:
-    from PIL import ImageStat
-
     return float(ImageStat.Stat(rgb.convert("L")).stddev[0])
 
 
@@ -409,8 +410,6 @@ def _thumbnails(ws, dataset, items, ids, thumbs, workers, progress, partial):
     pool = None
     try:
         if workers > 1 and len(todo) >= PARALLEL_MIN:
-            import multiprocessing
-
             # spawn, not fork: the parent holds Arrow's threads, which a fork would copy half-locked
             pool = multiprocessing.get_context("spawn").Pool(workers)
             results = pool.imap(thumbnail_job, jobs, chunksize=16)
@@ -570,8 +569,6 @@ def _features_kept(ws: Workspace, dataset: str, keep: set, notes: list[str]) -> 
 
 def _tree(dataset: str, listing: Listing, table):
     """The listing's label hierarchy, checked against the imported rows (None: none)."""
-    from .. import hierarchy as H
-
     if listing.hierarchy is None:
         return None
     try:
@@ -585,8 +582,6 @@ def _tree(dataset: str, listing: Listing, table):
 def _write_tree(ws: Workspace, dataset: str, tree, table, notes: list[str]) -> None:
     """Write the dataset's label hierarchy; a re-import without one drops an old one its
     images no longer fit (an old one they fit is kept: `conceptlens import hierarchy`'s)."""
-    from .. import hierarchy as H
-
     if tree is not None:
         values = table[tree.column].to_pylist()
         H.write(ws, tree, [None if v is None else str(v) for v in values])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..hierarchy import HierarchyError, from_pairs
 from .images import CORE, ImportInputError, Item, Listing, split_of
 
 KNOWN = ("path", "label", "label_name", "split", "image_id", "parent")
@@ -156,8 +157,6 @@ def scan(source, root=None, unlabeled: bool = False, hierarchy=None) -> Listing:
         more, names = read_hierarchy(Path(hierarchy).expanduser())
         pairs += more
     if pairs:
-        from ..hierarchy import HierarchyError, from_pairs
-
         try:
             listing.hierarchy = from_pairs(
                 pairs, f"{path} (column parent)" if hierarchy is None else str(hierarchy)

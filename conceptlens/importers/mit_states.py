@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .images import ImportInputError, Item, Listing, is_image_file
-from .primitives import find, rows
+from ..workspace import Workspace, check_id
+from .images import ImportInputError, Item, Listing, import_images, is_image_file
+from .primitives import find, rows, write_tables
 
 SPLITS = ("train", "val", "test")
 SPLIT_DIRS = ("", "compositional-split-natural")
@@ -119,10 +120,6 @@ def tables(pairs: dict) -> tuple[list, list]:
 def import_mit_states(workspace, source, dataset: str = "mit-states", **image_options):
     """Read the split files (and images, if DIR has them), import the images, then write the
     CompMap tables. Returns the image import's result, or None without images."""
-    from ..workspace import Workspace, check_id
-    from .images import import_images
-    from .primitives import write_tables
-
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()
     check_id(dataset, "--dataset")

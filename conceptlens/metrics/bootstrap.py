@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .. import rng as rngs
+from .neighbors import blas_threads
 
 ALPHA = 0.05
 # Index cells drawn per block (int64: 32 MB): bounds memory at 50,000 images x 1,000 resamples.
@@ -181,12 +183,9 @@ def in_order(f, blocks: Iterator, threads: int | None = None) -> list:
     """[f(b) for b in blocks], the blocks drawn in order on this thread (the generator's
     stream is unchanged) and fitted on as many threads as BLAS may use, at most that many
     blocks held at once."""
-    from .neighbors import blas_threads
-
     workers = int(threads or blas_threads())
     if workers == 1:
         return [f(b) for b in blocks]
-    from concurrent.futures import ThreadPoolExecutor
 
     out, pending = [], []
     with ThreadPoolExecutor(workers) as pool:

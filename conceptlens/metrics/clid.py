@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -126,8 +127,6 @@ def permutation_p(x, y, n_perm: int = N_PERMUTATIONS, random_state: int = 0) -> 
     the observed one (up to 1e-12). Every one of the n! permutations when n! <= n_perm
     (exact; the observed order is one of them), else `n_perm` seeded ones counted with the
     observed order, (1 + hits) / (1 + n_perm)."""
-    import itertools
-
     x, y = _vec(x, "x"), _vec(y, "y")
     if x.shape != y.shape:
         raise ValueError("x and y need one value per point each")

@@ -12,6 +12,8 @@ numpy. sklearn's MLPClassifier would fit them one at a time, orders of magnitude
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import rng as rngs
@@ -372,7 +374,6 @@ def fit_label_predictor(Xtr: np.ndarray, ytr: np.ndarray, random_state: int = 0)
             random_state=random_state,
         ),
     )
-    import warnings
 
     from sklearn.exceptions import ConvergenceWarning
 

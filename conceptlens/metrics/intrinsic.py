@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import rng as rngs
+from .bootstrap import percentile_interval, twonn_stats
 from .neighbors import SELF_BLOCK, SelfNeighbours, as_matrix, by_rows, nearest_euclidean_self
 
 
@@ -100,8 +101,6 @@ def twonn_interval(
 ) -> tuple[float, float]:
     """95% percentile bootstrap interval of the TwoNN dimension: the images resampled
     (`n_boot` times, `rng`), each with its ratio mu among all images, and the line refitted."""
-    from .bootstrap import percentile_interval, twonn_stats
-
     _check_options(discard_fraction, cdf_offset)
     stats = twonn_stats(mu, n_boot, rng, discard_fraction, cdf_offset)
     return percentile_interval(stats, estimate)

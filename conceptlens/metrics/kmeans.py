@@ -150,13 +150,14 @@ def kmeans(X, k: int, n_init: int = 3, random_state: int = 0, engine: str = "aut
             km = KMeans(n_clusters=k, n_init=n_init, random_state=random_state).fit(X)
         return KMeansFit(km.labels_.astype(np.int64), km.cluster_centers_.astype(np.float32), km)
     faiss = _faiss()
-    from threadpoolctl import threadpool_limits
 
     # A k-means++ start for each restart (faiss's own is uniformly random, which leaves
     # clusters split and merged): scikit-learn's seeding (kmeans_plusplus_f32) of a sample of INIT_PER_CLUSTER
     # points per cluster, its distances measured in an INIT_DIM-d random projection. Each
     # of its k steps reads every point it seeds from: on all points in full dimension it
     # costs more than the Lloyd iterations.
+    from threadpoolctl import threadpool_limits
+
     rng = rngs.legacy_random_state(random_state)
 
     def lloyd(init, seed: int, niter: int):

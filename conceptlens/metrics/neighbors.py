@@ -6,6 +6,8 @@ product at a time), keeping only the running best candidates of each row.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 # Rows of queries per block; block x N float32 stays well under a gigabyte for N <= 10^5.
@@ -46,8 +48,6 @@ def by_spans(f, n: int, block: int = ROW_BLOCK, threads: int | None = None) -> n
         for span in spans[1:]:
             fill(span)
     else:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(workers) as pool:
             list(pool.map(fill, spans[1:]))
     return out
@@ -285,8 +285,6 @@ def top_self(
             own_block(span)
         parts = [run(tiles)]
     else:
-        from concurrent.futures import ThreadPoolExecutor
-
         from threadpoolctl import threadpool_limits
 
         # Tile t to thread t % workers: a fixed split, so the same lists on every run.

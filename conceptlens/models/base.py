@@ -5,8 +5,13 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from ..cache import cached
 from ..errors import ConceptLensError
 
 log = logging.getLogger("conceptlens.models")
@@ -64,37 +69,35 @@ def missing_weights(
 
 # How long a download may wait for a server to answer before we call it unreachable.
 PROBE_SECONDS = 3.0
-_REACHABLE: dict[str, bool] = {}
 
 
 def _reachable(url: str, timeout: float = PROBE_SECONDS) -> bool:
     """Whether the server of `url` answers at all (any HTTP status) within `timeout` seconds,
     name lookup included; remembered for the process. The hub libraries would instead retry
     for minutes (five retries of 10 s each, per file)."""
-    import threading
-    import urllib.error
-    import urllib.request
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
-    base = f"{parts.scheme}://{parts.netloc}"
-    if base not in _REACHABLE:
-        answered = []
+    return _probe(f"{parts.scheme}://{parts.netloc}", timeout)
 
-        def probe():
-            try:
-                urllib.request.urlopen(urllib.request.Request(base + "/", method="HEAD"), timeout=timeout)
-                answered.append(True)
-            except urllib.error.HTTPError:  # an error status is still an answer
-                answered.append(True)
-            except Exception:
-                pass
 
-        t = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
-        t.start()
-        t.join(timeout)
-        _REACHABLE[base] = bool(answered)
-    return _REACHABLE[base]
+# A probe's answer is kept for the process (a server that did not answer is not asked again
+# before every file of every model), a few servers at most.
+@cached(reads=(), maxsize=16)
+def _probe(base: str, timeout: float) -> bool:
+    answered = []
+
+    def probe():
+        try:
+            urllib.request.urlopen(urllib.request.Request(base + "/", method="HEAD"), timeout=timeout)
+            answered.append(True)
+        except urllib.error.HTTPError:  # an error status is still an answer
+            answered.append(True)
+        except Exception:
+            pass
+
+    t = threading.Thread(target=probe, daemon=True)  # getaddrinfo has no timeout of its own
+    t.start()
+    t.join(timeout)
+    return bool(answered)
 
 
 def hub_endpoint() -> str:
@@ -107,8 +110,6 @@ def download_blocked(url: str) -> str | None:
     if offline():
         return "offline (HF_HUB_OFFLINE=1)"
     if not _reachable(url):
-        from urllib.parse import urlsplit
-
         return f"{urlsplit(url).netloc} cannot be reached (no network?)"
     return None
 

@@ -10,6 +10,7 @@ processor gets a square resize to `config.image_size` (default 224) + ImageNet m
 
 from __future__ import annotations
 
+from . import resolve_path
 from .base import (
     IMAGENET_MEAN,
     IMAGENET_STD,
@@ -92,8 +93,6 @@ def _describe(proc) -> dict:
 
 
 def load(name: str, weights=None, root=None) -> Adapter:
-    from . import resolve_path
-
     if weights is not None:
         raise ModelLoadError(
             f"hf:{name}: --weights is not used for transformers models; "

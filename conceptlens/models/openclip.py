@@ -10,9 +10,11 @@ The embedding is `encode_image` (not normalised).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+from . import resolve_path
 from .base import (
     Adapter,
     ModelLoadError,
@@ -35,8 +37,6 @@ def _split_tag(name: str) -> tuple[str, str | None]:
 
 def arch_from_config(path: Path) -> str:
     """Register a model config JSON with open_clip; return the architecture name (file stem)."""
-    import json
-
     import open_clip
 
     try:
@@ -53,8 +53,6 @@ def arch_from_config(path: Path) -> str:
 def create(name: str, weights=None, root=None, device: str = "cpu"):
     """(model, preprocess, arch, tag) for an open_clip name (shared with CoCa captioning)."""
     import open_clip
-
-    from . import resolve_path
 
     arch, tag = _split_tag(name)
     if arch.endswith(".json"):

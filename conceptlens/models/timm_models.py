@@ -12,6 +12,8 @@ model's `pretrained_cfg` whatever the weights.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .base import (
     Adapter,
     ModelLoadError,
@@ -30,8 +32,6 @@ from .base import (
 def _check_downloadable(name: str, arch: str, hint: str) -> None:
     """Fail at once when the pretrained weights are not cached and cannot be downloaded
     (offline, or no network), instead of timm's minutes of retries."""
-    from pathlib import Path
-
     from timm.models import get_pretrained_cfg
 
     cfg = get_pretrained_cfg(arch)

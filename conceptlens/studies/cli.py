@@ -12,7 +12,8 @@ import json
 from urllib.parse import urlencode
 
 from ..cliargs import add_quiet, add_seed, add_workspace
-from .design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudySpec
+from ..workspace import Workspace
+from .design import CAPTION_SOURCES, KINDS, NEGATIVES, SELECTIONS, StudySpec, design
 
 
 def participant_link(base: str, study_id: str, token: str | None = None, ws: str | None = None) -> str:
@@ -33,9 +34,7 @@ def _clusters(text: str | None):
 
 
 def _create(args) -> int:
-    from ..workspace import Workspace
-    from .design import design
-    from .store import open_store
+    from .store import open_store  # local: the command's own, so --help stays light
 
     spec = StudySpec(
         kind=args.kind,
@@ -74,10 +73,9 @@ def _created(store, d, study_id: str, token: str | None, args) -> None:
 
 
 def _next_round(args) -> int:
-    from ..analysis.runner import all_options
-    from ..workspace import Workspace
-    from .rounds import next_round
-    from .store import open_store
+    from ..analysis.runner import all_options  # local: the analyses load on use
+    from .rounds import next_round  # local: the command's own, so --help stays light
+    from .store import open_store  # local: the command's own, so --help stays light
 
     store = open_store(args.store)
     out = next_round(
@@ -104,14 +102,12 @@ def _next_round(args) -> int:
 
 
 def _list(args) -> int:
-    from .store import open_store
+    from .store import open_store  # local: the command's own, so --help stays light
 
     store = open_store(args.store)
     df = store.studies()
     where = store.label
     if args.workspace is not None:
-        from ..workspace import Workspace
-
         name = Workspace(args.workspace).meta().get("name")
         df = df[df["workspace"] == name].reset_index(drop=True)
         where = f"{store.label} designed on workspace {name!r} ({args.workspace})"
@@ -126,9 +122,8 @@ def _list(args) -> int:
 
 
 def _export(args) -> int:
-    from ..workspace import Workspace
-    from .results import export
-    from .store import open_store
+    from .results import export  # local: the command's own, so --help stays light
+    from .store import open_store  # local: the command's own, so --help stays light
 
     store = open_store(args.store)
     out = export(store, args.study, Workspace(args.workspace), args.max_catch_failure)
@@ -148,7 +143,7 @@ def _export(args) -> int:
 
 def _status(status: str):
     def run(args) -> int:
-        from .store import open_store
+        from .store import open_store  # local: the command's own, so --help stays light
 
         open_store(args.store).set_status(args.study, status)
         print(f"study {args.study} is {status}")
@@ -243,8 +238,8 @@ def register(sub, parents) -> None:
     add_workspace(e, help="the workspace the study was designed on")
     e.set_defaults(func=_export)
 
-    from ..analysis import by_name
-    from ..analysis.cli import add_options
+    from ..analysis import by_name  # local: the analyses load on use
+    from ..analysis.cli import add_options  # local: the analyses load on use
 
     nr = ssub.add_parser(
         "next-round",

@@ -36,6 +36,8 @@ import numpy as np
 import pandas as pd
 
 from .. import rng as rngs
+from ..embedding import active as A
+from ..embedding.psych import read_embedding
 from ..errors import ConceptLensError
 from ..metrics.coherence import MIN_TRIALS, make_trials
 from ..workspace import Workspace, WorkspaceError, check_id
@@ -442,9 +444,6 @@ def _random_trials(ws: Workspace, spec: StudySpec, rng: np.random.Generator):
 def _active_trials(ws: Workspace, spec: StudySpec, notes: list[str]):
     """The embedding's stimuli and `spec.tasks` trials chosen by expected information gain
     under its ensemble (roads2021 section 4.3), a quarter of them confirmation trials."""
-    from ..embedding import active as A
-    from ..embedding.psych import read_embedding
-
     ds = spec.dataset
     if not ws.has("psych_embedding", dataset=ds):
         raise StudyError(

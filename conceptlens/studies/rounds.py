@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..analysis import runner
 from ..workspace import Workspace
 from .design import Design, StudyError, design
 from .results import export
@@ -41,8 +42,6 @@ def next_round(
 ) -> NextRound:
     """Export `study_id`, infer the embedding again, create the next round; `step(message)`
     hears each stage (the page's progress). `options` are `analyze similarity`'s."""
-    from ..analysis import runner
-
     say = step or (lambda message: None)
     study = store.study(study_id)
     spec = study.spec

@@ -32,7 +32,7 @@ from .. import permissions as P
 from ..workspace import Workspace, WorkspaceError, inside
 from . import store as S
 from .design import StudyError, StudySpec, design
-from .results import Results, checks, export, results
+from .results import Results, answer_rows, checks, export, results
 
 
 # ---- the owner -------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ class Owner:
         """`conceptlens study next-round`: export the similarity study's answers, infer the
         embedding again, create the next (active) round; what `create` returns, plus the trials
         exported and the analysis' notes. `step(message)` hears each stage."""
-        from .rounds import next_round as run
+        from .rounds import next_round as run  # local: the analyses load on use
 
         out = run(
             self._may(P.Action.STUDY_NEXT_ROUND, root),
@@ -272,8 +272,6 @@ def enter(
 
 
 def _excluded(store: S.Store, study: S.Study, participant_id: str) -> bool:
-    from .results import answer_rows
-
     people = store.participants(study.study_id)
     people = people[people["participant_id"] == participant_id]
     rows = answer_rows(study, store.answers(study.study_id, participant_id))

@@ -9,11 +9,11 @@ differ only in the order of the candidates.
 
 from __future__ import annotations
 
-import functools
 import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cache import cached
 from ..workspace import inside
 from .design import N_REFERENCES, N_SELECT, SIDES, StudyError
 
@@ -119,15 +119,17 @@ def picture_bytes(root: str, picture: Picture, side: int = 320) -> bytes:
     return _encoded(str(p), st.st_mtime_ns, st.st_size, picture.mirrored, side)
 
 
-@functools.lru_cache(maxsize=16384)
+@cached(reads=(), maxsize=16384)
 def _inside(root: str, rel: str) -> Path:
     # Resolving a path costs a system call per component: once per thumbnail is enough.
     return inside(Path(root), rel)
 
 
-@functools.lru_cache(maxsize=4096)
+@cached(reads=(), maxsize=4096)
 def _encoded(path: str | None, mtime: int, size: int, mirrored: bool, side: int) -> bytes:
-    from PIL import Image, ImageOps
+    # The file's version is its modification time and size: a thumbnail replaced under the
+    # same path is encoded again.
+    from PIL import Image, ImageOps  # local: off the dashboard's cold start
 
     if path is None:
         img = Image.new("RGB", (side, side), BLANK_GREY)

@@ -872,6 +872,9 @@ def store_url() -> str:
     return os.environ.get("CONCEPTLENS_ANSWERS_URL") or f"sqlite:///{state_dir() / 'answers.sqlite'}"
 
 
+# The open stores, one per URL for the process: not a cache of a computed value but a pool
+# of open connections each, which must be closed (`close_stores`), never dropped by an LRU
+# (the conceptlens.cache layer evicts without closing) nor opened twice for one database.
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
 

@@ -15,8 +15,11 @@ import pandas as pd
 
 from .. import schema
 from ..cache import cached
+from ..metrics import bootstrap as B
 from ..metrics import compare, events
+from ..metrics.scores import purity
 from ..schema import MIN_STABLE_CHECKPOINTS
+from ..workspace import parse_partition
 from . import clusters
 
 # The tables of `conceptlens analyze comparisons` the page reads.
@@ -125,8 +128,7 @@ def unit_resampling(db, dataset: str, k: int) -> dict[str, tuple[int, int]]:
     table (`checkpoint_metrics`, what makes it done), completed by the analysis's own
     `stored_options` (written before 2.2, without options: its defaults). A checkpoint whose
     unit has no such file is absent (its intervals are missing, not guessed)."""
-    from ..analysis import by_name
-    from ..workspace import parse_partition
+    from ..analysis import by_name  # local: the analyses load on use
 
     a = by_name()[CLUSTER_ANALYSIS]
     last = schema.tables_by_name()[a.writes[-1]]
@@ -188,9 +190,6 @@ def cluster_mean_intervals(db, dataset: str, k: int) -> pd.DataFrame:
 
 
 def _cluster_mean_intervals(db, dataset: str, k: int, resampling: dict) -> pd.DataFrame:
-    from ..metrics import bootstrap as B
-    from ..metrics.scores import purity
-
     cols = ["checkpoint_id"] + [f"{m}_{e}" for m in CLUSTER_MEANS for e in ("lo", "hi")]
     if not db.has("cluster_metrics"):
         return pd.DataFrame(columns=cols)

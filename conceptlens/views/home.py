@@ -6,6 +6,7 @@ import pandas as pd
 
 from .. import schema
 from ..analyses import by_name, command_for, needs, steps
+from ..errors import ConceptLensError
 
 CORE_IMAGE_COLUMNS = tuple(c.name for c in schema.TABLES_BY_NAME["images"].columns)
 
@@ -160,8 +161,7 @@ def _pending(db, names: list[str]) -> dict[str, list[str]]:
     registry's `missing`); empty for a remote workspace, or when it cannot tell."""
     if not names or db.remote:
         return {}
-    from ..analysis import runner
-    from ..errors import ConceptLensError
+    from ..analysis import runner  # local: the analyses load on use
 
     try:
         return runner.missing(db.root, names)
@@ -180,8 +180,7 @@ def _skipped(db) -> dict[str, dict[str, str]]:
     `skipped`, from the `analysis_runs` log); empty for a remote workspace or without a log."""
     if db.remote or not db.has("analysis_runs"):
         return {}
-    from ..analysis import runner
-    from ..errors import ConceptLensError
+    from ..analysis import runner  # local: the analyses load on use
 
     try:
         return runner.skipped(db.root)

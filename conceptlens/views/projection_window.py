@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConceptLensError
+from .clusters import parse_region
 
 MAX_POINTS = 20_000  # points drawn one by one; more in the viewport are binned
 BINS = 160  # bins along each axis of the overview
@@ -221,8 +222,6 @@ def _region_where(region: str) -> tuple[str, dict]:
     """The SQL condition (on `p.x`, `p.y`) and parameters of `views.clusters.parse_region`'s
     region: its bounding box, and for a lasso the even-odd rule of
     `views.clusters.points_in_polygon`, edge by edge in the same arithmetic."""
-    from .clusters import parse_region
-
     kind, pts = parse_region(region)
     lo, hi = pts.min(axis=0), pts.max(axis=0)
     params = {"rx0": float(lo[0]), "rx1": float(hi[0]), "ry0": float(lo[1]), "ry1": float(hi[1])}

@@ -6,14 +6,15 @@ columns. Only reads; the scores are computed by conceptlens.metrics.selection.
 from __future__ import annotations
 
 import copy
-import os
 
 import numpy as np
 import pandas as pd
 
+from ..cache import cached
 from ..errors import SelectionError
 from ..metrics import selection as S
 from ..selections import factor_columns, load
+from .clusters import in_region, parse_region, region_box
 
 
 def checkpoint_images(db, checkpoint: str) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
@@ -39,45 +40,23 @@ def _codes(s: pd.Series) -> tuple[np.ndarray, dict]:
     return codes.astype(np.int64), {i: str(v) for i, v in enumerate(cats)}
 
 
-# Populations kept for the process (their neighbour searches with them), the most recent
-# last: (workspace, checkpoint, annotator, stamp of its files) -> population.
-_POPULATIONS: dict = {}
+# Populations kept for the process (their neighbour searches with them): the two most
+# recent, each keyed by the tables it read (the checkpoint's features, images, checkpoints).
 KEEP_POPULATIONS = 2
 
 
-def _features_stamp(db, checkpoint: str):
-    """(path, inode, size, mtime) of each file a population is read from: the checkpoint's
-    features and images.parquet (labels, factors). Tables are replaced by rename, never
-    written in place, so a changed file has a new inode; None (not kept) for a remote or
-    absent file."""
-    try:
-        paths = [db.features_path(checkpoint), *db.ws.files("images")]
-        return tuple((str(p), st.st_ino, st.st_size, st.st_mtime_ns) for p in paths for st in [os.stat(p)])
-    except (OSError, TypeError, ValueError, AttributeError):
-        return None
-
-
+@cached(maxsize=KEEP_POPULATIONS)
 def population(
     db, checkpoint: str, annotator: str = "factors"
 ) -> tuple[np.ndarray, pd.DataFrame, S.Population]:
     """(image ids, image rows, Population) of one checkpoint. annotator "factors": the proxy
     annotator sees the one-hot factors and label (as cluster_metrics' default); "none": no
-    coherence. Kept for the process while the checkpoint's features and images.parquet are
-    unchanged, so the next selection on it reuses the neighbour search of the evaluation
-    sample (see also `prepare`)."""
+    coherence. Kept for the process while the tables it read are unchanged, so the next
+    selection on it reuses the neighbour search of the evaluation sample (see also
+    `prepare`). Shared by every caller: never changed (`score` copies it)."""
     if annotator not in ("factors", "none"):
         raise SelectionError(f"annotator must be 'factors' or 'none', got {annotator!r}")
-    stamp = _features_stamp(db, checkpoint)
-    key = (str(getattr(db, "root", "")), checkpoint, annotator, stamp)
-    if stamp is not None and key in _POPULATIONS:
-        _POPULATIONS[key] = _POPULATIONS.pop(key)  # most recent last
-        return _POPULATIONS[key]
-    out = _population(db, checkpoint, annotator)
-    if stamp is not None:
-        _POPULATIONS[key] = out
-        while len(_POPULATIONS) > KEEP_POPULATIONS:
-            _POPULATIONS.pop(next(iter(_POPULATIONS)))
-    return out
+    return _population(db, checkpoint, annotator)
 
 
 def prepare(db, checkpoint: str, annotator: str = "factors", seed: int = 0):
@@ -85,16 +64,17 @@ def prepare(db, checkpoint: str, annotator: str = "factors", seed: int = 0):
     search of its evaluation order in a background thread (Population.prepare), before any
     selection: what the dashboard's selection panel calls when it is turned on, so that the
     first selection, drawn seconds later, is scored as fast as the next ones. Returns the
-    thread, or None where a population is not kept (a remote workspace: nothing to gain).
-    The command line does not call it (one selection, then the process ends)."""
-    if _features_stamp(db, checkpoint) is None:
+    thread, or None for a remote workspace (its every read goes over the network: not done
+    before it is asked for). The command line does not call it (one selection, then the
+    process ends)."""
+    if getattr(db, "remote", False):
         return None
     _, _, pop = population(db, checkpoint, annotator)
     return pop.prepare(seed=seed)
 
 
 def _population(db, checkpoint: str, annotator: str):
-    from ..analysis.common import factor_matrix
+    from ..analysis.common import factor_matrix  # local: the analyses load on use
 
     ids, X, meta = checkpoint_images(db, checkpoint)
     labels, names = _codes(meta["label"]) if "label" in meta else (np.full(len(ids), -1), {})
@@ -154,18 +134,14 @@ def select(
     return rows
 
 
-# Sentence embeddings of caption texts, kept for the process: (model, text) -> row.
-_SENTENCES: dict = {}
+# Sentence embeddings of caption texts by the bundled sentence model, per set of texts: a
+# checkpoint's cluster captions are the same for every selection scored on it. Each caller
+# gets its own copy of the rows.
+@cached(reads=(), maxsize=16, copy=True)
+def _embedded(texts: tuple[str, ...]) -> np.ndarray:
+    from ..text import embed_sentences  # local: read at call time, where tests patch it
 
-
-def _embed(texts: list[str], model: str | None) -> np.ndarray:
-    from ..text import embed_sentences
-
-    new = [t for t in dict.fromkeys(texts) if (model, t) not in _SENTENCES]
-    if new:
-        for t, e in zip(new, embed_sentences(new, model)):
-            _SENTENCES[(model, t)] = e
-    return np.stack([_SENTENCES[(model, t)] for t in texts])
+    return embed_sentences(list(texts))
 
 
 def captions(db, checkpoint: str, ids: np.ndarray, k: int | None = None, embed=None) -> S.Captions:
@@ -173,7 +149,7 @@ def captions(db, checkpoint: str, ids: np.ndarray, k: int | None = None, embed=N
     cluster_captions at `k`; default: the smallest k it has), embedded by `embed(texts)`
     (default: the bundled sentence model, as cluster_captions). Without them: a Captions
     whose `unavailable` says why."""
-    from ..analysis.common import pick_captioner
+    from ..analysis.common import pick_captioner  # local: the analyses load on use
 
     if not db.has("cluster_captions"):
         return S.Captions(
@@ -213,7 +189,7 @@ def captions(db, checkpoint: str, ids: np.ndarray, k: int | None = None, embed=N
     )
     text = np.array([text_of.get(i) for i in ids.tolist()], dtype=object)
     has = np.array([t is not None for t in text])
-    embed = embed or (lambda t: _embed(t, None))
+    embed = embed or (lambda t: _embedded(tuple(t)))
     uniq = sorted(set(text[has].tolist()))
     U = embed(uniq)
     at = {t: j for j, t in enumerate(uniq)}
@@ -420,8 +396,6 @@ def region_ids(db, checkpoint: str, region: str, method: str = "umap") -> list[s
     """The ids of every image of `checkpoint`'s stored projection inside `region` (a box or a
     lasso as the URL keeps it: views.clusters.parse_region), in image id order. Reads only
     the projection (e.g. the psychological embedding's map, which has no clusters)."""
-    from .clusters import in_region, parse_region, region_box
-
     kind, pts = parse_region(region)
     rows = db.query(
         """

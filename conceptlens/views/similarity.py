@@ -6,6 +6,8 @@ embedding inferred from them, and how well each checkpoint agrees with people.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -199,8 +201,6 @@ def fit(db, dataset: str) -> pd.DataFrame:
 
 
 def _chance(kind: str | None) -> float:
-    import re
-
     m = re.fullmatch(r"(\d+)rank(\d+)", kind or "")
     if not m:
         return float("nan")

@@ -1,0 +1,4 @@
+"""What the test suite and the benchmarks both drive the product with, outside either: the
+dashboard served and opened in headless Chromium (`browser`), a Streamlit client that plays
+participants over the websocket (`st_client`) and a throwaway PostgreSQL server (`pg`).
+Benchmarks import this, never the test suite (tests/test_imports.py checks it)."""
