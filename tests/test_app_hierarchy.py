@@ -89,11 +89,11 @@ def test_clipart_at_its_top_level_draws_the_catalogue_builds(monkeypatch, demo_c
     level 0 are the catalogue's builds with the page's level (tests/test_figure_specs.py),
     and level 0 colours by the ten top-level categories, which are the labels."""
     from conceptlens.demo.real import build_hierarchy
-    from tests.test_figure_specs import test_page_draws_the_catalogue_build
+    from tests.test_figure_specs import check_page_draws_the_catalogue_build
 
     build_hierarchy(Workspace(demo_copy), progress=False)
     query = {"ds": "clipart", "color": "label_name", "level": "0", "sel": "filter"}
-    test_page_draws_the_catalogue_build(monkeypatch, demo_copy, "clusters", query)
+    check_page_draws_the_catalogue_build(monkeypatch, demo_copy, "clusters", query)
     at = open_app(monkeypatch, demo_copy, CLUSTERS, query=query)
     assert_clean(at)
     args = projection_args(at)

@@ -132,6 +132,12 @@ VISITS = [(p, None, w) for w in ("demo", "factory") for p in sorted(by_page())] 
 )
 def test_page_draws_the_catalogue_build(monkeypatch, request, page, query, where):
     root = request.getfixturevalue("demo_ws" if where == "demo" else "factory_template")
+    check_page_draws_the_catalogue_build(monkeypatch, root, page, query)
+
+
+def check_page_draws_the_catalogue_build(monkeypatch, root, page, query) -> None:
+    """The page `page` opened on `root` with `query` draws each catalogue figure it shows by
+    its entry's build with the page's parameters, and every default figure it can."""
     db = WorkspaceDB(root)
     drawn = _drawn(monkeypatch, root, page, query)
     shown = {}

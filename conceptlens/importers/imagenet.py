@@ -32,8 +32,9 @@ from collections import Counter
 from pathlib import Path
 
 from ..hierarchy import HierarchyError
+from . import wordnet as wordnet_db
 from .images import ImportInputError, Item, Listing, is_image_file
-from .wordnet import DATA_NOUN, PACKAGE, imagenet_tree
+from .wordnet import PACKAGE, imagenet_tree
 
 WNID = re.compile(r"n\d{8}")
 VAL_NAME = re.compile(r"ILSVRC2012_val_(\d{8})")
@@ -216,12 +217,13 @@ def scan(source, devkit=None, ground_truth=None, synsets=None, wordnet=None) -> 
 
 def _hierarchy(listing: Listing, wnids: list[str], names: dict, wordnet) -> None:
     """The WordNet tree over the imported classes, when WordNet is at hand (module doc)."""
-    path = Path(wordnet).expanduser() if wordnet is not None else DATA_NOUN
+    # looked up on use: a test (or a caller) may point the module at another file
+    path = Path(wordnet).expanduser() if wordnet is not None else wordnet_db.DATA_NOUN
     if not path.is_file():
         if wordnet is not None:
             raise ImportInputError(f"--wordnet {path}: file not found (WordNet's data.noun)")
         listing.notes.append(
-            f"no label hierarchy: WordNet's {DATA_NOUN} is not installed (Debian package "
+            f"no label hierarchy: WordNet's {path} is not installed (Debian package "
             f"{PACKAGE}; or pass --wordnet PATH/data.noun)"
         )
         return
