@@ -203,12 +203,11 @@ TRANSFER_CORRELATIONS = Table(
     partition=("dataset",),
 )
 
-CLUSTERING_SIMILARITY = Table(
-    "clustering_similarity",
-    "clustering_similarity",
-    "Adjusted NMI between the clusterings of two checkpoints of a dataset at the same k, "
-    "on the images both assign (one row per unordered pair, checkpoint_a < checkpoint_b).",
-    (
+
+def _pair_columns() -> tuple[Column, ...]:
+    """The key of a table about two clusterings of a dataset at one k (checkpoint_a <
+    checkpoint_b): clustering_similarity's and cluster_links'."""
+    return (
         Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
         Column("k", INT, "Number of clusters.", positive=True),
         Column(
@@ -219,6 +218,16 @@ CLUSTERING_SIMILARITY = Table(
             less_than="checkpoint_b",
         ),
         Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
+    )
+
+
+CLUSTERING_SIMILARITY = Table(
+    "clustering_similarity",
+    "clustering_similarity",
+    "Adjusted NMI between the clusterings of two checkpoints of a dataset at the same k, "
+    "on the images both assign (one row per unordered pair, checkpoint_a < checkpoint_b).",
+    (
+        *_pair_columns(),
         Column(
             "anmi",
             FLOAT,
@@ -239,16 +248,7 @@ CLUSTER_LINKS = Table(
     "images cluster a of checkpoint_a and cluster b of checkpoint_b have in common "
     "(non-zero cells only; checkpoint_a < checkpoint_b).",
     (
-        Column("dataset", STRING, "Dataset (partition folder).", references="images.dataset"),
-        Column("k", INT, "Number of clusters.", positive=True),
-        Column(
-            "checkpoint_a",
-            STRING,
-            "First checkpoint.",
-            references="checkpoints.checkpoint_id",
-            less_than="checkpoint_b",
-        ),
-        Column("checkpoint_b", STRING, "Second checkpoint.", references="checkpoints.checkpoint_id"),
+        *_pair_columns(),
         Column("a", INT, "Cluster of checkpoint_a.", bounds=NON_NEGATIVE, less_than="k"),
         Column("b", INT, "Cluster of checkpoint_b.", bounds=NON_NEGATIVE, less_than="k"),
         Column("count", INT, "Shared images in both (> 0).", positive=True, at_most=("size_a", "size_b")),
