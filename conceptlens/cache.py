@@ -379,12 +379,3 @@ def cached(*, reads=None, maxsize: int = 128, version: str = "", copy: bool = Fa
 def digest(key) -> str:
     """A key as text (Streamlit hashes its arguments: a short string hashes fastest)."""
     return hashlib.sha1(repr(key).encode()).hexdigest()
-
-
-def registered() -> tuple[Cached, ...]:
-    return tuple(REGISTRY)
-
-
-def find(fn) -> Cached | None:
-    """The Cached entry of `fn` (wrapped or wrapper), None if it is not cached."""
-    return next((c for c in REGISTRY if c is fn or c.fn is fn), None)

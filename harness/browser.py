@@ -39,6 +39,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_command(workspace: Path | str, port: int, script: Path | None = None) -> list[str]:
+    """`streamlit run` of serve.py (or `script`) on `workspace`, headless on 127.0.0.1:`port`."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(script or ROOT / "serve.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        # Watching /work/main (with .venv) for edits costs CPU and nothing here edits the app.
+        "--server.fileWatcherType",
+        "none",
+        "--",
+        "--workspace",
+        str(workspace),
+    ]
+
+
 @contextlib.contextmanager
 def serve(
     workspace: Path | str,
@@ -55,27 +80,7 @@ def serve(
     port = free_port()
     log = open(ARTIFACTS / f"streamlit-{port}.log", "w")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(script or ROOT / "serve.py"),
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            # Watching /work/main (with .venv) for edits costs CPU and nothing here edits the app.
-            "--server.fileWatcherType",
-            "none",
-            "--",
-            "--workspace",
-            str(workspace),
-        ],
+        server_command(workspace, port, script),
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

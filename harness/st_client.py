@@ -19,14 +19,13 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from harness.browser import ARTIFACTS, ROOT, free_port
+from harness.browser import ARTIFACTS, ROOT, free_port, server_command
 
 TASK = re.compile(r"Task (\d+) of (\d+)")
 
@@ -233,26 +232,7 @@ class Server:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         log = open(ARTIFACTS / f"streamlit-{self.port}.log", "a")
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "streamlit",
-                "run",
-                str(ROOT / "serve.py"),
-                "--server.port",
-                str(self.port),
-                "--server.address",
-                "127.0.0.1",
-                "--server.headless",
-                "true",
-                "--browser.gatherUsageStats",
-                "false",
-                "--server.fileWatcherType",
-                "none",
-                "--",
-                "--workspace",
-                str(self.workspace),
-            ],
+            server_command(self.workspace, self.port),
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -132,33 +132,36 @@ def unit_resampling(db, dataset: str, k: int) -> dict[str, tuple[int, int]]:
 
     a = by_name()[CLUSTER_ANALYSIS]
     last = schema.tables_by_name()[a.writes[-1]]
-    files = [str(f) for f in db.ws.files(last.name)]
-    if not files:
-        return {}
     cks = set(
         db.query("SELECT checkpoint_id FROM checkpoints WHERE dataset = $ds", {"ds": dataset})[
             "checkpoint_id"
         ]
     )
-    md = db.query(
-        "SELECT file_name, decode(value) AS value FROM parquet_kv_metadata($files) "
-        "WHERE decode(key) = 'conceptlens'",
-        {"files": files},
-    )
-    stored = dict(zip(md["file_name"].astype(str), md["value"]))
-    out = {}
+    # The units' files (of this dataset's checkpoints at k) from their folder names, then
+    # the footers of those only.
     base = str(last.path).rstrip("/") + "/"
-    for f in files:
+    units = {}
+    for f in map(str, db.ws.files(last.name)):
         inside = f[f.rindex(base) + len(base) :] if base in f else ""
         try:
             part = parse_partition(last, inside.split("/")[:-1])
         except ValueError:
             continue
-        if part.get("k") != int(k) or part.get("checkpoint_id") not in cks:
-            continue
+        if part.get("k") == int(k) and part.get("checkpoint_id") in cks:
+            units[f] = part["checkpoint_id"]
+    if not units:
+        return {}
+    md = db.query(
+        "SELECT file_name, decode(value) AS value FROM parquet_kv_metadata($files) "
+        "WHERE decode(key) = 'conceptlens'",
+        {"files": list(units)},
+    )
+    stored = dict(zip(md["file_name"].astype(str), md["value"]))
+    out = {}
+    for f, ck in units.items():
         raw = stored.get(f)
         opts = a.stored_options(json.loads(raw).get("analysis_options") if raw else None)
-        out[part["checkpoint_id"]] = (int(opts["bootstrap"]), int(opts["seed"]))
+        out[ck] = (int(opts["bootstrap"]), int(opts["seed"]))
     return out
 
 
