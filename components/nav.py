@@ -135,6 +135,15 @@ PAGES = (
         ":material/category:",
         ("concept_labels", "concepts"),
     ),
+    PageSpec(
+        "scoreboard",
+        "pages/scoreboard.py",
+        "Scoreboard",
+        ":material/leaderboard:",
+        ("dictionary", "scoreboard"),
+        # A checkpoint's UMAP (a concept's members on it), when computed.
+        optional=("projections",),
+    ),
 )
 BY_NAME = {p.name: p for p in PAGES}
 

@@ -20,6 +20,7 @@ Generator is used as it is (an analysis passes `stream(...)` there).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import numbers
@@ -124,3 +125,25 @@ def legacy_random_state(random_state: Any, name: str = "random_state") -> np.ran
     if isinstance(random_state, np.random.Generator):
         return np.random.RandomState(int(random_state.integers(0, 2**32)))
     return np.random.RandomState(check_seed(random_state, name))
+
+
+@contextlib.contextmanager
+def torch_seeded(seed: Any, purpose: str, unit: Any = None):
+    """A block in which torch's global CPU generator is seeded from (seed, purpose, unit),
+    for a library that draws from it (overcomplete's initialisations call `torch.randn`,
+    `nn.init`), and numpy's legacy global RandomState likewise (scikit-learn code that a
+    library calls with `random_state=None` draws from it: overcomplete's NMF initialises
+    with `sklearn.decomposition._nmf._initialize_nmf`, whose randomized SVD does). Both
+    are restored on exit (`torch.random.fork_rng(devices=[])`, `np.random.get_state`),
+    so the caller's global state is as it was. torch is imported here, on use."""
+    import torch  # local: torch is heavy
+
+    value = int_seed(seed, purpose, unit)
+    numpy_state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(value)
+        np.random.seed(value)
+        try:
+            yield value
+        finally:
+            np.random.set_state(numpy_state)

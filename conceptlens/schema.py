@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .cache import cached
 
-SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+SCHEMA_VERSION = "2.5"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # 2.3: bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
 # cl_lo/hi, id_lo/hi; permutation p-values pearson_perm_p, kendall_perm_p and the `unstable` flag
 # of predictor_correlations and transfer_correlations (all optional columns); the tables
@@ -30,6 +30,9 @@ SCHEMA_VERSION = "2.4"  # 2.1: similarity_trials.round; 2.2: analysis_runs.statu
 # checkpoints.depth (the order of `layer` within its network: depth sequences);
 # concept_events.axis, layer_from/layer_to and learning_curves.axis, layer (sequences over
 # depth as well as over epochs).
+# 2.5: the tables dictionary_fit, dictionary_atoms, dictionary_codes (analysis `dictionary`) and
+# scoreboard_concepts, scoreboard_members, scoreboard_scores, scoreboard_null (analysis
+# `scoreboard`): every kind of concept scored alike (issue 41).
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 
@@ -178,6 +181,11 @@ class Table:
         parts = "/".join(f"{p}={p.upper()}" for p in self.partition)
         return f"{self.path}/{parts}/part-*.parquet"
 
+
+# The partition column of every table written per checkpoint (the analyses' tables share it).
+CHECKPOINT_PARTITION = Column(
+    "checkpoint_id", STRING, "Checkpoint (partition folder).", references="checkpoints.checkpoint_id"
+)
 
 # Below this many checkpoints a correlation's interval is unstable (issue 26): shown with a warning.
 MIN_STABLE_CHECKPOINTS = 10

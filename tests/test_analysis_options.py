@@ -48,6 +48,8 @@ CASES = {
     "concept_events": ({}, {"event_share": 0.3}),
     "learning_curves": ({"curve_boot": 20}, {"learned_auc": 0.8}),
     "aligned_projections": ({"align": "procrustes"}, {"aligned_min_dist": 0.3}),
+    # The factory's features are signed: the derived other value, --methods nmf, is refused.
+    "dictionary": ({"atoms": 4}, {"methods": ["semi_nmf"]}),
 }
 
 
@@ -101,6 +103,8 @@ def other_value(o: Option):
     if o.type is bool:
         return not o.default
     if o.choices is not None:
+        if o.multiple:  # a list of choices: one the default list does not hold
+            return next(([c] for c in o.choices if c not in (o.default or ())), None)
         return next((c for c in o.choices if c != o.default), None)
     if o.type not in (int, float):
         return None
@@ -411,7 +415,7 @@ def test_migrating_a_2_1_workspace_adds_the_log_columns_as_nulls(ws):
     assert validate(ws.root) == []
     done = migrate(ws.root, progress=False)
     assert any("analysis_runs: column status added (null)" in d for d in done), done
-    assert ws.meta()["schema_version"] == schema.SCHEMA_VERSION == "2.4"
+    assert ws.meta()["schema_version"] == schema.SCHEMA_VERSION == "2.5"
     assert all({"status", "reason"} <= set(pq.read_schema(f).names) for f in ws.files("analysis_runs"))
     assert validate(ws.root) == []
     assert runner.missing(ws.root, ["clustering"])["clustering"] == []

@@ -204,3 +204,47 @@ def test_a_run_with_dependencies_runs_each_analysis_in_order(monkeypatch, fresh)
     monkeypatch.setattr(runner, "by_name", lambda: fake)
     ctx = runner.run(fresh.root, ["x"], progress_bars=False)
     assert ctx.notes == [f"{n}: nothing to analyse" for n in "wyzx"]
+
+
+def test_analyze_all_skip_leaves_those_analyses_out_and_their_readers_catch_up(tmp_path, capsys):
+    """`analyze all --skip A`: A writes nothing, the rest runs; a reader of A's tables (the
+    scoreboard reads the dictionary's) is done without them and due again once A has run. A
+    name that is no analysis is refused naming --skip, before anything runs."""
+    from conceptlens.cli import main
+    from tests.factory import make_workspace
+
+    ws = make_workspace(tmp_path / "ws")
+    root = str(ws.root)
+    names = ["clustering", "dictionary", "scoreboard"]
+    opts = {"k": [4], "units_max": 3, "directions": 4, "n_null": 10, "bootstrap": 10}
+    ctx = runner.run(root, names, opts, skip=("dictionary",), progress_bars=False)
+    assert "left out (--skip): dictionary" in ctx.notes
+    assert not ws.files("dictionary_fit") and ws.files("clusters") and ws.files("scoreboard_scores")
+    assert runner.missing(root, ["scoreboard"])["scoreboard"] == []
+    dict_opts = {"methods": ["semi_nmf"], "atoms": 3, "stability": False}
+    runner.run(root, ["dictionary"], dict_opts, with_dependencies=False, progress_bars=False)
+    assert len(runner.missing(root, ["scoreboard"])["scoreboard"]) == len(ws.partitions("features"))
+    with pytest.raises(SystemExit):
+        main(["analyze", "all", "--workspace", root, "--skip", "no_such_analysis"])
+    assert "--skip" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--skip: no analysis 'nope'"):
+        runner.run(root, "all", {}, skip=("nope",), progress_bars=False)
+
+
+def test_without_dependencies_runs_exactly_the_analyses_named(tmp_path):
+    """`with_dependencies=False` with two analyses whose dependencies sort between them in
+    the dependency order (the scoreboard depends on clustering and on the dictionary) runs
+    those two and nothing else: taking the last two of the order ran clustering instead of
+    the dictionary, and recomputed a workspace's clusterings under other options."""
+    from tests.factory import make_workspace
+
+    ws = make_workspace(tmp_path / "ws")
+    runner.run(ws.root, ["clustering"], {"k": [4]}, progress_bars=False)
+    before = {f: f.stat().st_mtime_ns for f in ws.files("clusters")}
+    opts = {"methods": ["semi_nmf"], "atoms": 3, "stability": False, "units_max": 3, "directions": 4}
+    opts |= {"n_null": 10, "bootstrap": 10, "n_init": 2}  # n_init: clustering would recompute
+    runner.run(ws.root, ["dictionary", "scoreboard"], opts, progress_bars=False, with_dependencies=False)
+    assert {f: f.stat().st_mtime_ns for f in ws.files("clusters")} == before
+    assert ws.files("dictionary_fit") and ws.files("scoreboard_scores")
+    logged = {p["analysis"] for p in ws.partitions("analysis_runs")}
+    assert logged == {"clustering", "dictionary", "scoreboard"}

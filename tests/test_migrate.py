@@ -232,3 +232,32 @@ def test_migrating_from_2_1_adds_every_new_column_to_every_file(tmp_path):
         assert t.column("status").null_count == t.num_rows == len(before[f])
         assert t.drop_columns(["status", "reason"]).to_pylist() == before[f]
     assert validate(ws.root) == []
+
+
+def test_migrating_from_2_4_raises_the_version_and_then_the_sources_run(tmp_path):
+    """2.5 only adds tables (the dictionary concepts and the scoreboard, issue 41): a 2.4
+    workspace is migrated by raising its version, with no file rewritten; it validates, and
+    the new analyses then write tables that validate too. Catches a migration that forgets
+    the version (a 2.4 workspace would stay 2.4 forever) or one that touches files it has
+    no reason to."""
+    ws = make_workspace(tmp_path / "ws")
+    runner.run(ws.root, ["clustering"], {"k": [4]}, progress_bars=False)
+    ws.write_meta({**ws.meta(), "schema_version": "2.4"})
+    before = {f: f.stat().st_mtime_ns for f in ws.root.rglob("*.parquet")}
+    done = migrate(ws.root, progress=False)
+    assert done == ["workspace.json: format 2.4 -> 2.5"]
+    assert Workspace(ws.root).meta()["schema_version"] == schema.SCHEMA_VERSION == "2.5"
+    assert {f: f.stat().st_mtime_ns for f in ws.root.rglob("*.parquet")} == before
+    assert validate(ws.root) == []
+    assert migrate(ws.root, progress=False) == []  # nothing left to do
+    opts = {
+        "methods": ["semi_nmf"],
+        "atoms": 3,
+        "stability": False,
+        "units_max": 4,
+        "directions": 6,
+        "n_null": 20,
+    }
+    runner.run(ws.root, ["dictionary", "scoreboard"], {**opts, "bootstrap": 20}, progress_bars=False)
+    assert ws.files("scoreboard_scores") and ws.files("dictionary_fit")
+    assert validate(ws.root) == []

@@ -28,6 +28,8 @@ MODULES: tuple[str, ...] = (
     "concept_events",
     "learning_curves",
     "aligned_projections",
+    "dictionary",
+    "scoreboard",
 )
 
 

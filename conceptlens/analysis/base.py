@@ -122,6 +122,27 @@ KMEANS = Option(
     "at every size if installed, else scikit-learn)",
     choices=KMEANS_ENGINES,
 )
+# The 2AFC observer and the intervals: cluster_metrics and the scoreboard.
+ANNOTATOR = Option(
+    "annotator",
+    str,
+    None,
+    "2AFC proxy annotator: `factors` (the dataset's factor columns and label; the default) or "
+    "`checkpoint:ID` (another checkpoint's features of the same images: a second network)",
+)
+TRIALS = Option("trials", int, 20, "2AFC trials per concept (cluster) and negative type", minimum=20)
+REFS = Option("refs", int, 10, "reference images per 2AFC trial", minimum=1)
+BOOTSTRAP = Option(
+    "bootstrap",
+    int,
+    1000,
+    "bootstrap resamples over images of the 95% intervals of purity, kNN accuracy (20-NN and 1-NN), "
+    "CL (and held-out CL) and ID (cluster_metrics) and of learnability and purities (scoreboard); "
+    "percentile, seeded by --seed; 0 stores no intervals",
+    minimum=0,
+    maximum=100_000,
+    legacy=0,  # cluster_metrics' units stored before 2.3 have no intervals
+)
 # The psychological embedding: the similarity analysis and its convergence.
 BETA = Option("beta", float, 10.0, "beta of the similarity exp(-beta * distance)", minimum=0.0)
 MAX_EPOCHS = Option("max_epochs", int, 300, "most epochs of a fit (it stops earlier at a plateau)", minimum=1)
@@ -170,6 +191,25 @@ def checkpoints_with_features(ctx: Context, opts: dict, scope: Scope) -> list[st
         ck = ck[ck["concept_names"].isna()]
     cids = [c for c in ck["checkpoint_id"] if wanted is None or c == wanted]
     return [c for c in cids if ctx.ws.has("features", checkpoint_id=c)]
+
+
+ONLY = Option(
+    "only",
+    str,
+    None,
+    "checkpoint ids (glob patterns, e.g. 'clipart-*') to compute; default: every checkpoint",
+    multiple=True,
+    changes_result=False,
+)
+
+
+def only_selected(cids: list[str], only) -> list[str]:
+    """`cids` that match one of the `--only` patterns (all of them without any)."""
+    import fnmatch  # local: used by two analyses only
+
+    if not only:
+        return list(cids)
+    return [c for c in cids if any(fnmatch.fnmatchcase(c, p) for p in only)]
 
 
 def clustering_units(ctx: Context, opts: dict, scope: Scope) -> list[Unit]:

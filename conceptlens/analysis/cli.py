@@ -92,6 +92,7 @@ def _handler(name: str):
             engine=args.engine,
             workers=args.workers,
             threads=args.threads,
+            skip=tuple(getattr(args, "skip", None) or ()),
         )
         print(
             f"{name}: analyses written to {args.workspace}"
@@ -104,6 +105,15 @@ def _handler(name: str):
 
 def _subcommand(asub, name: str, parents, options, **kw):
     ap = asub.add_parser(name, parents=parents, **kw)
+    if name == "all":
+        ap.add_argument(
+            "--skip",
+            nargs="+",
+            metavar="ANALYSIS",
+            choices=[a.name for a in registered()],
+            help="leave these analyses out (e.g. `--skip baselines dictionary`, the two slowest); "
+            "what reads their tables uses what is there and is due again once they have run",
+        )
     ap.add_argument("--checkpoint", help="only this checkpoint (default: all)")
     ap.add_argument("--dataset", help="only this dataset's units (default: all)")
     ap.add_argument("--force", action="store_true", help="recompute units already done")

@@ -22,9 +22,21 @@ import pyarrow as pa
 from .. import metrics as M
 from .. import schema
 from ..schema import FLOAT, INT, NON_NEGATIVE, SIGNED_UNIT, STRING, UNIT, Column, Table
-from ..workspace import WorkspaceError
-from .base import KMEANS, N_INIT, Analysis, Option, Scope, Unit, clustering_fingerprint, clustering_units
-from .common import Context, factor_matrix
+from .base import (
+    ANNOTATOR,
+    BOOTSTRAP,
+    KMEANS,
+    N_INIT,
+    REFS,
+    TRIALS,
+    Analysis,
+    Option,
+    Scope,
+    Unit,
+    clustering_fingerprint,
+    clustering_units,
+)
+from .common import Context, annotator_features
 
 BOOTSTRAP_DOC = "percentile bootstrap over images, `--bootstrap` seeded resamples"
 
@@ -240,33 +252,6 @@ CHECKPOINT_METRICS = Table(
 NEIGHBOURS = 64
 
 
-def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
-    """(annotator features aligned with ids, name) or (None, reason)."""
-    spec = spec or "factors"
-    if spec == "factors":
-        A, _ = factor_matrix(meta.reset_index(drop=True))
-        if A.shape[1] == 0:
-            return None, (
-                "images.parquet has no factor columns or labels for this dataset; "
-                "use --annotator checkpoint:ID"
-            )
-        return A, "factors"
-    if spec.startswith("checkpoint:"):
-        other = spec.split(":", 1)[1]
-        if other == cid:
-            return None, f"annotator checkpoint {other} is the checkpoint analysed"
-        ctx.checkpoint_row(other)
-        oids, A = ctx.read_features(other)
-        pos = {i: j for j, i in enumerate(oids)}
-        missing = [i for i in ids if i not in pos]
-        if missing:
-            raise WorkspaceError(
-                f"features of {other} lack {len(missing)} image(s) of {cid}, e.g. {missing[0]!r}"
-            )
-        return A[[pos[i] for i in ids]], spec
-    raise ValueError(f"--annotator must be 'factors' or 'checkpoint:ID', got {spec!r}")
-
-
 def _per_checkpoint(ctx: Context, cid: str, ids, Xn, meta, opts: dict) -> dict:
     """One exact neighbour pass, kNN accuracies and ID with their bootstrap intervals: per
     checkpoint, shared by its k's."""
@@ -454,30 +439,14 @@ ANALYSIS = Analysis(
     inputs=clustering_fingerprint,
     depends=("clustering",),
     options=(
-        Option(
-            "annotator",
-            str,
-            None,
-            "2AFC proxy annotator: `factors` (the dataset's factor "
-            "columns and label; the default) or `checkpoint:ID`",
-        ),
-        Option("trials", int, 20, "2AFC trials per cluster and negative type", minimum=20),
-        Option("refs", int, 10, "reference images per 2AFC trial", minimum=1),
+        ANNOTATOR,
+        TRIALS,
+        REFS,
         Option("cl_chunks", int, 10, "chunks of the prequential CL code", minimum=2),
         Option("cl_orders", int, 3, "random orders CL is averaged over", minimum=1),
         N_INIT,
         KMEANS,
-        Option(
-            "bootstrap",
-            int,
-            1000,
-            "bootstrap resamples over images of the 95% intervals of purity, kNN accuracy "
-            "(20-NN and 1-NN), CL (and held-out CL) and ID (percentile, seeded by --seed); "
-            "0 stores no intervals",
-            minimum=0,
-            maximum=100_000,
-            legacy=0,  # units stored before 2.3 have no intervals
-        ),
+        BOOTSTRAP,
     ),
     doc=__doc__.splitlines()[0],
 )

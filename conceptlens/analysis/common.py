@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .. import schema
 from ..metrics import l2_normalize
@@ -309,3 +310,43 @@ def encode(trials: pd.DataFrame, index: dict[str, int]) -> tuple[np.ndarray, np.
 
 def partition_label(partition: dict) -> str:
     return "/".join(f"{k}={v}" for k, v in partition.items())
+
+
+def annotator_features(ctx: Context, cid: str, ids, meta, spec: str | None):
+    """(annotator features aligned with ids, name) or (None, reason)."""
+    spec = spec or "factors"
+    if spec == "factors":
+        A, _ = factor_matrix(meta.reset_index(drop=True))
+        if A.shape[1] == 0:
+            return None, (
+                "images.parquet has no factor columns or labels for this dataset; "
+                "use --annotator checkpoint:ID"
+            )
+        return A, "factors"
+    if spec.startswith("checkpoint:"):
+        other = spec.split(":", 1)[1]
+        if other == cid:
+            return None, f"annotator checkpoint {other} is the checkpoint analysed"
+        theirs, ours = str(ctx.checkpoint_row(other)["dataset"]), str(ctx.checkpoint_row(cid)["dataset"])
+        if theirs != ours:
+            raise ValueError(
+                f"--annotator checkpoint:{other} is of dataset {theirs!r}, not {ours!r} of checkpoint {cid!r}"
+            )
+        oids, A = ctx.read_features(other)
+        pos = {i: j for j, i in enumerate(oids)}
+        missing = [i for i in ids if i not in pos]
+        if missing:
+            raise WorkspaceError(
+                f"--annotator checkpoint:{other}: features of {other} lack {len(missing)} image(s) of {cid}, "
+                f"e.g. {missing[0]!r}"
+            )
+        return A[[pos[i] for i in ids]], spec
+    raise ValueError(f"--annotator must be 'factors' or 'checkpoint:ID', got {spec!r}")
+
+
+def write_rows(ctx: Context, name: str, rows: list[dict], metadata: dict | None = None, **partition) -> None:
+    """Write `rows` (dicts of the table's file columns) as one partition of table `name`;
+    no rows write the table's empty file (the partition then exists and is done)."""
+    sch = schema.arrow_schema(name, partition=False)
+    table = pa.Table.from_pylist(rows, schema=sch) if rows else sch.empty_table()
+    ctx.ws.write(name, table, metadata=metadata, **partition)

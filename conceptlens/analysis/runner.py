@@ -112,8 +112,13 @@ def run(
     workers: int | None = None,
     threads: int | None = None,
     dataset: str | None = None,
+    skip=(),
 ) -> Context:
     """Run the analyses `names` (or "all") on the workspace at `root`; returns the run's context.
+
+    `skip`: analyses left out, even where another one depends on them (`analyze all --skip
+    baselines`): a unit that reads what they write uses what is there, and is due again once
+    they have run (its inputs' fingerprint changes).
 
     `checkpoint` restricts per-checkpoint units to that checkpoint (dataset-level units
     then cover its dataset only); `dataset` restricts every unit to that dataset's (a
@@ -140,7 +145,19 @@ def run(
         names = [names]
     if names == ["all"]:
         names = [a.name for a in registered()]
-    todo = in_order(names) if with_dependencies else in_order(names)[-len(names) :]
+    # Without dependencies: the analyses named, in dependency order among themselves (their
+    # dependencies may sort between them: never the last len(names) of the order).
+    todo = in_order(names) if with_dependencies else [a for a in in_order(names) if a.name in set(names)]
+    known_names = {a.name for a in registered()}
+    unknown_skip = [n for n in skip or () if n not in known_names]
+    if unknown_skip:
+        raise ValueError(
+            f"--skip: no analysis {', '.join(map(repr, unknown_skip))} "
+            f"(analyses: {', '.join(sorted(known_names))})"
+        )
+    if skip:
+        todo = [a for a in todo if a.name not in set(skip)]
+        ctx.note(f"left out (--skip): {', '.join(sorted(set(skip)))}")
     if checkpoint is not None:
         ctx.checkpoint_row(checkpoint)  # an unknown id is an error, not an empty run
     if dataset is not None and dataset not in set(ctx.images["dataset"]):
