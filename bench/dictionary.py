@@ -57,6 +57,10 @@ def direct(method: str, X: np.ndarray, k: int, seed: int, a) -> None:
     from conceptlens.metrics import dictionary as D
 
     purpose = f"dictionary.{method}"
+    # the same input as `fit`: the features over their root-mean-square row norm
+    X = np.ascontiguousarray(
+        X / np.float32(np.sqrt((X.astype(np.float64) ** 2).sum(axis=1).mean())), np.float32
+    )
     if method == "sklearn_nmf":
         from sklearn.decomposition import MiniBatchDictionaryLearning
 
@@ -94,7 +98,10 @@ def direct(method: str, X: np.ndarray, k: int, seed: int, a) -> None:
             rows = np.random.default_rng(R.entropy(seed, "dictionary.topk_sae.init")).choice(
                 len(X), k, replace=False
             )
+            X = np.ascontiguousarray(X - X.mean(axis=0, dtype=np.float64).astype(np.float32))  # b_pre
+            T = torch.from_numpy(X)
             init = X[rows] / np.linalg.norm(X[rows], axis=1, keepdims=True)
+            epochs = max(a.sae_epochs, -(-D.SAE_MIN_STEPS // -(-len(X) // a.sae_batch)))
             model = oc.TopKSAE(
                 X.shape[1], nb_concepts=k, top_k=max(2, k // 8), dictionary_params={"initializer": init}
             )
@@ -104,7 +111,7 @@ def direct(method: str, X: np.ndarray, k: int, seed: int, a) -> None:
             g = torch.Generator().manual_seed(R.int_seed(seed, purpose + ".shuffle"))
             loader = DataLoader(TensorDataset(T), batch_size=a.sae_batch, shuffle=True, generator=g)
             opt = torch.optim.Adam(model.parameters(), lr=a.lr)
-            train_sae(model, loader, top_k_auxiliary_loss, opt, nb_epochs=a.sae_epochs, monitoring=0)
+            train_sae(model, loader, top_k_auxiliary_loss, opt, nb_epochs=epochs, monitoring=0)
             model.eval()
             with torch.no_grad():
                 model.encode(T)

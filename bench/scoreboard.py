@@ -93,11 +93,18 @@ def main() -> None:
     ap.add_argument("--atoms", type=int, default=32)
     ap.add_argument("--directions", type=int, default=700)
     ap.add_argument("--bootstrap", type=int, default=200)
+    ap.add_argument(
+        "--methods", nargs="+", default=["auto"], help="dictionary methods (`analyze dictionary`)"
+    )
+    ap.add_argument(
+        "--no-stability", action="store_true", help="no stability refits (a third of the fit time)"
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
     ws = build(Path(args.out), args.n, args.dim)
     times = {"build_s": time.perf_counter() - t0}
     opts = {"atoms": args.atoms, "directions": args.directions, "bootstrap": args.bootstrap}
+    opts |= {"methods": args.methods, "stability": not args.no_stability}
     for name in ("dictionary", "scoreboard"):
         t0 = time.perf_counter()
         runner.run(ws.root, [name], opts, progress_bars=True, with_dependencies=False)

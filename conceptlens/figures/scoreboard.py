@@ -349,7 +349,10 @@ def across(rows: pd.DataFrame, score: str, axis: str) -> go.Figure:
     ys = np.concatenate([v, rows["lo"].to_numpy(np.float64), rows["hi"].to_numpy(np.float64)])
     yr = data_range(ys, _scale(score))
     fig.update_layout(
-        xaxis=dict(title=axis, type="category", categoryorder="array", categoryarray=x),
+        # Room left of the first category: its (wrapped) name must not reach the y ticks.
+        xaxis=dict(
+            title=axis, type="category", categoryorder="array", categoryarray=x, range=[-0.8, len(x) - 0.2]
+        ),
         yaxis=dict(range=yr, title=range_title(score_title(score), yr)),
     )
     _legend_above(fig)
