@@ -1,4 +1,4 @@
-"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.5).
+"""`conceptlens migrate --workspace W`: rewrite an older workspace in the current format (2.6).
 
 1.0 kept every derived table in one file (`clusters.parquet`, ...) and features as
 `features/ID.parquet`; 2.0 partitions them (docs/workspace.md). The migration:
@@ -26,7 +26,9 @@ and readers take as missing, like 2.3's intervals, the optional columns `checkpo
 `label_hierarchy` (a tree over a dataset's labels) and `aligned_projections`: nothing to
 rewrite; 2.5 only adds tables, the dictionary concepts' `dictionary_fit`, `dictionary_atoms`,
 `dictionary_codes` and the scoreboard's `scoreboard_concepts`, `scoreboard_members`,
-`scoreboard_scores`, `scoreboard_null`: nothing to rewrite, the version is raised). 2.1 also
+`scoreboard_scores`, `scoreboard_null`: nothing to rewrite, the version is raised; 2.6 adds
+the optional column `scoreboard_concepts.caption`, read as null where a file lacks it:
+nothing to rewrite). 2.1 also
 stores the fingerprints of analysed inputs by their names inside the workspace (2.0 also
 hashed the folders above, so a copied or renamed workspace looked stale); the migration
 re-keys every unit that was up to date, so nothing is analysed again. Stopped half-way, a

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .cache import cached
 
-SCHEMA_VERSION = "2.5"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
+SCHEMA_VERSION = "2.6"  # 2.1: similarity_trials.round; 2.2: analysis_runs.status and reason
 # 2.3: bootstrap intervals cluster_metrics.purity_lo/hi, checkpoint_metrics.knn_acc_lo/hi,
 # cl_lo/hi, id_lo/hi; permutation p-values pearson_perm_p, kendall_perm_p and the `unstable` flag
 # of predictor_correlations and transfer_correlations (all optional columns); the tables
@@ -33,6 +33,7 @@ SCHEMA_VERSION = "2.5"  # 2.1: similarity_trials.round; 2.2: analysis_runs.statu
 # 2.5: the tables dictionary_fit, dictionary_atoms, dictionary_codes (analysis `dictionary`) and
 # scoreboard_concepts, scoreboard_members, scoreboard_scores, scoreboard_null (analysis
 # `scoreboard`): every kind of concept scored alike (issue 41).
+# 2.6: scoreboard_concepts.caption (optional): each concept's class-level caption.
 # Readers accept any workspace whose major version matches ours.
 SCHEMA_MAJOR = SCHEMA_VERSION.split(".")[0]
 

@@ -31,7 +31,8 @@ st.title("Scoreboard")
 st.caption(
     "Which concepts did the model learn, and how do they compare? Every kind of concept of a "
     "checkpoint is a set of N images, chosen by its own source, and scored alike: purity "
-    "against the labels, 2AFC coherence, learnability, intrinsic dimension. Each score is read "
+    "against the labels, 2AFC coherence, describability, learnability, intrinsic dimension "
+    "and, where the images have ground-truth concepts, niche membership. Each score is read "
     "against random directions of feature space (what any direction gets) and random sets of "
     "N images (what chance gets); labels are the ceiling."
 )
@@ -159,6 +160,9 @@ else:
     g, s = st.columns([3, 2])
     with g:
         st.subheader("Members")
+        said = ws.view(V.caption, checkpoint=ckpt, source=source, concept=concept)
+        if said is not None:
+            st.markdown(f"Class-level caption: **{literal(said)}**")
         image_grid(ws, members, caption_col="label_name", max_images=GRID_IMAGES)
         st.caption(
             f"{len(members)} member(s), rank order ({literal(V.BY_NAME[source].members)})."

@@ -415,7 +415,7 @@ def test_migrating_a_2_1_workspace_adds_the_log_columns_as_nulls(ws):
     assert validate(ws.root) == []
     done = migrate(ws.root, progress=False)
     assert any("analysis_runs: column status added (null)" in d for d in done), done
-    assert ws.meta()["schema_version"] == schema.SCHEMA_VERSION == "2.5"
+    assert ws.meta()["schema_version"] == schema.SCHEMA_VERSION == "2.6"
     assert all({"status", "reason"} <= set(pq.read_schema(f).names) for f in ws.files("analysis_runs"))
     assert validate(ws.root) == []
     assert runner.missing(ws.root, ["clustering"])["clustering"] == []

@@ -245,8 +245,8 @@ def test_migrating_from_2_4_raises_the_version_and_then_the_sources_run(tmp_path
     ws.write_meta({**ws.meta(), "schema_version": "2.4"})
     before = {f: f.stat().st_mtime_ns for f in ws.root.rglob("*.parquet")}
     done = migrate(ws.root, progress=False)
-    assert done == ["workspace.json: format 2.4 -> 2.5"]
-    assert Workspace(ws.root).meta()["schema_version"] == schema.SCHEMA_VERSION == "2.5"
+    assert done == ["workspace.json: format 2.4 -> 2.6"]
+    assert Workspace(ws.root).meta()["schema_version"] == schema.SCHEMA_VERSION == "2.6"
     assert {f: f.stat().st_mtime_ns for f in ws.root.rglob("*.parquet")} == before
     assert validate(ws.root) == []
     assert migrate(ws.root, progress=False) == []  # nothing left to do
@@ -261,3 +261,21 @@ def test_migrating_from_2_4_raises_the_version_and_then_the_sources_run(tmp_path
     runner.run(ws.root, ["dictionary", "scoreboard"], {**opts, "bootstrap": 20}, progress_bars=False)
     assert ws.files("scoreboard_scores") and ws.files("dictionary_fit")
     assert validate(ws.root) == []
+
+    # 2.6 adds the optional scoreboard_concepts.caption: files a 2.5 ConceptLens wrote lack
+    # it; they validate, are not rewritten, and the page's view reads "no caption".
+    from conceptlens.views import scoreboard as V
+
+    for f in ws.files("scoreboard_concepts"):
+        t = pq.read_table(f)
+        assert "caption" in t.column_names
+        pq.write_table(t.drop_columns(["caption"]), f)
+    ws.write_meta({**ws.meta(), "schema_version": "2.5"})
+    assert validate(ws.root) == []
+    before = {f: f.stat().st_mtime_ns for f in ws.root.rglob("*.parquet")}
+    assert migrate(ws.root, progress=False) == ["workspace.json: format 2.5 -> 2.6"]
+    assert {f: f.stat().st_mtime_ns for f in ws.root.rglob("*.parquet")} == before
+    assert validate(ws.root) == []
+    db = WorkspaceDB(ws.root)
+    one = db.query("SELECT checkpoint_id, source, concept FROM scoreboard_concepts LIMIT 1").iloc[0]
+    assert V.caption(db, one["checkpoint_id"], one["source"], one["concept"]) is None

@@ -27,10 +27,12 @@ from sklearn.metrics import roc_auc_score
 from conceptlens import schema
 from conceptlens.analysis import runner
 from conceptlens.analysis import scoreboard as A
+from conceptlens.db import WorkspaceDB
 from conceptlens.metrics import scoreboard as SB
 from conceptlens.metrics import selection as S
 from conceptlens.metrics.selection import K_NN, TEMPERATURE, Population
 from conceptlens.validate import format_problems, validate
+from conceptlens.views import scoreboard as V
 from tests.factory import make_workspace, write_features
 
 N_POP, DIM, N_LAB, SIZE = 120, 8, 4, 15
@@ -580,3 +582,242 @@ def test_matched_size():
     assert A.matched_size(10, 0) == 7  # below n - 2
     assert {s.name for s in A.SOURCES} == set(A.SOURCE_NAMES)
     assert schema.arrow_schema("scoreboard_scores", partition=False) is not None
+
+
+# ---- niche membership (concept quality, Definition 3) -----------------------------------------
+def brute_niche(member_rows, codes) -> float:
+    """max over values of np.corrcoef(member indicator, value indicator) divided by the
+    np.corrcoef of the most associated set of as many known members (it holds as many of
+    the value's images as it can), over the rows whose code is known; nan when nothing
+    varies."""
+    codes = np.asarray(codes)
+    known = np.flatnonzero(codes >= 0)
+    inside = np.zeros(len(codes), bool)
+    inside[member_rows] = True
+    N = int(inside[known].sum())
+    best = math.nan
+    for v in sorted(set(codes[known].tolist())):
+        val = (codes[known] == v).astype(float)
+        ind = inside[known].astype(float)
+        order = np.argsort(-val, kind="stable")  # the value's images first
+        most = np.zeros(len(known))
+        most[order[:N]] = 1
+        if ind.std() == 0 or val.std() == 0:
+            continue
+        r = np.corrcoef(ind, val)[0, 1] / np.corrcoef(most, val)[0, 1]
+        best = r if math.isnan(best) else max(best, r)
+    return best
+
+
+def test_niche_correlation_is_the_largest_pearson_over_its_maximum_over_known_rows():
+    g = np.random.default_rng(3)
+    n = 90
+    for K, missing in ((2, 0.0), (3, 0.2), (5, 0.5)):
+        codes = g.integers(0, K, n)
+        codes[g.random(n) < missing] = -1
+        sets = np.stack([np.sort(g.choice(n, 15, replace=False)) for _ in range(40)])
+        corr, best, N, a, Kv, nk = SB.niche_correlations(sets, codes, K)
+        want = [brute_niche(s, codes) for s in sets]
+        np.testing.assert_allclose(corr, want, atol=1e-12)
+        assert nk == (codes >= 0).sum()
+        np.testing.assert_array_equal(N, (codes[sets] >= 0).sum(axis=1))
+        np.testing.assert_array_equal(a, (codes[sets] == best[:, None]).sum(axis=1))
+
+
+def test_niche_closed_forms_and_invariances():
+    codes = np.repeat([0, 1, 2], 20)
+    exact = np.arange(20, 40)[None]  # every image of value 1, nothing else
+    corr, best, *_ = SB.niche_correlations(exact, codes, 3)
+    assert corr[0] == pytest.approx(1.0) and best[0] == 1
+    # renaming the values, or flipping a binary concept, changes nothing
+    renamed = np.array([2, 0, 1])[codes]
+    sets = np.stack([np.sort(np.random.default_rng(i).choice(60, 12, replace=False)) for i in range(20)])
+    np.testing.assert_allclose(
+        SB.niche_correlations(sets, codes, 3)[0], SB.niche_correlations(sets, renamed, 3)[0], atol=1e-12
+    )
+    binary = (codes == 1).astype(int)
+    np.testing.assert_allclose(
+        SB.niche_correlations(sets, binary, 2)[0], SB.niche_correlations(sets, 1 - binary, 2)[0], atol=1e-12
+    )
+    # a concept every image shares, or none known: nan, never an error
+    assert np.isnan(SB.niche_correlations(sets, np.zeros(60, int), 1)[0]).all()
+    assert np.isnan(SB.niche_correlations(sets, np.full(60, -1), 0)[0]).all()
+    # bounds; at the base rate of every value, 0; more members than the value has: all of
+    # them inside is the most there is
+    c = SB.niche_correlations(sets, codes, 3)[0]
+    assert ((c >= 0) & (c <= 1)).all()
+    base = np.array([[0, 1, 20, 21, 40, 41]])
+    assert SB.niche_correlations(base, codes, 3)[0][0] == pytest.approx(0.0, abs=1e-12)
+    over = np.arange(15, 45)[None]  # 30 members, all 20 of value 1 among them
+    assert SB.niche_correlations(over, codes, 3)[0][0] == pytest.approx(1.0)
+
+
+def test_niche_interval_holds_the_value_and_covers_by_simulation():
+    """Sets of N images drawn with a share q of a binary concept's value 1 (population of
+    n = 400, K = 120 with it): the interval holds the concept's phi / phi_max at share q
+    (N, K, n fixed; the larger of its two values' as the score takes) in at least 95% of the
+    sets, within three binomial standard deviations, at every share from none to all; it
+    narrows as N grows."""
+    n, K, reps = 400, 120, 300
+    codes = np.zeros(n, int)
+    codes[:K] = 1
+    widths = {}
+    for N in (12, 40):
+        for q in (0.0, 0.1, 0.3, 0.6, 0.95):
+            g = np.random.default_rng([int(N), int(100 * q)])
+            true = max(
+                float(SB.phi_over_max(N * q, N, K, n)), float(SB.phi_over_max(N * (1 - q), N, n - K, n))
+            )
+            hits, w = 0, []
+            for _ in range(reps):
+                a = g.binomial(N, q)
+                rows = np.concatenate(
+                    [g.choice(K, a, replace=False), K + g.choice(n - K, N - a, replace=False)]
+                )
+                out = SB.niche_scores(np.sort(rows)[None], {"c": (codes, 2)})["niche_c"]
+                v, lo, hi = out[0][0], out[1][0], out[2][0]
+                assert lo - 1e-12 <= v <= hi + 1e-12
+                hits += lo <= true <= hi
+                w.append(hi - lo)
+            _check(hits / reps, reps)
+            widths[N, q] = np.median(w)
+    for q in (0.1, 0.6, 0.95):
+        assert widths[40, q] < 0.8 * widths[12, q]
+
+
+def _hashed(texts, model=None) -> np.ndarray:
+    """A sentence model stand-in: a seeded vector per text (distinct texts, distinct rows)."""
+    import hashlib
+
+    rows = []
+    for t in texts:
+        v = np.random.default_rng(int(hashlib.sha1(t.encode()).hexdigest()[:8], 16)).normal(size=6)
+        rows.append(v / np.linalg.norm(v))
+    return np.asarray(rows, np.float32).reshape(len(rows), 6)
+
+
+def brute_top1(members, ids, text_of, competitors) -> tuple[float, str]:
+    """laina2020: the set's caption is the member caption whose mean cosine distance to the
+    members' captions minus that to the other images' is least (first in image order on a
+    tie); Top-1 is the share of captioned members whose caption is nearer to it than to
+    every competing caption (a tie with k of them: 1 / (k + 1)). (Top-1, the caption)."""
+    emb = {t: _hashed([t])[0].astype(np.float64) for t in set(text_of.values()) | set(competitors)}
+    inside = [text_of[i] for i in ids if i in members and i in text_of]
+    outside = [text_of[i] for i in ids if i not in members and i in text_of]
+
+    def dist(a, b):
+        return 1 - float(emb[a] @ emb[b])
+
+    def eq4(c):
+        return np.mean([dist(c, t) for t in inside]) - (
+            np.mean([dist(c, t) for t in outside]) if outside else 0
+        )
+
+    scores = [eq4(c) for c in inside]
+    chosen = inside[int(np.argmin(scores))]
+    credit = []
+    for t in inside:
+        own = float(emb[t] @ emb[chosen])
+        other = np.array([float(emb[t] @ emb[c]) for c in competitors])
+        tied = np.isclose(other, own, rtol=0, atol=1e-9).sum()
+        if (other > own + 1e-9).any():
+            credit.append(0.0)  # a competitor is nearer
+        else:
+            credit.append(1 / (tied + 1))
+    return float(np.mean(credit)), chosen
+
+
+@pytest.fixture(scope="module")
+def with_concepts(tmp_path_factory):
+    """A workspace with ground-truth concepts (binary `is_red` known for all but 10 images,
+    three-valued `tri` of seeded values) analysed with a stand-in sentence model."""
+    from conceptlens import text
+
+    root = tmp_path_factory.mktemp("scoreboard-concepts") / "ws"
+    ws = make_workspace(root, n_images=N_IMAGES, n_checkpoints=1, dim=8)
+    img = ws.read("images").to_pandas()
+    g = np.random.default_rng(11)
+    rows = [
+        {"image_id": i, "concept": "is_red", "value": int(lab == 0)}
+        for k, (i, lab) in enumerate(zip(img["image_id"], img["label"]))
+        if k % 12 != 5
+    ] + [{"image_id": i, "concept": "tri", "value": int(g.integers(0, 3))} for i in img["image_id"]]
+    ws.write("concept_labels", pa.Table.from_pylist(rows, schema=schema.arrow_schema("concept_labels")))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(text, "embed_sentences", _hashed)
+        mp.setattr(text, "unavailable", lambda: None)
+        ctx = runner.run(root, ["scoreboard"], OPTS, progress_bars=False)
+    return ws, ctx, pd.DataFrame(rows)
+
+
+def test_niche_scores_of_every_concept_recomputed_from_its_members(with_concepts):
+    ws, _, truth = with_concepts
+    ids, _ = features(ws)
+    sc = table(ws, "scoreboard_scores")
+    assert {"niche_is_red", "niche_tri"} <= set(sc["score"])
+    for name in ("is_red", "tri"):
+        value = dict(truth[truth["concept"] == name][["image_id", "value"]].itertuples(index=False))
+        codes = np.array([value.get(i, -1) for i in ids])
+        got = sc[sc["score"] == f"niche_{name}"]
+        assert len(got) == len(table(ws, "scoreboard_concepts").query("scored"))
+        for r in got.itertuples(index=False):
+            members = set(members_of(ws, r.source, r.concept))
+            rows = [j for j, i in enumerate(ids) if i in members]
+            assert r.value == pytest.approx(brute_niche(rows, codes), abs=1e-9), (r.source, r.concept)
+            assert r.lo - 1e-12 <= r.value <= r.hi + 1e-12
+    # the label concept of colour 0 is the is_red concept itself: at the top of its niche
+    red = sc[(sc["score"] == "niche_is_red") & (sc["source"] == "label") & (sc["concept"] == "0")]
+    assert red["value"].iloc[0] == pytest.approx(1.0)
+
+
+def test_describability_of_every_concept_recomputed_from_its_captions(with_concepts):
+    ws, _, _ = with_concepts
+    ids, _ = features(ws)
+    caps = ws.read("captions").to_pandas()
+    text_of = dict(caps[caps["captioner"] == "groundtruth"][["image_id", "text"]].itertuples(index=False))
+    k = min(int(p["k"]) for p in ws.partitions("clusters") if p["checkpoint_id"] == CID)
+    clus = ws.read("cluster_captions", checkpoint_id=CID, k=k).to_pandas().sort_values("cluster")
+    competitors = clus["caption"].dropna().astype(str).tolist()
+    sc = table(ws, "scoreboard_scores").query("score == 'describability_top1'")
+    assert len(sc) == len(table(ws, "scoreboard_concepts").query("scored")) and competitors
+    said = table(ws, "scoreboard_concepts").set_index(["source", "concept"])["caption"]
+    db = WorkspaceDB(ws.root)
+    for r in sc.itertuples(index=False):
+        members = set(members_of(ws, r.source, r.concept))
+        top1, chosen = brute_top1(members, ids, text_of, competitors)
+        assert r.value == pytest.approx(top1, abs=1e-9)
+        assert r.lo <= r.value <= r.hi
+        # The caption the page shows is the one the value was scored from, of this concept.
+        assert said[(r.source, r.concept)] == chosen
+        assert V.caption(db, CID, r.source, r.concept) == chosen
+    unscored = ~table(ws, "scoreboard_concepts").set_index(["source", "concept"])["scored"]
+    assert said[unscored].isna().all()
+
+
+def test_without_the_sentence_model_describability_is_noted_and_done_again_once_installed(
+    with_concepts, tmp_path
+):
+    from conceptlens import text
+    from conceptlens.workspace import Workspace
+
+    root = tmp_path / "copy"
+    shutil.copytree(with_concepts[0].root, root)
+    ws = Workspace(root)
+    for name in A.ANALYSIS.writes:
+        shutil.rmtree(ws.partition_dir(name, checkpoint_id=CID))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(text, "unavailable", lambda: "needs the package sentence-transformers")
+        ctx = runner.run(root, ["scoreboard"], OPTS, progress_bars=False, with_dependencies=False)
+    assert any("describability" in n and "sentence-transformers" in n for n in ctx.notes), ctx.notes
+    assert "describability_top1" not in set(table(ws, "scoreboard_scores")["score"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(text, "embed_sentences", _hashed)
+        mp.setattr(text, "unavailable", lambda: None)
+        runner.run(root, ["scoreboard"], OPTS, progress_bars=False, with_dependencies=False)
+    after = table(ws, "scoreboard_scores")
+    assert "describability_top1" in set(after["score"])
+    before = table(with_concepts[0], "scoreboard_scores")
+    pd.testing.assert_frame_equal(
+        after.sort_values(["source", "concept", "score"]).reset_index(drop=True),
+        before.sort_values(["source", "concept", "score"]).reset_index(drop=True),
+    )

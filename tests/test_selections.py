@@ -216,7 +216,7 @@ def test_a_2_2_workspace_is_read_as_it_is_and_migrates_to_2_3(root):
     assert validate(root) == []  # no selections table: nothing missing
     files = {p: p.stat().st_mtime_ns for t in schema.TABLES for p in ws.files(t.name)}
     assert migrate(root, progress=False) == [f"workspace.json: format 2.2 -> {schema.SCHEMA_VERSION}"]
-    assert ws.meta()["schema_version"] == "2.5" == schema.SCHEMA_VERSION
+    assert ws.meta()["schema_version"] == "2.6" == schema.SCHEMA_VERSION
     assert {p: p.stat().st_mtime_ns for p in files} == files  # no table rewritten
     S.save(root, "a", "toy", ids(1), "label=1")
     assert validate(root) == []

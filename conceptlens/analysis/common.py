@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..metrics import l2_normalize
+from ..metrics.selection import Captions
 from ..workspace import Workspace, WorkspaceError
 
 log = logging.getLogger("conceptlens.analysis")
@@ -111,6 +112,37 @@ def pick_captioner(caps_df: pd.DataFrame | None) -> str | None:
         if len(pool):
             return str(pool.sort_values(ascending=False, kind="stable").index[0])
     return "groundtruth" if "groundtruth" in counts.index else None
+
+
+def build_captions(clus: pd.DataFrame, caps: pd.DataFrame, ids, embed) -> Captions:
+    """The describability inputs of the images `ids` (in that order): their captions from
+    `caps` (image_id, captioner, text; the captioner of the clusters' captions when it
+    captioned these images, else pick_captioner's) and the competing class-level captions
+    `clus` (cluster, caption, caption_source), embedded by `embed(texts)` (L2-normalised
+    rows). A Captions whose `unavailable` says why when the images have no caption. One
+    builder for the Clusters page's selection scores and the scoreboard analysis."""
+    ids = np.asarray(ids, dtype=object)
+    sources = set(clus["caption_source"].dropna())
+    source = next((c for c in sources if (caps["captioner"] == c).any()), None) or pick_captioner(caps)
+    if source is None:
+        return Captions(unavailable="captions.parquet has no caption of these images")
+    text_of = dict(
+        caps[caps["captioner"] == source][["image_id", "text"]]
+        .drop_duplicates("image_id")
+        .itertuples(index=False)
+    )
+    text = np.array([text_of.get(i) for i in ids.tolist()], dtype=object)
+    has = np.array([t is not None for t in text], bool)
+    if not has.any():
+        return Captions(unavailable=f"captioner {source!r} captioned none of these images")
+    uniq = sorted(set(text[has].tolist()))
+    U = np.asarray(embed(uniq))
+    at = {t: j for j, t in enumerate(uniq)}
+    E = np.zeros((len(ids), U.shape[1]), np.float32)
+    E[has] = U[[at[t] for t in text[has]]]
+    E[~has] = 1.0  # masked out by `has`; any finite row
+    cands = clus["caption"].astype(str).tolist()
+    return Captions(E, has, text, np.asarray(embed(cands)), cands, source)
 
 
 class Context:

@@ -19,7 +19,10 @@ members by its own score, so no source is favoured by larger or smaller sets:
 A concept with fewer than N members is listed, unscored, with the reason. Every concept
 goes through `metrics.scoreboard.score_concepts` (learnability, 2AFC coherence with random
 and hard negatives, purity against the labels, every factor and every level of the label
-hierarchy, TwoNN intrinsic dimension), each with its 95% interval, its percentile among
+hierarchy, TwoNN intrinsic dimension, describability as on the Clusters page (`--describe`:
+laina2020's class-level caption, its Top-1 retrieval against the checkpoint's cluster
+captions), niche membership where the images have ground-truth concepts
+(`concept_labels`)), each with its 95% interval, its percentile among
 `--n-null` random sets of N images and its percentile among the random directions.
 The 2AFC observer is cluster_metrics' (`--annotator`): `factors` (a proxy that sees the
 ground-truth factors and label) or `checkpoint:ID`, another checkpoint's features of the
@@ -33,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import hierarchy, schema
+from .. import hierarchy, schema, text
 from .. import rng as rngs
 from ..metrics import dictionary as D
 from ..metrics import scoreboard as SB
-from ..metrics.selection import Population
+from ..metrics.selection import Captions, Population
 from ..schema import BOOL, FLOAT, INT, NON_NEGATIVE, STRING, Column, Table
 from ..selections import factor_columns
 from ..workspace import files_signature
@@ -55,7 +58,7 @@ from .base import (
     checkpoints_with_features,
     only_selected,
 )
-from .common import Context, annotator_features, write_rows
+from .common import Context, annotator_features, build_captions, write_rows
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,15 @@ CONCEPTS = Table(
         Column("size", INT, "Members it has (at most N, the matched size).", bounds=NON_NEGATIVE),
         Column("scored", BOOL, "Whether it was scored (it has N members)."),
         Column("reason", STRING, "Why it was not scored.", nullable=True),
+        Column(
+            "caption",
+            STRING,
+            "Its class-level caption (laina2020's Eq. 4: the caption of one of its members "
+            "nearest its members' captions and farthest from the others'), from which its "
+            "describability is scored; null when describability was not scored (added in 2.6).",
+            nullable=True,
+            required=False,
+        ),
     ),
     key=("checkpoint_id", "source", "concept"),
     partition=("checkpoint_id",),
@@ -133,7 +145,9 @@ SCORES = Table(
             STRING,
             "`learnability`, `coherence_random`, `coherence_hard`, `intrinsic_dim`, "
             "`describability_top1`, `purity_label`, `purity_level_L` (level L of the label "
-            "hierarchy) or `purity_FACTOR`.",
+            "hierarchy), `purity_FACTOR` or `niche_CONCEPT` (niche membership: the largest "
+            "correlation phi between the members and a value of the ground-truth concept, as a "
+            "share of the largest a set of N images can reach).",
         ),
         Column("value", FLOAT, "The score.", nullable=True),
         Column("lo", FLOAT, "95% interval, low end.", nullable=True, at_most=("hi",)),
@@ -300,6 +314,39 @@ def population(ctx: Context, cid: str, X, meta: pd.DataFrame, observer: str | No
     return Population(X, labels, factors, None if A is None else np.asarray(A, np.float64)), h
 
 
+def concept_codes(ctx: Context, ids) -> dict:
+    """name -> (codes over `ids`, K) of every ground-truth concept (`concept_labels`) some of
+    the images have (-1 where an image has no value)."""
+    t = ctx.table("concept_labels", required=False)
+    if t is None or t.empty:
+        return {}
+    t = t[t["image_id"].isin(set(map(str, ids)))]
+    out = {}
+    for name, g in t.groupby("concept", sort=True):
+        value = dict(zip(g["image_id"], g["value"].astype(np.int64)))
+        codes = np.array([value.get(str(i), -1) for i in ids], np.int64)
+        out[str(name)] = (codes, int(codes.max()) + 1)
+    return out
+
+
+def captions_of(ctx: Context, cid: str, ids, k: int | None) -> Captions:
+    """Describability's inputs (the images' captions and the captions of the checkpoint's
+    clusters at k, the competitors, as on the Clusters page), or why there are none."""
+    why = text.unavailable()
+    if why:
+        return Captions(unavailable=f"describability {why}")
+    if k is None or not ctx.ws.has("cluster_captions", checkpoint_id=cid, k=k):
+        return Captions(unavailable=f"no cluster_captions of {cid!r} at k={k} (analyze cluster_captions)")
+    clus = ctx.ws.read("cluster_captions", checkpoint_id=cid, k=k).to_pandas()
+    clus = clus[clus["caption"].notna()].sort_values("cluster")
+    caps = ctx.table("captions", required=False)
+    if clus.empty or caps is None:
+        return Captions(unavailable="no captions.parquet or no caption of the clusters (conceptlens caption)")
+    caps = caps[caps["image_id"].isin(set(map(str, ids)))]
+    embed = lambda texts: ctx.sentence_embeddings(np.asarray(texts, dtype=object), None)  # noqa: E731
+    return build_captions(clus, caps, ids, embed)
+
+
 # ---- the analysis ----------------------------------------------------------------------------
 def _k(ctx: Context, cid: str, opts: dict) -> int | None:
     ks = sorted(int(p["k"]) for p in ctx.ws.partitions("clusters") if p["checkpoint_id"] == cid)
@@ -324,10 +371,18 @@ def _inputs(ctx: Context, unit: Unit, opts: dict) -> str:
         files += ctx.ws.partition_files(name, checkpoint_id=cid)
     for name in ("selections", "label_hierarchy"):
         files += ctx.ws.partition_files(name, dataset=ds)
-    files += ctx.ws.files("images")
+    files += ctx.ws.files("images") + ctx.ws.files("concept_labels")
     if (opts["annotator"] or "").startswith("checkpoint:"):
         files += ctx.ws.partition_files("features", checkpoint_id=opts["annotator"].split(":", 1)[1])
-    return files_signature(files)
+    sentences = ""
+    if opts["describe"]:
+        files += ctx.ws.files("captions")
+        if k is not None:
+            files += ctx.ws.partition_files("cluster_captions", checkpoint_id=cid, k=k)
+        # without the sentence model, the unit is done without describability, and done
+        # again once the model is installed
+        sentences = ":sentences" if text.unavailable() is None else ":no-sentence-model"
+    return files_signature(files) + sentences
 
 
 def _selections(ctx: Context, ds: str) -> dict:
@@ -391,6 +446,10 @@ def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
             f"--size {N} leaves fewer than 3 of the {len(ids)} images of {cid!r} outside a concept"
         )
     pop, h = population(ctx, cid, X, meta, opts["annotator"])
+    if opts["describe"]:
+        pop.captions = captions_of(ctx, cid, ids, _k(ctx, cid, opts))
+        if pop.captions.unavailable:
+            ctx.note(f"{cid}: describability not scored: {pop.captions.unavailable}")
     concepts = concepts_of(ctx, cid, ids, X, meta, h, opts, N)
     scored = [c for c in concepts if c.reason is None]
     if not scored:
@@ -405,6 +464,7 @@ def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
         bootstrap=int(opts["bootstrap"]),
         trials=int(opts["trials"]),
         refs=int(opts["refs"]),
+        concepts=concept_codes(ctx, ids),
     )
     is_dir = np.array([c.source == "random_direction" for c in scored])
     dir_index = np.cumsum(is_dir) - 1
@@ -448,6 +508,13 @@ def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
         for c in concepts
         for r, i in enumerate(c.rows)
     ]
+    caption = {}
+    if res.caption_row is not None:
+        caption = {
+            (c.source, c.concept): str(pop.captions.text[r])
+            for c, r in zip(scored, res.caption_row)
+            if r >= 0
+        }
     listing = [
         {
             "source": c.source,
@@ -456,6 +523,7 @@ def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
             "size": len(c.rows),
             "scored": c.reason is None,
             "reason": c.reason,
+            "caption": caption.get((c.source, c.concept)),
         }
         for c in concepts
     ]
@@ -481,7 +549,7 @@ ANALYSIS = Analysis(
     units=_units,
     run=_run,
     inputs=_inputs,
-    depends=("clustering", "dictionary"),
+    depends=("clustering", "cluster_captions", "dictionary"),
     options=(
         Option("size", int, 0, "members N of every concept (0: n / 40 within [12, 50])", minimum=0),
         Option(
@@ -496,6 +564,13 @@ ANALYSIS = Analysis(
         ),
         Option("directions", int, 100, "random directions (the null read beside every source)", minimum=2),
         Option("n_null", int, 200, "random sets of N images, the null of every percentile", minimum=10),
+        Option(
+            "describe",
+            bool,
+            True,
+            "skip describability (each concept's class-level caption retrieved against its "
+            "checkpoint's cluster captions; needs captions, cluster_captions and the sentence model)",
+        ),
         BOOTSTRAP,
         ANNOTATOR,
         TRIALS,

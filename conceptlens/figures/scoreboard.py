@@ -83,12 +83,16 @@ def score_title(score: str) -> str:
         return f"purity (hierarchy level {m.group(1)})"
     if score.startswith("purity_"):
         return f"purity ({score[len('purity_') :]})"
+    if score.startswith("niche_"):
+        return f"niche ({score[len('niche_') :]})"
     return score
 
 
 # Scores that are shares in [0, 1] (axes are kept inside it).
 def _scale(score: str) -> tuple[float, float] | None:
-    return None if score == "intrinsic_dim" else (0.0, 1.0)
+    if score == "intrinsic_dim":
+        return None
+    return (-1.0, 1.0) if score.startswith("niche_") else (0.0, 1.0)
 
 
 def _legend_above(fig: go.Figure) -> None:

@@ -491,7 +491,9 @@ class Scorer:
         run on `pool` (a ThreadPoolExecutor; default: one of THREADS threads): each writes
         its own entries and draws from its own seeds, so the scores do not depend on it.
         `counts` (a dict): filled with kind -> (correct, trials) arrays of the 2AFC answers,
-        so that an interval of a set's coherence needs no second draw of its trials."""
+        and "describability_top1" -> (correct, captioned images, the row of the class-level
+        caption, -1 for none) of the sets with_id, so that an interval needs no second draw
+        of the trials or retrieval."""
         if pool is None:
             with ThreadPoolExecutor(THREADS) as pool:
                 return self.score_sets(sets, tags, with_id, pool, counts)
@@ -542,11 +544,16 @@ class Scorer:
             out[f"purity_{name}"] = purities(codes[sets], K)
         cap = self.pop.captions
         if cap is not None and cap.unavailable is None:
+            told = (np.zeros(b), np.zeros(b, np.int64), np.full(b, -1)) if counts is not None else None
             for i in ids:
                 member = np.zeros(n, bool)
                 member[sets[i]] = True
                 d = describability(cap, member)
                 out["describability_top1"][i] = d["top1"] if d else math.nan
+                if told is not None and d:
+                    told[0][i], told[1][i], told[2][i] = d["correct"], d["n"], d["row"]
+            if told is not None:
+                counts["describability_top1"] = told
         for j in jobs:
             j.result()
         return out

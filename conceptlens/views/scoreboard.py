@@ -22,7 +22,14 @@ from ..analysis.scoreboard import ANALYSIS, BY_NAME, SOURCE_NAMES, SOURCES
 from ..metrics.bootstrap import mean_stats, percentile_interval
 
 # The scores of the per-source summary, in this order (those a checkpoint has).
-MAIN_SCORES = ("purity_label", "coherence_random", "coherence_hard", "learnability", "intrinsic_dim")
+MAIN_SCORES = (
+    "purity_label",
+    "coherence_random",
+    "coherence_hard",
+    "describability_top1",
+    "learnability",
+    "intrinsic_dim",
+)
 # The first of these a checkpoint has is the score it is ranked by at first.
 DEFAULT_SCORES = ("purity_label", "learnability")
 # The scatter's axes.
@@ -327,6 +334,20 @@ def members(db, checkpoint: str, source: str, concept: str) -> pd.DataFrame:
         ORDER BY m.rank, m.image_id""",
         {"ckpt": checkpoint, "src": source, "c": concept},
     )
+
+
+def caption(db, checkpoint: str, source: str, concept: str) -> str | None:
+    """The concept's class-level caption (its describability's, laina2020's Eq. 4), or None:
+    not scored for describability, or a workspace written before format 2.6."""
+    if "caption" not in db.columns("scoreboard_concepts"):
+        return None
+    got = db.query(
+        """
+        SELECT caption FROM scoreboard_concepts
+        WHERE checkpoint_id = $ckpt AND source = $src AND concept = $c AND caption IS NOT NULL""",
+        {"ckpt": checkpoint, "src": source, "c": concept},
+    )
+    return str(got["caption"].iloc[0]) if len(got) else None
 
 
 def projection(db, checkpoint: str, source: str, concept: str) -> pd.DataFrame:

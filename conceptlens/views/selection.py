@@ -149,7 +149,7 @@ def captions(db, checkpoint: str, ids: np.ndarray, k: int | None = None, embed=N
     cluster_captions at `k`; default: the smallest k it has), embedded by `embed(texts)`
     (default: the bundled sentence model, as cluster_captions). Without them: a Captions
     whose `unavailable` says why."""
-    from ..analysis.common import pick_captioner  # local: the analyses load on use
+    from ..analysis.common import build_captions  # local: the analyses load on use
 
     if not db.has("cluster_captions"):
         return S.Captions(
@@ -178,26 +178,7 @@ def captions(db, checkpoint: str, ids: np.ndarray, k: int | None = None, embed=N
         "SELECT image_id, captioner, text FROM captions WHERE list_contains($ids, image_id)",
         {"ids": ids.tolist()},
     )
-    sources = set(clus["caption_source"].dropna())
-    source = next((c for c in sources if (caps["captioner"] == c).any()), None) or pick_captioner(caps)
-    if source is None:
-        return S.Captions(unavailable="captions.parquet has no caption of these images")
-    text_of = dict(
-        caps[caps["captioner"] == source][["image_id", "text"]]
-        .drop_duplicates("image_id")
-        .itertuples(index=False)
-    )
-    text = np.array([text_of.get(i) for i in ids.tolist()], dtype=object)
-    has = np.array([t is not None for t in text])
-    embed = embed or (lambda t: _embedded(tuple(t)))
-    uniq = sorted(set(text[has].tolist()))
-    U = embed(uniq)
-    at = {t: j for j, t in enumerate(uniq)}
-    E = np.zeros((len(ids), U.shape[1]), np.float32)
-    E[has] = U[[at[t] for t in text[has]]]
-    E[~has] = 1.0  # masked out by `has`; any finite row
-    cands = clus["caption"].astype(str).tolist()
-    return S.Captions(E, has, text, embed(cands), cands, source)
+    return build_captions(clus, caps, ids, embed or (lambda t: _embedded(tuple(t))))
 
 
 def score(
