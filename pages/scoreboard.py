@@ -197,8 +197,27 @@ else:
     show_catalog_figure(ws, "scoreboard_across", one, prov, key="sb_across")
     metric_table(
         rows[
-            ["checkpoint_id", "epoch", "depth", "layer", "name", "jaccard", "cosine", "value", "lo", "hi"]
-        ].rename(columns={"name": "best match", "cosine": "|cosine|", "value": score_title(score)}),
+            [
+                "checkpoint_id",
+                "epoch",
+                "depth",
+                "layer",
+                "name",
+                "matched",
+                "jaccard",
+                "cosine",
+                "value",
+                "lo",
+                "hi",
+            ]
+        ].rename(
+            columns={
+                "name": "match",
+                "matched": "matched by",
+                "cosine": "|cosine|",
+                "value": score_title(score),
+            }
+        ),
         key="sb_across_table",
         formats={"epoch": "%g", "depth": "%g", "jaccard": "%.2f", "|cosine|": "%.2f"}
         | {c: "%.3f" for c in (score_title(score), "lo", "hi")},
@@ -206,8 +225,11 @@ else:
     )
     st.caption(
         f"In every checkpoint of {literal(ds)} with a scoreboard, by {axis_order(rows)}: "
-        "the concept of the same source whose members overlap this one's most (Jaccard); for "
-        "dictionary atoms of features of equal width, also |cosine| of the two atoms."
+        "its match. A dictionary atom is matched to an atom of the same method where the "
+        "features are of equal width as the dictionary's stability matches atoms across "
+        "seeds (`atoms`: the Hungarian method on |cosine| between the two dictionaries); any "
+        "other concept, and an atom across widths, to the concept of the same source whose "
+        "members overlap this one's most (`members`: Jaccard)."
     )
 
 # ---- per source -----------------------------------------------------------------------------------

@@ -330,31 +330,43 @@ def _jaccard_by_sets(root, ckpt, source, concept, other):
     ("source", "concept"),
     [("unit", "3"), ("label", "0"), ("dictionary:semi_nmf", "2"), ("random_direction", "4")],
 )
-def test_across_matches_the_largest_jaccard_by_sets_and_the_atoms_cosine(db, sb, source, concept):
+def test_across_matches_atoms_as_across_seeds_and_other_concepts_by_jaccard(db, sb, source, concept):
+    """An atom's match in another checkpoint (features of equal width) is its partner in the
+    Hungarian matching on |cosine| of the two dictionaries, as the dictionary's stability
+    matches atoms across seeds, recomputed here with scipy from the stored atoms; any other
+    concept's is the largest Jaccard overlap. Catches a greedy (best |cos|) or Jaccard
+    match of atoms, a match against the wrong checkpoint's atoms, and a Jaccard that is
+    not the match's."""
+    from scipy.optimize import linear_sum_assignment
+    from scipy.spatial.distance import cdist
+
     rows = V.across(db, "toy", "ck0", source, concept, "purity_label")
     assert list(rows["checkpoint_id"]) == ["ck2", "ck1", "ck0"]  # by epoch
     assert rows.set_index("checkpoint_id").loc["ck0", "jaccard"] == 1.0
+    assert rows.set_index("checkpoint_id").loc["ck0", "concept"] == concept
     assert rows["this"].tolist() == [False, False, True]
     atoms = table(sb, "dictionary_atoms")
     for r in rows.itertuples():
-        best = _jaccard_by_sets(sb, "ck0", source, concept, r.checkpoint_id)
-        assert r.jaccard == pytest.approx(max(best.values()))
-        assert best[r.concept] == pytest.approx(r.jaccard)
+        by_sets = _jaccard_by_sets(sb, "ck0", source, concept, r.checkpoint_id)
         if source.startswith("dictionary:"):
             m = source.split(":", 1)[1]
-            a = atoms[
-                (atoms["method"] == m) & (atoms["checkpoint_id"] == "ck0") & (atoms["atom"] == int(concept))
-            ]
-            b = atoms[
-                (atoms["method"] == m)
-                & (atoms["checkpoint_id"] == r.checkpoint_id)
-                & (atoms["atom"] == int(r.concept))
-            ]
-            u, v = np.asarray(a["vector"].iloc[0]), np.asarray(b["vector"].iloc[0])
-            from scipy.spatial.distance import cosine
 
-            assert r.cosine == pytest.approx(abs(1 - cosine(u, v)))
+            def of(ck, m=m):
+                a = atoms[(atoms["method"] == m) & (atoms["checkpoint_id"] == ck)].sort_values("atom")
+                return a["atom"].to_numpy(), np.stack(a["vector"].map(np.asarray))
+
+            ia, A = of("ck0")
+            ib, B = of(r.checkpoint_id)
+            C = np.abs(1 - cdist(A, B, "cosine"))
+            left, right = linear_sum_assignment(-C)
+            partner = dict(zip(ia[left], ib[right]))[int(concept)]
+            assert r.matched == "atoms" and r.concept == str(partner)
+            assert r.cosine == pytest.approx(C[list(ia).index(int(concept)), list(ib).index(partner)])
+            assert r.jaccard == pytest.approx(by_sets.get(r.concept, math.nan), nan_ok=True)
         else:
+            assert r.matched == "members"
+            assert r.jaccard == pytest.approx(max(by_sets.values()))
+            assert by_sets[r.concept] == pytest.approx(r.jaccard)
             assert math.isnan(r.cosine)
         s = _scores(sb, r.checkpoint_id, "purity_label")
         want = s[(s["source"] == source) & (s["concept"] == r.concept)]["value"].iloc[0]

@@ -312,10 +312,20 @@ def projection(points: pd.DataFrame, name: str) -> go.Figure:
     return fig
 
 
+def _matched_by(rows: pd.DataFrame) -> str:
+    how = set(rows["matched"].dropna()) if "matched" in rows else set()
+    if how == {"atoms"}:
+        return "matched atom (|cos|)"
+    if how == {"members"}:
+        return "best match (Jaccard)"
+    return "match (atoms by |cos|, else Jaccard)" if how else "match"
+
+
 def across(rows: pd.DataFrame, score: str, axis: str) -> go.Figure:
     """The concept's match in each checkpoint (x, in `rows`' order: epoch or depth) with
-    its `score` and 95% interval; the chosen checkpoint's own concept ringed. Hover: the
-    matched concept, its Jaccard overlap and |cosine|."""
+    its `score` and 95% interval; the chosen checkpoint's own concept ringed. The legend
+    names how it was matched (atoms by |cosine|, else by members). Hover: the matched
+    concept, its Jaccard overlap and |cosine|."""
     fig = go.Figure()
     x = [theme.break_name(str(c), 16) for c in rows["checkpoint_id"]]
     v = rows["value"].to_numpy(np.float64)
@@ -324,7 +334,7 @@ def across(rows: pd.DataFrame, score: str, axis: str) -> go.Figure:
             x=x,
             y=v,
             mode="lines+markers",
-            name="best match (Jaccard)",
+            name=_matched_by(rows),
             line=dict(color="#0072B2", width=1.5),
             marker=dict(color="#0072B2", size=7),
             error_y=_interval_bars(v, rows["lo"], rows["hi"], "#0072B2", 1),

@@ -20,6 +20,7 @@ import pandas as pd
 from .. import rng as rngs
 from ..analysis.scoreboard import ANALYSIS, BY_NAME, SOURCE_NAMES, SOURCES
 from ..metrics.bootstrap import mean_stats, percentile_interval
+from ..metrics.dictionary import match_atoms
 
 # The scores of the per-source summary, in this order (those a checkpoint has).
 MAIN_SCORES = (
@@ -401,6 +402,25 @@ def _vectors(db, checkpoints: list[str], method: str) -> dict:
     }
 
 
+def _atom_partner(vectors: dict, checkpoint: str, atom: str, other: str) -> str | None:
+    """The atom of checkpoint `other` matched to `atom` of `checkpoint` by the Hungarian
+    method on |cosine| between the two dictionaries (`vectors`: (checkpoint, atom) ->
+    vector, one method), as across seeds; None without both dictionaries or a partner."""
+    if (checkpoint, atom) not in vectors:
+        return None
+    if other == checkpoint:
+        return atom
+    mine = sorted((a for k, a in vectors if k == checkpoint), key=_natural)
+    theirs = sorted((a for k, a in vectors if k == other), key=_natural)
+    if not theirs:
+        return None
+    index, _ = match_atoms(
+        np.stack([vectors[(checkpoint, a)] for a in mine]), np.stack([vectors[(other, a)] for a in theirs])
+    )
+    i = index[mine.index(atom)]
+    return theirs[i] if i >= 0 else None
+
+
 def abs_cosine(u, v) -> float:
     u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
     if u.shape != v.shape or u.size == 0:
@@ -411,17 +431,21 @@ def abs_cosine(u, v) -> float:
 
 def across(db, dataset: str, checkpoint: str, source: str, concept: str, score: str) -> pd.DataFrame:
     """The concept across the dataset's checkpoints with a scoreboard (epoch, then depth
-    order): in each, the concept of the same source with the largest Jaccard overlap of
-    members (ties: the lower concept, digits as numbers; in the checkpoint chosen, the
-    concept itself), its Jaccard, |cosine| of the two atoms (a
-    dictionary atom, checkpoints of equal feature_dim; else missing) and its `score`:
-    checkpoint_id, epoch, depth, layer, concept, name, jaccard, cosine, value, lo, hi,
-    this (the checkpoint chosen). A checkpoint without a scored concept of the source has
-    a row of missing values."""
+    order): in each, its match and the match's `score`. A dictionary atom is matched to an
+    atom of the same method where the checkpoints' features are of equal width, as the
+    dictionary's stability matches atoms across seeds (`metrics.dictionary.match_atoms`:
+    the Hungarian method on |cosine| between the two dictionaries); any other concept (and
+    an atom across widths) to the scored concept of the same source with the largest
+    Jaccard overlap of members (ties: the lower concept, digits as numbers; in the
+    checkpoint chosen, the concept itself). Columns: checkpoint_id, epoch, depth, layer,
+    concept, name, matched ("atoms": Hungarian on |cosine|; "members": Jaccard), jaccard
+    (of the two member sets), cosine (|cosine| of the two atoms, else missing), value, lo,
+    hi, this (the checkpoint chosen). A checkpoint without a match has a row of missing
+    values."""
     cks = checkpoints(db, dataset)
     cols = dict(
         checkpoint_id=str, epoch=float, depth=float, layer=str, concept=str, name=str,
-        jaccard=float, cosine=float, value=float, lo=float, hi=float, this=bool,
+        matched=str, jaccard=float, cosine=float, value=float, lo=float, hi=float, this=bool,
     )  # fmt: skip
     if cks.empty or checkpoint not in set(cks["checkpoint_id"]):
         return _empty(**cols)
@@ -446,14 +470,26 @@ def across(db, dataset: str, checkpoint: str, source: str, concept: str, score: 
     vectors = {}
     if source.startswith("dictionary:"):
         vectors = _vectors(db, list(cks["checkpoint_id"]), source.split(":", 1)[1])
+    names = db.query(
+        """
+        SELECT checkpoint_id, concept, name FROM scoreboard_concepts
+        WHERE source = $src AND list_contains($cks, checkpoint_id)""",
+        {"src": source, "cks": list(cks["checkpoint_id"])},
+    )
+    name_of = {(k, c): n for k, c, n in names.itertuples(index=False)}
     rows = []
     for ck in cks.itertuples(index=False):
         of = mem[mem["checkpoint_id"] == ck.checkpoint_id]
-        groups = {c: g["image_id"] for c, g in of.groupby("concept", sort=False)}
-        best = best_match(mine, groups, concept if ck.checkpoint_id == checkpoint else None)
-        c, j = best
-        u, v = vectors.get((checkpoint, concept)), vectors.get((ck.checkpoint_id, c))
+        groups = {c: set(g["image_id"]) for c, g in of.groupby("concept", sort=False)}
         same_dim = pd.notna(dims.get(checkpoint)) and dims.get(checkpoint) == dims.get(ck.checkpoint_id)
+        partner = _atom_partner(vectors, checkpoint, concept, ck.checkpoint_id) if same_dim else None
+        if partner is not None:
+            c, matched = partner, "atoms"
+            j = jaccard(mine, groups[c]) if c in groups else math.nan
+        else:
+            c, j = best_match(mine, groups, concept if ck.checkpoint_id == checkpoint else None)
+            matched = "members" if c is not None else None
+        u, v = vectors.get((checkpoint, concept)), vectors.get((ck.checkpoint_id, c))
         cos = abs_cosine(u, v) if u is not None and v is not None and same_dim else math.nan
         val, lo, hi = scored.get((ck.checkpoint_id, c), (math.nan, math.nan, math.nan))
         rows.append(
@@ -463,7 +499,8 @@ def across(db, dataset: str, checkpoint: str, source: str, concept: str, score: 
                 depth=ck.depth,
                 layer=ck.layer,
                 concept=c,
-                name=of.loc[of["concept"] == c, "name"].iloc[0] if c is not None else None,
+                name=name_of.get((ck.checkpoint_id, c)),
+                matched=matched,
                 jaccard=j,
                 cosine=cos,
                 value=val,
