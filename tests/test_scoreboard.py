@@ -770,6 +770,46 @@ def test_niche_scores_of_every_concept_recomputed_from_its_members(with_concepts
     assert red["value"].iloc[0] == pytest.approx(1.0)
 
 
+def test_niche_scores_do_not_depend_on_how_the_values_are_numbered(with_concepts, tmp_path):
+    """Renaming a concept's values (tri's 0, 1, 2 as 2_000_000_000, 7, 0: order reversed,
+    gaps, a huge code) changes no niche score, interval or percentile, and the unit is due
+    again because concept_labels changed. Catches codes taken as positions (a huge value
+    allocating per-value arrays that size) and values mapped by their number, not by
+    identity."""
+    from conceptlens import text
+    from conceptlens.workspace import Workspace
+
+    root = tmp_path / "renamed"
+    shutil.copytree(with_concepts[0].root, root)
+    ws = Workspace(root)
+    rows = with_concepts[2].copy()
+    tri = rows["concept"] == "tri"
+    rows.loc[tri, "value"] = rows.loc[tri, "value"].map({0: 2_000_000_000, 1: 7, 2: 0})
+    ws.write(
+        "concept_labels",
+        pa.Table.from_pandas(rows, schema=schema.arrow_schema("concept_labels"), preserve_index=False),
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(text, "embed_sentences", _hashed)
+        mp.setattr(text, "unavailable", lambda: None)
+        runner.run(root, ["scoreboard"], OPTS, progress_bars=False, with_dependencies=False)
+    key = ["source", "concept", "score"]
+
+    def niche(w):
+        t = table(w, "scoreboard_scores")
+        return t[t["score"].str.startswith("niche_")].sort_values(key).reset_index(drop=True)
+
+    after, before = niche(ws), niche(with_concepts[0])
+    assert len(before) and set(after["score"]) == {"niche_is_red", "niche_tri"}
+    pd.testing.assert_frame_equal(after, before)
+
+    # done again (its recorded inputs changed), not kept from before the renaming
+    def inputs(w):
+        return w.read_metadata("scoreboard_scores", checkpoint_id=CID).get("inputs")
+
+    assert inputs(ws) and inputs(with_concepts[0]) and inputs(ws) != inputs(with_concepts[0])
+
+
 def test_describability_of_every_concept_recomputed_from_its_captions(with_concepts):
     ws, _, _ = with_concepts
     ids, _ = features(ws)

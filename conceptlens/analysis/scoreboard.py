@@ -316,16 +316,18 @@ def population(ctx: Context, cid: str, X, meta: pd.DataFrame, observer: str | No
 
 def concept_codes(ctx: Context, ids) -> dict:
     """name -> (codes over `ids`, K) of every ground-truth concept (`concept_labels`) some of
-    the images have (-1 where an image has no value)."""
+    the images have: its values in increasing order coded 0..K-1, -1 where an image has no
+    value (so a value of 10**9 costs what a value of 1 does)."""
     t = ctx.table("concept_labels", required=False)
     if t is None or t.empty:
         return {}
     t = t[t["image_id"].isin(set(map(str, ids)))]
     out = {}
     for name, g in t.groupby("concept", sort=True):
-        value = dict(zip(g["image_id"], g["value"].astype(np.int64)))
+        values, code = np.unique(g["value"].to_numpy(np.int64), return_inverse=True)
+        value = dict(zip(g["image_id"], code))
         codes = np.array([value.get(str(i), -1) for i in ids], np.int64)
-        out[str(name)] = (codes, int(codes.max()) + 1)
+        out[str(name)] = (codes, len(values))
     return out
 
 

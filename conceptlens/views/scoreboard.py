@@ -451,7 +451,7 @@ def across(db, dataset: str, checkpoint: str, source: str, concept: str, score: 
         return _empty(**cols)
     mem = db.query(
         """
-        SELECT m.checkpoint_id, m.concept, m.image_id, c.name FROM scoreboard_members m
+        SELECT m.checkpoint_id, m.concept, m.image_id FROM scoreboard_members m
         JOIN scoreboard_concepts c USING (checkpoint_id, source, concept)
         WHERE m.source = $src AND c.scored AND list_contains($cks, m.checkpoint_id)""",
         {"src": source, "cks": list(cks["checkpoint_id"])},
