@@ -544,10 +544,13 @@ def _umap() -> tuple[bool, bool]:
     return True, False
 
 
+if view_first:
+    # Sent before the view (shown below it, in the slot's place): the view's first draw
+    # reruns the page and may interrupt this run at its next element.
+    st.caption(P.DEFERRED_NOTE)
 with umap_slot:
     has_umap, large_umap = _umap()
 if view_first:  # the view is sent; the rest of the page follows once it has drawn
-    st.caption(P.DEFERRED_NOTE)
     U.stop(carry=True)
 
 st.caption(
