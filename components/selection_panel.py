@@ -42,6 +42,7 @@ from conceptlens import text
 from conceptlens.errors import ConceptLensError
 from conceptlens.figures.selection import across_figure, score_name
 from conceptlens.figures.specs.clusters import DEFAULT_NULL, NULL_SIZES
+from conceptlens.metrics import score_names
 from conceptlens.views import clusters as VC
 from conceptlens.views import selection as VS
 
@@ -123,7 +124,7 @@ def summary_lines(out: dict) -> list[str]:
     by = {r["score"]: r for r in out["scores"]}
     lines = []
     for s in [s for s in SUMMARY if s in by] + [
-        s for s in by if s not in SUMMARY and s.startswith("purity_")
+        s for s in by if s not in SUMMARY and s.startswith(score_names.PURITY)
     ]:
         r = by[s]
         if missing(r["value"]):

@@ -39,6 +39,7 @@ import pandas as pd
 from .. import hierarchy, schema, text
 from .. import rng as rngs
 from ..metrics import dictionary as D
+from ..metrics import score_names
 from ..metrics import scoreboard as SB
 from ..metrics.selection import Captions, Population
 from ..schema import BOOL, FLOAT, INT, NON_NEGATIVE, STRING, Column, Table
@@ -305,7 +306,7 @@ def population(ctx: Context, cid: str, X, meta: pd.DataFrame, observer: str | No
     if h is not None and h.column in meta:
         vals = [None if pd.isna(v) else str(v) for v in meta[h.column]]
         for level in range(h.levels):
-            factors[f"level_{level}"] = _codes(
+            factors[score_names.level_factor(level)] = _codes(
                 [h.ancestor(v, level) if v in h.parent else None for v in vals]
             )
     A, why = annotator_features(ctx, cid, meta["image_id"].tolist(), meta, observer)

@@ -6,7 +6,6 @@ its place there and its role (concepts in colour, the null grey, the ceilings da
 
 from __future__ import annotations
 
-import re
 import textwrap
 
 import numpy as np
@@ -14,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..analysis.scoreboard import BY_NAME, SOURCES
+from ..metrics import score_names
 from . import theme
 from .theme import data_range, range_title
 
@@ -67,32 +67,8 @@ def source_title(source: str) -> str:
 
 
 def score_title(score: str) -> str:
-    """A score's name as axes and tables show it."""
-    fixed = {
-        "learnability": "learnability",
-        "coherence_random": "coherence (random neg.)",
-        "coherence_hard": "coherence (hard neg.)",
-        "intrinsic_dim": "intrinsic dimension",
-        "describability_top1": "describability (top-1)",
-        "purity_label": "purity (label)",
-    }
-    if score in fixed:
-        return fixed[score]
-    m = re.fullmatch(r"purity_level_(\d+)", score)
-    if m:
-        return f"purity (hierarchy level {m.group(1)})"
-    if score.startswith("purity_"):
-        return f"purity ({score[len('purity_') :]})"
-    if score.startswith("niche_"):
-        return f"niche ({score[len('niche_') :]})"
-    return score
-
-
-# Scores that are shares in [0, 1] (axes are kept inside it).
-def _scale(score: str) -> tuple[float, float] | None:
-    if score == "intrinsic_dim":
-        return None
-    return (-1.0, 1.0) if score.startswith("niche_") else (0.0, 1.0)
+    """A score's name as axes and tables show it (metrics/score_names.py, short)."""
+    return score_names.title(score, short=True)
 
 
 def _legend_above(fig: go.Figure) -> None:
@@ -259,7 +235,7 @@ def sources(values: pd.DataFrame, summary: pd.DataFrame, bands: pd.DataFrame, sc
                 _band_legend(fig, name, colour)
     xs = [values["value"].to_numpy(np.float64)]
     xs += [b[c].to_numpy(np.float64) for c in ("lo", "hi") if c in b]
-    xr = data_range(np.concatenate(xs) if xs else [], _scale(score))
+    xr = data_range(np.concatenate(xs) if xs else [], score_names.scale(score))
     fig.update_layout(
         shapes=shapes,
         xaxis=dict(range=xr, title=range_title(score_title(score), xr)),
@@ -361,7 +337,7 @@ def across(rows: pd.DataFrame, score: str, axis: str) -> go.Figure:
         )  # fmt: skip
     )
     ys = np.concatenate([v, rows["lo"].to_numpy(np.float64), rows["hi"].to_numpy(np.float64)])
-    yr = data_range(ys, _scale(score))
+    yr = data_range(ys, score_names.scale(score))
     fig.update_layout(
         # Room left of the first category: its (wrapped) name must not reach the y ticks.
         xaxis=dict(

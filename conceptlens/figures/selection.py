@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..metrics import score_names
 from . import theme  # noqa: F401  (the ConceptLens template)
 from .theme import MIN_FONT_PX
 
@@ -27,23 +28,10 @@ SCORES = (
 
 MAX_TICKS = 12  # checkpoint names along the x axis at most (every n-th beyond)
 
-# What the page's table and the figure's panels call each score.
-SCORE_NAMES = {
-    "learnability": "learnability",
-    "coherence_random": "coherence (random negatives)",
-    "coherence_hard": "coherence (hard negatives)",
-    "intrinsic_dim": "intrinsic dimension (TwoNN)",
-    "purity_label": "purity (labels)",
-    "describability_top1": "describability (Top-1)",
-}
-
 
 def score_name(score: str) -> str:
-    if score in SCORE_NAMES:
-        return SCORE_NAMES[score]
-    if score.startswith("purity_"):
-        return f"purity ({score[len('purity_') :]})"
-    return score
+    """What the page's table and the figure's panels call a score (metrics/score_names.py)."""
+    return score_names.title(score)
 
 
 def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) -> go.Figure:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import rng as rngs
+from . import score_names
 from .scores import clopper_pearson
 from .selection import Population, Scorer, percentile
 
@@ -209,7 +210,7 @@ def niche_scores(sets: np.ndarray, concepts: dict, alpha: float = 0.05) -> dict:
         lo, hi = np.full(len(corr), math.nan), np.full(len(corr), math.nan)
         for i in np.flatnonzero(best >= 0):
             lo[i], hi[i] = niche_interval(int(a[i]), int(N[i]), int(Kv[i]), n, alpha)
-        out[f"niche_{name}"] = (corr, lo, hi)
+        out[score_names.niche(name)] = (corr, lo, hi)
     return out
 
 

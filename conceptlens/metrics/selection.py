@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import rng as rngs
+from . import score_names
 from .coherence import Trials
 from .intrinsic import first_occurrences, twonn_fit
 from .neighbors import as_matrix, nearest_cosine, unit_rows
@@ -541,7 +542,7 @@ class Scorer:
                 chunk,
             )
         for name, (codes, K) in self.codes.items():
-            out[f"purity_{name}"] = purities(codes[sets], K)
+            out[score_names.purity(name)] = purities(codes[sets], K)
         cap = self.pop.captions
         if cap is not None and cap.unavailable is None:
             told = (np.zeros(b), np.zeros(b, np.int64), np.full(b, -1)) if counts is not None else None
@@ -783,13 +784,16 @@ class Scorer:
                 if K < 2 or len(c) == 0:
                     continue
                 hist = np.bincount(c, minlength=K)
-                rng = stream(f"selection.purity_{name}")  # one stream per interval
+                rng = stream(f"selection.{score_names.purity(name)}")  # one stream per interval
                 theta = float(purity_of_counts(hist[None, :], K)[0])
                 post = purity_of_counts(rng.dirichlet(hist + 0.5, size=bootstrap), K)
                 resampled = purity_of_counts(rng.multinomial(len(c), hist / len(c), size=bootstrap), K)
                 lo_q, hi_q = np.quantile(post, q)
                 basic_lo = 2 * theta - float(np.quantile(resampled, q[1]))
-                out[f"purity_{name}"] = (float(max(0.0, min(lo_q, basic_lo))), float(max(hi_q, theta)))
+                out[score_names.purity(name)] = (
+                    float(max(0.0, min(lo_q, basic_lo))),
+                    float(max(hi_q, theta)),
+                )
         trials = {}
         if self.pop.annotator is not None and coherence:  # else from score_sets' counts
             for kind in ("random", "hard"):
