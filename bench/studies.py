@@ -40,6 +40,7 @@ os.environ.setdefault("CONCEPTLENS_STUDY_MAX_ANSWERS", "30")
 from conceptlens.studies.design import StudySpec, design  # noqa: E402
 from conceptlens.studies.store import open_store  # noqa: E402
 from conceptlens.workspace import Workspace  # noqa: E402
+from harness.factory import make_workspace  # noqa: E402
 from harness.st_client import Outcome, Server, participate  # noqa: E402
 
 SPEC = StudySpec("coherence", "ck0", 4, refs=10, answers=30, per_participant=20, catch=2, seed=0)
@@ -55,8 +56,6 @@ def stored(store, sid: str) -> tuple[int, int, set]:
 
 
 def run(backend: str, work: Path, people: int, kill_at: float, observers: str = "random") -> dict:
-    from tests.factory import make_workspace
-
     root = work / f"ws-{backend}"
     make_workspace(root, derived=True)
     with contextlib.ExitStack() as stack:

@@ -268,6 +268,6 @@ class Server:
 
 def workspace_for_bench(root: Path):
     """The tiny factory workspace (3 usable clusters of ck0 at k=4): quick to serve."""
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     return make_workspace(root, derived=True)

@@ -1,4 +1,4 @@
-"""CompMap tables for the factory workspace (tests/factory.py), written by hand: a VL model
+"""CompMap tables for the factory workspace (harness/factory.py), written by hand: a VL model
 `vl-toy` of dataset `toy`, primitives colour x3 and shape x2, each class (a colour) defined
 by its colour, and scores, weights and activations that agree with each other."""
 

@@ -10,7 +10,7 @@ concepts true) and one checkpoint per kind of concept representation:
   greedy alignment must find them;
 - `vision`: no concept names, an 8-dimensional mix of the latents: probe concepts.
 
-`write_concepts` adds hand-written concept tables to the factory workspace (tests/factory.py,
+`write_concepts` adds hand-written concept tables to the factory workspace (harness/factory.py,
 dataset `toy`): concept labels from its colours and shapes, checkpoint `ck0` declared a
 concept model, and output tables that agree with each other, for validation and page tests.
 """

@@ -114,7 +114,7 @@ def demo_copy(tmp_path, demo_ws) -> Path:
 @pytest.fixture(scope="session")
 def ws_template(tmp_path_factory) -> Path:
     """A 40-image shapes workspace (rendered PNGs) for tests that run real models."""
-    from tests.factory import shapes_workspace
+    from harness.factory import shapes_workspace
 
     return shapes_workspace(tmp_path_factory.mktemp("tpl") / "ws", n=40).root
 
@@ -167,8 +167,8 @@ def hf_models(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def factory_template(tmp_path_factory) -> Path:
-    """A tiny workspace with every table (tests/factory.py), shared by a session's tests."""
-    from tests.factory import make_workspace
+    """A tiny workspace with every table (harness/factory.py), shared by a session's tests."""
+    from harness.factory import make_workspace
 
     root = tmp_path_factory.mktemp("factory") / "ws"
     make_workspace(root, derived=True)

@@ -10,7 +10,7 @@ import pyarrow as pa
 from conceptlens import schema
 from conceptlens.analysis.common import Context
 from conceptlens.workspace import Workspace
-from tests.factory import write_features
+from harness.factory import write_features
 
 
 def build(root, checkpoints: list[dict], datasets=("toy",), n=8, labels=None, features=None, dim=4, seed=0):

@@ -13,7 +13,7 @@ import pyarrow as pa
 from conceptlens import schema
 from conceptlens.metrics.similarity import sample_choices
 from conceptlens.workspace import Workspace
-from tests.factory import make_workspace
+from harness.factory import make_workspace
 
 # People judge the toy images by colour (the label) first, then by shape.
 COLOUR_WEIGHT, SHAPE_WEIGHT, JITTER = 0.3, 0.12, 0.02

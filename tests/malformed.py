@@ -1,6 +1,6 @@
 """Named ways to break a valid workspace, each with the problem `validate` must report.
 
-Every corruption takes a `Workspace` made by `tests.factory.make_workspace(root,
+Every corruption takes a `Workspace` made by `harness.factory.make_workspace(root,
 derived=True)` (or a copy of one) and breaks it one way. The matching `Malformation`
 says which table, column and file the problem must name, and a few words of its
 message. Used by tests/test_validate.py and by the dashboard's page tests.
@@ -1561,7 +1561,7 @@ MALFORMATIONS: dict[str, Malformation] = {
 # A new analysis' table is broken here without an entry above: for each rule its columns
 # declare (a bound, `positive`, allowed values, not null, a reference, finite), the first
 # column that declares it gets a value that breaks it in row 0 of the table's first file in
-# the factory workspace (which holds every table an analysis writes: tests/factory.py makes
+# the factory workspace (which holds every table an analysis writes: harness/factory.py makes
 # a new table's rows from its declaration), with the words `validate` must say. The cases
 # above stay: they hold what no declaration says (files, folders, types, rules between
 # tables).
@@ -1577,7 +1577,7 @@ def _analysis_tables() -> list[schema.Table]:
 def _factory_files() -> dict[str, list[str]]:
     """The files of each table of the default factory workspace, relative to it (built once
     per process, in a folder removed when it ends)."""
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     folder = tempfile.mkdtemp(prefix="malformed-")
     atexit.register(shutil.rmtree, folder, True)
@@ -1588,7 +1588,7 @@ def _factory_files() -> dict[str, list[str]]:
 def first_file(table: str) -> str:
     files = _factory_files()[table]
     assert files, (
-        f"the factory workspace has no file of {table}: tests/factory.py writes every analysis table"
+        f"the factory workspace has no file of {table}: harness/factory.py writes every analysis table"
     )
     return files[0]
 
@@ -1598,7 +1598,7 @@ def _fill_if_empty(ws: Workspace, table: schema.Table, rel: str) -> None:
     transfer to) gets valid rows made from the declaration first."""
     if pq.read_metadata(ws.root / rel).num_rows:
         return
-    from tests.factory import declared_rows
+    from harness.factory import declared_rows
 
     folders = Path(rel).parts[1:-1]  # table/col=value/.../part-0.parquet
     part = dict(f.split("=", 1) for f in folders)

@@ -1,4 +1,4 @@
-"""Small studies on the factory workspace (tests/factory.py: dataset `toy`, 48 images;
+"""Small studies on the factory workspace (harness/factory.py: dataset `toy`, 48 images;
 clusters of ck0 at k=4 have 15, 16, 16 and 1 images, so 3 clusters can be tested with up to
 14 references), and helpers that answer them."""
 

@@ -16,7 +16,7 @@ from conceptlens.analysis.common import Context
 from conceptlens.analysis.runner import due, missing, run
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
-from tests.factory import make_workspace, write_features
+from harness.factory import make_workspace, write_features
 from tests.helpers_analysis_workspace import build, ctx_of
 
 N, DIM, GROUPS = 120, 16, 6

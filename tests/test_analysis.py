@@ -18,9 +18,9 @@ from conceptlens.analysis.common import Context, factor_matrix
 from conceptlens.db import WorkspaceDB
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace, WorkspaceError
-from tests.factory import FACTOR_COLORS as COLORS
-from tests.factory import FACTOR_SHAPES as SHAPES
-from tests.factory import factor_workspace as make_workspace
+from harness.factory import FACTOR_COLORS as COLORS
+from harness.factory import FACTOR_SHAPES as SHAPES
+from harness.factory import factor_workspace as make_workspace
 
 N = 240  # images of the default factor workspace
 

@@ -1,7 +1,7 @@
 """The `clustering` analysis (conceptlens/analysis/clustering.py): the ks of each checkpoint, and what
 makes a clustering (and the analyses keyed on its fingerprint, cluster_metrics and cluster_captions)
 computed again: an input its fingerprint covers or an option that changes its result, and only then.
-tests/factory.py's workspace: 48 images, three checkpoints, k = 4."""
+harness/factory.py's workspace: 48 images, three checkpoints, k = 4."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from conceptlens.analysis import by_name, runner
 from conceptlens.analysis.base import EVERYTHING
 from conceptlens.workspace import Workspace
+from harness.factory import make_workspace, write_features
 from tests.conftest import copy_ws
-from tests.factory import make_workspace, write_features
 from tests.helpers_analysis_workspace import build, ctx_of, write_clusters
 
 

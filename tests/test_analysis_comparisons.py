@@ -1,7 +1,7 @@
 """The `comparisons` analysis (conceptlens/analysis/comparisons.py): its unit's fingerprint covers
 every checkpoint's clusters and metrics of the dataset, a pair of clusterings is compared again
 exactly when one of its sides changed, CLID leaves out checkpoints of other images, and the tables
-are written in key order. Mostly tests/factory.py's workspace (48 images, three checkpoints, k = 4)."""
+are written in key order. Mostly harness/factory.py's workspace (48 images, three checkpoints, k = 4)."""
 
 from __future__ import annotations
 

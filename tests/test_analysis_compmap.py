@@ -265,8 +265,8 @@ class FakeVL:
 
 
 def _compmap_ws(root, images=None) -> Workspace:
+    from harness.factory import make_workspace
     from tests.compmap_factory import write_compmap
-    from tests.factory import make_workspace
 
     ws = make_workspace(root, n_images=36, n_checkpoints=1)
     write_compmap(ws)

@@ -27,7 +27,7 @@ def curves_ws(tmp_path_factory):
     clustered at k = 4 by shape and colour parity; a factor `site` missing on a third of the
     images; two saved selections: `sel-a` saved twice (the later save other images) and
     `sel-b`, which holds an image no checkpoint has features for."""
-    from tests.factory import factor_workspace
+    from harness.factory import factor_workspace
 
     ws = factor_workspace(tmp_path_factory.mktemp("curves") / "ws", n=120)
     ck = ws.read("checkpoints").to_pandas().assign(run="toy-run")

@@ -242,7 +242,7 @@ def test_an_option_rejects_every_value_its_declaration_rules_out(name, o, base_w
 @pytest.fixture(scope="module")
 def base_ws(tmp_path_factory):
     """A workspace with features only: a run stops at its options before reading anything."""
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     return make_workspace(tmp_path_factory.mktemp("opts") / "ws").root
 

@@ -14,8 +14,8 @@ from conceptlens.analysis import by_name, engines, runner
 from conceptlens.analysis.base import EVERYTHING, Unit
 from conceptlens.errors import ConceptLensError
 from conceptlens.workspace import Workspace
+from harness.factory import make_workspace, write_features
 from tests.conftest import copy_ws
-from tests.factory import make_workspace, write_features
 
 KS = [4, 7]
 TABLES = ("clusters", "cluster_metrics", "checkpoint_metrics")

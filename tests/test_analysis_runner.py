@@ -211,7 +211,7 @@ def test_analyze_all_skip_leaves_those_analyses_out_and_their_readers_catch_up(t
     scoreboard reads the dictionary's) is done without them and due again once A has run. A
     name that is no analysis is refused naming --skip, before anything runs."""
     from conceptlens.cli import main
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     ws = make_workspace(tmp_path / "ws")
     root = str(ws.root)
@@ -236,7 +236,7 @@ def test_without_dependencies_runs_exactly_the_analyses_named(tmp_path):
     the dependency order (the scoreboard depends on clustering and on the dictionary) runs
     those two and nothing else: taking the last two of the order ran clustering instead of
     the dictionary, and recomputed a workspace's clusterings under other options."""
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     ws = make_workspace(tmp_path / "ws")
     runner.run(ws.root, ["clustering"], {"k": [4]}, progress_bars=False)

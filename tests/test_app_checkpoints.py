@@ -1,5 +1,5 @@
 """AppTest of the Checkpoints page's controls and of what it shows for missing or left-out
-values, on the factory workspace (tests/factory.py: toy dataset, ck0..ck2, k = 4)."""
+values, on the factory workspace (harness/factory.py: toy dataset, ck0..ck2, k = 4)."""
 
 import json
 import os
@@ -263,7 +263,7 @@ def test_a_choice_that_stops_the_page_still_reaches_the_url(monkeypatch, factory
 @pytest.fixture(scope="module")
 def one_checkpoint(tmp_path_factory):
     """The factory workspace with a single checkpoint (ck0)."""
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     root = tmp_path_factory.mktemp("one") / "ws"
     make_workspace(root, n_checkpoints=1, derived=True)

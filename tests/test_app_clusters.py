@@ -12,7 +12,7 @@ import pytest
 from conceptlens import views
 from conceptlens.metrics import compare, events
 from conceptlens.workspace import Workspace
-from tests.factory import COLORS
+from harness.factory import COLORS
 from tests.malformed import MALFORMATIONS
 from tests.test_app import assert_clean, open_app, plain
 
@@ -385,7 +385,7 @@ def test_self_referential_describability_is_flagged(monkeypatch, factory_copy):
 
 
 def test_selection_pages_through_all_its_images_and_downloads_their_ids(monkeypatch, tmp_path):
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     root = make_workspace(tmp_path / "ws", n_images=130, derived=True).root
     at = open_app(monkeypatch, root, CLUSTERS, query={"ckpt": "ck0", "sel": "filter", "page": "3"})

@@ -170,7 +170,7 @@ def test_views_interval_over_training_seeds_when_a_method_has_several(cws, tmp_p
 
 
 def test_workspace_without_concepts_shows_the_command(monkeypatch, tmp_path):
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     ws = make_workspace(tmp_path / "plain", n_images=12, n_checkpoints=1)
     at = open_app(monkeypatch, ws.root, PAGE)

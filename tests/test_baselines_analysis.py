@@ -16,7 +16,7 @@ from conceptlens.analysis import comparisons
 from conceptlens.analysis.runner import run
 from conceptlens.metrics import baselines as B
 from conceptlens.workspace import Workspace
-from tests.factory import shapes_workspace
+from harness.factory import shapes_workspace
 
 pytestmark = pytest.mark.slow
 

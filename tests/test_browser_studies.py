@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     root = tmp_path_factory.mktemp("studies") / "ws"
     make_workspace(root, derived=True)

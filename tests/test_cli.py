@@ -10,8 +10,8 @@ import pytest
 
 from conceptlens import __version__
 from conceptlens.cli import main, parser
+from harness.factory import make_workspace
 from tests.conftest import ROOT
-from tests.factory import make_workspace
 
 
 def test_version(capsys):

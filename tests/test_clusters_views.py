@@ -20,7 +20,7 @@ from conceptlens.figures.clusters import (
     projection_scatter,
     purity_coherence,
 )
-from tests.factory import make_workspace
+from harness.factory import make_workspace
 
 V = views.clusters
 

@@ -372,7 +372,7 @@ def perfect_ws(tmp_path_factory):
 
     from conceptlens import schema
     from conceptlens.analysis import compmap, runner
-    from tests.factory import shapes_workspace
+    from harness.factory import shapes_workspace
 
     w = shapes_workspace(tmp_path_factory.mktemp("cm") / "ws", n=300)
     _with_primitives(w)

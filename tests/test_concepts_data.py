@@ -9,7 +9,7 @@ from PIL import Image
 from conceptlens.demo import concepts_data as cd
 from conceptlens.demo import concepts_models as cm
 from conceptlens.validate import validate
-from tests.factory import shapes_workspace, snapshot
+from harness.factory import shapes_workspace, snapshot
 
 
 # ---------------------------------------------------------------- TabularToy

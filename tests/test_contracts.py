@@ -5,7 +5,7 @@ page (`components/nav.py`'s `PageSpec`) and its figures (`conceptlens/figures/sp
 shared tests derive their cases from those (scikit-learn's `check_estimator` in spirit):
 tests/test_analysis_options.py the options' valid and invalid values and the recompute
 case, tests/malformed.py a broken value per rule each table's columns declare (run by
-tests/test_validate.py), tests/factory.py valid rows of any table from its declaration,
+tests/test_validate.py), harness/factory.py valid rows of any table from its declaration,
 tests/test_page_tables.py every page on a workspace that holds its tables, and
 tests/test_figure_specs.py every catalogue figure.
 
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from conceptlens import schema
 from conceptlens.validate import format_problems, validate
+from harness.factory import make_workspace, write_declared
 from tests.conftest import ROOT
-from tests.factory import make_workspace, write_declared
 
 FIXTURE = Path(__file__).parent / "fixture_analysis"
 # What docs/architecture.md's recipe copies in: the product, its tests and docs.
@@ -110,7 +110,7 @@ DERIVED = {
 def test_the_factory_makes_valid_rows_of_every_analysis_table_from_its_declaration(tmp_path):
     """Every table an analysis writes, its hand-made rows replaced by rows made from its
     declaration alone, is valid: a new analysis' table gets factory data without an edit
-    to tests/factory.py. (A cluster's size in cluster_metrics is its count of images in
+    to harness/factory.py. (A cluster's size in cluster_metrics is its count of images in
     clusters, a rule between tables no column declares: those two keep their hand-made rows.)"""
     from conceptlens.analysis import registered
 

@@ -14,7 +14,7 @@ import pytest
 from conceptlens import views
 from conceptlens.db import WorkspaceDB
 from conceptlens.metrics import compare, events
-from tests.factory import COLORS, make_workspace
+from harness.factory import COLORS, make_workspace
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +268,7 @@ def test_cluster_links_match_the_assignments_in_either_order(db, root, a, b):
 def test_a_corrupt_table_is_left_out_not_fatal(tmp_path):
     """One unreadable file must not take the whole workspace down: its table is left out
     (with the error kept for the page that needs it), every other table still answers."""
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     ws = make_workspace(tmp_path / "w", derived=True)
     p = ws.table_path("cluster_links", dataset="toy")

@@ -8,7 +8,7 @@ from PIL import Image
 from conceptlens.demo import shapes as sh
 from conceptlens.demo.build import build_data
 from conceptlens.validate import validate
-from tests.factory import snapshot
+from harness.factory import snapshot
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from conceptlens.analysis.runner import missing, run
 from conceptlens.metrics import selection as S
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
-from tests.factory import factor_workspace, make_workspace
+from harness.factory import factor_workspace, make_workspace
 from tests.test_training_analyses import N, _hand_built, _summary, _write_clusters
 from tests.training_factory import add_depth_sequence
 

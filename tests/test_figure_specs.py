@@ -80,7 +80,7 @@ def test_the_factory_draws_most_figures(factory_template):
 
 
 def test_a_missing_table_names_the_command_that_computes_it(tmp_path):
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     db = WorkspaceDB(make_workspace(tmp_path / "ws").root)  # features only, no analysis run
     why = FIGURES["cl_id"].missing(db)

@@ -472,14 +472,9 @@ def test_nothing_of_streamlit_beyond_its_public_api():
 
 
 # The benchmarks' harness is `harness/` (browser, websocket participant, PostgreSQL), shared
-# with the tests; what is still borrowed from the test suite. Exact, as above.
-BENCH_TEST_IMPORTS_LEFT = [
-    "bench/studies.py: bench.studies imports tests.factory (make_workspace)",
-]
-
-
-def test_the_benchmarks_import_no_new_test_helper():
-    assert _unlined(bench_test_imports(ROOT)) == BENCH_TEST_IMPORTS_LEFT
+# with the tests (its tiny workspace factory included): nothing is borrowed from the suite.
+def test_the_benchmarks_import_no_test_helper():
+    assert bench_test_imports(ROOT) == []
 
 
 def test_only_the_demo_its_tests_and_its_cli_commands_import_the_demo():

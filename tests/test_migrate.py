@@ -18,7 +18,7 @@ from conceptlens.db import WorkspaceDB
 from conceptlens.migrate import migrate
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace, legacy_signatures
-from tests.factory import make_workspace, write_features
+from harness.factory import make_workspace, write_features
 
 
 def _all(root, name):
@@ -145,7 +145,7 @@ def test_migrating_2_0_rekeys_fingerprints_so_a_moved_workspace_stays_analysed(t
 
     from conceptlens.analysis import runner
     from conceptlens.workspace import legacy_signatures
-    from tests.factory import factor_workspace
+    from harness.factory import factor_workspace
 
     names = ["clustering", "cluster_metrics", "baselines", "comparisons"]
     ws = factor_workspace(tmp_path / "here" / "ws")

@@ -42,7 +42,7 @@ def clusters_with_an_image(root) -> dict:
     return {"ds": row["dataset"], "ckpt": row["checkpoint_id"], "k": str(row["k"]), "img": row["image_id"]}
 
 
-# Every page of nav.PAGES on the demo and on the factory workspace (tests/factory.py: every
+# Every page of nav.PAGES on the demo and on the factory workspace (harness/factory.py: every
 # table an analysis writes, a new analysis' too, made from its declaration), so a new page is
 # opened on a workspace that holds its tables without an entry here.
 VISITS = [(spec, None, where) for where in ("demo", "factory") for spec in nav.PAGES] + [

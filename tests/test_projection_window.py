@@ -18,7 +18,7 @@ N = 900  # images of the test workspace
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     root = tmp_path_factory.mktemp("projection-window") / "ws"
     make_workspace(root, n_images=N, n_checkpoints=1, derived=True)

@@ -354,7 +354,7 @@ def test_a_package_reference_is_recorded_portably_and_checked_when_loaded(tmp_pa
     from conceptlens.models.packages import reference
     from conceptlens.validate import validate
     from conceptlens.workspace import Workspace, sha256_file
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     path = _weights(LITE0)
     package = requirement_name(IMAGENET_PACKAGES[LITE0])

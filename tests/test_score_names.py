@@ -52,6 +52,6 @@ def test_the_niche_scorer_writes_names_the_titles_read():
     codes = np.array([0, 0, 1, 1, 2, 2, -1, 0])
     out = niche_scores(np.array([[0, 1, 2], [2, 3, 4]]), {"colour": (codes, 3), "level_0": (codes, 3)})
     assert set(out) == {N.niche("colour"), N.niche("level_0")}
-    for score, (values, lo, hi) in out.items():
+    for score, (values, _lo, _hi) in out.items():
         lo_s, hi_s = N.scale(score)
         assert np.all((values >= lo_s) & (values <= hi_s)), (score, values)

@@ -33,7 +33,7 @@ from conceptlens.metrics import selection as S
 from conceptlens.metrics.selection import K_NN, TEMPERATURE, Population
 from conceptlens.validate import format_problems, validate
 from conceptlens.views import scoreboard as V
-from tests.factory import make_workspace, write_features
+from harness.factory import make_workspace, write_features
 
 N_POP, DIM, N_LAB, SIZE = 120, 8, 4, 15
 # Scores whose value depends on the concept's stream (its tag): the coherence trials and the

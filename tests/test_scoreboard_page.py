@@ -19,7 +19,7 @@ from conceptlens.analysis.scoreboard import SOURCE_NAMES, SOURCES
 from conceptlens.db import WorkspaceDB
 from conceptlens.figures.catalog import FIGURES
 from conceptlens.views import scoreboard as V
-from tests.factory import make_workspace
+from harness.factory import make_workspace
 from tests.test_app import assert_clean, open_app, plain
 
 PAGE = "pages/scoreboard.py"

@@ -241,7 +241,7 @@ def test_bad_selections_are_named():
 # ---- the view and the command line on a workspace -------------------------------------------------
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
-    from tests.factory import factor_workspace
+    from harness.factory import factor_workspace
 
     return factor_workspace(tmp_path_factory.mktemp("sel") / "ws")
 
@@ -486,7 +486,7 @@ def test_a_kept_population_is_read_again_when_its_features_or_labels_change(tmp_
 
     from conceptlens.db import WorkspaceDB
     from conceptlens.views import selection as V
-    from tests.factory import factor_workspace, write_features
+    from harness.factory import factor_workspace, write_features
 
     ws = factor_workspace(tmp_path / "ws")
     db = WorkspaceDB(ws.root)

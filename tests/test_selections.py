@@ -15,7 +15,7 @@ from conceptlens.db import WorkspaceDB
 from conceptlens.permissions import PermissionDenied
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
-from tests.factory import make_workspace
+from harness.factory import make_workspace
 
 T0 = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.timezone.utc)
 

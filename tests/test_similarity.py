@@ -22,8 +22,8 @@ from conceptlens.importers.images import ImportInputError
 from conceptlens.metrics import similarity as S
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace, WorkspaceError
+from harness.factory import make_workspace
 from tests import hsj_fixtures as F
-from tests.factory import make_workspace
 
 
 # ---- the likelihood ------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from conceptlens import workspace as W
 from conceptlens.db import WorkspaceDB
 from conceptlens.validate import validate
 from conceptlens.workspace import atomic_write_bytes, atomic_write_table
-from tests.factory import make_workspace, write_features
+from harness.factory import make_workspace, write_features
 
 
 class Crash(Exception):
@@ -140,7 +140,7 @@ def test_a_killed_writer_leaves_the_old_table_readable(ws):
         import pyarrow as pa
         import pyarrow.parquet as pq
         from conceptlens import workspace as W
-        from tests.factory import write_features
+        from harness.factory import write_features
 
         real = pq.write_table
         def write(table, where, **kw):

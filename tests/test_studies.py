@@ -414,7 +414,7 @@ def test_similarity_answers_become_similarity_trials(ws, store):
 
 
 def test_export_refuses_another_workspace(ws, store, tmp_path):
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     sid, _, _ = create(store, ws.root)
     other = make_workspace(tmp_path / "other")

@@ -18,7 +18,7 @@ from conceptlens.metrics.learnability import weighted_knn_predict
 from conceptlens.metrics.scores import purity
 from conceptlens.validate import validate
 from conceptlens.workspace import Workspace
-from tests.factory import factor_workspace, make_workspace
+from harness.factory import factor_workspace, make_workspace
 
 N, K = 400, 10
 

@@ -17,7 +17,7 @@ from conceptlens import validate as V
 from conceptlens.cli import main
 from conceptlens.validate import Problem, format_problems, validate
 from conceptlens.workspace import Workspace
-from tests.factory import make_workspace, snapshot, write_features
+from harness.factory import make_workspace, snapshot, write_features
 from tests.malformed import MALFORMATIONS
 
 
@@ -322,7 +322,7 @@ def test_a_file_whose_footer_reads_but_whose_pages_do_not_is_reported(tmp_path):
     data pages: one problem of table `images`, file images.parquet, "cannot be read as
     Parquet". Catches the report's file and table swapped (the problem then belongs to no
     selected table and is dropped)."""
-    from tests.factory import make_workspace
+    from harness.factory import make_workspace
 
     ws = make_workspace(tmp_path / "ws")
     path = ws.table_path("images")
@@ -365,7 +365,7 @@ def ids():
 
 
 def labels():
-    return [("red", "green", "blue")[i % 3] for i in range(N)]  # tests/factory.py's COLORS
+    return [("red", "green", "blue")[i % 3] for i in range(N)]  # harness/factory.py's COLORS
 
 
 def write_raw(plain_ws: Workspace, rel: str, table: pa.Table) -> None:

@@ -1,4 +1,4 @@
-"""The factory's `concept_events` and `learning_curves` (tests/factory.py `write_derived`):
+"""The factory's `concept_events` and `learning_curves` (harness/factory.py `write_derived`):
 the events of its run `toy-run` (ck2 -> ck1 -> ck0, by epoch) from its hand-made
 clusterings through the analysis' own per-step function, and learning curves by hand
 (AUC rising with the epoch: everything learned at the last one), and aligned projections by

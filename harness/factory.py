@@ -66,7 +66,7 @@ def make_workspace(
         root,
         name="tiny",
         description="factory workspace",
-        provenance={"generator": "tests.factory", "seed": seed},
+        provenance={"generator": "harness.factory", "seed": seed},
         created="2026-01-01T00:00:00+00:00",
     )
     rows, caps = [], []
