@@ -481,6 +481,14 @@ def selection_panel(
             f"This selection cannot be scored on {literal(checkpoint)}: {literal(e)}", icon=":material/info:"
         )
         return
+    _show_scores(out, origin, checkpoint, describe)
+    _save_form(ws, dataset, checkpoint, ids, origin)
+    _across_section(ws, dataset, checkpoint, src, selected, n_null, len(ids), origin)
+
+
+def _show_scores(out: dict, origin: str, checkpoint: str, describe: bool) -> None:
+    """The selection's scores: the summary, its class-level caption, the table of scores and
+    the histograms of its labels and factors."""
     st.markdown(
         f"**{out['size']:,} images** from {literal(origin)}, scored on checkpoint **{literal(checkpoint)}** "
         f"(learnability on {out['evaluated_members']:,} of them and {out['probe']:,} other images"
@@ -518,8 +526,10 @@ def selection_panel(
         with tab:
             st.dataframe(histogram_table(pairs), hide_index=True, key=f"selp_hist_{n}")
 
-    # ---- save as (the owner only) -------------------------------------------------------------
-    # The table's answer decides what is drawn; `SEL.save_as` asks it again when the form is sent.
+
+def _save_form(ws, dataset: str, checkpoint: str, ids, origin: str) -> None:
+    """Save as (the owner only): the permission table's answer decides what is drawn;
+    `SEL.save_as` asks it again when the form is sent."""
     refused = P.refusal(P.Action.SELECTION_SAVE, study.role(), study.mode(ws.root))
     msg = st.session_state.pop("selp_save_msg", None)
     if msg:
@@ -550,7 +560,9 @@ def selection_panel(
             else "Saving selections is the owner's, and this server has none: no owner secret is set."
         )
 
-    # ---- across checkpoints -------------------------------------------------------------------
+
+def _across_section(ws, dataset, checkpoint, src, selected, n_null, n_images: int, origin) -> None:
+    """The selection's scores on every checkpoint of the dataset (on request)."""
     if U.url_toggle(f"Scores on every checkpoint of {literal(dataset)}", key="selp_across", param="across"):
         saved_name = st.session_state.get("selp_saved") if src == "saved" else None
         with st.spinner("Scoring the selection on every checkpoint of the dataset…"):
@@ -578,14 +590,14 @@ def selection_panel(
                 ws,
                 "selection_across",
                 {"ds": dataset, "saved": saved_name, "nnull": n_null},
-                view_provenance(dataset=dataset, checkpoint=checkpoint, selection=origin, images=len(ids)),
+                view_provenance(dataset=dataset, checkpoint=checkpoint, selection=origin, images=n_images),
                 key="selp_across_fig",
             )
         elif not t.empty:  # an unsaved selection: exported with its ids' origin (save it to name it)
             show_figure(
                 across_figure(t),
                 f"selection-across-{dataset}",
-                view_provenance(dataset=dataset, checkpoint=checkpoint, selection=origin, images=len(ids)),
+                view_provenance(dataset=dataset, checkpoint=checkpoint, selection=origin, images=n_images),
                 key="selp_across_fig",
                 title=f"Scores of a selection of {dataset} on every checkpoint",
             )

