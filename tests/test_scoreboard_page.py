@@ -63,7 +63,7 @@ def test_default_view_renders_every_section_with_defaults_out_of_the_url(monkeyp
     assert [h.value for h in at.header] == [
         "Ranking",
         "Purity against coherence",
-        "Purity (label) by source",
+        "Purity (labels) by source",
         "One concept",
         "Per source",
         "Dictionaries",
