@@ -9,11 +9,14 @@ the projection's points file served by serve.py, the rest) and the websocket's f
 page's elements). `gzip` is what the same /static/ and /media/ responses weigh gzipped
 (level 6): serve.py sends /static/ so (`streamlit run app.py` does not). Then the same
 page is opened again in the same profile: what the browser's cache saves (/static/ is
-`Cache-Control: immutable`). The machine may be shared: wall seconds, the server's CPU
+`Cache-Control: immutable`), and in a fresh profile on the warm server (a later visitor's
+first load). `--floor`: after each repeat, bench/floor (a Streamlit page with one Plotly
+chart, nothing of ConceptLens) in a fresh profile on its warm server, the least any page
+with a Plotly chart costs here. The machine may be shared: wall seconds, the server's CPU
 seconds and the load average are printed.
 
     nice -n 10 .venv/bin/python bench/cold_page.py [--workspace data/demo] [--page clusters] \\
-        [--repeat 2] [--out cold.json]
+        [--repeat 2] [--floor] [--out cold.json]
 """
 
 from __future__ import annotations
@@ -121,6 +124,11 @@ def main() -> None:
     ap.add_argument("--page", default="clusters")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--out")
+    ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time bench/floor (one Plotly chart, nothing of ConceptLens), interleaved",
+    )
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -138,20 +146,39 @@ def main() -> None:
                 cpu = _server_cpu(port) - cpu0
                 again = visit(context, f"{url}/{args.page}")
                 context.close()
-            runs.append({"cold": cold, "again": again, "server_cpu_s": cpu, "load": load})
+                # A fresh browser profile on the warm server: the first visitor's caches are
+                # the server's, not this browser's.
+                context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                fresh = visit(context, f"{url}/{args.page}")
+                context.close()
+            runs.append({"cold": cold, "again": again, "fresh": fresh, "server_cpu_s": cpu, "load": load})
+            if args.floor:
+                with serve(ws, script=ROOT / "bench" / "floor" / "serve.py") as url:
+                    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    visit(context, url)  # the server's first load
+                    context.close()
+                    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    runs[-1]["floor"] = visit(context, url)
+                    context.close()
+                floor = runs[-1]["floor"]["drawn_s"]
+                print(f"  floor (one Plotly chart, fresh profile, warm server): {floor:.1f} s")
             mb = {k: round(v / 1e6, 3) for k, v in cold["bytes"].items()}
             gz = {k: round(v / 1e6, 3) for k, v in cold["gzip"].items()}
             mb2 = {k: round(v / 1e6, 3) for k, v in again["bytes"].items()}
             print(
                 f"run {i + 1}: cold {cold['drawn_s']:.1f} s (server CPU {cpu:.1f} s, load {load:.1f}); "
                 f"MB {mb}; gzipped {gz}; again {again['drawn_s']:.1f} s, "
-                f"MB {mb2}",
+                f"MB {mb2}; a fresh profile on the warm server {fresh['drawn_s']:.1f} s",
                 flush=True,
             )
         browser.close()
     med = statistics.median(r["cold"]["drawn_s"] for r in runs)
     total = statistics.median(sum(r["cold"]["bytes"].values()) for r in runs)
     print(f"median cold navigate -> first chart: {med:.1f} s; cold bytes {total / 1e6:.2f} MB")
+    for what in ("fresh", "floor"):
+        times = sorted(r[what]["drawn_s"] for r in runs if what in r)
+        if times:
+            print(f"median {what}: {statistics.median(times):.2f} s (range {times[0]:.2f}-{times[-1]:.2f})")
     if args.out:
         Path(args.out).write_text(json.dumps(runs, indent=1))
 

@@ -17,10 +17,11 @@ workspace's tables).
 
 Beyond `MAX_POINTS` points the page draws the binned overview instead (`too_many`).
 
-View first (`defer_rest`): a page's other elements (tables, Plotly figures) cost the browser
-seconds of script loading and evaluation on the thread that also draws the view, so on the
-first run of a page in a browser session the page sends the view and stops; the view's first
-draw (or its failure to draw) reports back, and that rerun sends the whole page.
+View first (components/defer.py `defer_rest`): a page's other elements (tables, Plotly
+figures) cost the browser seconds of script loading and evaluation on the thread that also
+draws the view, so on the first run of a page in a browser session the page sends the view
+and stops; the view's first draw (or its failure to draw) reports back, and that rerun sends
+the whole page.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from components.cache import cached
+from components.defer import mark_drawn
 from conceptlens.cache import ALL, pinned
 from conceptlens.figures.clusters import (
     MAX_LEGEND,
@@ -345,22 +347,6 @@ def _encoded(db, view, args: dict, color, highlight, text_limit: int):
     return enc, folder
 
 
-DEFERRED_NOTE = "The table and figures follow once the view is drawn."
-
-
-def defer_rest(key: str) -> bool:
-    """Whether this run should send the projection view `key` and stop (then show
-    `DEFERRED_NOTE`): the first run of the page in a browser session, before the view has
-    drawn. At most once per session and key; a run with no browser (AppTest, no HTTP
-    headers) never defers, nor does any run once the view has drawn or the page was
-    deferred already (a widget changed before the view drew reruns the whole page)."""
-    state = st.session_state
-    if state.get(f"_{key}_drawn") or state.get(f"_{key}_deferred") or not st.context.headers:
-        return False
-    state[f"_{key}_deferred"] = True
-    return True
-
-
 def points_of(ws, color, highlight=None, view=None, **view_args) -> Encoded:
     """The encoded points of a projection (cached per workspace version): the view function
     `view` of `view_args` (it returns x, y, image_id and the colour column), by default
@@ -439,14 +425,15 @@ def projection_view(
     {"event": "select", "kind", "x", "y", "n", "indices"}, {"event": "click", "index"} or
     {"event": "clear"}. `data_key` names the points (a new one redraws and resets the
     selection); `view_key` keeps the pan/zoom while it stays the same; `region` is the
-    selection the page holds (the URL's region text). `report_drawn` (a run `defer_rest`
-    deferred): the view's first draw reruns the page, `on_change` not called."""
+    selection the page holds (the URL's region text). `report_drawn` (a run
+    components/defer.py `defer_rest` deferred): the view's first draw reruns the page,
+    `on_change` not called."""
     from conceptlens.views.clusters import region_text
 
     def committed():
         ev = st.session_state.get(key) or {}
         if ev.get("event") == "drawn":  # the page's deferred elements are sent on this rerun
-            st.session_state[f"_{key}_drawn"] = True
+            mark_drawn(key)
             return
         state = st.session_state.get(f"_{key}_region")
         if state is not None and ev.get("event") == "select":

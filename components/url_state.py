@@ -373,7 +373,7 @@ def stop(carry: bool = False) -> None:
     """st.stop() after sending this run's URL changes: once a stop is requested, Streamlit
     drops what the run sends next, so app.py's flush would lose them (a page that stops
     early, e.g. A = B on Checkpoints, left the old choice in the URL). `carry`: the page
-    is whole only on the next run (components/projection.py `defer_rest`), which shows
+    is whole only on the next run (components/defer.py `defer_rest`), which shows
     this run's warnings about the link again (otherwise they would vanish with it)."""
     warned = dict(st.session_state.get(_WARNED, {}))
     flush()

@@ -118,7 +118,7 @@ def server_log(url: str) -> str:
 def wait_for_script(page, timeout_ms: int = 120_000) -> None:
     """Wait until the app's script has finished and stayed finished (reruns settle), and a
     page that sent its projection view first has sent the rest (components/projection.py)."""
-    from components.projection import DEFERRED_NOTE
+    from components.defer import DEFERRED_NOTE
 
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     state_js = """(note) => {
@@ -135,6 +135,54 @@ def wait_for_script(page, timeout_ms: int = 120_000) -> None:
         page.wait_for_timeout(250)
     # Let late elements (charts, images) paint before screenshots.
     page.wait_for_timeout(1000)
+
+
+# Polled every 10 ms in the page (an init script): the first time (ms since navigation) the
+# element sent first has drawn (`drawn`, a JavaScript expression), the page shows a data grid
+# and the page shows the note of a run that sent that element alone. In window.__marks.
+_MARKS = """
+(() => {
+  if (window.top !== window) return;
+  window.__marks = {};
+  const mark = (name) => {
+    if (!(name in window.__marks)) window.__marks[name] = performance.now();
+  };
+  setInterval(() => {
+    if (DRAWN) mark("drawn");
+    if (document.querySelector('[data-testid="stDataFrame"]')) mark("table");
+    if (document.body && document.body.innerText.includes(NOTE)) mark("note");
+  }, 10);
+})();
+"""
+
+
+def open_marked(browser, url: str, drawn: str, viewport: dict, *scripts: str):
+    """(context, page) of `url` opened in a new browser profile with `_MARKS` recording when
+    `drawn` (a JavaScript expression) first held, a data grid and components/defer.py's note
+    appeared (`marks(page)`), `scripts` run first; once the app's script settled, checked
+    to have raised nothing."""
+    from components.defer import DEFERRED_NOTE
+
+    ctx = browser.new_context(viewport=viewport)
+    for s in scripts:
+        ctx.add_init_script(s)
+    ctx.add_init_script(_MARKS.replace("DRAWN", drawn).replace("NOTE", repr(DEFERRED_NOTE)))
+    page = ctx.new_page()
+    page.goto(url)
+    page.get_by_test_id("stSidebarNav").wait_for(timeout=120_000)
+    wait_for_script(page)
+    assert page.get_by_test_id("stException").count() == 0
+    return ctx, page
+
+
+def marks(page) -> dict:
+    """`open_marked`'s marks: name -> ms since navigation (or since they were cleared)."""
+    return page.evaluate("() => window.__marks")
+
+
+def clear_marks(page) -> None:
+    """Forget the marks (the app stays one document across its pages)."""
+    page.evaluate("() => { window.__marks = {}; }")
 
 
 def open_page(browser, url: str, name: str, viewport: dict = TALL):

@@ -1,7 +1,7 @@
 """Clusters: one checkpoint's k-means clusters — UMAP, table, images, purity vs coherence,
 a selection's labels and images, one image's details and nearest neighbours. The UMAP's
 view is sent first: a session's first run stops after it, and its first draw sends the
-rest (components/projection.py `defer_rest`).
+rest (components/defer.py `defer_rest`).
 
 Every choice is in the URL: ?ds=DATASET&ckpt=CHECKPOINT&k=K&cluster=C, the table's filters
 (&min_size=N&purity=LO,HI&q=WORDS), sort (&sort=COLUMN&desc=1) and columns (&cols=A,B),
@@ -20,6 +20,7 @@ import os
 import streamlit as st
 
 from components import data
+from components import defer as D
 from components import projection as P
 from components import url_state as U
 from components.analysis_gate import available, command, require
@@ -296,9 +297,9 @@ n_umap = (
     int(ws.view(V.projection_size, checkpoint=ckpt, method="umap")["n"].iloc[0]) if has_projections else 0
 )
 # The session's first run of the page in a browser sends the header, the UMAP and nothing
-# more; the view's first draw reruns it whole (components/projection.py `defer_rest`). The
+# more; the view's first draw reruns it whole (components/defer.py `defer_rest`). The
 # table's filters and chosen cluster are read from the link without their widgets then.
-view_first = 0 < n_umap <= limit and P.defer_rest("clusters_projection")
+view_first = 0 < n_umap <= limit and D.defer_rest("clusters_projection")
 show = not view_first
 
 # ---- the table ----------------------------------------------------------------------------------
@@ -468,7 +469,7 @@ def _projection_window(n: int, colour: str, limit: int) -> None:
     )
 
 
-# ---- UMAP, above the table (drawn first: components/projection.py `defer_rest`) -----------------
+# ---- UMAP, above the table (drawn first: components/defer.py `defer_rest`) -----------------
 # The figures' parameters: the page's URL keys (conceptlens/figures/specs/clusters.py).
 fig_params = dict(
     where_url, min_size=int(min_size), purity=tuple(pur), q=text, cluster=cluster, region=region
@@ -547,7 +548,7 @@ def _umap() -> tuple[bool, bool]:
 if view_first:
     # Sent before the view (shown below it, in the slot's place): the view's first draw
     # reruns the page and may interrupt this run at its next element.
-    st.caption(P.DEFERRED_NOTE)
+    st.caption(D.DEFERRED_NOTE)
 with umap_slot:
     has_umap, large_umap = _umap()
 if view_first:  # the view is sent; the rest of the page follows once it has drawn

@@ -11,7 +11,7 @@ URL: ?ds=DATASET&ckpt=CHECKPOINT&score=SCORE&src=SOURCE,SOURCE&concept=SOURCE/CO
 import pandas as pd
 import streamlit as st
 
-from components import data, url_state
+from components import data, defer, url_state
 from components.analysis_gate import available, command
 from components.cluster_tables import DASH
 from components.export_button import show_catalog_figure, view_provenance
@@ -46,18 +46,6 @@ if sets.empty:
     st.code(command(ws, "scoreboard", first), language="bash")
     url_state.stop()
 
-with st.expander("The sources, and how each chooses its N members"):
-    st.dataframe(
-        V.source_table()[["title", "role", "members"]].rename(
-            columns={"title": "source", "members": "its N members"}
-        ),
-        hide_index=True,
-    )
-    st.caption(
-        "Every source is compared at the same N, so none is favoured by larger or smaller sets. "
-        "Role: `concept` (what the model learned), `null` (read against), `ceiling` (ground truth)."
-    )
-
 c_ds, c_ck, c_sc = st.columns([1, 2, 1])
 ds = url_selectbox("Dataset", list(sets["dataset"]), key="sb_ds", param="ds", container=c_ds)
 cks = ws.view(V.checkpoints, dataset=ds)
@@ -87,6 +75,34 @@ st.caption(
     f"Checkpoint {literal(ckpt)} · N = {n if n is not None else DASH} members per concept · "
     f"intervals: 95%, {n_boot} bootstrap resamples, seed {seed}"
 )
+
+# ---- the overview, sent first ---------------------------------------------------------------------
+# A session's first run in a browser sends the controls and this figure and stops; its first
+# draw reruns the page whole (components/defer.py).
+deferring = defer.defer_rest("sb_scatter")
+st.header("Purity against coherence")
+show_catalog_figure(ws, "scoreboard_scatter", params, prov, key="sb_scatter")
+st.caption(
+    "Each scored concept: purity against the labels (up) and coherence with random negatives "
+    "(right). Shaded: where 95% of the random directions fall on each score; a concept outside "
+    "both bands does better than an arbitrary direction of the same feature space."
+)
+if deferring:
+    st.caption(defer.DEFERRED_NOTE)
+    defer.report_when_drawn("sb_scatter")
+    url_state.stop(carry=True)
+
+with st.expander("The sources, and how each chooses its N members"):
+    st.dataframe(
+        V.source_table()[["title", "role", "members"]].rename(
+            columns={"title": "source", "members": "its N members"}
+        ),
+        hide_index=True,
+    )
+    st.caption(
+        "Every source is compared at the same N, so none is favoured by larger or smaller sets. "
+        "Role: `concept` (what the model learned), `null` (read against), `ceiling` (ground truth)."
+    )
 
 # ---- the ranking ----------------------------------------------------------------------------------
 st.header("Ranking")
@@ -128,14 +144,7 @@ if len(left):
             hide_index=True,
         )
 
-# ---- the figures ----------------------------------------------------------------------------------
-st.header("Purity against coherence")
-show_catalog_figure(ws, "scoreboard_scatter", params, prov, key="sb_scatter")
-st.caption(
-    "Each scored concept: purity against the labels (up) and coherence with random negatives "
-    "(right). Shaded: where 95% of the random directions fall on each score; a concept outside "
-    "both bands does better than an arbitrary direction of the same feature space."
-)
+# ---- the sources ---------------------------------------------------------------------------------
 st.header(f"{score_title(score).capitalize()} by source")
 show_catalog_figure(ws, "scoreboard_sources", params, prov, key="sb_sources")
 st.caption(

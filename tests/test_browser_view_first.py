@@ -1,4 +1,4 @@
-"""The Clusters page sends its projection view first (components/projection.py `defer_rest`):
+"""The Clusters page sends its projection view first (components/defer.py `defer_rest`):
 on a session's first load the script sends the view and stops; the view's first draw (or
 its failure to draw) reruns the page, which then sends the table, the figures and the
 rest. In Chromium, on the demo: when the view drew and when the table appeared, timed in
@@ -9,32 +9,29 @@ from __future__ import annotations
 
 import pytest
 
-from components.projection import DEFERRED_NOTE
-from harness.browser import main_text, projection, query_of, screenshot, serve, wait_for_script
+from components.defer import DEFERRED_NOTE
+from harness.browser import (
+    clear_marks,
+    main_text,
+    marks,
+    open_marked,
+    projection,
+    query_of,
+    screenshot,
+    serve,
+    wait_for_script,
+)
 
 pytestmark = pytest.mark.browser
 DS, CKPT = "shapes", "shapes-simclr-e20"
 VIEW = {"width": 1400, "height": 1100}
 
-# Polled every 10 ms in the page: the first time (ms since navigation) the view's frame says
-# it drew its points (body[data-drawn]), the page shows a data grid, and the page shows the
-# note of a run that sent the view alone. In window.__marks.
-MARKS = """
-(() => {
-  if (window.top !== window) return;
-  const marks = (window.__marks = {});
-  const mark = (name) => {
-    if (!(name in window.__marks)) window.__marks[name] = performance.now();
-  };
-  setInterval(() => {
+# The view's frame says it drew its points (body[data-drawn]).
+VIEW_DRAWN = """(() => {
     const view = document.querySelector('iframe[title="components.projection.projection"]');
     const inner = view && view.contentDocument && view.contentDocument.body;
-    if (inner && inner.dataset.drawn) mark("drawn");
-    if (document.querySelector('[data-testid="stDataFrame"]')) mark("table");
-    if (document.body && document.body.innerText.includes(NOTE)) mark("note");
-  }, 10);
-})();
-"""
+    return Boolean(inner && inner.dataset.drawn);
+  })()"""
 NO_WEBGL2 = """
 (() => {
   const get = HTMLCanvasElement.prototype.getContext;
@@ -52,27 +49,19 @@ def app(demo_ws):
 
 
 def _open(browser, url: str, query: str, *scripts: str):
-    ctx = browser.new_context(viewport=VIEW)
-    for s in scripts:
-        ctx.add_init_script(s)
-    page = ctx.new_page()
-    page.goto(f"{url}/clusters?{query}")
-    page.get_by_test_id("stSidebarNav").wait_for(timeout=120_000)
-    wait_for_script(page)
-    assert page.get_by_test_id("stException").count() == 0
-    return ctx, page
+    return open_marked(browser, f"{url}/clusters?{query}", VIEW_DRAWN, VIEW, *scripts)
 
 
 def test_the_view_draws_before_the_table_is_sent(browser, app):
     query = f"ds={DS}&ckpt={CKPT}&cluster=3&color=label_name&sort=purity&desc=1"
-    ctx, page = _open(browser, app, query, MARKS.replace("NOTE", repr(DEFERRED_NOTE)))
+    ctx, page = _open(browser, app, query)
     try:
         projection(page)  # drawn
-        marks = page.evaluate("() => window.__marks")
+        got = marks(page)
         # The first run sent the view and the note, not the table; the view drew, then the
         # table came.
-        assert {"drawn", "table", "note"} <= set(marks), marks
-        assert marks["note"] < marks["drawn"] < marks["table"], marks
+        assert {"drawn", "table", "note"} <= set(got), got
+        assert got["note"] < got["drawn"] < got["table"], got
         # The whole page is there now, the note gone.
         assert page.get_by_test_id("stDataFrame").count() >= 1
         assert DEFERRED_NOTE not in main_text(page)
@@ -107,17 +96,17 @@ def test_a_view_that_cannot_draw_lets_the_rest_follow(browser, app):
 def test_a_second_visit_in_the_session_sends_the_whole_page_at_once(browser, app):
     # The view already drew in this session: going to another page and back runs the page
     # whole (no run that stops after the view).
-    ctx, page = _open(browser, app, f"ds={DS}&ckpt={CKPT}", MARKS.replace("NOTE", repr(DEFERRED_NOTE)))
+    ctx, page = _open(browser, app, f"ds={DS}&ckpt={CKPT}")
     try:
         projection(page)
-        assert "note" in page.evaluate("() => window.__marks")  # the first visit did stop early
+        assert "note" in marks(page)  # the first visit did stop early
         page.get_by_test_id("stSidebarNav").get_by_role("link", name="Home").click()
         wait_for_script(page)
-        page.evaluate("() => { window.__marks = {}; }")  # the app stays one document
+        clear_marks(page)
         page.get_by_test_id("stSidebarNav").get_by_role("link", name="Clusters").click()
         wait_for_script(page)
         projection(page)
         assert page.get_by_test_id("stDataFrame").count() >= 1
-        assert "note" not in page.evaluate("() => window.__marks")
+        assert "note" not in marks(page)
     finally:
         ctx.close()

@@ -61,8 +61,8 @@ def test_default_view_renders_every_section_with_defaults_out_of_the_url(monkeyp
     assert_clean(at)
     assert not at.warning, [w.value for w in at.warning]
     assert [h.value for h in at.header] == [
-        "Ranking",
         "Purity against coherence",
+        "Ranking",
         "Purity (labels) by source",
         "One concept",
         "Per source",
@@ -421,3 +421,49 @@ def test_the_concept_key_round_trips_for_any_concept_name():
             assert V.split_key(V.concept_key(s, c)) == (s, c)
     with pytest.raises(ValueError, match="SOURCE/CONCEPT"):
         V.split_key("no-separator")
+
+
+# ---- a projection too large to draw point by point --------------------------------------------
+@pytest.mark.parametrize("bins", [1, 3, 8])
+def test_a_large_projection_gives_its_members_as_points_and_every_image_in_one_bin(sb, db, bins):
+    from conceptlens.figures.scoreboard import projection
+
+    key = "dictionary:convex_nmf/1"
+    src, concept = V.split_key(key)
+    proj = table(sb, "projections")
+    proj = proj[(proj["checkpoint_id"] == "ck0") & (proj["method"] == "umap")]
+    n = len(proj)
+    mem = table(sb, "scoreboard_members")
+    mine = set(
+        mem[(mem["checkpoint_id"] == "ck0") & (mem["source"] == src) & (mem["concept"] == concept)][
+            "image_id"
+        ]
+    )
+    # At or under the limit: every point, members marked; no histogram.
+    whole = V.projection(db, "ck0", src, concept, limit=n)
+    assert len(whole) == n and set(whole.loc[whole["member"], "image_id"]) == mine
+    assert V.projection_density(db, "ck0", limit=n, bins=bins).empty
+    # Over it: the members alone, and a histogram of all the images, counted another way
+    # (numpy's histogram2d over the projection's bounding box cuts bins as the view does).
+    points = V.projection(db, "ck0", src, concept, limit=n - 1)
+    assert set(points["image_id"]) == mine and points["member"].all()
+    dens = V.projection_density(db, "ck0", limit=n - 1, bins=bins)
+    assert int(dens["count"].sum()) == n  # the images on the box's edges too
+    h, _, _ = np.histogram2d(
+        proj["x"],
+        proj["y"],
+        bins=bins,
+        range=[[proj["x"].min(), proj["x"].max()], [proj["y"].min(), proj["y"].max()]],
+    )
+    got = np.zeros((bins, bins))
+    got[dens["ix"].to_numpy(int), dens["iy"].to_numpy(int)] = dens["count"]
+    assert np.array_equal(got, h)
+    assert (dens["bins"] == bins).all() and np.isclose(dens["x0"].iloc[0], proj["x"].min())
+    assert np.isclose(dens["x0"].iloc[0] + bins * dens["dx"].iloc[0], proj["x"].max())
+    # The figure: the histogram under the members, no point of the other images.
+    fig = projection(points, "atom 1", dens)
+    kinds = [(type(t).__name__, t.name) for t in fig.data]
+    assert kinds[0][0] == "Heatmap" and not any(name == "other images" for _, name in kinds)
+    members = next(t for t in fig.data if str(t.name).startswith("members of"))
+    assert sorted(np.asarray(members.customdata)[:, 0]) == sorted(mine)
+    assert np.nansum(10 ** np.asarray(fig.data[0].z, np.float64)) == pytest.approx(n, rel=1e-4)

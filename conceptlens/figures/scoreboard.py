@@ -255,21 +255,46 @@ def sources(values: pd.DataFrame, summary: pd.DataFrame, bands: pd.DataFrame, sc
     return fig
 
 
-def projection(points: pd.DataFrame, name: str) -> go.Figure:
+def projection(points: pd.DataFrame, name: str, density: pd.DataFrame | None = None) -> go.Figure:
     """The checkpoint's 2-D projection, the concept's members (`member`) in black on the
-    other images in grey."""
+    other images in grey; with `density` (`views.scoreboard.projection_density`: a
+    projection too large to draw point by point) the images are a grey histogram, darker
+    where more lie (log scale), under the members' points."""
     fig = go.Figure()
+    binned = density is not None and len(density) > 0
+    if binned:
+        d = density.iloc[0]
+        n = int(d["bins"])
+        z = np.full((n, n), np.nan)
+        z[density["iy"].to_numpy(int), density["ix"].to_numpy(int)] = np.log10(
+            density["count"].to_numpy(np.float64)
+        )
+        fig.add_trace(
+            go.Heatmap(
+                z=z.astype(np.float32),
+                x0=float(d["x0"]) + float(d["dx"]) / 2,
+                dx=float(d["dx"]),
+                y0=float(d["y0"]) + float(d["dy"]) / 2,
+                dy=float(d["dy"]),
+                colorscale=[[0.0, "#e4e4e4"], [1.0, "#7a7a7a"]],
+                showscale=False,
+                hoverinfo="skip",
+                name="all images",
+            )  # fmt: skip
+        )
+        _band_legend(fig, f"all {int(density['count'].sum()):,} images (density)", OTHER)
     rest, mine = points[~points["member"].astype(bool)], points[points["member"].astype(bool)]
-    fig.add_trace(
-        go.Scattergl(
-            x=rest["x"].to_numpy(np.float64),
-            y=rest["y"].to_numpy(np.float64),
-            mode="markers",
-            name="other images",
-            marker=dict(color=OTHER, size=4),
-            hoverinfo="skip",
-        )  # fmt: skip
-    )
+    if not binned:
+        fig.add_trace(
+            go.Scattergl(
+                x=rest["x"].to_numpy(np.float64),
+                y=rest["y"].to_numpy(np.float64),
+                mode="markers",
+                name="other images",
+                marker=dict(color=OTHER, size=4),
+                hoverinfo="skip",
+            )  # fmt: skip
+        )
     fig.add_trace(
         go.Scattergl(
             x=mine["x"].to_numpy(np.float64),
@@ -283,7 +308,7 @@ def projection(points: pd.DataFrame, name: str) -> go.Figure:
     )
     fig.update_layout(xaxis=theme.umap_axis(1), yaxis=theme.umap_axis(2))
     _legend_above(fig)
-    if points.empty:
+    if points.empty and not binned:
         _empty_note(fig, "no projection of this checkpoint")
     return fig
 

@@ -125,6 +125,32 @@ def points_in(
     )
 
 
+def counts(db, checkpoint: str, viewport, method: str = "umap", bins: int = BINS) -> pd.DataFrame:
+    """A `bins` x `bins` histogram of the points in `viewport`, computed in DuckDB: one row
+    per non-empty bin, its column `ix`, row `iy` (0 = lowest x / y) and `count`; bins cut
+    as `binned` cuts them."""
+    if not 1 <= int(bins) <= 2_000:
+        raise ConceptLensError(f"bins must be in [1, 2000], got {bins}")
+    x0, x1, y0, y1 = check_viewport(viewport)
+    return db.query(
+        """
+        SELECT least(CAST(floor((x - $x0) * $sx) AS INTEGER), $nb - 1) AS ix,
+               least(CAST(floor((y - $y0) * $sy) AS INTEGER), $nb - 1) AS iy,
+               count(*)::BIGINT AS count
+        FROM projections
+        WHERE checkpoint_id = $ckpt AND method = $m AND x BETWEEN $x0 AND $x1 AND y BETWEEN $y0 AND $y1
+        GROUP BY ALL ORDER BY iy, ix""",
+        {
+            "ckpt": checkpoint,
+            "m": method,
+            "nb": int(bins),
+            "sx": int(bins) / (x1 - x0),
+            "sy": int(bins) / (y1 - y0),
+            **_bounds((x0, x1, y0, y1)),
+        },
+    )
+
+
 def binned(db, checkpoint: str, k: int, viewport, method: str = "umap", bins: int = BINS) -> pd.DataFrame:
     """A `bins` x `bins` histogram of the points in `viewport`, computed in DuckDB: one row
     per non-empty bin with its column `ix` and row `iy` (0 = lowest x / y), its centre

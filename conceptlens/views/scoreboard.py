@@ -21,7 +21,11 @@ from .. import rng as rngs
 from ..analysis.scoreboard import ANALYSIS, BY_NAME, SOURCE_NAMES, SOURCES
 from ..metrics.bootstrap import mean_stats, percentile_interval
 from ..metrics.dictionary import match_atoms
+from . import projection_window as PW
 
+# A concept's projection draws every image up to this many; beyond, the other images are
+# binned (`projection_density`) and its members alone are points.
+PROJECTION_POINTS, PROJECTION_BINS = 5_000, 100
 # The scores of the per-source summary, in this order (those a checkpoint has).
 MAIN_SCORES = (
     "purity_label",
@@ -351,22 +355,57 @@ def caption(db, checkpoint: str, source: str, concept: str) -> str | None:
     return str(got["caption"].iloc[0]) if len(got) else None
 
 
-def projection(db, checkpoint: str, source: str, concept: str) -> pd.DataFrame:
-    """The checkpoint's 2-D projection (UMAP when it has one, else its first method):
-    image_id, x, y, member (the concept's members), rank (theirs; missing otherwise)."""
-    if not db.has("projections"):
-        return _empty(image_id=str, x=float, y=float, member=bool, rank=float)
-    return db.query(
-        """
-        WITH p AS (SELECT * FROM projections WHERE checkpoint_id = $ckpt),
-             m AS (SELECT image_id, rank FROM scoreboard_members
-                   WHERE checkpoint_id = $ckpt AND source = $src AND concept = $c),
-             pick AS (SELECT method FROM p ORDER BY method <> 'umap', method LIMIT 1)
-        SELECT p.image_id, p.x, p.y, m.rank IS NOT NULL AS member, m.rank
-        FROM p JOIN pick USING (method) LEFT JOIN m USING (image_id)
-        ORDER BY member, p.image_id""",
-        {"ckpt": checkpoint, "src": source, "c": concept},
+def _projection_method(db, checkpoint: str) -> str | None:
+    """The checkpoint's projection the page shows: UMAP when it has one, else its first."""
+    got = db.query(
+        """SELECT DISTINCT method FROM projections WHERE checkpoint_id = $ckpt
+           ORDER BY method <> 'umap', method LIMIT 1""",
+        {"ckpt": checkpoint},
     )
+    return str(got["method"].iloc[0]) if len(got) else None
+
+
+def projection(
+    db, checkpoint: str, source: str, concept: str, limit: int = PROJECTION_POINTS
+) -> pd.DataFrame:
+    """The checkpoint's 2-D projection (`_projection_method`): image_id, x, y, member (the
+    concept's members), rank (theirs; missing otherwise). A projection of more than `limit`
+    points gives its members alone: the other images are `projection_density`'s."""
+    empty = _empty(image_id=str, x=float, y=float, member=bool, rank=float)
+    method = _projection_method(db, checkpoint) if db.has("projections") else None
+    if method is None:
+        return empty
+    _, n = PW.whole_viewport(db, checkpoint, method)
+    return db.query(
+        f"""
+        WITH m AS (SELECT image_id, rank FROM scoreboard_members
+                   WHERE checkpoint_id = $ckpt AND source = $src AND concept = $c)
+        SELECT p.image_id, p.x, p.y, m.rank IS NOT NULL AS member, m.rank
+        FROM projections p {"LEFT" if n <= limit else ""} JOIN m USING (image_id)
+        WHERE p.checkpoint_id = $ckpt AND p.method = $m
+        ORDER BY member, p.image_id""",
+        {"ckpt": checkpoint, "src": source, "c": concept, "m": method},
+    )
+
+
+def projection_density(
+    db, checkpoint: str, limit: int = PROJECTION_POINTS, bins: int = PROJECTION_BINS
+) -> pd.DataFrame:
+    """Where the checkpoint's images lie when its projection (`_projection_method`) has
+    more than `limit` points, too many to send and draw one by one: a `bins` x `bins`
+    histogram of all of them, one row per non-empty bin (`ix`, `iy`, `count`, and the grid's
+    `bins` a side, `x0`, `dx`, `y0`, `dy`: bin (ix, iy) starts at x0 + ix dx, y0 + iy dy).
+    No rows for a projection of at most `limit` points (`projection` gives every point)."""
+    empty = _empty(ix=int, iy=int, count=int, bins=int, x0=float, dx=float, y0=float, dy=float)
+    method = _projection_method(db, checkpoint) if db.has("projections") else None
+    if method is None:
+        return empty
+    viewport, n = PW.whole_viewport(db, checkpoint, method)
+    if n <= limit:
+        return empty
+    x0, x1, y0, y1 = viewport
+    out = PW.counts(db, checkpoint, viewport, method, bins)
+    return out.assign(bins=int(bins), x0=x0, dx=(x1 - x0) / bins, y0=y0, dy=(y1 - y0) / bins)
 
 
 def jaccard(a, b) -> float:

@@ -79,7 +79,7 @@ def _projection(db, p):
     pts = view(db, V.projection, checkpoint=p["ckpt"], source=src, concept=concept)
     rows = view(db, V.concept, checkpoint=p["ckpt"], source=src, concept=concept)
     name = str(rows["name"].iloc[0]) if len(rows) else p["concept"]
-    return projection(pts, name)
+    return projection(pts, name, view(db, V.projection_density, checkpoint=p["ckpt"]))
 
 
 def axis_order(rows) -> str:
