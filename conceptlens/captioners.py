@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .models import load_adapter, resolve_path
+from .models import load_adapter, resolve_path, weights_file
 from .models.base import (
     ModelLoadError,
     download_blocked,
@@ -302,11 +302,7 @@ def load_captioner(
             raise ModelLoadError(f"{spec}: --weights is not used for transformers models")
         return HFCaptioner(name, ws.root, device, max_new_tokens)
     if family == "open_clip":
-        w = None
-        if weights is not None:
-            w = resolve_path(str(weights), ws.root)
-            if w is None:
-                raise FileNotFoundError(f"--weights {str(weights)!r}: file not found")
+        w = weights_file(weights, ws.root) if weights is not None else None
         return CocaCaptioner(name, w, ws.root, device, max_new_tokens)
     if family == "vl":
         return RetrievalCaptioner(load_vl(ws.root, name), train_groundtruth(ws, dataset))

