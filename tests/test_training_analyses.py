@@ -51,6 +51,25 @@ def _write_clusters(ws: Workspace, cid: str, ids, labels, k: int = K) -> None:
     )
 
 
+def test_a_class_absent_from_the_evaluation_has_nan_and_no_console_warning():
+    """A class with no image among those evaluated (or in any resample) has a NaN AUC and
+    interval, said by the result: numpy's "All-NaN slice" warning is not printed (issue 47);
+    the other classes and the macro mean over them are unchanged by it."""
+    import warnings
+
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 30)  # classes 0 and 1 present, 2 absent
+    shares = rng.dirichlet(np.ones(3), size=30)
+    res = L.bootstrap_indices(30, 200, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b = L.bootstrap_auc(y, shares, np.array([0, 1, 2]), res)
+        two = L.bootstrap_auc(y, shares[:, :2], np.array([0, 1]), res)
+    assert np.isnan(b["auc"][2]) and np.isnan(b["lo"][2]) and np.isnan(b["hi"][2])
+    assert np.array_equal(b["auc"][:2], two["auc"]) and b["macro"] == pytest.approx(two["macro"])
+    assert np.array_equal(b["lo"][:2], two["lo"]) and np.array_equal(b["hi"][:2], two["hi"])
+
+
 @pytest.fixture(scope="module")
 def events_ws(tmp_path_factory) -> Workspace:
     # Run `toy-run`: ck0 at epoch 3, ck1 at epoch 2, ck2 at epoch 1 (so ck2 -> ck1 -> ck0).

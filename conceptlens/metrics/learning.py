@@ -19,6 +19,8 @@ well do the features separate each value of the factor from the others?
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import rng as rngs
@@ -108,17 +110,25 @@ def bootstrap_auc(
         pos = y == c
         point[j] = auc_rows(pos[None, :], shares[None, :, j])[0]
         boots[:, j] = auc_rows(pos[resamples], shares[:, j][resamples])
-    with np.errstate(invalid="ignore"):
+    ok = ~np.isnan(point)
+    # A class missing from every resample (or a resample with no class of both kinds) is a
+    # NaN column (row): its interval is NaN, said by the result, not by numpy's "All-NaN
+    # slice" / "Mean of empty slice" warnings on the console.
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "All-NaN slice encountered", RuntimeWarning)
+        warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
         lo, hi = (np.nanpercentile(boots, qq, axis=0) if len(resamples) else point for qq in q)
         macro_b = np.nanmean(boots, axis=1)
-    ok = ~np.isnan(point)
+        macro = float(np.nanmean(point)) if ok.any() else np.nan
+        macro_lo = float(min(np.nanpercentile(macro_b, q[0]), macro)) if ok.any() else np.nan
+        macro_hi = float(max(np.nanpercentile(macro_b, q[1]), macro)) if ok.any() else np.nan
     return {
         "auc": point,
         "lo": np.where(ok, np.minimum(lo, point), np.nan),
         "hi": np.where(ok, np.maximum(hi, point), np.nan),
-        "macro": float(np.nanmean(point)) if ok.any() else np.nan,
-        "macro_lo": float(min(np.nanpercentile(macro_b, q[0]), np.nanmean(point))) if ok.any() else np.nan,
-        "macro_hi": float(max(np.nanpercentile(macro_b, q[1]), np.nanmean(point))) if ok.any() else np.nan,
+        "macro": macro,
+        "macro_lo": macro_lo,
+        "macro_hi": macro_hi,
     }
 
 
