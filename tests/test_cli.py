@@ -276,3 +276,15 @@ def test_demo_stages_are_checked_before_any_stage_runs(capsys):
     with pytest.raises(SystemExit):  # one or the other
         parser().parse_args(["demo", "build", "--only", "real", "--stages", "data"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_analyze_says_what_it_wrote_and_when_it_wrote_nothing(tmp_path, capsys):
+    """`analyze NAME` counts the units it wrote; a run that wrote none says so instead of
+    claiming analyses written (issue 47: "nothing to analyse" then "analyses written")."""
+    ws = make_workspace(tmp_path / "ws", n_checkpoints=2)
+    assert main(["analyze", "clustering", "--workspace", str(ws.root), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "clustering: analyses written" in out and "(2 unit(s)" in out, out
+    assert main(["analyze", "clustering", "--workspace", str(ws.root), "--quiet"]) == 0  # all done
+    out = capsys.readouterr().out
+    assert "clustering: nothing written" in out and "analyses written" not in out, out

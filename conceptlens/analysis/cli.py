@@ -94,10 +94,14 @@ def _handler(name: str):
             threads=args.threads,
             skip=tuple(getattr(args, "skip", None) or ()),
         )
-        print(
-            f"{name}: analyses written to {args.workspace}"
-            + (f" ({len(ctx.notes)} note(s) above)" if ctx.notes else "")
-        )
+        above = f"; {len(ctx.notes)} note(s) above" if ctx.notes else ""
+        if ctx.written:
+            print(f"{name}: analyses written to {args.workspace} ({ctx.written} unit(s){above})")
+        else:
+            print(
+                f"{name}: nothing written to {args.workspace}: every unit was up to date, skipped "
+                f"or had nothing to analyse{above}"
+            )
         return 0
 
     return handle

@@ -153,6 +153,7 @@ class Context:
         self.ws = ws
         self.progress = progress
         self.notes: list[str] = []
+        self.written = 0  # units computed and written by this run
         self._small: dict[str, pd.DataFrame | None] = {}
         # Values of the checkpoint under analysis only: features can be large.
         self._cid: str | None = None

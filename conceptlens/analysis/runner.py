@@ -208,6 +208,7 @@ def run(
                 continue
             _check_marked(ctx, a, unit)
             log_run(ws, a, unit, opts, inputs, started, time.perf_counter() - t0)
+            ctx.written += 1
     return ctx
 
 
@@ -249,6 +250,7 @@ def _run_on_ray(
         elif r.error is None:
             _check_marked(ctx, a, r.unit)
             log_run(ctx.ws, a, r.unit, opts, r.inputs, r.started, r.seconds)
+            ctx.written += 1
         else:
             failed.append(r)
             log.debug("%s %s failed:\n%s", a.name, r.unit.label, r.trace or r.error)
