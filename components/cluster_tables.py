@@ -40,7 +40,9 @@ def interval_text(lo: pd.Series, hi: pd.Series) -> pd.Series:
 # Display name -> (source column, column config). The order is the table's.
 _HELP = {
     "purity CI": "95% percentile bootstrap interval of purity: the cluster's images resampled "
-    "(cluster_metrics --bootstrap, seeded)",
+    "(cluster_metrics --bootstrap, seeded). A small cluster's interval often starts at its purity: "
+    "purity is the largest label share, and a resample's largest share is rarely below the "
+    "cluster's own (a maximum is biased upwards), so the interval is widened to hold the estimate",
     "coh. (R)": "2AFC coherence with random negatives (laina2020 Eq. 3)",
     "CI (R)": "Clopper-Pearson 95% interval, random negatives",
     "coh. (H)": "2AFC coherence with hard negatives (the nearest cluster's images)",
