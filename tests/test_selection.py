@@ -299,7 +299,19 @@ def test_across_scores_every_checkpoint_of_the_dataset_and_draws_it(ws):
     assert (t.loc[t["score"] == "purity_shape", "value"] == 1.0).all()
     fig = across_figure(t)
     titles = [a.text for a in fig.layout.annotations]
-    assert "learnability" in titles and "purity (labels)" in titles  # readable names, not column names
+    assert "learnability" in titles  # readable names, not column names
+    # Purity is the images' own, the same on every checkpoint: the table keeps it, the figure not.
+    assert not any(a.startswith("purity") for a in titles), titles
+    assert t.loc[t["score"] == "purity_label", "value"].nunique() == 1
+    assert "purity (labels)" in [
+        a.text for a in across_figure(t, ("learnability", "purity_label")).layout.annotations
+    ]
+    # Checkpoints of one run are joined by a line, those outside any run are points alone.
+    for tr in fig.data:
+        if tr.name != "random sets (median)":
+            assert tr.mode == ("markers" if tr.name == "checkpoints outside a run" else "lines+markers"), (
+                tr.name
+            )
     ys = [tr.y for tr in fig.data if tr.name != "random sets (median)" and tr.xaxis == "x"]
     assert sum(len(y) for y in ys) == len(set(t["checkpoint_id"]))  # one point per checkpoint
 
@@ -442,6 +454,35 @@ def test_across_figure_names_at_most_twelve_checkpoints_without_their_shared_pre
     axis = fig.layout.xaxis
     assert len(axis.ticktext) <= MAX_TICKS and axis.ticktext[0] == "run0-e0 (e0)"
     assert sum(len(tr.x) for tr in fig.data if tr.name != "random sets (median)") == 29
+
+
+def test_across_figure_joins_a_runs_checkpoints_only():
+    """Two unrelated models (no run) and a run of three epochs: the run's checkpoints are one
+    line, the unrelated ones points with no line between them (issue 47: MobileNetV2 and
+    Lite0 were joined)."""
+    import pandas as pd
+
+    from conceptlens.figures.selection import across_figure
+
+    ids = ["mobilenet", "lite0", "r-e0", "r-e1", "r-e2"]
+    t = pd.DataFrame(
+        {
+            "checkpoint_id": ids,
+            "run": [None, None, "r", "r", "r"],
+            "epoch": [None, None, 0, 1, 2],
+            "score": "learnability",
+            "value": [0.6, 0.7, 0.5, 0.6, 0.8],
+            "lo": 0.4,
+            "hi": 0.9,
+            "pct_random": 90.0,
+            "null_random_median": 0.5,
+        }
+    )
+    traces = {tr.name: tr for tr in across_figure(t).data if tr.name != "random sets (median)"}
+    assert set(traces) == {"r", "checkpoints outside a run"}
+    assert traces["r"].mode == "lines+markers" and list(traces["r"].x) == ids[2:]
+    alone = traces["checkpoints outside a run"]
+    assert alone.mode == "markers" and list(alone.x) == ids[:2]
 
 
 def test_neighbours_do_not_depend_on_the_prefixes_asked_before():

@@ -36,11 +36,18 @@ def score_name(score: str) -> str:
 
 def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) -> go.Figure:
     """Each score per checkpoint (x: the checkpoints by run then epoch, labelled with the
-    epoch when there is one), value and interval bars per run, the null median dotted."""
+    epoch when there is one), value and interval bars per run, the null median dotted. A
+    run's checkpoints are joined by a line; checkpoints outside any run (unrelated models)
+    are points alone. By default purity is left out: it is a property of the images, the
+    same on every checkpoint (the table keeps it)."""
     if table is None or table.empty:
         raise ValueError("no score to plot: the selection was scored on no checkpoint")
     have = list(dict.fromkeys(table["score"]))
-    names = [s for s in (scores or SCORES) if s in have] or have[:6]
+    if scores is None:
+        of_checkpoint = [s for s in have if not s.startswith(score_names.PURITY)]
+        names = [s for s in SCORES if s in of_checkpoint] or of_checkpoint[:6] or have[:6]
+    else:
+        names = [s for s in scores if s in have] or have[:6]
     order = list(dict.fromkeys(table["checkpoint_id"]))
     fig = make_subplots(
         rows=len(names),
@@ -63,8 +70,8 @@ def across_figure(table: pd.DataFrame, scores: tuple[str, ...] | None = None) ->
                 go.Scatter(
                     x=r["checkpoint_id"],
                     y=r["value"],
-                    mode="lines+markers",
-                    name=str(run) or "checkpoints",
+                    mode="lines+markers" if run else "markers",
+                    name=str(run) or "checkpoints outside a run",
                     legendgroup=str(run),
                     showlegend=i == 1,
                     line={"color": _colour(j)},
