@@ -78,7 +78,8 @@ INPUTS: tuple[Step, ...] = (
         "concept_labels",
         "Ground-truth concepts of the images",
         ("concept_labels",),
-        None,
+        # FILE: an id column and one column per concept; or --from-hierarchy (docs/import.md).
+        "conceptlens import concepts --workspace {ws} --dataset {dataset} FILE",
         needed_by=("concepts",),
         optional=("concept_datasets",),
         doc="docs/concepts.md",

@@ -39,10 +39,16 @@ sets = ws.view(V.datasets)
 if sets.empty:
     st.info(
         "This workspace has no ground-truth concepts (`concept_labels`, docs/concepts.md). "
-        "Once it has them, every checkpoint of their datasets is scored with:",
+        "Import them from a file (an image id or path column and one column per concept, binary "
+        "or categorical), or derive them from the label hierarchy's nodes (`--from-hierarchy`) "
+        "or from columns of the images (`--from-images A,B`); then every checkpoint of their "
+        "datasets is scored:",
         icon=":material/pending:",
     )
-    st.code(command(ws, "concepts"), language="bash")
+    st.code(
+        command(ws, "concept_labels") + "\n" + command(ws, "concepts"),
+        language="bash",
+    )
     url_state.stop()
 if not available(ws, "concepts", sets["dataset"].iloc[0]):
     url_state.stop()
@@ -58,14 +64,21 @@ family = url_selectbox("Dataset", families, key="cq_family", param="family", con
 of_family = sets[sets["family"] == family]
 dependency = of_family["dependency"].iloc[0] or "level"
 levels = [float(v) for v in of_family["level"]]
-level = url_selectbox(
-    f"Dependency ({dependency})",
-    levels,
-    key="cq_level",
-    param="level",
-    format_func=lambda v: f"{dependency} = {v:g}",
-    container=c_lvl,
-)
+# A family of concept datasets (`concept_datasets`) has levels of dependency between its
+# concepts; a dataset of one's own (`conceptlens import concepts`) is one dataset, no level.
+graded = bool(of_family["dependency"].iloc[0]) or len(levels) > 1
+if graded:
+    level = url_selectbox(
+        f"Dependency ({dependency})",
+        levels,
+        key="cq_level",
+        param="level",
+        format_func=lambda v: f"{dependency} = {v:g}",
+        container=c_lvl,
+    )
+else:
+    level = levels[0]
+    c_lvl.caption("One dataset, no levels of dependency between its concepts (`concept_datasets`).")
 ds = of_family.loc[of_family["level"] == level, "dataset"].iloc[0]
 ckpts = ws.view(V.checkpoints, dataset=ds)
 ckpts = ckpts[ckpts["analysed"]]
@@ -115,13 +128,14 @@ st.caption(
 )
 
 # ---- the sweep ----------------------------------------------------------------------------------
-st.header("Impurity against dependency")
-show_catalog_figure(ws, "impurity_sweep", picked, {}, key="cq_sweep")
-st.caption(
-    "Every method's mean with its 95% interval: over its checkpoints (training seeds) where it "
-    "has several at a level, else over the analysis seeds (hover a point for n). The paper: the "
-    "non-oracle score rises with dependency for every method while OIS separates the methods."
-)
+if graded:
+    st.header("Impurity against dependency")
+    show_catalog_figure(ws, "impurity_sweep", picked, {}, key="cq_sweep")
+    st.caption(
+        "Every method's mean with its 95% interval: over its checkpoints (training seeds) where it "
+        "has several at a level, else over the analysis seeds (hover a point for n). The paper: the "
+        "non-oracle score rises with dependency for every method while OIS separates the methods."
+    )
 
 # ---- niches ---------------------------------------------------------------------------------------
 st.header("Concept niches")

@@ -176,7 +176,12 @@ def test_workspace_without_concepts_shows_the_command(monkeypatch, tmp_path):
     at = open_app(monkeypatch, ws.root, PAGE)
     assert_clean(at)
     assert "no ground-truth concepts" in plain(at.info)
-    assert [c.value for c in at.code] == [f"conceptlens analyze concepts --workspace {ws.root}"]
+    assert [c.value.splitlines() for c in at.code] == [
+        [
+            f"conceptlens import concepts --workspace {ws.root} --dataset DATASET FILE",
+            f"conceptlens analyze concepts --workspace {ws.root}",
+        ]
+    ]
 
 
 def test_concepts_not_scored_yet_show_the_command(monkeypatch, tmp_path):

@@ -332,7 +332,19 @@ class Truth:
             )
 
     def oracle(self, seed: int, steps: int, multiclass: str = "ovo") -> np.ndarray:
-        return CQ.oracle_matrix(self.C[self.test], random_state=seed, steps=steps, multiclass=multiclass)
+        try:
+            return CQ.oracle_matrix(self.C[self.test], random_state=seed, steps=steps, multiclass=multiclass)
+        except CQ.UnsplittableConcept as e:
+            counts = np.unique(self.C[self.test, e.column], return_counts=True)
+            held = ", ".join(f"{v} on {c}" for v, c in zip(*counts))
+            raise WorkspaceError(
+                f"concept {self.names[e.column]!r} of dataset {self.dataset!r}: the purity matrices "
+                f"score every concept on a {CQ.TEST_SHARE:.0%} share of the {len(self.test)} test "
+                "images, and "
+                f"its values are too rare there (value: images {held}); mark more images `test` "
+                "(conceptlens import images --test-fraction) or leave the concept out "
+                "(conceptlens import concepts --replace)"
+            ) from None
 
 
 def _truth(ctx: Context, dataset: str) -> Truth:

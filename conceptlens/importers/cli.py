@@ -1,4 +1,4 @@
-"""`conceptlens init` and `conceptlens import images|hierarchy|features|captions|cub|mit-states|hsj`
+"""`conceptlens init` and `conceptlens import images|hierarchy|features|captions|concepts|cub|mit-states|hsj`
 (docs/import.md, docs/compmap.md, docs/similarity.md): the importers' whole command line.
 
 The workspace is `--workspace W`, as in `conceptlens import images --workspace W --dataset D
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from ..cliargs import add_seed, add_workspace, quiet_parent
+from . import HIERARCHY_AS
 
 FORMATS = ("auto", "imagefolder", "manifest", "imagenet", "hf")
 
@@ -179,6 +180,50 @@ def _captions(args) -> int:
     )
     print(f"captioner {args.captioner}: {n} captions in {Path(args.workspace) / 'captions.parquet'}")
     return 0
+
+
+def _concepts(args) -> int:
+    from .concepts import import_concepts
+
+    r = import_concepts(
+        args.workspace,
+        args.dataset,
+        args.file,
+        id_column=args.id_column,
+        columns=_names(args.columns),
+        from_hierarchy=args.from_hierarchy,
+        from_images=_names(args.from_images) or (),
+        replace=args.replace,
+    )
+    if r.replaced:
+        print(f"replaced the earlier concepts of {r.dataset}: {', '.join(r.replaced)}")
+    print(
+        f"dataset {r.dataset}: {len(r.concepts)} concept(s) of {r.images} images "
+        f"({r.train_images} train, {r.test_images} test) in {Path(args.workspace) / 'concept_labels.parquet'}"
+    )
+    for c in r.concepts:
+        coding = ", ".join(f"{i}={v}" for i, v in enumerate(c.categories[:8]))
+        more = ", ..." if len(c.categories) > 8 else ""
+        plain = c.categories == ["0", "1"]
+        print(f"  {c.name}: {c.kind} from {c.source}" + ("" if plain else f" ({coding}{more})"))
+    for why in r.left_out:
+        print(f"left out {why}")
+    for n in r.notes:
+        print(f"note: {n}")
+    for w in r.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    print(f"next: conceptlens analyze concepts --workspace {args.workspace}")
+    return 0
+
+
+def _names(value: str | None) -> list[str] | None:
+    """A comma-separated list of column names (None: not given)."""
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise ValueError(f"expected column names separated by commas, got {value!r}")
+    return names
 
 
 def _image_options(args) -> dict:
@@ -395,6 +440,39 @@ def register(sub, parents) -> None:
     p.add_argument("--id-column", default="image_id", help="column of image ids or paths (default image_id)")
     p.add_argument("--text-column", default="text", help="column of captions (default text)")
     p.set_defaults(func=_captions)
+
+    p = isub.add_parser(
+        "concepts",
+        help="ground-truth concepts of a dataset's images (Concepts page)",
+        description="Write the ground-truth concepts of a dataset's images (table concept_labels), "
+        "binary or categorical, from a FILE (an id column and one column per concept), from the "
+        "levels of the dataset's label hierarchy, or from columns of images.parquet; the Concepts "
+        "page's purity matrices and niches read them (`conceptlens analyze concepts`).",
+    )
+    add_workspace(p)
+    p.add_argument(
+        "file", metavar="FILE", nargs="?", help=".csv, .tsv or .parquet: an id column and concepts"
+    )
+    p.add_argument("--dataset", required=True, help="dataset of images.parquet")
+    p.add_argument(
+        "--id-column", default="image_id", help="FILE's column of image ids or paths (default image_id)"
+    )
+    p.add_argument("--columns", metavar="A,B", help="FILE's concept columns (default: every other column)")
+    p.add_argument(
+        "--from-hierarchy",
+        nargs="?",
+        const="nodes",
+        choices=HIERARCHY_AS,
+        help="concepts from the dataset's label hierarchy: `nodes` (the default), one binary concept "
+        "per node (the image is in its subtree), or `levels`, one categorical concept per level; "
+        "those that are the task label or one of its classes, repeat another, hold a value on fewer "
+        "than 5 images or one value on a split are left out, with the reason",
+    )
+    p.add_argument(
+        "--from-images", metavar="A,B", help="columns of images.parquet as concepts (e.g. category_path)"
+    )
+    p.add_argument("--replace", action="store_true", help="replace the dataset's earlier concepts")
+    p.set_defaults(func=_concepts)
 
     for name, func, title, what in (
         (

@@ -237,13 +237,49 @@ def _pairwise_mlp_auc(
 
 
 # ---- purity matrices and oracle impurity ------------------------------------------------
-def split_rows(n: int, test_share: float = 0.2, random_state: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The shared 80/20 split of the purity matrices (the paper's appendix 6.3)."""
+# The share of rows the purity matrices are scored on (the paper's appendix 6.3: 80/20).
+TEST_SHARE = 0.2
+
+
+class UnsplittableConcept(ValueError):
+    """No split holds both values of concept column `column` on each side (split_rows)."""
+
+    def __init__(self, message: str, column: int):
+        super().__init__(message)
+        self.column = column
+
+
+def split_rows(
+    n: int, test_share: float = TEST_SHARE, random_state: int = 0, C=None, tries: int = 1000
+) -> tuple[np.ndarray, np.ndarray]:
+    """The shared 80/20 split of the purity matrices (the paper's appendix 6.3).
+
+    With `C` (n x k concepts), a split leaving some concept with one value on either side
+    (its AUC undefined, its classifier trained on one class) is drawn again from the same
+    stream, up to `tries` times: the first draw is the plain permutation, so data whose
+    concepts are all common split exactly as before; rare concepts (one's own images) get
+    the first split that holds both values on each side. ValueError naming the concept's
+    column when none does."""
     if not 0 < test_share < 1:
         raise ValueError(f"test_share must be in (0, 1), got {test_share}")
-    perm = rngs.generator(random_state).permutation(n)
+    rng = rngs.generator(random_state)
     k = int(round(n * test_share))
-    return np.sort(perm[k:]), np.sort(perm[:k])
+    C = None if C is None else np.asarray(C)
+    bad = -1
+    for _ in range(max(int(tries), 1)):
+        perm = rng.permutation(n)
+        train, test = np.sort(perm[k:]), np.sort(perm[:k])
+        if C is None:
+            return train, test
+        one_sided = (j for j in range(C.shape[1]) if min(len(set(C[train, j])), len(set(C[test, j]))) < 2)
+        bad = next(one_sided, -1)
+        if bad < 0:
+            return train, test
+    raise UnsplittableConcept(
+        f"concept column {bad} keeps a single value on one side of every one of {tries} random "
+        f"{1 - test_share:.0%}/{test_share:.0%} splits of its {n} rows: too few rows hold its other value(s)",
+        bad,
+    )
 
 
 def concept_inputs(C: np.ndarray) -> list[np.ndarray]:
@@ -257,16 +293,16 @@ def concept_inputs(C: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def purity_matrix(reps, C, random_state: int = 0, test_share: float = 0.2, **mlp) -> np.ndarray:
+def purity_matrix(reps, C, random_state: int = 0, test_share: float = TEST_SHARE, **mlp) -> np.ndarray:
     """pi(reps, C): (k_learnt, k_true) AUC of predicting true concept j from learnt concept i,
     on a random `test_share` of the rows after training on the rest (Definition 1).
     `multiclass` (in **mlp): "ovo" (default) or "ovr", see multiclass_auc."""
     C = np.asarray(C)
-    train, test = split_rows(len(C), test_share, random_state)
+    train, test = split_rows(len(C), test_share, random_state, C=C)
     return pairwise_mlp_auc(list(reps), C, train, test, random_state=random_state, **mlp)
 
 
-def oracle_matrix(C, random_state: int = 0, test_share: float = 0.2, **mlp) -> np.ndarray:
+def oracle_matrix(C, random_state: int = 0, test_share: float = TEST_SHARE, **mlp) -> np.ndarray:
     """pi(C, C) with its diagonal set to 1: how well the true concepts predict each other."""
     P = purity_matrix(concept_inputs(C), C, random_state, test_share, **mlp)
     np.fill_diagonal(P, 1.0)
