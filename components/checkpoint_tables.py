@@ -4,6 +4,8 @@ for the page's controls."""
 
 from __future__ import annotations
 
+import shlex
+
 import pandas as pd
 
 from components.cluster_tables import interval_text
@@ -99,4 +101,24 @@ def unstable_warning(corr: pd.DataFrame) -> str | None:
         f"{MIN_STABLE_CHECKPOINTS}:** their intervals are unstable and the values are not a "
         "finding. Read them as a description of these checkpoints; add checkpoints (or epochs of "
         "a run) to test a predictor. The permutation p-value is exact up to 7 checkpoints."
+    )
+
+
+def population_text(population: dict, shown: int = 6) -> str:
+    """What the page says of the population the stored correlations are over
+    (`views.checkpoints.comparison_population`): its name and count, what it means, and the
+    checkpoints it leaves out (the first `shown` of them named)."""
+    out = f"**Over the {population['label']}** (`--population {population['population']}`): "
+    out += population["meaning"] + "."
+    left = population["left_out"]
+    if left:
+        more = f" and {len(left) - shown} more" if len(left) > shown else ""
+        out += " Left out: " + ", ".join(f"`{c}`" for c in left[:shown]) + more + "."
+    return out
+
+
+def population_commands(command: str, dataset: str, population: dict) -> str:
+    """The commands that compute the comparisons of `dataset` over each other population."""
+    return "\n".join(
+        f"{command} --dataset {shlex.quote(dataset)} --population {p}" for p in population["others"]
     )

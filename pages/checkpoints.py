@@ -17,7 +17,14 @@ from components import data
 from components import projection as P
 from components import url_state as U
 from components.analysis_gate import available, command, require
-from components.checkpoint_tables import checkpoint_formats, column_name, correlation_table, unstable_warning
+from components.checkpoint_tables import (
+    checkpoint_formats,
+    column_name,
+    correlation_table,
+    population_commands,
+    population_text,
+    unstable_warning,
+)
 from components.cluster_tables import DASH
 from components.export_button import export_catalog_figure, show_catalog_figure
 from components.metric_table import metric_table
@@ -102,6 +109,9 @@ with left:
         "hover a point for any other's name."
     )
 corr = ws.view(V.predictor_correlations, dataset=ds, k=k) if compared else None
+# Which checkpoints the stored correlations are over (`analyze comparisons --population`).
+population = ws.view(V.comparison_population, dataset=ds) if compared else {"population": None}
+corr_provenance = {**provenance, "population": population["population"]}
 n_corr = int(corr["n_checkpoints"].max()) if corr is not None and corr["n_checkpoints"].notna().any() else 0
 if compared and n_corr < MIN_CORRELATED:
     with right:
@@ -116,7 +126,7 @@ elif compared:
     with right:
         st.markdown("**Correlation with kNN accuracy** (lu2022 Table 1), with 95% intervals")
         show_catalog_figure(
-            ws, "predictor_correlations", {"ds": ds, "k": k}, provenance, key="ckpts_corr_fig"
+            ws, "predictor_correlations", {"ds": ds, "k": k}, corr_provenance, key="ckpts_corr_fig"
         )
     if warning := unstable_warning(corr):
         st.warning(warning, icon=":material/warning:")
@@ -160,6 +170,14 @@ elif compared:
             "by a 20-NN classifier; * uses labels. Alignment and rotation need the checkpoint's model."
         )
 
+# Under the correlation figure: which checkpoints its numbers are over, and the commands for
+# the other populations.
+if population["population"] is not None:
+    with right:
+        st.markdown(population_text(population))
+        st.caption("The same comparisons over another population (it replaces the stored one):")
+        st.code(population_commands(command(ws, "comparisons", ds), ds, population), language="bash")
+
 st.subheader("All checkpoints")
 sortable = [c for c in V.TABLE_COLUMNS if c in summary.columns and c not in ("model", "run")]
 s1, s2, _ = st.columns([2, 1, 3])
@@ -196,7 +214,7 @@ else:
             ws,
             "transfer_correlations",
             {"ds": ds, "k": k, "target": target},
-            provenance,
+            corr_provenance,
             key="ckpts_transfer_fig",
         )
     with tr:

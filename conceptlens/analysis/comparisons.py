@@ -4,7 +4,9 @@ One unit per dataset, recomputed whenever one of its checkpoints' clusterings or
 metrics changes (or a checkpoint is added). Per k it writes CLID, W-CLID and its
 leave-one-out version (`clid_scores`) and the correlation of every predictor with kNN
 accuracy, with 95% intervals (`predictor_correlations`, lu2022 Table 1) - over the
-checkpoints that embedded the same images only - then the adjusted NMI between every two
+checkpoints that embedded the same images only, and of the population `--population` asks
+for (`POPULATIONS`: by default lu2022's, the training checkpoints, without the layers of a
+depth sequence) - then the adjusted NMI between every two
 clusterings (`clustering_similarity`) and their contingency tables (`cluster_links`,
 which the Checkpoints page turns into splits and merges). A pair whose two
 clusterings are unchanged since the last run is not compared again.
@@ -36,7 +38,7 @@ from ..schema import (
     Table,
 )
 from ..workspace import files_signature
-from .base import Analysis, Scope, Unit
+from .base import Analysis, Option, Scope, Unit
 from .common import Context
 
 # The unsupervised predictors correlated with kNN accuracy (`predictor_correlations.predictor`).
@@ -56,6 +58,76 @@ PREDICTORS = (
 )
 # Transfer accuracy is also compared with in-domain kNN accuracy and the target label entropy.
 TRANSFER_PREDICTORS = PREDICTORS + ("knn_acc", "target_entropy")
+
+# Which checkpoints of a dataset CLID, W-CLID and the correlations are over (`--population`).
+# lu2022 correlates measures across trained models and their epochs: each checkpoint's
+# default embedding. A layer of one network (`checkpoints.layer`, extracted for a depth
+# sequence) is another kind of population. A *training checkpoint* is a checkpoint of a
+# model's default embedding (`layer` null), whatever its `depth`: the embedding that ends
+# a depth sequence (depth = its last position) is the model's output at that epoch, a
+# training checkpoint like the others. A *layer checkpoint* is one with a `layer` or a
+# `depth`: the checkpoints of the networks' layers, a depth sequence's closing embedding
+# included (the last of its layers). `both` is every checkpoint.
+POPULATIONS = ("training", "layers", "both")
+POPULATION_NAMES = {
+    "training": "training checkpoints",
+    "layers": "layer checkpoints",
+    "both": "training and layer checkpoints",
+}
+POPULATION_MEANING = {
+    "training": "lu2022's population: each model's default embedding, at every epoch; the "
+    "layers of a depth sequence are left out (the embedding that ends one is a training checkpoint)",
+    "layers": "the layers of depth sequences, the embedding that ends each included; not lu2022's population",
+    "both": "training checkpoints and layers together: a layer of one network is another kind "
+    "of population than lu2022's trained models",
+}
+POPULATION = Option(
+    "population",
+    str,
+    "training",
+    "which checkpoints of a dataset CLID, W-CLID and the predictor and transfer correlations "
+    "are over: `training` (lu2022's population, the default: each model's default embedding, "
+    "checkpoints without a `layer`; the embedding that ends a depth sequence is one), "
+    "`layers` (checkpoints with a `layer` or a `depth`: the layers of depth sequences, their "
+    "closing embedding included) or `both` (every checkpoint)",
+    choices=POPULATIONS,
+    legacy="both",  # units stored before the option existed were over every checkpoint
+)
+
+
+def _column(ck: pd.DataFrame, name: str) -> pd.Series:
+    """A nullable column of `checkpoints` (absent in older workspaces: all null)."""
+    if name in ck.columns:
+        return ck[name]
+    return pd.Series(None, index=ck.index, dtype=object)
+
+
+def checked_population(population) -> str:
+    """`population` if it is one of POPULATIONS, else ValueError naming `--population`."""
+    why = POPULATION.problem(population)
+    if why:
+        raise ValueError(f"{POPULATION.flag} {why}")
+    return population
+
+
+def in_population(ck: pd.DataFrame, population: str) -> np.ndarray:
+    """Which rows of a `checkpoints` frame belong to `population` (one of POPULATIONS);
+    ValueError naming `--population` for another value."""
+    checked_population(population)
+    trained = _column(ck, "layer").isna().to_numpy()
+    if population == "training":
+        return trained
+    if population == "layers":
+        return ~trained | _column(ck, "depth").notna().to_numpy()
+    return np.ones(len(ck), bool)
+
+
+def population_label(population: str, n: int | None = None, of: int | None = None) -> str:
+    """How pages and figures name a population: "29 training checkpoints (of 33)"."""
+    name = POPULATION_NAMES[checked_population(population)]
+    if n is None:
+        return name
+    return f"{n} {name}" + (f" (of {of})" if of is not None and of != n else "")
 
 
 def _correlation_columns(against: str) -> tuple[Column, ...]:
@@ -423,19 +495,66 @@ def clid_and_correlations(
     return scores, corr, notes
 
 
-def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
-    ds = unit.partition["dataset"]
-    inputs = _inputs_of(ctx, ds)
-    fingerprint = _fingerprint(ctx, unit)
+def population_members(ctx: Context, dataset: str, population: str) -> tuple[list[str], list[str]]:
+    """The checkpoints of `dataset` in `population`, and those left out of it."""
+    ck = ctx.checkpoints[ctx.checkpoints["dataset"] == dataset]
+    inside = in_population(ck, population)
+    return sorted(ck.loc[inside, "checkpoint_id"]), sorted(ck.loc[~inside, "checkpoint_id"])
+
+
+def stored_population(ws, dataset: str) -> str | None:
+    """The population the stored `predictor_correlations` of `dataset` are over, from the
+    options stored with its unit (`legacy` `both` for a unit stored before the option
+    existed); None when not computed."""
+    if not ws.has("predictor_correlations", dataset=dataset):
+        return None
+    md = ws.read_metadata("predictor_correlations", dataset=dataset)
+    return ANALYSIS.stored_options(md.get("analysis_options"))["population"]
+
+
+def _population_metrics(ctx: Context, ds: str, inputs: dict, population: str) -> pd.DataFrame | None:
+    """checkpoint_metrics rows (with image sets and baselines) of the population's
+    measured checkpoints of `ds`; None when it has none (a note says so)."""
+    members, out = population_members(ctx, ds, population)
+    measured_out = sorted({c for c, _ in inputs if c in set(out)})
+    if measured_out:
+        ctx.note(
+            f"{ds}: {len(measured_out)} checkpoint(s) outside the population "
+            f"`--population {population}` ({population_label(population)}) left out of CLID, "
+            f"W-CLID and the correlations: {', '.join(measured_out)}"
+        )
+    metrics = metrics_of(ctx, ds, members, inputs)
+    if metrics is None:
+        ctx.note(f"{ds}: no measured checkpoint is among the {population_label(population)}: no correlation")
+    return metrics
+
+
+def metrics_of(ctx: Context, dataset: str, cids, inputs: dict | None = None) -> pd.DataFrame | None:
+    """What `clid_and_correlations` reads for the checkpoints `cids` of `dataset`: their
+    checkpoint_metrics rows at every k with the fingerprint of their image set and their
+    baseline predictors; None when none of them is measured. `inputs`: `_inputs_of`'s
+    (read again without)."""
+    inputs = _inputs_of(ctx, dataset) if inputs is None else inputs
+    wanted = set(cids)
     rows = [
         ctx.ws.read("checkpoint_metrics", checkpoint_id=c, k=k)
         .to_pandas()
         .assign(checkpoint_id=c, k=k, image_set=_image_set(ctx, c, k))
         for c, k in sorted(inputs)
+        if c in wanted
     ]
-    metrics = _with_baselines(ctx, pd.concat(rows, ignore_index=True))
+    return _with_baselines(ctx, pd.concat(rows, ignore_index=True)) if rows else None
+
+
+def _run(ctx: Context, unit: Unit, opts: dict, scope: Scope) -> str:
+    ds = unit.partition["dataset"]
+    inputs = _inputs_of(ctx, ds)
+    fingerprint = _fingerprint(ctx, unit)
+    metrics = _population_metrics(ctx, ds, inputs, opts["population"])
     by_k: dict = {}
-    scores, corr, notes = clid_and_correlations(metrics, opts["seed"], by_k)
+    scores, corr, notes = [], [], []
+    if metrics is not None:
+        scores, corr, notes = clid_and_correlations(metrics, opts["seed"], by_k)
     transfer = transfer_correlations(ctx, by_k, opts["seed"])
     for n in notes:
         ctx.note(f"{ds} {n}")
@@ -519,6 +638,7 @@ ANALYSIS = Analysis(
     tables=(CLID_SCORES, PREDICTOR_CORRELATIONS, TRANSFER_CORRELATIONS, CLUSTERING_SIMILARITY, CLUSTER_LINKS),
     units=_units,
     run=_run,
+    options=(POPULATION,),
     inputs=_fingerprint,
     depends=("cluster_metrics",),
     doc=__doc__.splitlines()[0],

@@ -309,11 +309,15 @@ def cl_id_scatter(
 
 
 # ---- predictor correlations ----------------------------------------------------------------
-def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str = "kNN acc.") -> go.Figure:
+def correlation_forest(
+    corr: pd.DataFrame, title: str | None = None, target: str = "kNN acc.", over: str | None = None
+) -> go.Figure:
     """Each predictor's Pearson r and Kendall τ with kNN accuracy, with their 95%
     intervals as bars (`views.checkpoints.predictor_correlations`); a missing interval draws no
     bar, a missing coefficient no point. A correlation over fewer than 10 checkpoints
-    (`unstable`) is drawn hollow and the axis says its interval is unstable."""
+    (`unstable`) is drawn hollow and the axis says its interval is unstable. `over`: the
+    population the correlations are over ("training checkpoints"), said on the axis, so an
+    exported file says it too."""
     preds = list(corr["predictor"])
     if "unstable" in corr.columns:
         unstable = corr["unstable"].fillna(False).astype(bool).to_numpy()
@@ -362,6 +366,8 @@ def correlation_forest(corr: pd.DataFrame, title: str | None = None, target: str
             )
         )
     n_text = f" (n = {int(n.iloc[0])})" if len(n) and n.nunique() == 1 else ""
+    if over:
+        n_text += f"<br>over {over}"
     if unstable.any():
         # Two short lines: one line is wider than the plot at one column (3.5 in).
         n_text += f"<br>hollow: fewer than {MIN_STABLE_CHECKPOINTS} checkpoints,<br>interval unstable"

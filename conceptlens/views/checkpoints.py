@@ -411,9 +411,82 @@ def transfer_scores(db, dataset: str, k: int, target: str) -> pd.DataFrame:
     )
 
 
+def _stored_population(db, dataset: str, analysis) -> str | None:
+    """The `--population` of the stored comparisons of `dataset` (None: not computed, or its
+    file cannot be listed)."""
+    if not db.has("predictor_correlations"):
+        return None
+    # Counted through the table, so a cache keyed by the tables read follows a new run.
+    n = db.query("SELECT count(*) AS n FROM predictor_correlations WHERE dataset = $ds", {"ds": dataset})
+    if not int(n["n"].iloc[0]):
+        return None
+    table = schema.tables_by_name()["predictor_correlations"]
+    base = str(table.path).rstrip("/") + "/"
+    files = []
+    for f in map(str, db.ws.files(table.name)):
+        inside = f[f.rindex(base) + len(base) :] if base in f else ""
+        try:
+            part = parse_partition(table, inside.split("/")[:-1])
+        except ValueError:
+            continue
+        if part.get("dataset") == dataset:
+            files.append(f)
+    if not files:
+        return None
+    md = db.query(
+        "SELECT decode(value) AS value FROM parquet_kv_metadata($files) WHERE decode(key) = 'conceptlens'",
+        {"files": files},
+    )
+    try:
+        stored = json.loads(md["value"].iloc[-1]).get("analysis_options") if len(md) else None
+    except (ValueError, AttributeError):
+        stored = None
+    # Written before the option existed: its `legacy` value (every checkpoint).
+    return analysis.stored_options(stored)["population"]
+
+
+def comparison_population(db, dataset: str) -> dict:
+    """Which checkpoints the stored CLID and correlations of `dataset` are over: `population`
+    (the `--population` their unit was computed with, read from the options stored in the
+    footer of its `predictor_correlations` file; None when not computed), `members` and
+    `left_out` (the dataset's measured checkpoints, with checkpoint metrics, in it and not,
+    by `comparisons.in_population`),
+    `label` ("29 training checkpoints (of 33)"), `meaning` (what the population is) and
+    `others` (the other populations)."""
+    from ..analysis.comparisons import (
+        ANALYSIS,
+        POPULATION_MEANING,
+        POPULATIONS,
+        in_population,
+        population_label,
+    )
+
+    population = _stored_population(db, dataset, ANALYSIS)
+    measured = None
+    if db.has("checkpoint_metrics"):
+        measured = "SELECT DISTINCT checkpoint_id FROM checkpoint_metrics"
+    ck = db.query(
+        "SELECT * FROM checkpoints WHERE dataset = $ds"
+        + (f" AND checkpoint_id IN ({measured})" if measured else "")
+        + " ORDER BY checkpoint_id",
+        {"ds": dataset},
+    )
+    inside = in_population(ck, population) if population else np.ones(len(ck), bool)
+    members = list(ck.loc[inside, "checkpoint_id"])
+    return {
+        "population": population,
+        "members": members,
+        "left_out": list(ck.loc[~inside, "checkpoint_id"]),
+        "label": population_label(population, len(members), len(ck)) if population else None,
+        "meaning": POPULATION_MEANING[population] if population else None,
+        "others": [p for p in POPULATIONS if p != population],
+    }
+
+
 def clid_membership(db, dataset: str, k: int) -> pd.DataFrame:
-    """Which checkpoints of `dataset` with CL, ID and kNN accuracy at k the stored CLID
-    compared: `checkpoint_id`, `n_images` (images its metrics were measured on),
+    """Which checkpoints of `dataset` with CL, ID and kNN accuracy at k, of the population
+    the comparisons are over (`comparison_population`), the stored CLID compared:
+    `checkpoint_id`, `n_images` (images its metrics were measured on),
     `compared`. `conceptlens analyze comparisons` compares only the checkpoints embedded on
     the most common image set and stores a null CLID for the others; without a stored
     CLID for any checkpoint, `compared` is null throughout (nothing to tell)."""
@@ -433,6 +506,11 @@ def clid_membership(db, dataset: str, k: int) -> pd.DataFrame:
         ORDER BY c.checkpoint_id""",
         {"ds": dataset, "k": int(k)},
     )
+    # Checkpoints outside the population the comparisons were computed over (`--population`)
+    # were never candidates: neither compared nor left out for their images.
+    population = comparison_population(db, dataset)
+    if population["population"] is not None:
+        rows = rows[rows["checkpoint_id"].isin(population["members"])].reset_index(drop=True)
     known = rows["clid"].notna()
     compared = known.astype(object) if known.any() else pd.Series(None, index=rows.index, dtype=object)
     return rows.drop(columns="clid").assign(compared=compared)

@@ -33,8 +33,17 @@ def _correlations(db, p):
     from ..checkpoints import correlation_forest
 
     return correlation_forest(
-        needs(view(db, K.predictor_correlations, dataset=p["ds"], k=p["k"]), "no correlations")
+        needs(view(db, K.predictor_correlations, dataset=p["ds"], k=p["k"]), "no correlations"),
+        over=_population(db, p),
     )
+
+
+def _population(db, p) -> str | None:
+    """The population the stored correlations of the dataset are over, as the axis says it."""
+    from ...analysis.comparisons import POPULATION_NAMES
+
+    stored = view(db, K.comparison_population, dataset=p["ds"])["population"]
+    return POPULATION_NAMES[stored] if stored else None
 
 
 def _transfer(db, p):
@@ -42,7 +51,7 @@ def _transfer(db, p):
 
     corr = view(db, K.transfer_correlations, dataset=p["ds"], k=p["k"], target=p["target"])
     needs(corr, "no transfer correlations")
-    return correlation_forest(corr, target=f"transfer acc. ({p['target']})")
+    return correlation_forest(corr, target=f"transfer acc. ({p['target']})", over=_population(db, p))
 
 
 def _metric_options(db, p) -> list:
