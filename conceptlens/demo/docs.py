@@ -26,6 +26,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.common import Context
+from ..analysis.comparisons import (
+    clid_and_correlations,
+    in_population,
+    metrics_of,
+    population_label,
+    stored_population,
+)
 from ..workspace import Workspace
 
 DEFAULT_WORKSPACE = "data/demo"
@@ -76,8 +84,6 @@ def correlations(ws: Workspace, dataset: str) -> pd.DataFrame:
 def population(ws: Workspace, dataset: str) -> dict:
     """The population the stored correlations of `dataset` are over: `population`, `label`,
     `members` and `left_out` (its measured checkpoints), as the Checkpoints page says it."""
-    from ..analysis.comparisons import in_population, population_label, stored_population
-
     name = stored_population(ws, dataset)
     if name is None:
         raise ValueError(f"the workspace {ws.root} has no predictor_correlations of dataset {dataset!r}")
@@ -182,9 +188,6 @@ def _id_extremes(ws: Workspace, pop: dict, k: int) -> str:
 def lu2022_self_supervised(ws: Workspace) -> str:
     """docs/demo.md: the correlations on shapes' self-supervised checkpoints only, computed
     by the analysis' own function from the stored checkpoint metrics (not stored)."""
-    from ..analysis.common import Context
-    from ..analysis.comparisons import clid_and_correlations, metrics_of
-
     pop = population(ws, "shapes")
     ck = pop["checkpoints"]
     ssl = sorted(

@@ -453,7 +453,7 @@ def comparison_population(db, dataset: str) -> dict:
     by `comparisons.in_population`),
     `label` ("29 training checkpoints (of 33)"), `meaning` (what the population is) and
     `others` (the other populations)."""
-    from ..analysis.comparisons import (
+    from ..analysis.comparisons import (  # local: the analyses load on use
         ANALYSIS,
         POPULATION_MEANING,
         POPULATIONS,

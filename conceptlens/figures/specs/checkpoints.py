@@ -40,7 +40,7 @@ def _correlations(db, p):
 
 def _population(db, p) -> str | None:
     """The population the stored correlations of the dataset are over, as the axis says it."""
-    from ...analysis.comparisons import POPULATION_NAMES
+    from ...analysis.comparisons import POPULATION_NAMES  # local: the analyses load on use
 
     stored = view(db, K.comparison_population, dataset=p["ds"])["population"]
     return POPULATION_NAMES[stored] if stored else None
