@@ -292,7 +292,9 @@ def write_derived(ws: Workspace, ids, labels, cids, ks, seed: int = 0) -> None:
             {
                 "unit": ["dataset=toy"],
                 "inputs": pa.array([None], pa.string()),
-                "options": [json.dumps({"seed": seed})],
+                # Its tables carry no stored options: over every checkpoint, the legacy
+                # `--population both` (conceptlens/analysis/comparisons.py).
+                "options": [json.dumps({"seed": seed, "population": "both"})],
                 "version": ["test"],
                 "started": ["2026-01-01T00:00:00+00:00"],
                 "seconds": [0.1],

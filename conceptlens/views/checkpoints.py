@@ -411,9 +411,12 @@ def transfer_scores(db, dataset: str, k: int, target: str) -> pd.DataFrame:
     )
 
 
-def _stored_population(db, dataset: str, analysis) -> str | None:
+def stored_population(db, dataset: str) -> str | None:
     """The `--population` of the stored comparisons of `dataset` (None: not computed, or its
-    file cannot be listed)."""
+    file cannot be listed), from the options in the footer of its `predictor_correlations`
+    file; reads that table only."""
+    from ..analysis.comparisons import ANALYSIS as analysis  # local: the analyses load on use
+
     if not db.has("predictor_correlations"):
         return None
     # Counted through the table, so a cache keyed by the tables read follows a new run.
@@ -454,14 +457,13 @@ def comparison_population(db, dataset: str) -> dict:
     `label` ("29 training checkpoints (of 33)"), `meaning` (what the population is) and
     `others` (the other populations)."""
     from ..analysis.comparisons import (  # local: the analyses load on use
-        ANALYSIS,
         POPULATION_MEANING,
         POPULATIONS,
         in_population,
         population_label,
     )
 
-    population = _stored_population(db, dataset, ANALYSIS)
+    population = stored_population(db, dataset)
     measured = None
     if db.has("checkpoint_metrics"):
         measured = "SELECT DISTINCT checkpoint_id FROM checkpoint_metrics"

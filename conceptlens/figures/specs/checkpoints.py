@@ -42,7 +42,7 @@ def _population(db, p) -> str | None:
     """The population the stored correlations of the dataset are over, as the axis says it."""
     from ...analysis.comparisons import POPULATION_NAMES  # local: the analyses load on use
 
-    stored = view(db, K.comparison_population, dataset=p["ds"])["population"]
+    stored = view(db, K.stored_population, dataset=p["ds"])
     return POPULATION_NAMES[stored] if stored else None
 
 
