@@ -10,6 +10,7 @@ import pandas as pd
 
 from components.cluster_tables import interval_text
 from components.formats import CHECKPOINT_FORMATS
+from components.text import literal
 from conceptlens.schema import MIN_STABLE_CHECKPOINTS
 
 COLUMN_NAMES = {
@@ -113,7 +114,7 @@ def population_text(population: dict, shown: int = 6) -> str:
     left = population["left_out"]
     if left:
         more = f" and {len(left) - shown} more" if len(left) > shown else ""
-        out += " Left out: " + ", ".join(f"`{c}`" for c in left[:shown]) + more + "."
+        out += " Left out: " + ", ".join(literal(c) for c in left[:shown]) + more + "."
     return out
 
 

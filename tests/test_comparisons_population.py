@@ -216,7 +216,7 @@ def test_the_page_and_the_figure_say_the_population(monkeypatch, layered):
     at = open_app(monkeypatch, layered, "pages/checkpoints.py")
     assert_clean(at)
     text = plain(at.markdown)
-    assert "Over the 2 training checkpoints (of 3)" in text and "Left out: `ck2`" in text
+    assert "Over the 2 training checkpoints (of 3)" in text and "Left out: ck2." in text
     assert "--population both" in " ".join(c.value for c in at.code)
 
 

@@ -412,40 +412,15 @@ def transfer_scores(db, dataset: str, k: int, target: str) -> pd.DataFrame:
 
 
 def stored_population(db, dataset: str) -> str | None:
-    """The `--population` of the stored comparisons of `dataset` (None: not computed, or its
-    file cannot be listed), from the options in the footer of its `predictor_correlations`
-    file; reads that table only."""
-    from ..analysis.comparisons import ANALYSIS as analysis  # local: the analyses load on use
+    """The `--population` of the stored comparisons of `dataset` (None: not computed), from
+    the options stored with its `predictor_correlations` (`comparisons.stored_population`)."""
+    from ..analysis.comparisons import stored_population as stored  # local: the analyses load on use
 
     if not db.has("predictor_correlations"):
         return None
     # Counted through the table, so a cache keyed by the tables read follows a new run.
     n = db.query("SELECT count(*) AS n FROM predictor_correlations WHERE dataset = $ds", {"ds": dataset})
-    if not int(n["n"].iloc[0]):
-        return None
-    table = schema.tables_by_name()["predictor_correlations"]
-    base = str(table.path).rstrip("/") + "/"
-    files = []
-    for f in map(str, db.ws.files(table.name)):
-        inside = f[f.rindex(base) + len(base) :] if base in f else ""
-        try:
-            part = parse_partition(table, inside.split("/")[:-1])
-        except ValueError:
-            continue
-        if part.get("dataset") == dataset:
-            files.append(f)
-    if not files:
-        return None
-    md = db.query(
-        "SELECT decode(value) AS value FROM parquet_kv_metadata($files) WHERE decode(key) = 'conceptlens'",
-        {"files": files},
-    )
-    try:
-        stored = json.loads(md["value"].iloc[-1]).get("analysis_options") if len(md) else None
-    except (ValueError, AttributeError):
-        stored = None
-    # Written before the option existed: its `legacy` value (every checkpoint).
-    return analysis.stored_options(stored)["population"]
+    return stored(db.ws, dataset) if int(n["n"].iloc[0]) else None
 
 
 def comparison_population(db, dataset: str) -> dict:
