@@ -54,6 +54,13 @@ def _validate(args) -> int:
     return 1 if problems else 0
 
 
+def _info(args) -> int:
+    from .info import render, summary  # local: the command's own, so --help stays light
+
+    print(render(summary(args.workspace, analyses=not args.no_analyses), as_json=args.json))
+    return 0
+
+
 def _migrate(args) -> int:
     from .migrate import migrate  # local: the command's own, so --help stays light
 
@@ -231,6 +238,20 @@ def register(sub) -> None:
     add_workspace(p, positional_alias=True)
     p.add_argument("--json", action="store_true", help="print problems as JSON")
     p.set_defaults(func=_validate)
+
+    p = sub.add_parser(
+        "info",
+        help="what a workspace holds: datasets, checkpoints, analyses' units done and skipped, sizes",
+        description="What a workspace holds, in a couple of seconds: its datasets (images, splits, "
+        "labels, checkpoints, layers, concepts, hierarchy), every analysis with its units and how many "
+        "the analysis_runs log records as done or skipped, and each table's size. Reads only.",
+    )
+    add_workspace(p)
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    p.add_argument(
+        "--no-analyses", action="store_true", help="leave out the analyses (their units take longest to list)"
+    )
+    p.set_defaults(func=_info)
 
     p = sub.add_parser(
         "migrate", parents=[quiet_parent()], help="rewrite a workspace of an older format in the current one"
