@@ -22,7 +22,9 @@ from components.export_button import show_catalog_figure
 from components.image_grid import image_grid
 from components.metric_table import metric_table
 from components.text import literal
+from conceptlens.analysis.base import AXIS_NAMES
 from conceptlens.views import aligned as A
+from conceptlens.views import training as T
 from conceptlens.views.clusters import parse_region, region_text
 
 VIEW_KEY = "ckpts_aproj"
@@ -66,7 +68,9 @@ def aligned_section(ws, ds: str, run: str, provenance: dict) -> None:
     frames = ws.view(A.frames, dataset=ds, run=run)
     keys = A.frame_keys(frames)
     by_epoch = frames["epoch"].notna().all() and keys == [int(e) for e in frames["epoch"]]
-    name = {k: (f"epoch {k}" if by_epoch else f"step {k}") for k in keys}
+    # A depth sequence's frames are its layers (its `epoch` column holds the depth).
+    word = AXIS_NAMES[T.axis(run)]
+    name = {k: (f"{word} {k}" if by_epoch else f"step {k}") for k in keys}
     method = str(frames["method"].iloc[0])
     st.caption(
         f"The images of the run ({int(frames['images'].iloc[0]):,}, a seeded sample at most), one "

@@ -99,3 +99,36 @@ file = "drift"
     assert prov["figure"] == "aligned_frames" and "run=toy-run" in prov["url"]
     box = PdfReader(out / "frames.pdf").pages[0].mediabox
     assert abs(float(box.width) - 3.5 * 72) < 1
+
+
+def test_a_depth_sequence_is_named_by_layer_and_training_by_epoch():
+    """Issue 47: a depth sequence's frames (its `epoch` column holds the depth) were titled
+    "epoch 0..3" on the slider, the small multiples and the drift axis. The word follows the
+    sequence's axis, read from its name as the analysis makes it."""
+    from conceptlens.analysis.base import sequence_name
+    from conceptlens.views import training as T
+
+    rng = np.random.default_rng(0)
+    pts = pd.DataFrame(
+        [
+            {
+                "step": s,
+                "epoch": d,
+                "checkpoint_id": f"r-d{d}",
+                "image_id": f"i{i}",
+                "x": x,
+                "y": y,
+                "label_name": "ab"[i % 2],
+                "drift": np.nan if s == 0 else abs(x),
+            }
+            for s, d in enumerate((0, 1, 3))
+            for i, (x, y) in enumerate(rng.normal(size=(6, 2)))
+        ]
+    )
+    for run, word, other in ((sequence_name("r", "depth", 20), "layer", "epoch"), ("r", "epoch", "layer")):
+        axis = T.axis(run)
+        titles = [a.text for a in aligned_frames(pts, axis=axis).layout.annotations]
+        assert titles == [f"{word} 0", f"{word} 1", f"{word} 3"]
+        fig = drift_lines(A.drift_by(pts, "label_name"), axis=axis)
+        assert fig.layout.xaxis.title.text.startswith(word) and other not in fig.layout.xaxis.title.text
+        assert all(f"{word} %{{x}}" in t.hovertemplate for t in fig.data)

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..analysis.base import AXIS_NAMES
 from . import theme
 from .clusters import FOCUS, HIGHLIGHT, MAX_LEGEND, OTHER, categories, is_categorical
 from .theme import MIN_FONT_PX
@@ -17,8 +18,12 @@ FADED = 0.3  # opacity of the images outside a selection
 ALL = "all images"
 
 
-def frame_title(epoch, checkpoint_id: str) -> str:
-    return f"epoch {int(epoch)}" if epoch is not None and not pd.isna(epoch) else str(checkpoint_id)
+def frame_title(epoch, checkpoint_id: str, axis: str = "epoch") -> str:
+    """A frame's name: `epoch 3` along training, `layer 2` along a depth sequence (`axis`
+    `depth`: its `epoch` column holds the depth), else its checkpoint."""
+    if epoch is None or pd.isna(epoch):
+        return str(checkpoint_id)
+    return f"{AXIS_NAMES[axis]} {int(epoch)}"
 
 
 def _colour_map(vals: pd.Series) -> tuple[dict, list]:
@@ -39,12 +44,14 @@ def aligned_frames(
     steps: list[int] | None = None,
     ids=None,
     columns: int = 2,
+    axis: str = "epoch",
 ) -> go.Figure:
     """Small multiples of the frames `steps` of `points` (`views.aligned.points`: step,
     epoch, checkpoint_id, image_id, x, y and the `colour` column), one panel per frame with
-    the same axes, titled by epoch, coloured by `colour` (categorical: one legend entry per
-    value; numeric: one colour scale). The images `ids` (a selection) are ringed in black in
-    every panel and the others faded, so a group can be followed along the sequence."""
+    the same axes, titled by epoch (by layer along a depth sequence: `axis` `depth`),
+    coloured by `colour` (categorical: one legend entry per value; numeric: one colour
+    scale). The images `ids` (a selection) are ringed in black in every panel and the others
+    faded, so a group can be followed along the sequence."""
     if points.empty:
         raise ValueError("aligned_frames needs at least one point")
     all_steps = sorted(points["step"].unique())
@@ -53,7 +60,7 @@ def aligned_frames(
     cols = min(columns, len(steps))
     rows = -(-len(steps) // cols)
     meta = pts.groupby("step")[["epoch", "checkpoint_id"]].first()
-    titles = [frame_title(meta.loc[s, "epoch"], meta.loc[s, "checkpoint_id"]) for s in steps]
+    titles = [frame_title(meta.loc[s, "epoch"], meta.loc[s, "checkpoint_id"], axis) for s in steps]
     fig = make_subplots(
         rows=rows,
         cols=cols,
@@ -183,11 +190,14 @@ def aligned_frames(
     return fig
 
 
-def drift_lines(summary: pd.DataFrame, colour: str = "label_name", most: int = FOCUS) -> go.Figure:
+def drift_lines(
+    summary: pd.DataFrame, colour: str = "label_name", most: int = FOCUS, axis: str = "epoch"
+) -> go.Figure:
     """Mean drift per step (`views.aligned.drift_by`: step, epoch, value, mean, median,
     images): one line per value of `colour` (the `most` that move most over the run, by
     their summed mean drift) and a thick black one for every image, against the epoch the
-    images moved to."""
+    images moved to (the layer, along a depth sequence: `axis` `depth`)."""
+    word = AXIS_NAMES[axis]
     if summary.empty:
         raise ValueError("drift_lines needs a sequence of two or more frames")
     s = summary.copy()
@@ -213,7 +223,7 @@ def drift_lines(summary: pd.DataFrame, colour: str = "label_name", most: int = F
                 marker=dict(size=6 if v == ALL else 5),
                 legendrank=1 if v == ALL else 100 + keep.index(v),
                 customdata=np.column_stack([g["median"].astype(float), g["images"].astype(int)]),
-                hovertemplate=f"{v}<br>epoch %{{x}}: mean drift %{{y:.3g}}"
+                hovertemplate=f"{v}<br>{word} %{{x}}: mean drift %{{y:.3g}}"
                 "<br>median %{customdata[0]:.3g} · %{customdata[1]} images<extra></extra>",
             )
         )
@@ -221,7 +231,9 @@ def drift_lines(summary: pd.DataFrame, colour: str = "label_name", most: int = F
     left_out = len(byval) - len(keep)
     fig.update_layout(
         xaxis=dict(
-            title="epoch (drift since the previous checkpoint)" if by_epoch else "step",
+            title=f"{word} (drift since the previous {'checkpoint' if axis == 'epoch' else 'layer'})"
+            if by_epoch
+            else "step",
             tickvals=sorted(s["x"].unique()),
         ),
         yaxis=dict(title="mean drift", rangemode="tozero"),

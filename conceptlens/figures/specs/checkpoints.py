@@ -345,13 +345,17 @@ def _aligned(db, p):
     pts = _aligned_points(db, p)
     frames = view(db, A.frames, dataset=p["ds"], run=p["run"])
     shown = [int(frames["step"].iloc[i]) for i in A.evenly(len(frames), A.SMALL_MULTIPLES)]
-    return aligned_frames(pts, colour=p["acolor"], steps=shown, ids=_selected(db, p, frames))
+    return aligned_frames(
+        pts, colour=p["acolor"], steps=shown, ids=_selected(db, p, frames), axis=T.axis(p["run"])
+    )
 
 
 def _drift(db, p):
     from ..aligned import drift_lines
 
-    return drift_lines(A.drift_by(_aligned_points(db, p), p["acolor"]), colour=p["acolor"])
+    return drift_lines(
+        A.drift_by(_aligned_points(db, p), p["acolor"]), colour=p["acolor"], axis=T.axis(p["run"])
+    )
 
 
 ALIGNED = (
