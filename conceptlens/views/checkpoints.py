@@ -68,7 +68,7 @@ def summary(db, dataset: str, k: int, clid: bool = True) -> pd.DataFrame:
                    FROM cluster_metrics WHERE k = $k GROUP BY checkpoint_id) a
                ON a.checkpoint_id = c.checkpoint_id
         WHERE c.dataset = $ds
-        ORDER BY c.checkpoint_id""",
+        ORDER BY {clusters.embeddings_first(db)}c.checkpoint_id""",
         {"ds": dataset, "k": int(k)},
     )
 

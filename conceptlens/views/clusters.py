@@ -28,14 +28,22 @@ def datasets(db) -> pd.DataFrame:
 
 
 def checkpoints(db, dataset: str) -> pd.DataFrame:
-    """The checkpoints of `dataset` that have cluster metrics."""
+    """The checkpoints of `dataset` that have cluster metrics: each model's own embedding
+    first, then the checkpoints of layers (`embeddings_first`), by id."""
     return db.query(
-        """
-        SELECT DISTINCT m.checkpoint_id FROM cluster_metrics m
+        f"""
+        SELECT m.checkpoint_id FROM (SELECT DISTINCT checkpoint_id FROM cluster_metrics) m
         JOIN checkpoints c USING (checkpoint_id)
-        WHERE c.dataset = $ds ORDER BY m.checkpoint_id""",
+        WHERE c.dataset = $ds ORDER BY {embeddings_first(db)}m.checkpoint_id""",
         {"ds": dataset},
     )
+
+
+def embeddings_first(db, alias: str = "c") -> str:
+    """The ORDER BY term that puts each model's own embedding (`layer` null) before the
+    checkpoints of its layers, so a page opens on (and compares) models, not an early
+    block that happens to sort first; empty when `checkpoints` has no `layer` column."""
+    return f"{alias}.layer IS NOT NULL, " if "layer" in db.columns("checkpoints") else ""
 
 
 def ks(db, checkpoint: str) -> pd.DataFrame:
