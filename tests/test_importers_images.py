@@ -298,3 +298,33 @@ def test_the_test_share_is_drawn_class_by_class_in_sorted_class_order():
             for j in rng.permutation(len(rows))[: int(round(len(rows) * 0.4))]:
                 want[rows[j]] = "test"
         assert imp.assign_splits(items, None, 0.4, seed=seed) == want, seed
+
+
+# ---- --drop flat duplicates (issue 47, minor) -----------------------------------------------------
+def test_drop_leaves_out_flat_images_and_repeats_as_declared(tmp_path):
+    """Flat images go; of identical pixels the first (by id) of a one-label group stays and a
+    group spanning labels goes whole; every other image stays, and without --drop all do."""
+    import shutil
+
+    root = tmp_path / "src"
+    for c, name in enumerate(("red", "green")):
+        for i in range(4):
+            draw(root / name / f"{i:03d}.png", RGB[name], seed=10 * c + i)
+    Image.new("RGB", (20, 16), (200, 200, 200)).save(root / "red" / "flat1.png")
+    Image.new("RGB", (20, 16), (10, 10, 10)).save(root / "green" / "flat2.png")
+    shutil.copy(root / "red" / "000.png", root / "red" / "000-copy.png")  # a repeat within red
+    shutil.copy(root / "red" / "001.png", root / "green" / "red-in-green.png")  # across labels
+    listing = scan_folder(root)
+    ws = workspace(tmp_path, "all")
+    run(ws, "d", listing)
+    assert len(images_table(ws)) == 12
+    ws = workspace(tmp_path, "dropped")
+    r = run(ws, "d", listing, drop=("flat", "duplicates"))
+    t = images_table(ws)
+    paths = {str(p).split("src/")[-1] for p in t["source_path"]}
+    want = {f"{n}/{i:03d}.png" for n in ("red", "green") for i in range(4)} - {"red/001.png"}
+    assert paths == want, paths
+    assert any("2 flat image(s) left out" in n for n in r.notes)
+    assert any("1 repeat(s) of an image kept, 2 in groups spanning labels" in n for n in r.notes)
+    with pytest.raises(ValueError, match="--drop: blurry"):
+        run(workspace(tmp_path, "bad"), "d", listing, drop=("blurry",))

@@ -11,3 +11,5 @@ What both the command line (which must import light) and an importer read is dec
 # How `import concepts --from-hierarchy` reads the label hierarchy (importers/concepts.py):
 # one binary concept per node, or one categorical concept per level.
 HIERARCHY_AS = ("nodes", "levels")
+# What `import images --drop` leaves out (importers/images.py): flat images, identical repeats.
+DROPPABLE = ("flat", "duplicates")

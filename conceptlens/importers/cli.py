@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..cliargs import add_seed, add_workspace, quiet_parent
-from . import HIERARCHY_AS
+from . import DROPPABLE, HIERARCHY_AS
 
 FORMATS = ("auto", "imagefolder", "manifest", "imagenet", "hf")
 
@@ -102,6 +102,7 @@ def _images(args) -> int:
         split=args.split,
         test_fraction=args.test_fraction,
         seed=args.seed,
+        drop=tuple(args.drop or ()),
         **_image_options(args),
     )
     rate = f"{(r.made / r.seconds * 60):,.0f} images/min" if r.made and r.seconds > 0 else "nothing to decode"
@@ -357,6 +358,14 @@ def register(sub, parents) -> None:
         help="when SOURCE gives no splits: mark this share of each class `test` (seeded)",
     )
     add_seed(p, "--test-fraction")
+    p.add_argument(
+        "--drop",
+        nargs="+",
+        choices=DROPPABLE,
+        metavar="KIND",
+        help="leave out `flat` images (one colour) and/or pixel-identical `duplicates` (the first "
+        "of a group stays when they share a label; a group spanning labels goes whole)",
+    )
     _add_image_options(p)
     g = p.add_argument_group("manifest")
     g.add_argument("--root", help="folder relative paths of the manifest start from (default: its folder)")

@@ -35,6 +35,7 @@ from ..cache import cached
 from ..errors import ConceptLensError
 from ..pixels import DEFAULT_BACKGROUND, background_hex, to_rgb
 from ..workspace import Workspace, WorkspaceError, atomic_write_bytes, atomic_write_table, check_id, now_iso
+from . import DROPPABLE
 
 # What torchvision's ImageFolder reads, plus GIF; other files in a source folder are ignored.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".pgm", ".bmp", ".tif", ".tiff", ".webp", ".gif")
@@ -476,6 +477,44 @@ def _suspects(items, ids, done, background: str) -> list[str]:
     return out
 
 
+def _drop(items, ids, done, drop) -> tuple[dict, list[str]]:
+    """`done` without the images `drop` names, and a note per kind dropped. `flat`: every
+    flat image. `duplicates`: of each group of pixel-identical images the first by id stays
+    when they share a label; a group spanning labels goes whole (which label would be right
+    is unknown, and a duplicate across labels caps purity)."""
+    unknown = [d for d in drop if d not in DROPPABLE]
+    if unknown:
+        raise ValueError(f"--drop: {', '.join(unknown)} is not one of {', '.join(DROPPABLE)}")
+    label = {iid: it.label_name if it.label_name is not None else it.label for iid, it in zip(ids, items)}
+    gone: dict[str, str] = {}
+    notes = []
+    if "flat" in drop:
+        flat = sorted(iid for iid, r in done.items() if r.get("flat"))
+        gone |= dict.fromkeys(flat, "flat")
+        notes.append(f"{len(flat)} flat image(s) left out (--drop flat)")
+    if "duplicates" in drop:
+        groups: dict[str, list[str]] = {}
+        for iid, r in done.items():
+            if r.get("pixels") and iid not in gone:
+                groups.setdefault(r["pixels"], []).append(iid)
+        same = mixed = 0
+        for g in groups.values():
+            if len(g) < 2:
+                continue
+            g = sorted(g)
+            if len({label[i] for i in g}) > 1:
+                gone |= dict.fromkeys(g, "duplicates")
+                mixed += len(g)
+            else:
+                gone |= dict.fromkeys(g[1:], "duplicates")
+                same += len(g) - 1
+        notes.append(
+            f"{same + mixed} pixel-identical image(s) left out (--drop duplicates): {same} repeat(s) "
+            f"of an image kept, {mixed} in groups spanning labels (left out whole)"
+        )
+    return {iid: r for iid, r in done.items() if iid not in gone}, notes
+
+
 def _table(dataset, items, ids, splits, done):
     import pyarrow as pa
 
@@ -611,8 +650,10 @@ def import_images(
     strict: bool = False,
     replace: bool = False,
     progress: bool = True,
+    drop: tuple[str, ...] = (),
 ) -> Result:
-    """Add `listing`'s images to the workspace as dataset `dataset` (see the module doc)."""
+    """Add `listing`'s images to the workspace as dataset `dataset` (see the module doc);
+    `drop` leaves out flat images and pixel-identical repeats (`_drop`)."""
     import pyarrow.compute as pc
 
     t0 = time.perf_counter()
@@ -653,9 +694,12 @@ def import_images(
             f"{listing.source}: none of the {len(items)} image(s) decodes, e.g. "
             f"{skipped[0][0]}: {skipped[0][1]}"
         )
+    done, dropped = _drop(items, ids, done, drop)
+    if not done:
+        raise ImportInputError(f"{listing.source}: --drop {' '.join(drop)} leaves no image")
     table = _fit_to(ws, _table(dataset, items, ids, splits, done))
     tree = _tree(dataset, listing, table)  # checked before anything is written
-    notes = list(listing.notes)
+    notes = list(listing.notes) + dropped
     warnings = _suspects(items, ids, done, thumbs.background)
     if mine:
         _features_kept(ws, dataset, set(table["image_id"].to_pylist()), notes)
