@@ -11,7 +11,7 @@ Captioner specs (the spec is stored as `captions.captioner`):
   (`conceptlens.vl.VLModel`): each image gets the `groundtruth` caption of the dataset's
   TRAIN split whose text embedding has the highest cosine similarity to the image's.
 - `imagenet:MODEL_SPEC` (+ `--weights`): a weak baseline, not a vision-language model:
-  "a photo of a {top-1 ImageNet-1k class}" from an ImageNet classifier loaded as `extract`
+  "a photo of a(n) {top-1 ImageNet-1k class}" from an ImageNet classifier loaded as `extract`
   loads it (`imagenet:timm:tf_efficientnet_lite0 --weights FILE`, `imagenet:torchvision:resnet50`).
 
 Captioners read the images `extract` reads (the originals when recorded, else the
@@ -180,7 +180,18 @@ class CocaCaptioner(Captioner):
         return out
 
 
-IMAGENET_TEMPLATE = "a photo of a {}"
+IMAGENET_TEMPLATE = "a photo of {}"  # the class name with its article (`with_article`)
+
+# Words spelt with a vowel but said with a consonant, and the reverse (ImageNet's names among them).
+_SAID_WITH_CONSONANT = ("one", "once", "uni", "use", "usu", "ute", "uro", "ure", "eu", "ewe", "ukulele")
+_SAID_WITH_VOWEL = ("hour", "honest", "honor", "honour", "heir")
+
+
+def with_article(noun: str) -> str:
+    """`noun` after its indefinite article: "an envelope", "a unicycle", "an hourglass"."""
+    word = noun.strip().lower()
+    vowel = word[:1] in "aeiou" and not word.startswith(_SAID_WITH_CONSONANT)
+    return ("an " if vowel or word.startswith(_SAID_WITH_VOWEL) else "a ") + noun.strip()
 
 
 def imagenet_class_names() -> list[str]:
@@ -199,7 +210,7 @@ def imagenet_class_names() -> list[str]:
 
 class ImageNetCaptioner(Captioner):
     """A weak describability baseline, not a vision-language model: each image's caption is
-    "a photo of a {top-1 ImageNet-1k class}" of a real classifier, loaded by model spec
+    "a photo of a(n) {top-1 ImageNet-1k class}" of a real classifier, loaded by model spec
     exactly as `extract` loads it (its classifier is the adapter's `head`)."""
 
     def __init__(self, model_spec: str, weights=None, root=None, device="cpu"):
@@ -229,7 +240,7 @@ class ImageNetCaptioner(Captioner):
         with torch.inference_mode():
             logits = self.adapter.classify(x.to(self.device))
         self._check(logits.shape[1])
-        return [IMAGENET_TEMPLATE.format(self.names[i]) for i in logits.argmax(dim=1).tolist()]
+        return [IMAGENET_TEMPLATE.format(with_article(self.names[i])) for i in logits.argmax(dim=1).tolist()]
 
 
 class RetrievalCaptioner(Captioner):
@@ -402,7 +413,7 @@ def register(sub, parents) -> None:
         metavar="SPEC",
         help="hf:Salesforce/blip-image-captioning-base, open_clip:coca_ViT-B-32@TAG, "
         "vl:<vl_model_id> (retrieval among the train split's groundtruth captions), or "
-        "imagenet:MODEL_SPEC ('a photo of a {top-1 ImageNet class}', e.g. "
+        "imagenet:MODEL_SPEC ('a photo of a(n) {top-1 ImageNet class}', e.g. "
         "imagenet:timm:tf_efficientnet_lite0 with --weights)",
     )
     p.add_argument(

@@ -215,7 +215,7 @@ def test_imagenet_captioner_is_the_classifiers_top1(ws, tmp_path):
     with torch.inference_mode():
         top1 = m(x).argmax(1).tolist()
     names = cp.imagenet_class_names()
-    assert got["text"].to_pylist() == [f"a photo of a {names[i]}" for i in top1]
+    assert got["text"].to_pylist() == [f"a photo of {cp.with_article(names[i])}" for i in top1]
     assert len(set(top1)) > 1  # not one class for every image: the comparison means something
 
 
@@ -240,3 +240,31 @@ def test_imagenet_captioner_needs_a_classifier(ws, tmp_path):
         cp.caption(ws, "shapes", "imagenet:torch:tests.tiny_models:TinyConv", progress=False)
     with pytest.raises(ModelLoadError, match="file not found"):
         cp.caption(ws, "shapes", "imagenet:timm:test_efficientnet", weights="nope.pt", progress=False)
+
+
+@pytest.mark.parametrize(
+    "noun, said",
+    [
+        ("envelope", "an envelope"),
+        ("espresso", "an espresso"),
+        ("umbrella", "an umbrella"),
+        ("Egyptian cat", "an Egyptian cat"),
+        ("unicycle", "a unicycle"),
+        ("European fire salamander", "a European fire salamander"),
+        ("one-armed bandit", "a one-armed bandit"),
+        ("hourglass", "an hourglass"),
+        ("hen", "a hen"),
+        ("tabby", "a tabby"),
+    ],
+)
+def test_a_class_name_gets_the_article_it_is_said_with(noun, said):
+    assert cp.with_article(noun) == said
+
+
+def test_every_imagenet_name_gets_an_article_by_its_first_letter_or_a_listed_exception():
+    for name in cp.imagenet_class_names():
+        article, rest = cp.with_article(name).split(" ", 1)
+        assert rest == name
+        vowel = name[0].lower() in "aeiou"
+        listed = name.lower().startswith(cp._SAID_WITH_CONSONANT + cp._SAID_WITH_VOWEL)
+        assert (article == "an") == (vowel != listed), name

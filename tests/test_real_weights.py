@@ -300,8 +300,8 @@ def test_imagenet_captioner_names_the_cat(photo_ws, capsys):
     caps = t[t.captioner == spec].merge(labels, on="image_id").set_index("label_name")["text"]
     names = imagenet_class_names()
     assert caps["chelsea"] in {f"a photo of a {names[i]}" for i in CATS}, caps.to_dict()
-    assert caps["coffee"] == "a photo of a espresso", caps.to_dict()
-    assert len(caps) == len(PHOTOS) and all(re.fullmatch(r"a photo of a .+", c) for c in caps)
+    assert caps["coffee"] == "a photo of an espresso", caps.to_dict()  # not "a espresso" (issue 47)
+    assert len(caps) == len(PHOTOS) and all(re.fullmatch(r"a photo of an? .+", c) for c in caps)
 
 
 def test_imagenet_captioner_on_the_photos_directly(photos):
@@ -310,7 +310,7 @@ def test_imagenet_captioner_on_the_photos_directly(photos):
     cap = ImageNetCaptioner("torchvision:mobilenet_v2", weights=_weights("torchvision:mobilenet_v2"))
     out = dict(zip(photos, cap.caption(list(photos.values()))))
     cats = {imagenet_class_names()[i] for i in CATS}
-    assert out["chelsea"].removeprefix("a photo of a ") in cats, out
+    assert out["chelsea"].removeprefix("a photo of a ").removeprefix("a photo of an ") in cats, out
 
 
 # ---- the packages are installed by `make test` ----------------------------------------------
