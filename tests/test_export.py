@@ -442,3 +442,50 @@ def test_exported_files_are_written_whole_and_readable_by_everyone(factory_templ
     assert set(modes.values()) == {0o666 & ~umask}, modes
     if umask == 0o022:
         assert set(modes.values()) == {0o644}
+
+
+def _side_legend_figure(names, title="label_name"):
+    fig = go.Figure([go.Scatter(x=[0, 1], y=[0, 1], mode="markers", name=n, legendgroup=n) for n in names])
+    fig.update_layout(template=TEMPLATE, legend=dict(title=dict(text=title)), margin=dict(l=40, r=20, t=20))
+    return fig
+
+
+def test_a_wide_side_legend_goes_above_at_one_column_with_a_row_for_each_line():
+    """Issue 47: a UMAP's ten label names took 45% of a one-column PDF's width. Above the plot
+    they get the rows they need (one per entry when two do not fit side by side, and one for
+    the title), so none is clipped; at two columns the side legend stays."""
+    names = ["animals", "computer", "food", "geography", "office", "people", "recreation"]
+    names += ["signs_and_symbols", "tools", "transportation"]
+    fig = _side_legend_figure(names)
+    narrow = E.paper_figure(fig, 3.5, aspect=0.85)
+    legend = narrow.layout.legend
+    assert legend.orientation == "h" and legend.entrywidth and legend.yref == "container"
+    per_row = max(1, int((336 - 40 - 20) // (legend.entrywidth + E.ENTRY_SYMBOL_PX)))
+    rows = -(-len(names) // per_row) + 1  # and the title's
+    assert narrow.layout.margin.t >= rows * MIN_FONT_PX * 1.5
+    assert narrow.layout.height - round(336 * 0.85) == narrow.layout.margin.t - 20  # the plot keeps its size
+    wide = E.paper_figure(fig, 7.0, aspect=0.85)
+    assert wide.layout.legend.orientation is None and wide.layout.height == round(672 * 0.85)
+    # Short names fit on the side at one column: left as they are.
+    short = E.paper_figure(_side_legend_figure(["a", "b", "c"], title="k"), 3.5, aspect=0.85)
+    assert short.layout.legend.orientation is None
+
+
+def test_purity_vs_coherence_keeps_its_legend_off_the_points():
+    from conceptlens.figures.clusters import purity_coherence
+
+    rows = pd.DataFrame(
+        {
+            "cluster": [0, 1, 2],
+            "purity": [0.05, 0.5, 0.9],
+            "coherence_random": [0.3, 0.7, 0.9],
+            "coherence_hard": [0.2, 0.6, 0.8],
+            "size": [10, 10, 10],
+        }
+    )
+    fig = E.paper_figure(purity_coherence(rows), 3.5)
+    legend = fig.layout.legend
+    # In the top margin, given its room there (inside, it covered the low-purity error bars).
+    assert (
+        legend.orientation == "h" and legend.yref == "container" and fig.layout.margin.t >= MIN_FONT_PX * 1.5
+    )

@@ -149,11 +149,9 @@ def purity_coherence(
         title=title,
         xaxis=dict(range=xrange, title=range_title("purity", xrange)),
         yaxis=dict(range=yrange, title=range_title("coherence (2AFC)", yrange)),
-        # Inside, bottom left: below chance at low purity is where clusters are rarest, and
-        # a legend above the plot takes a third of a single-column figure.
-        legend=dict(
-            x=0.01, y=0.01, xanchor="left", yanchor="bottom", bgcolor="rgba(255,255,255,0.8)", borderwidth=0
-        ),
+        # Above the plot, in one row: inside it covered the low-purity clusters' error bars
+        # (issue 47); the export gives the row its room at any width.
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left"),
         margin=dict(l=50, r=10, t=40 if title else 10, b=40),
         clickmode="event+select",
     )

@@ -290,11 +290,16 @@ def _make_room_above(d: dict, width_px: int, height_px: int) -> int:
     item = legend.get("itemwidth", 30) + 8 + 12
     rows, used = 1, 0.0
     room = width_px - left - (legend.get("x") or 0) * plot_w - 4
+    fixed = legend.get("entrywidth") if legend.get("entrywidthmode", "pixels") == "pixels" else None
+    if fixed:  # entries of one width wrap at the plot's width
+        room = plot_w * (1 - (legend.get("x") or 0))
     for name in names:
-        w = item + _text_px(name, size)
+        w = (fixed + ENTRY_SYMBOL_PX) if fixed else item + _text_px(name, size)
         if used and used + w > room:
             rows, used = rows + 1, 0.0
         used += w
+    if ((legend.get("title") or {}).get("text")) and (legend.get("title") or {}).get("side") == "top":
+        rows += 1  # the legend's title on a row of its own
     title = layout.get("title") or {}
     title_h = (
         _title_size(d) * 1.3 * (str(title.get("text")).count("<br>") + 1) + 6 if title.get("text") else 0.0
@@ -390,6 +395,43 @@ def _fit_texts(d: dict, width_px: int) -> None:
             trace["text"] = None
 
 
+# What Plotly adds to a legend entry's `entrywidth` (its symbol and gaps), in px.
+ENTRY_SYMBOL_PX = 45
+# A legend on the right may take this share of the figure's width; a wider one goes above.
+SIDE_LEGEND_SHARE = 0.3
+
+
+def _side_legend_above(d: dict, width_px: int) -> None:
+    """A vertical legend to the right of the plots (Plotly's default place) that would take
+    more than SIDE_LEGEND_SHARE of the width (a UMAP's ten label names at one column took
+    45%) is laid out in rows above the plots instead; `_make_room_above` then gives it the
+    rows it needs."""
+    layout = d.setdefault("layout", {})
+    legend = layout.get("legend") or {}
+    if layout.get("showlegend", True) is False or legend.get("orientation") == "h":
+        return
+    if legend.get("x") is not None and legend["x"] < 1:  # placed inside the plot on purpose
+        return
+    size = _font_size(d, legend)
+    names = [
+        str(t.get("name"))
+        for t in d.get("data", [])
+        if t.get("showlegend", True) is not False and t.get("name")
+    ]
+    if not names:
+        return
+    title = ((legend.get("title") or {}).get("text")) or ""
+    wide = max([_text_px(n, size) for n in names] + [_text_px(title, size)])
+    if wide + legend.get("itemwidth", 30) + 20 > SIDE_LEGEND_SHARE * width_px:
+        # Entries of one width make a grid whose rows `_make_room_above` can count.
+        legend.update(
+            orientation="h", yanchor="bottom", y=1.02, x=0, xanchor="left", entrywidth=round(wide * 1.1 + 4)
+        )
+        if title:
+            legend["title"] = {**(legend.get("title") or {}), "side": "top"}
+        layout["legend"] = legend
+
+
 def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -> go.Figure:
     """A copy of `fig` sized `width_in` inches wide (height: `aspect` x width), with WebGL
     traces drawn as SVG and every text at least MIN_FONT_PX (7.5 pt at that size)."""
@@ -402,6 +444,7 @@ def paper_figure(fig: go.Figure, width_in: float, aspect: float | None = None) -
     h = _room_for_rows(d, w, round(w * (aspect or DEFAULT_ASPECT)))
     _thin_category_ticks(d, w, h)
     _fit_texts(d, w)
+    _side_legend_above(d, w)
     h = _make_room_above(d, w, h)
     out = go.Figure(d, skip_invalid=True)
     out.update_layout(width=w, height=h, autosize=False)
