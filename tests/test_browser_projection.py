@@ -228,6 +228,39 @@ def test_hover_zoom_and_pan_send_the_server_nothing(browser, app):
     page.close()
 
 
+def test_a_tip_near_the_bottom_edge_flips_above_the_point_once_its_image_is_in(browser, app):
+    """Issue 47: the tip was placed before its thumbnail loaded, then grew past the view's
+    bottom edge and was cut. It is placed again at its full height: above the pointer where
+    it does not fit below, wholly inside the view, never over the point."""
+    url, ws = app
+    page, el, frame, _ = open_clusters(browser, url, "projection-tip-edge")
+    pts = stored_points(ws)
+    pixels = np.array(projection_pixels(el, frame, pts[["x", "y"]].to_numpy()))
+    i = int(np.argmax(pixels[:, 1]))  # the lowest point on the screen
+    px, py = (round(v) for v in pixels[i])
+    page.mouse.move(px - 20, py - 20)
+    page.mouse.move(px, py, steps=5)
+    frame.get_by_test_id("projection-tip").wait_for(state="visible")
+    frame.wait_for_function(
+        "() => { const i = document.querySelector('#tip img');"
+        " return i && i.complete && i.naturalWidth > 0; }"
+    )
+    page.wait_for_timeout(100)
+    tip, view, cursor = frame.evaluate(
+        """() => { const t = document.querySelector('#tip').getBoundingClientRect();
+                   const v = document.querySelector('canvas').getBoundingClientRect();
+                   return [[t.top, t.bottom, t.left, t.right], [v.top, v.bottom, v.left, v.right],
+                           window.__projection.hover]; }"""
+    )
+    box = el.bounding_box()
+    y_in = py - box["y"]  # the pointer in the view's frame
+    assert tip[0] >= view[0] - 1 and tip[1] <= view[1] + 1, (tip, view)  # not cut
+    assert tip[1] <= y_in or tip[0] >= y_in, (tip, y_in)  # not over the point
+    assert cursor >= 0  # a point is hovered
+    el.screenshot(path=str(ARTIFACTS / "projection-tip-edge.png"))
+    page.close()
+
+
 @pytest.fixture(scope="module")
 def app_captions_apart(demo_ws):
     """A server that sends no view's captions with its points (as for more than 250,000

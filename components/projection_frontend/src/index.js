@@ -442,6 +442,10 @@ function showTip(i, px, py) {
     const img = document.createElement("img");
     img.alt = id;
     img.src = S.args.thumb_base + thumb.split("/").map(encodeURIComponent).join("/");
+    // The thumbnail arrives after the tip is placed: place it again at its full height.
+    img.addEventListener("load", () => {
+      if (S.tipAt && S.tipAt[0] === i) placeTip(px, py);
+    });
     tip.appendChild(img);
   }
   const b = document.createElement("b");
@@ -452,10 +456,16 @@ function showTip(i, px, py) {
   const rest = raw ? caption : S.args.title && name != null ? `${S.args.title}: ${name}` : "";
   if (rest) tip.appendChild(document.createTextNode("\n" + rest));
   tip.style.display = "block";
+  placeTip(px, py);
+}
+
+// Below and right of the pointer; left of it where it would pass the right edge, above it
+// where it would pass the bottom edge (it flips, rather than being cut or covering the point).
+function placeTip(px, py) {
   const tw = tip.offsetWidth;
   const th = tip.offsetHeight;
-  tip.style.left = `${px + 14 + tw > W ? px - tw - 14 : px + 14}px`;
-  tip.style.top = `${Math.max(0, Math.min(py + 14, H - th))}px`;
+  tip.style.left = `${Math.max(0, px + 14 + tw > W ? px - tw - 14 : px + 14)}px`;
+  tip.style.top = `${Math.max(0, py + 14 + th > H ? py - th - 14 : py + 14)}px`;
 }
 
 // ---- gestures ----------------------------------------------------------------------------------
