@@ -15,6 +15,7 @@ LIMIT = 100
 
 # file:function -> why it is still long
 LONG = {
+    "conceptlens/cli.py:register": "declares the top-level commands' arguments (score, validate, info, ...)",
     "conceptlens/importers/cli.py:register": "declares every `import` subcommand's arguments, a block each",
     "conceptlens/studies/cli.py:register": "declares every `study` subcommand's arguments, a block each",
     "conceptlens/figures/aligned.py:aligned_frames": "one Plotly figure with animation frames: traces, "

@@ -321,30 +321,13 @@ def _from_images(ws, dataset: str, columns: Sequence[str]) -> list[Concept]:
     return out
 
 
-def import_concepts(
-    workspace,
-    dataset: str,
-    file=None,
-    *,
-    id_column: str = "image_id",
-    columns: Sequence[str] | None = None,
-    from_hierarchy: str | None = None,
-    from_images: Sequence[str] = (),
-    replace: bool = False,
-) -> ConceptsImport:
-    """Check everything, then write the dataset's concepts into concept_labels.parquet."""
-
-    ws = open_workspace(workspace)
-    if file is None and from_hierarchy is None and not from_images:
-        raise ValueError("give a FILE, --from-hierarchy or --from-images COLUMNS (or several)")
-    if columns and file is None:
-        raise ValueError("--columns chooses columns of FILE: give a FILE")
-    rows = dataset_rows(ws, dataset)  # a clear error for an unknown dataset
+def _gather(ws, dataset, file, id_column, columns, from_hierarchy, from_images, meta) -> tuple[list, list]:
+    """Every concept the sources give (a FILE's, then derived ones that can be scored) and
+    the reasons derived ones were left out; a name given twice is an error."""
     left_out: list[str] = []
     concepts: list[Concept] = []
     if file is not None:
         concepts += _from_file(ws, dataset, file, id_column, columns)
-    meta = _images(ws, dataset, ["split"])
     split = dict(zip(meta["image_id"], meta["split"]))
     if from_hierarchy is not None:
         label = dict(zip(meta["image_id"], meta["label"]))
@@ -367,8 +350,12 @@ def import_concepts(
         raise ImportInputError(
             f"dataset {dataset!r}: no concept to import" + (f" ({'; '.join(left_out)})" if left_out else "")
         )
+    return concepts, left_out
 
-    # The labelled images: those every concept has a value for.
+
+def _labelled(dataset: str, concepts: list[Concept]) -> set:
+    """The images every concept has a value for; an error when none, or when a concept takes
+    one value on them."""
     labelled = set.intersection(*(set(c.codes) for c in concepts))
     if not labelled:
         raise ImportInputError(f"dataset {dataset!r}: no image has a value of every concept")
@@ -377,12 +364,11 @@ def import_concepts(
             raise ImportInputError(
                 f"{c.source}: takes a single value on the {len(labelled)} image(s) every concept labels"
             )
-    notes: list[str] = []
-    if len(labelled) < len(rows):
-        notes.append(
-            f"{len(labelled)} of the dataset's {len(rows)} images are labelled with concepts (the others "
-            "are not listed or lack a value of some concept)"
-        )
+    return labelled
+
+
+def _split_warnings(concepts: list[Concept], labelled: set, split: dict) -> tuple[list, list, list[str]]:
+    """The labelled test and train images, and what `analyze concepts` will not manage on them."""
     test = [i for i in labelled if split.get(i) == "test"]
     train = [i for i in labelled if split.get(i) == "train"]
     warnings: list[str] = []
@@ -397,9 +383,15 @@ def import_concepts(
         why = _too_rare(c, {i: split.get(i) for i in labelled})
         if why is not None:
             warnings.append(f"concept {c.name}: {why}")
+    return test, train, warnings
 
+
+def _write(
+    ws, dataset: str, ids_of_dataset: list, concepts: list[Concept], order: list, replace: bool
+) -> list:
+    """Replace the dataset's rows of concept_labels by the concepts' (an error without
+    `replace` when it has some); returns the concepts it had."""
     path = ws.table_path(TABLE)
-    ids_of_dataset = [r["image_id"] for r in rows]
     earlier: list[str] = []
     if path.exists():
         old = pq.read_table(path, columns=["image_id", "concept"])
@@ -410,7 +402,6 @@ def import_concepts(
             f"{path}: dataset {dataset!r} already has concepts ({', '.join(earlier[:5])}"
             f"{', ...' if len(earlier) > 5 else ''}); --replace replaces all of them"
         )
-    order = sorted(labelled)
     table = pa.table(
         {
             "image_id": pa.array([i for _ in concepts for i in order], pa.string()),
@@ -419,6 +410,39 @@ def import_concepts(
         }
     ).cast(schema.arrow_schema(TABLE))
     ws.upsert(TABLE, table, {"image_id": ids_of_dataset})
+    return earlier
+
+
+def import_concepts(
+    workspace,
+    dataset: str,
+    file=None,
+    *,
+    id_column: str = "image_id",
+    columns: Sequence[str] | None = None,
+    from_hierarchy: str | None = None,
+    from_images: Sequence[str] = (),
+    replace: bool = False,
+) -> ConceptsImport:
+    """Check everything, then write the dataset's concepts into concept_labels.parquet."""
+    ws = open_workspace(workspace)
+    if file is None and from_hierarchy is None and not from_images:
+        raise ValueError("give a FILE, --from-hierarchy or --from-images COLUMNS (or several)")
+    if columns and file is None:
+        raise ValueError("--columns chooses columns of FILE: give a FILE")
+    rows = dataset_rows(ws, dataset)  # a clear error for an unknown dataset
+    meta = _images(ws, dataset, ["split"])
+    concepts, left_out = _gather(ws, dataset, file, id_column, columns, from_hierarchy, from_images, meta)
+    labelled = _labelled(dataset, concepts)
+    notes: list[str] = []
+    if len(labelled) < len(rows):
+        notes.append(
+            f"{len(labelled)} of the dataset's {len(rows)} images are labelled with concepts (the others "
+            "are not listed or lack a value of some concept)"
+        )
+    test, train, warnings = _split_warnings(concepts, labelled, dict(zip(meta["image_id"], meta["split"])))
+    order = sorted(labelled)
+    earlier = _write(ws, dataset, [r["image_id"] for r in rows], concepts, order, replace)
     for c in concepts:
         c.codes = {i: c.codes[i] for i in order}
     return ConceptsImport(
