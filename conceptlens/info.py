@@ -120,6 +120,7 @@ def _analyses(ws: Workspace) -> list[dict]:
                 "done": sum(s == DONE for s in status),
                 "skipped": sum(s == SKIPPED for s in status),
                 "problem": why,
+                "depends": list(a.depends),
             }
         )
     return out
@@ -180,9 +181,22 @@ def format_summary(s: dict) -> str:
     if s["analyses"] is not None:
         lines += ["", "analyses (units of this workspace; done and skipped as analysis_runs records them):"]
         width = max(len(a["analysis"]) for a in s["analyses"])
+        by = {a["analysis"]: a for a in s["analyses"]}
+
+        def pending(name: str) -> bool:
+            """Units of `name` not done, or none yet behind an analysis that has some."""
+            a = by.get(name)
+            if a is None:
+                return False
+            return a["done"] < a["units"] if a["units"] else any(pending(d) for d in a["depends"])
+
         for a in s["analyses"]:
+            # What it runs after and is not wholly done: its units may appear once it is.
+            before = [d for d in a["depends"] if pending(d)]
             if a["problem"]:
                 state = f"cannot list its units: {a['problem']}"
+            elif not a["units"] and before:
+                state = f"no unit yet: it runs after {', '.join(before)}"
             elif not a["units"]:
                 state = "nothing to compute here"
             else:

@@ -55,6 +55,9 @@ def test_the_command_prints_text_or_json_and_writes_nothing(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "toy: 30 images" in text and "2 checkpoints" in text
     assert "clustering" in text and "0 of 2 units done" in text
+    lines = {ln.split()[0]: " ".join(ln.split()[1:]) for ln in text.splitlines() if ln.startswith("  ")}
+    assert lines["cluster_metrics"] == "no unit yet: it runs after clustering"  # not "nothing to compute"
+    assert lines["compmap"] == "nothing to compute here"  # no primitives: none will come
     assert main(["info", "--workspace", str(ws.root), "--json", "--no-analyses"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["analyses"] is None and got["datasets"][0]["images"] == 30
