@@ -194,6 +194,11 @@ def with_article(noun: str) -> str:
     return ("an " if vowel or word.startswith(_SAID_WITH_VOWEL) else "a ") + noun.strip()
 
 
+def imagenet_caption(name: str) -> str:
+    """The caption of an image whose top-1 ImageNet class is `name` (every ImageNet captioner's)."""
+    return IMAGENET_TEMPLATE.format(with_article(name))
+
+
 def imagenet_class_names() -> list[str]:
     """The 1,000 ImageNet-1k class names in class-index order (the order of torchvision's and
     timm's classifiers), named as `conceptlens import imagenet` names its labels: the
@@ -240,7 +245,7 @@ class ImageNetCaptioner(Captioner):
         with torch.inference_mode():
             logits = self.adapter.classify(x.to(self.device))
         self._check(logits.shape[1])
-        return [IMAGENET_TEMPLATE.format(with_article(self.names[i])) for i in logits.argmax(dim=1).tolist()]
+        return [imagenet_caption(self.names[i]) for i in logits.argmax(dim=1).tolist()]
 
 
 class RetrievalCaptioner(Captioner):

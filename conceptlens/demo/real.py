@@ -51,7 +51,7 @@ from PIL import Image
 from .. import schema
 from ..analysis import runner
 from ..cache import cached
-from ..captioners import IMAGENET_TEMPLATE, ImageNetCaptioner, caption
+from ..captioners import ImageNetCaptioner, caption, imagenet_caption
 from ..extract import extract, features_table, image_path, upsert_checkpoint
 from ..hierarchy import write_from_paths
 from ..metrics import clopper_pearson
@@ -661,7 +661,7 @@ class _StoredFeatureCaptioner:
         x = torch.from_numpy(self.X[[self.by_path[str(p)] for p in paths]])
         with torch.inference_mode():
             logits = self.inner.adapter.head(x)
-        return [IMAGENET_TEMPLATE.format(self.inner.names[i]) for i in logits.argmax(dim=1).tolist()]
+        return [imagenet_caption(self.inner.names[i]) for i in logits.argmax(dim=1).tolist()]
 
 
 def build_captions(ws: Workspace, seed: int, datasets=DATASETS, progress: bool = True) -> str:

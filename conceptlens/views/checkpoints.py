@@ -122,6 +122,22 @@ CLUSTER_MEANS = {
 CLUSTER_ANALYSIS = "cluster_metrics"
 
 
+def partition_files(db, table, keep) -> list[tuple[str, dict]]:
+    """(file, its partition) of `table`'s files, read from their folder names, whose
+    partition `keep` accepts: the footers of those only are then read (a unit's options)."""
+    base = str(table.path).rstrip("/") + "/"
+    out = []
+    for f in map(str, db.ws.files(table.name)):
+        inside = f[f.rindex(base) + len(base) :] if base in f else ""
+        try:
+            part = parse_partition(table, inside.split("/")[:-1])
+        except ValueError:
+            continue
+        if keep(part):
+            out.append((f, part))
+    return out
+
+
 def unit_resampling(db, dataset: str, k: int) -> dict[str, tuple[int, int]]:
     """checkpoint_id -> (bootstrap resamples, seed) that cluster_metrics computed its unit
     (checkpoint, k) of `dataset` with: the options stored in the footer of the unit's last
@@ -139,16 +155,12 @@ def unit_resampling(db, dataset: str, k: int) -> dict[str, tuple[int, int]]:
     )
     # The units' files (of this dataset's checkpoints at k) from their folder names, then
     # the footers of those only.
-    base = str(last.path).rstrip("/") + "/"
-    units = {}
-    for f in map(str, db.ws.files(last.name)):
-        inside = f[f.rindex(base) + len(base) :] if base in f else ""
-        try:
-            part = parse_partition(last, inside.split("/")[:-1])
-        except ValueError:
-            continue
-        if part.get("k") == int(k) and part.get("checkpoint_id") in cks:
-            units[f] = part["checkpoint_id"]
+    units = {
+        f: part["checkpoint_id"]
+        for f, part in partition_files(
+            db, last, lambda p: p.get("k") == int(k) and p.get("checkpoint_id") in cks
+        )
+    }
     if not units:
         return {}
     md = db.query(
@@ -412,15 +424,32 @@ def transfer_scores(db, dataset: str, k: int, target: str) -> pd.DataFrame:
 
 
 def stored_population(db, dataset: str) -> str | None:
-    """The `--population` of the stored comparisons of `dataset` (None: not computed), from
-    the options stored with its `predictor_correlations` (`comparisons.stored_population`)."""
-    from ..analysis.comparisons import stored_population as stored  # local: the analyses load on use
+    """The `--population` of the stored comparisons of `dataset` (None: not computed, or its
+    file cannot be listed), from the options in the footer of its `predictor_correlations`
+    file; reads that table only, through the database (a workspace served over HTTP has no
+    metadata reader: `comparisons.stored_population` is the pipeline's, on local files)."""
+    from ..analysis.comparisons import ANALYSIS as analysis  # local: the analyses load on use
 
     if not db.has("predictor_correlations"):
         return None
     # Counted through the table, so a cache keyed by the tables read follows a new run.
     n = db.query("SELECT count(*) AS n FROM predictor_correlations WHERE dataset = $ds", {"ds": dataset})
-    return stored(db.ws, dataset) if int(n["n"].iloc[0]) else None
+    if not int(n["n"].iloc[0]):
+        return None
+    table = schema.tables_by_name()["predictor_correlations"]
+    files = [f for f, _ in partition_files(db, table, lambda p: p.get("dataset") == dataset)]
+    if not files:
+        return None
+    md = db.query(
+        "SELECT decode(value) AS value FROM parquet_kv_metadata($files) WHERE decode(key) = 'conceptlens'",
+        {"files": files},
+    )
+    try:
+        stored = json.loads(md["value"].iloc[-1]).get("analysis_options") if len(md) else None
+    except (ValueError, AttributeError):
+        stored = None
+    # Written before the option existed: its `legacy` value (every checkpoint).
+    return analysis.stored_options(stored)["population"]
 
 
 def comparison_population(db, dataset: str) -> dict:
